@@ -1,0 +1,7 @@
+"""`python -m rocbuild` runs the same CLI as the `rocbuild` console script."""
+
+import sys
+
+from rocbuild.cli import main
+
+sys.exit(main())

@@ -1,0 +1,266 @@
+"""The Stack: the requested components and everything they need, in a deterministic build
+order, each with its rendered configuration and a fingerprint of everything that shapes its
+output (DESIGN 3.3). Knows nothing of doit or subprocesses.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import heapq
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rocbuild.errors import ConfigError
+from rocbuild.recipes import Recipe, RecipeSet, load_recipes, suggest
+from rocbuild.render import render
+from rocbuild.settings import Settings, rewrite_url
+from rocbuild.targets import TargetError, TargetId, parse_target_list
+
+
+def sha256_text(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class Patch:
+    path: Path
+    sha256: str
+
+
+@dataclass(frozen=True)
+class Component:
+    """One component of a Stack, rendered for the chosen targets and prefix."""
+
+    recipe: Recipe
+    depends: tuple[str, ...]  # direct, including the owner of a reused checkout
+    checkout: str  # the component whose git checkout holds this source (itself, or its owner)
+    url: str | None  # as written in the recipe, rendered; None for a reused checkout
+    fetch_url: str | None  # after mirror rules
+    ref: str | None
+    submodules: bool
+    checkout_dir: Path
+    source_dir: Path
+    build_dir: Path
+    cmake_args: tuple[str, ...]
+    build_type: str
+    env: tuple[tuple[str, str], ...]
+    patches: tuple[Patch, ...]
+    fingerprint: str  # the whole rendered configuration plus dependency fingerprints
+
+    @property
+    def name(self) -> str:
+        return self.recipe.name
+
+    @property
+    def builds(self) -> bool:
+        return self.recipe.builds
+
+    @property
+    def owns_checkout(self) -> bool:
+        return self.checkout == self.name
+
+
+@dataclass(frozen=True)
+class Stack:
+    recipes: RecipeSet
+    version: str
+    series: str
+    targets: tuple[TargetId, ...]
+    prefix: Path
+    workdir: Path
+    components: Mapping[str, Component] = field(default_factory=dict)
+    order: tuple[str, ...] = ()  # the selected closure, dependencies first
+
+    def selected(self) -> list[Component]:
+        return [self.components[n] for n in self.order]
+
+
+def direct_deps(recipe: Recipe) -> tuple[str, ...]:
+    owner = recipe.source.from_component
+    extra = (owner,) if owner and owner not in recipe.depends else ()
+    return extra + recipe.depends
+
+
+def _find_cycle(graph: Mapping[str, tuple[str, ...]], nodes: Iterable[str]) -> list[str]:
+    """A dependency cycle among ``nodes`` as [a, b, ..., a]."""
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        state[node] = 1
+        stack.append(node)
+        for dep in graph[node]:
+            if state.get(dep) == 1:
+                return [*stack[stack.index(dep):], dep]
+            if dep not in state:
+                found = visit(dep)
+                if found:
+                    return found
+        stack.pop()
+        state[node] = 2
+        return None
+
+    for node in sorted(nodes):
+        if node not in state:
+            found = visit(node)
+            if found:
+                return found
+    return []
+
+
+def build_order(recipes: RecipeSet, requested: Iterable[str]) -> tuple[str, ...]:
+    """The closure of ``requested`` in dependency order. Ties go by the order of
+    ``stack.components`` in stack.toml, then by name, so the order never depends on the
+    filesystem. A cycle is a ConfigError that prints it."""
+    graph = {name: direct_deps(r) for name, r in recipes.recipes.items()}
+    closure: set[str] = set()
+    todo = list(requested)
+    while todo:
+        name = todo.pop()
+        if name not in closure:
+            closure.add(name)
+            todo.extend(graph[name])
+    rank = {name: i for i, name in enumerate(recipes.stack.components)}
+
+    def key(name: str) -> tuple[int, str]:
+        return (rank.get(name, len(rank)), name)
+
+    waiting = {n: sum(1 for d in graph[n] if d in closure) for n in closure}
+    users: dict[str, list[str]] = {n: [] for n in closure}
+    for name in closure:
+        for dep in graph[name]:
+            users[dep].append(name)
+    ready = [key(n) for n, count in waiting.items() if count == 0]
+    heapq.heapify(ready)
+    order: list[str] = []
+    while ready:
+        _, name = heapq.heappop(ready)
+        order.append(name)
+        for user in users[name]:
+            waiting[user] -= 1
+            if waiting[user] == 0:
+                heapq.heappush(ready, key(user))
+    if len(order) != len(closure):
+        cycle = _find_cycle(graph, closure - set(order))
+        files = ", ".join(str(recipes.recipes[n].file) for n in cycle[:-1])
+        raise ConfigError(f"dependency cycle: {' -> '.join(cycle)} (in 'depends' of {files})",
+                          tip="remove one of these dependencies to break the cycle")
+    return tuple(order)
+
+
+def find_patches(recipes: RecipeSet, name: str) -> tuple[Patch, ...]:
+    folder = recipes.patches_dir / name
+    if not folder.is_dir():
+        return ()
+    return tuple(Patch(p, hashlib.sha256(p.read_bytes()).hexdigest())
+                 for p in sorted(folder.glob("*.patch")))
+
+
+def _resolve_targets(recipes: RecipeSet, settings: Settings) -> tuple[TargetId, ...]:
+    if settings.target is not None:
+        return settings.target
+    try:
+        return parse_target_list(recipes.stack.targets)
+    except TargetError as exc:
+        raise ConfigError(f"{recipes.stack.file}: key 'stack.targets': {exc}",
+                          tip=f"fix 'stack.targets' in {recipes.stack.file}") from None
+
+
+def load_stack(settings: Settings, requested: Iterable[str] = ()) -> Stack:
+    """Load recipes and resolve the Stack for ``requested`` components (default: the
+    components listed in stack.toml, or every recipe when it lists none)."""
+    recipes = load_recipes(settings.recipes)
+    spec = recipes.stack
+    requested = list(requested) or list(spec.components) or sorted(recipes.recipes)
+    known = sorted(recipes.recipes)
+    for name in requested:
+        if name not in recipes.recipes:
+            raise ConfigError(f"unknown component '{name}' (known: {', '.join(known)})."
+                              + suggest(name, known), tip="run `rocbuild plan` to see them all")
+    targets = _resolve_targets(recipes, settings)
+    target_names = [str(t) for t in targets]
+    base = {"version": spec.version, "series": spec.series, "targets": target_names}
+    if settings.prefix is not None:
+        prefix = settings.prefix
+    else:
+        prefix = Path(render(spec.prefix, base, file=spec.file, key="stack.prefix"))
+        if not prefix.is_absolute():
+            raise ConfigError(f"{spec.file}: key 'stack.prefix' must render to an absolute "
+                              f"path, got '{prefix}'", tip=f"fix 'stack.prefix' in {spec.file}")
+    workdir: Path = settings.workdir
+    order = build_order(recipes, requested)
+    stack = Stack(recipes=recipes, version=spec.version, series=spec.series, targets=targets,
+                  prefix=prefix, workdir=workdir)
+    components: dict[str, Component] = {}
+    for name in order:
+        components[name] = _render_component(stack, recipes.recipes[name], components, settings)
+    return Stack(recipes=recipes, version=spec.version, series=spec.series, targets=targets,
+                 prefix=prefix, workdir=workdir, components=components, order=order)
+
+
+def _render_component(stack: Stack, recipe: Recipe, done: Mapping[str, Component],
+                      settings: Settings) -> Component:
+    deps = direct_deps(recipe)
+    owner = recipe.source.from_component or recipe.name
+    checkout_dir = stack.workdir / "src" / owner
+    # A recipe may name the source folder of itself and of anything it depends on, directly
+    # or not; `src.x` for an unrelated component is undefined, so a missing dependency shows.
+    reachable: dict[str, Component] = {}
+    todo = list(deps)
+    while todo:
+        dep = todo.pop()
+        if dep not in reachable:
+            reachable[dep] = done[dep]
+            todo.extend(done[dep].depends)
+    subdir_ctx = {"version": stack.version, "series": stack.series, "name": recipe.name,
+                  "targets": [str(t) for t in stack.targets], "prefix": str(stack.prefix)}
+    subdir = render(recipe.source.subdir, subdir_ctx, file=recipe.file, key="source.subdir")
+    source_dir = checkout_dir / subdir if subdir else checkout_dir
+    build_dir = stack.workdir / "build" / recipe.name
+    context: dict[str, Any] = {
+        **subdir_ctx,
+        "source_dir": str(source_dir),
+        "build_dir": str(build_dir),
+        "workdir": str(stack.workdir),
+        "src": {**{n: str(c.source_dir) for n, c in reachable.items()},
+                recipe.name: str(source_dir)},
+        "build": {n: str(c.build_dir) for n, c in reachable.items()},
+    }
+
+    def r(text: str, key: str) -> str:
+        return render(text, context, file=recipe.file, key=key)
+
+    url = ref = None
+    if recipe.source.git is not None:
+        url, ref = r(recipe.source.git, "source.git"), r(recipe.source.ref or "", "source.ref")
+    args = tuple(r(a, f"cmake.args[{i}]") for i, a in enumerate(recipe.cmake_args))
+    for i, arg in enumerate(args):
+        if arg.startswith(("-G", "-S", "-B", "-DCMAKE_INSTALL_PREFIX=")):
+            raise ConfigError(f"{recipe.file}: key 'cmake.args[{i}]': '{arg}' is set by rocbuild "
+                              "itself (generator, source, build folder, install prefix)",
+                              tip=f"remove it from {recipe.file}")
+    env = tuple(sorted((k, r(v, f"env.{k}")) for k, v in recipe.env.items()))
+    build_type = r(recipe.build_type, "cmake.build_type")
+    patches = find_patches(stack.recipes, recipe.name)
+    if patches and recipe.source.from_component:
+        raise ConfigError(
+            f"{patches[0].path.parent}: '{recipe.name}' reuses the checkout of '{owner}', so its "
+            f"patches belong in patches/{owner}/", tip=f"move the files to patches/{owner}/")
+    fingerprint_doc = {
+        "name": recipe.name, "kind": recipe.kind, "url": url, "ref": ref,
+        "submodules": recipe.source.submodules, "checkout": owner, "subdir": subdir,
+        "cmake_args": args, "build_type": build_type, "env": env,
+        "prefix": str(stack.prefix),
+        "patches": [(p.path.name, p.sha256) for p in patches],
+        "deps": {d: done[d].fingerprint for d in deps},
+    }
+    fingerprint = sha256_text(json.dumps(fingerprint_doc, sort_keys=True))
+    return Component(
+        recipe=recipe, depends=deps, checkout=owner, url=url,
+        fetch_url=rewrite_url(url, settings.mirror) if url else None, ref=ref,
+        submodules=recipe.source.submodules, checkout_dir=checkout_dir, source_dir=source_dir,
+        build_dir=build_dir, cmake_args=args, build_type=build_type, env=env, patches=patches,
+        fingerprint=fingerprint)

@@ -1,0 +1,121 @@
+"""The plan model: what would be built, in which order, how, and with how many jobs.
+
+``build_plan`` turns a Stack into plain data; ``to_json`` is the stable document behind
+``rocbuild plan --json`` (top-level ``prefix``, ``targets``, ``settings``, ``components`` in
+build order). Rendering for a terminal lives in ui.py.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from rocbuild.graph import Component, Stack
+from rocbuild.resources import DEFAULT_JOB_MEM, HostSnapshot, JobCount, jobs_for
+from rocbuild.settings import OPTIONS, Settings
+from rocbuild.steps import StepCommands, commands_for, steps_of
+
+# The kinds of parallel work a recipe can size (memory per job in [resources]).
+JOB_KINDS = {"compile": "compile_mem", "link": "link_mem", "tensile": "tensile_mem"}
+
+
+@dataclass(frozen=True)
+class PlannedComponent:
+    component: Component
+    state: str
+    jobs: dict[str, JobCount]  # kind -> count; "compile" always present for built components
+    commands: list[StepCommands]
+
+    @property
+    def name(self) -> str:
+        return self.component.name
+
+
+@dataclass(frozen=True)
+class Plan:
+    stack: Stack
+    settings: Settings
+    host: HostSnapshot
+    components: list[PlannedComponent]
+
+
+def component_jobs(component: Component, host: HostSnapshot, settings: Settings
+                   ) -> dict[str, JobCount]:
+    if not component.builds:
+        return {}
+    res = component.recipe.resources
+    out = {}
+    for kind, key in JOB_KINDS.items():
+        if kind == "compile" or key in res:
+            per_job = int(res.get(key, DEFAULT_JOB_MEM))
+            out[kind] = jobs_for(host, per_job, swap_weight=settings.swap_weight,
+                                 cap=settings.jobs)
+    return out
+
+
+def build_plan(stack: Stack, settings: Settings, host: HostSnapshot,
+               state_of: Callable[[Component], str] = lambda c: "pending") -> Plan:
+    planned = []
+    for component in stack.selected():
+        jobs = component_jobs(component, host, settings)
+        compile_jobs = jobs["compile"].jobs if "compile" in jobs else 1
+        planned.append(PlannedComponent(component, state_of(component), jobs,
+                                        commands_for(stack, component, compile_jobs)))
+    return Plan(stack, settings, host, planned)
+
+
+def _json_value(value: Any) -> Any:
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, tuple) and value and isinstance(value[0], tuple):
+        return [f"{a}={b}" for a, b in value]  # mirror rules
+    if isinstance(value, (tuple, list)):
+        return [str(v) for v in value]
+    return str(value)
+
+
+def to_json(plan: Plan) -> dict[str, Any]:
+    stack = plan.stack
+    settings = {o.name: {"value": _json_value(plan.settings.values[o.name].value),
+                         "source": plan.settings.source(o.name)} for o in OPTIONS}
+    settings["prefix"] = {"value": str(stack.prefix),
+                          "source": plan.settings.source("prefix")
+                          if plan.settings.prefix is not None else "recipes (stack.prefix)"}
+    settings["target"] = {"value": [str(t) for t in stack.targets],
+                          "source": plan.settings.source("target")
+                          if plan.settings.target is not None else "recipes (stack.targets)"}
+    components = []
+    for p in plan.components:
+        c = p.component
+        components.append({
+            "name": c.name,
+            "summary": c.recipe.summary,
+            "kind": c.recipe.kind,
+            "recipe": str(c.recipe.file),
+            "depends": list(c.depends),
+            "state": p.state,
+            "source": {"url": c.fetch_url, "recipe_url": c.url, "ref": c.ref,
+                       "submodules": c.submodules, "checkout": c.checkout,
+                       "dir": str(c.source_dir)},
+            "patches": [str(patch.path) for patch in c.patches],
+            "steps": list(steps_of(c)),
+            "configure_args": [] if not c.builds else
+            next(list(sc.argvs[0]) for sc in p.commands if sc.step == "configure"),
+            "env": dict(c.env),
+            "jobs": {kind: {"jobs": jc.jobs, "reason": jc.reason} for kind, jc in p.jobs.items()},
+            "fingerprint": c.fingerprint,
+            "build_dir": str(c.build_dir) if c.builds else None,
+        })
+    return {
+        "rocbuild_plan": 1,
+        "stack": stack.recipes.stack.name,
+        "version": stack.version,
+        "prefix": str(stack.prefix),
+        "targets": [str(t) for t in stack.targets],
+        "workdir": str(stack.workdir),
+        "host": {"cpus": plan.host.cpus, "mem_available": plan.host.mem_available,
+                 "swap_free": plan.host.swap_free},
+        "settings": settings,
+        "components": components,
+    }

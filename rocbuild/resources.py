@@ -1,0 +1,143 @@
+"""Host resources (CPUs, memory, swap) and the job count each kind of work can afford.
+
+CPU count respects the affinity mask and a cgroup v2/v1 CPU quota; available memory and
+free swap respect a cgroup memory limit, because a container's build is OOM-killed at its
+cgroup limit long before the host runs out. ``root`` lets tests read a captured tree.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import psutil
+
+GIB = 1 << 30
+DEFAULT_RESERVE = GIB  # memory left for the desktop, the shell and rocbuild itself
+DEFAULT_JOB_MEM = GIB  # per compile job when a recipe does not say
+
+
+def format_gib(n_bytes: float) -> str:
+    return f"{n_bytes / GIB:.1f} GiB"
+
+
+@dataclass(frozen=True)
+class HostSnapshot:
+    cpus: int
+    cpu_reason: str
+    mem_available: int
+    swap_free: int
+    mem_reason: str
+
+
+def _read(root: Path, rel: str) -> str | None:
+    try:
+        return (root / rel.lstrip("/")).read_text().strip()
+    except OSError:
+        return None
+
+
+def _cgroup_dir(root: Path) -> tuple[Path | None, bool]:
+    """This process's cgroup v2 folder under ``root``, or the v1 hierarchy root; (dir, is_v2)."""
+    text = _read(root, "/proc/self/cgroup") or ""
+    for line in text.splitlines():
+        hierarchy, _, path = line.partition("::")
+        if hierarchy == "0" and path:  # cgroup v2 line is "0::/path"
+            return root / "sys/fs/cgroup" / path.lstrip("/"), True
+    if (root / "sys/fs/cgroup/memory").is_dir():
+        return root / "sys/fs/cgroup", False
+    return None, False
+
+
+def _int_or_none(text: str | None) -> int | None:
+    if text is None or text in ("max", ""):
+        return None
+    try:
+        value = int(text)
+    except ValueError:
+        return None
+    # cgroup v1 reports "no limit" as a huge page-rounded number
+    return None if value >= 1 << 60 else value
+
+
+def cgroup_cpu_quota(root: Path) -> float | None:
+    folder, v2 = _cgroup_dir(root)
+    if folder is None:
+        return None
+    if v2:
+        quota, _, period = (_read(folder, "cpu.max") or "max").partition(" ")
+        q, p = _int_or_none(quota), _int_or_none(period)
+    else:
+        q = _int_or_none(_read(folder, "cpu/cpu.cfs_quota_us"))
+        p = _int_or_none(_read(folder, "cpu/cpu.cfs_period_us"))
+        if q is not None and q < 0:
+            q = None
+    return q / p if q and p else None
+
+
+def cgroup_memory_room(root: Path) -> tuple[int | None, int | None]:
+    """(memory the cgroup still allows, swap it still allows), None where unlimited."""
+    folder, v2 = _cgroup_dir(root)
+    if folder is None:
+        return None, None
+    if v2:
+        limit, used = _int_or_none(_read(folder, "memory.max")), _int_or_none(
+            _read(folder, "memory.current"))
+        swap_limit = _int_or_none(_read(folder, "memory.swap.max"))
+        swap_used = _int_or_none(_read(folder, "memory.swap.current")) or 0
+    else:
+        limit = _int_or_none(_read(folder, "memory/memory.limit_in_bytes"))
+        used = _int_or_none(_read(folder, "memory/memory.usage_in_bytes"))
+        swap_limit = swap_used = None
+    # page cache counts in "current" but is reclaimable; take the usage as a safe upper bound
+    mem_room = max(limit - (used or 0), 0) if limit is not None else None
+    swap_room = max(swap_limit - swap_used, 0) if swap_limit is not None else None
+    return mem_room, swap_room
+
+
+def snapshot(root: Path = Path("/")) -> HostSnapshot:
+    """What this host can give a build right now."""
+    try:
+        affinity = len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - non-Linux
+        affinity = os.cpu_count() or 1
+    cpus, cpu_reason = affinity, f"{affinity} CPUs"
+    quota = cgroup_cpu_quota(root)
+    if quota is not None and math.ceil(quota) < cpus:
+        cpus, cpu_reason = max(1, math.ceil(quota)), f"{math.ceil(quota)} CPUs (cgroup quota)"
+    vm, sw = psutil.virtual_memory(), psutil.swap_memory()
+    mem, swap, mem_reason = int(vm.available), int(sw.free), "memory"
+    mem_room, swap_room = cgroup_memory_room(root)
+    if mem_room is not None and mem_room < mem:
+        mem, mem_reason = mem_room, "cgroup memory"
+    if swap_room is not None and swap_room < swap:
+        swap = swap_room
+    return HostSnapshot(cpus=cpus, cpu_reason=cpu_reason, mem_available=mem, swap_free=swap,
+                        mem_reason=mem_reason)
+
+
+@dataclass(frozen=True)
+class JobCount:
+    jobs: int
+    reason: str
+
+
+def jobs_for(host: HostSnapshot, mem_per_job: int, *, swap_weight: float = 0.5,
+             reserve: int = DEFAULT_RESERVE, cap: int | None = None) -> JobCount:
+    """How many jobs of ``mem_per_job`` fit now: (available + swap × weight − reserve) / per job,
+    capped by CPUs and ``cap`` (``--jobs``); never below 1. The reason says which limit won."""
+    budget = host.mem_available + host.swap_free * swap_weight - reserve
+    by_memory = max(1, int(budget // max(mem_per_job, 1)))
+    memory_text = (f"{host.mem_reason} {format_gib(host.mem_available)} + swap "
+                   f"{format_gib(host.swap_free)} × {swap_weight:g} − {format_gib(reserve)} "
+                   f"reserve at {format_gib(mem_per_job)}/job")
+    limits = [(by_memory, memory_text), (host.cpus, host.cpu_reason)]
+    if cap is not None:
+        limits.append((cap, f"--jobs {cap}"))
+    jobs = min(n for n, _ in limits)
+    # the limit that decided first, then the others with what each would allow
+    ordered = sorted(limits, key=lambda item: item[0])
+    parts = [ordered[0][1]] + [f"{text} (allows {n})" for n, text in ordered[1:]]
+    return JobCount(jobs, f"{jobs} job{'s' if jobs != 1 else ''}: " + "; ".join(parts))

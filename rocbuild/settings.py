@@ -1,0 +1,253 @@
+"""Settings: flag > ``ROCBUILD_*`` environment > config file > default, each with its source.
+
+Every setting is declared once in ``OPTIONS``; the argparse flags, the environment names, the
+config-file keys and the provenance shown by ``rocbuild plan`` all come from that table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import sys
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rocbuild.errors import ConfigError
+from rocbuild.targets import TargetError, TargetId, parse_target_list
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised on Python 3.10 only
+    import tomli as tomllib
+
+CONFIG_FILE_NAME = "rocbuild.toml"
+
+
+def _parse_path(text: str) -> Path:
+    return Path(os.path.expanduser(text)).absolute()
+
+
+def _parse_targets(text: str) -> tuple[TargetId, ...]:
+    return parse_target_list([text])
+
+
+def _parse_mirror_rules(text: str) -> tuple[tuple[str, str], ...]:
+    rules = []
+    for rule in re.split(r"[;\s]+", text.strip()):
+        if not rule:
+            continue
+        source, sep, dest = rule.partition("=")
+        if not sep or not source or not dest:
+            raise ValueError(f"mirror rule '{rule}' is not FROM=TO (for example "
+                             "https://github.com/=file:///srv/mirrors/)")
+        rules.append((source, dest))
+    return tuple(rules)
+
+
+def _parse_positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise ValueError(f"'{text}' is not a whole number") from None
+    if value < 1:
+        raise ValueError(f"{value} is not a positive number")
+    return value
+
+
+def _parse_fraction(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise ValueError(f"'{text}' is not a number") from None
+    if not 0.0 <= value <= 1.0:
+        raise ValueError(f"{value} is not between 0 and 1")
+    return value
+
+
+@dataclass(frozen=True)
+class Option:
+    """One setting: its flag, environment variable and config key derive from ``name``."""
+
+    name: str
+    help: str
+    parse: Callable[[str], Any]
+    metavar: str
+    repeatable: bool = False  # a flag given several times adds up (mirror rules)
+
+    @property
+    def flag(self) -> str:
+        return "--" + self.name.replace("_", "-")
+
+    @property
+    def env(self) -> str:
+        return "ROCBUILD_" + self.name.upper()
+
+
+OPTIONS: tuple[Option, ...] = (
+    Option("recipes", "recipes folder (default: the one shipped with rocbuild)", _parse_path,
+           "DIR"),
+    Option("workdir", "sources, build trees, logs and state", _parse_path, "DIR"),
+    Option("prefix", "install prefix (default from recipes/stack.toml)", _parse_path, "PATH"),
+    Option("target", "comma-separated GPU targets, e.g. gfx906 or gfx906,gfx90a", _parse_targets,
+           "LIST"),
+    Option("mirror", "rewrite a source URL prefix, like git's insteadOf (repeatable)",
+           _parse_mirror_rules, "FROM=TO", repeatable=True),
+    Option("jobs", "upper bound on parallel jobs", _parse_positive_int, "N"),
+    Option("parallel", "components built at the same time", _parse_positive_int, "N"),
+    Option("swap_weight", "share of free swap counted as memory when sizing jobs (0-1)",
+           _parse_fraction, "F"),
+)
+OPTION_BY_NAME = {o.name: o for o in OPTIONS}
+
+
+def _default_recipes_dir() -> Path:
+    package = Path(__file__).resolve().parent
+    packaged = package / "_data" / "recipes"  # wheel layout (see pyproject force-include)
+    return packaged if packaged.is_dir() else package.parent / "recipes"
+
+
+def _default_workdir(env: Mapping[str, str]) -> Path:
+    cache = env.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(cache) / "rocbuild"
+
+
+def user_config_path(env: Mapping[str, str]) -> Path:
+    config = env.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
+    return Path(config) / "rocbuild" / CONFIG_FILE_NAME
+
+
+@dataclass(frozen=True)
+class Value:
+    """A resolved setting: the value and where it came from (flag, env, config file, default)."""
+
+    value: Any
+    source: str
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Resolved settings. ``None`` values mean "use what the recipes say" (prefix, target)."""
+
+    values: Mapping[str, Value] = field(default_factory=dict)
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return self.values[name].value
+        except KeyError:
+            raise AttributeError(name) from None
+
+    def source(self, name: str) -> str:
+        return self.values[name].source
+
+    def with_value(self, name: str, value: Any, source: str) -> Settings:
+        return Settings({**self.values, name: Value(value, source)})
+
+
+def add_flags(parser: argparse.ArgumentParser) -> None:
+    """Add every setting's flag. Defaults are suppressed so a flag given before the subcommand
+    is not overwritten by the subcommand's parser, and so unset flags are told apart."""
+    for option in OPTIONS:
+        parser.add_argument(
+            option.flag,
+            dest=option.name,
+            metavar=option.metavar,
+            help=f"{option.help} [env {option.env}]",
+            action="append" if option.repeatable else "store",
+            default=argparse.SUPPRESS,
+        )
+
+
+def _read_config_file(path: Path) -> dict[str, Any]:
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: invalid TOML: {exc}",
+                          tip=f"fix the syntax of {path} or remove the file") from None
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read: {exc.strerror}") from None
+    section = data.get("rocbuild", data)
+    if not isinstance(section, dict):
+        raise ConfigError(f"{path}: [rocbuild] must be a table")
+    for key in section:
+        if key not in OPTION_BY_NAME:
+            known = ", ".join(o.name for o in OPTIONS)
+            raise ConfigError(f"{path}: key '{key}' is not a setting (known settings: {known})",
+                              tip=f"fix the spelling or remove '{key}' from {path}")
+    return section
+
+
+def _config_text(value: Any) -> str:
+    if isinstance(value, list):
+        return ";".join(str(v) for v in value) if value else ""
+    if isinstance(value, bool):
+        raise ValueError(f"{value!r} is not a valid value here")
+    return str(value)
+
+
+def find_config_file(cwd: Path, env: Mapping[str, str]) -> Path | None:
+    for candidate in (cwd / CONFIG_FILE_NAME, user_config_path(env)):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def resolve(
+    flags: Mapping[str, Any],
+    env: Mapping[str, str] | None = None,
+    cwd: Path | None = None,
+) -> Settings:
+    """Resolve every option from flags (argparse dest -> raw value), environment, config file
+    and defaults. Raises ConfigError naming the flag, variable or file key that is wrong."""
+    env = os.environ if env is None else env
+    cwd = Path.cwd() if cwd is None else cwd
+    config_path = find_config_file(cwd, env)
+    config = _read_config_file(config_path) if config_path else {}
+    defaults: dict[str, Any] = {
+        "recipes": _default_recipes_dir(),
+        "workdir": _default_workdir(env),
+        "prefix": None,
+        "target": None,
+        "mirror": (),
+        "jobs": None,
+        "parallel": 1,
+        "swap_weight": 0.5,
+    }
+    values: dict[str, Value] = {}
+    for option in OPTIONS:
+        raw: Any = None
+        where = ""
+        if option.name in flags and flags[option.name] is not None:
+            raw, where = flags[option.name], f"flag {option.flag}"
+        elif env.get(option.env):
+            raw, where = env[option.env], f"env {option.env}"
+        elif option.name in config:
+            where = f"config {config_path}"
+            try:
+                raw = _config_text(config[option.name])
+            except ValueError as exc:
+                raise ConfigError(f"{config_path}: key '{option.name}': {exc}") from None
+        if raw is None:
+            values[option.name] = Value(defaults[option.name], "default")
+            continue
+        items = raw if isinstance(raw, list) else [raw]
+        try:
+            parsed = [option.parse(str(item)) for item in items]
+        except (ValueError, TargetError) as exc:
+            raise ConfigError(
+                f"{where}: {exc}", tip=f"see `rocbuild --help` for {option.flag}"
+            ) from None
+        if option.repeatable:
+            value = tuple(rule for rules in parsed for rule in rules)
+        else:
+            value = parsed[-1]
+        values[option.name] = Value(value, where)
+    return Settings(values)
+
+
+def rewrite_url(url: str, rules: tuple[tuple[str, str], ...]) -> str:
+    """Apply mirror rules like git's insteadOf: the longest matching prefix wins."""
+    best = max((r for r in rules if url.startswith(r[0])), key=lambda r: len(r[0]), default=None)
+    return best[1] + url[len(best[0]):] if best else url

@@ -1,0 +1,57 @@
+"""Terminal renderings (rich) of the plan; plain text when output is not a terminal."""
+
+from __future__ import annotations
+
+import sys
+from typing import TextIO
+
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from rocbuild.plan import Plan, to_json
+from rocbuild.steps import shell_line
+
+
+def console(stream: TextIO | None = None) -> Console:
+    # width only matters for a pipe or a file: keep lines whole there
+    stream = stream or sys.stdout
+    tty = stream.isatty()
+    return Console(file=stream, highlight=False, width=None if tty else 160)
+
+
+def print_plan(plan: Plan, out: Console) -> None:
+    doc = to_json(plan)
+    stack = plan.stack
+    out.print(f"[bold]rocbuild plan[/] — {escape(doc['stack'])} {escape(stack.version)} for "
+              f"[bold]{escape(', '.join(doc['targets']))}[/]")
+    out.print(f"prefix:  {escape(doc['prefix'])}")
+    out.print(f"workdir: {escape(doc['workdir'])}")
+    out.print("settings:")
+    for name, entry in doc["settings"].items():
+        value = entry["value"]
+        text = ", ".join(value) if isinstance(value, list) else str(value)
+        source = escape(entry["source"])
+        out.print(f"  {name:<12} {escape(text or '(none)'):<40} [dim]({source})[/]")
+    table = Table(title=f"build order ({len(plan.components)} components)", title_justify="left")
+    for column in ("#", "component", "ref", "depends", "state", "jobs"):
+        table.add_column(column, overflow="fold")
+    for i, p in enumerate(plan.components, 1):
+        c = p.component
+        ref = c.ref or f"(checkout of {c.checkout})"
+        jobs = "\n".join(escape(j.reason) if kind == "compile" else f"{kind}: {escape(j.reason)}"
+                         for kind, j in p.jobs.items()) or "source only"
+        table.add_row(str(i), escape(c.name), escape(ref), escape(", ".join(c.depends) or "-"),
+                      escape(p.state), jobs)
+    out.print(table)
+
+
+def print_commands(plan: Plan, out: TextIO) -> None:
+    """Paste-ready shell commands, one block per component in build order."""
+    for p in plan.components:
+        out.write(f"# --- {p.name} ---\n")
+        for step in p.commands:
+            out.write(f"# {step.step}\n")
+            for argv in step.argvs:
+                out.write(shell_line(argv, step.env) + "\n")
+        out.write("\n")
