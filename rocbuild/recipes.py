@@ -64,6 +64,7 @@ RECIPE_SCHEMA: _Schema = {
     "summary": "str",
     "kind": "str",
     "depends": "strlist",
+    "system_packages": "strlist",  # Debian/Ubuntu packages the build needs (doctor, preflight)
     "source": {"git": "str", "ref": "str", "submodules": "bool", "from": "str", "subdir": "str"},
     "cmake": {"args": "strlist", "build_type": "str"},
     "env": "strmap",
@@ -185,6 +186,7 @@ class Recipe:
     build_type: str = "Release"
     env: Mapping[str, str] = field(default_factory=dict)
     resources: Mapping[str, float] = field(default_factory=dict)
+    system_packages: tuple[str, ...] = ()
 
     @property
     def builds(self) -> bool:
@@ -291,7 +293,8 @@ def load_recipe(file: Path) -> Recipe:
     return Recipe(name=name, file=file, summary=data.get("summary", ""), kind=kind,
                   depends=depends, source=source, cmake_args=cmake.get("args", ()),
                   build_type=cmake.get("build_type", "Release"), env=data.get("env", {}),
-                  resources=data.get("resources", {}))
+                  resources=data.get("resources", {}),
+                  system_packages=data.get("system_packages", ()))
 
 
 def load_recipes(folder: Path) -> RecipeSet:
