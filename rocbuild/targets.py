@@ -85,7 +85,9 @@ def parse_target(text: str) -> TargetId:
         if name not in allowed:
             supported = ", ".join(sorted(allowed)) or "none"
             raise TargetError(
-                f"'{raw}': {processor} has no '{name}' feature (features it supports: {supported})"
+                f"'{raw}': {processor} has no '{name}' feature (features it supports: "
+                f"{supported}); write it as {processor}"
+                + "".join(f":{f}{'+' if on else '-'}" for f, on in sorted(features.items()))
             )
         if name in features:
             raise TargetError(f"'{raw}': feature '{name}' is given twice")
