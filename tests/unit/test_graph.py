@@ -40,7 +40,8 @@ def test_reused_checkout_adds_source_dependency(write_recipes, tmp_path: Path) -
 
 
 def test_prefix_and_targets_render(write_recipes) -> None:
-    folder = write_recipes(a=SRC + '[cmake]\nargs = ["-DGPU_TARGETS={{ targets | join(\';\') }}"]\n')
+    args = '[cmake]\nargs = ["-DGPU_TARGETS={{ targets | join(\';\') }}"]\n'
+    folder = write_recipes(a=SRC + args)
     stack = stack_of(folder, target="gfx906,gfx90a")
     assert stack.prefix == Path("/opt/rocm-6.4-gfx906-gfx90a")
     assert stack.components["a"].cmake_args == ("-DGPU_TARGETS=gfx906;gfx90a",)

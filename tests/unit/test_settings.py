@@ -57,8 +57,8 @@ def test_config_file_errors_name_file_and_key(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=r"rocbuild.toml: key 'jbos' is not a setting \(known"):
         resolve({}, env={}, cwd=tmp_path)
     cfg.write_text("jobs = [\n")
-    with pytest.raises(ConfigError, match="rocbuild.toml: invalid TOML"):
+    with pytest.raises(ConfigError, match=r"rocbuild\.toml: invalid TOML"):
         resolve({}, env={}, cwd=tmp_path)
     cfg.write_text("jobs = true\n")
-    with pytest.raises(ConfigError, match="rocbuild.toml: key 'jobs'"):
+    with pytest.raises(ConfigError, match=r"rocbuild\.toml: key 'jobs'"):
         resolve({}, env={}, cwd=tmp_path)
