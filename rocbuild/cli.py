@@ -17,7 +17,7 @@ from rocbuild import __version__, settings
 from rocbuild.errors import EXIT_INTERRUPTED, RocbuildError
 
 # Subcommand modules, in the order `rocbuild --help` lists them.
-COMMAND_MODULES = ("rocbuild.cmd_plan",)
+COMMAND_MODULES = ("rocbuild.cmd_plan", "rocbuild.cmd_build")
 
 
 def build_parser() -> argparse.ArgumentParser:

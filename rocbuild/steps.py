@@ -1,4 +1,4 @@
-"""The commands of each step (fetch, patch, configure, build, install) as plain data.
+"""The commands of each step (fetch, patch, configure, compile, install) as plain data.
 
 The engine runs exactly these argv lists and ``rocbuild plan --commands`` prints them, so
 what a user pastes into a shell is what rocbuild would run. This module decides what the
@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from rocbuild.graph import Component, Stack
 
-STEPS = ("fetch", "patch", "configure", "build", "install")
+STEPS = ("fetch", "patch", "configure", "compile", "install")
 SOURCE_STEPS = ("fetch", "patch")
 
 
@@ -22,7 +22,7 @@ def steps_of(component: Component) -> tuple[str, ...]:
     """A component that reuses another's checkout has no fetch/patch of its own; a
     source-only component is fetched and patched, never built."""
     own = SOURCE_STEPS if component.owns_checkout else ()
-    return own + (("configure", "build", "install") if component.builds else ())
+    return own + (("configure", "compile", "install") if component.builds else ())
 
 
 def step_env(stack: Stack, component: Component,
@@ -103,7 +103,7 @@ def commands_for(stack: Stack, component: Component, jobs: int) -> list[StepComm
             out.append(StepCommands(step, tuple(map(tuple, patch_argv(component)))))
         elif step == "configure":
             out.append(StepCommands(step, (tuple(configure_argv(stack, component)),), env))
-        elif step == "build":
+        elif step == "compile":
             out.append(StepCommands(step, (tuple(build_argv(component, jobs)),), env))
         else:
             out.append(StepCommands(step, (tuple(install_argv(component)),), env))
@@ -119,3 +119,4 @@ def shell_line(argv: tuple[str, ...] | list[str], env: tuple[tuple[str, str], ..
         else:
             assignments.append(f"{key}={shlex.quote(value)}")
     return " ".join([*assignments, shlex.join(list(argv))])
+

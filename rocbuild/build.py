@@ -1,0 +1,250 @@
+"""Running the steps of a component: fingerprints, up-to-date checks and the step actions.
+
+tasks.py turns these into doit tasks; this module knows nothing of doit. Every step reads
+what it needs from a BuildContext, writes one log ``<workdir>/logs/<component>/<step>.log``,
+and on success writes its stamp last (state.py), so a kill at any moment loses nothing that
+had finished and never marks unfinished work done.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TextIO
+
+from rich.markup import escape
+
+from rocbuild import patches, proc, resources, sources
+from rocbuild.errors import BuildFailed
+from rocbuild.graph import Component, Stack, sha256_text
+from rocbuild.settings import Settings
+from rocbuild.state import StateDir
+from rocbuild.steps import build_argv, configure_argv, install_argv, step_env, steps_of
+
+
+def log_path(workdir: Path, component: str, step: str) -> Path:
+    return workdir / "logs" / component / f"{step}.log"
+
+
+@dataclass
+class StepOutcome:
+    component: str
+    step: str
+    result: str  # "done", "failed", "current"
+    seconds: float = 0.0
+    jobs: int | None = None
+    peak_rss: int = 0
+    message: str = ""
+    log: Path | None = None
+    tail: list[str] = field(default_factory=list)
+    fetched: sources.FetchResult | None = None
+
+
+class Output:
+    """Thread-safe console output for step lines; ``stream`` shows every build line prefixed
+    with its component, otherwise only rocbuild's own lines."""
+
+    def __init__(self, stream: TextIO, *, show_build_output: bool = True) -> None:
+        self.stream, self.show_build_output = stream, show_build_output
+        self._lock = threading.Lock()
+
+    def say(self, text: str) -> None:
+        with self._lock:
+            self.stream.write(text + "\n")
+            self.stream.flush()
+
+    def build_line(self, component: str, step: str, line: str) -> None:
+        if self.show_build_output:
+            self.say(f"  {component}:{step} | {line}")
+
+
+@dataclass
+class BuildContext:
+    stack: Stack
+    settings: Settings
+    output: Output
+    offline: bool = False
+    outcomes: list[StepOutcome] = field(default_factory=list)
+    host_snapshot: Callable[[], resources.HostSnapshot] = resources.snapshot
+    _lock: contextlib.ExitStack | None = None
+
+    def ensure_ready(self) -> None:
+        """Take the workdir's run lock (held until ``release``) and end the leftovers of a
+        killed run, once per run. The CLI calls this before doit starts; plain ``doit``
+        reaches it through the first step that runs."""
+        if self._lock is not None:
+            return
+        stack = contextlib.ExitStack()
+        stack.enter_context(self.state.lock())
+        self._lock = stack
+        for command in self.registry().reap_leftovers():
+            self.output.say(f"ended a leftover process of an earlier run: {command}")
+
+    def release(self) -> None:
+        if self._lock is not None:
+            self._lock.close()
+            self._lock = None
+
+    @property
+    def state(self) -> StateDir:
+        return StateDir(self.stack.workdir)
+
+    def registry(self) -> proc.ChildRegistry:
+        return proc.ChildRegistry(self.state.running_dir)
+
+    def component(self, name: str) -> Component:
+        return self.stack.components[name]
+
+    # --- fingerprints: what each step's output depends on --------------------------------
+    def expected_fingerprint(self, comp: Component, step: str) -> str | None:
+        """The fingerprint the step's stamp must hold to be current; None while an input
+        step has no stamp yet (then the step is not current)."""
+        state = self.state
+        if step == "fetch":
+            return sha256_text(json.dumps(["fetch", comp.url, comp.ref, comp.submodules]))
+        if step == "patch":
+            fetched = state.read_stamp(comp.name, "fetch")
+            if fetched is None:
+                return None
+            return sha256_text(json.dumps(["patch", fetched.get("commit"),
+                                           fetched.get("checkout_id"),
+                                           [(p.path.name, p.sha256) for p in comp.patches]]))
+        if step == "configure":
+            source = state.read_stamp(comp.checkout, "patch")
+            deps = {d: self.final_fingerprint(self.component(d)) for d in comp.depends}
+            if source is None or None in deps.values():
+                return None
+            return sha256_text(json.dumps(["configure", comp.fingerprint,
+                                           source["fingerprint"], deps], sort_keys=True))
+        previous = {"compile": "configure", "install": "compile"}[step]
+        before = state.read_stamp(comp.name, previous)
+        return None if before is None else sha256_text(json.dumps([step,
+                                                                   before["fingerprint"]]))
+
+    def final_fingerprint(self, comp: Component) -> str | None:
+        """The stamp fingerprint of the component's last step (install, or patch for a
+        source-only one), which is what its users are built against."""
+        last = steps_of(comp)[-1] if steps_of(comp) else None
+        if last is None:  # a source-only component that reuses another checkout
+            return self.final_fingerprint(self.component(comp.checkout))
+        stamp = self.state.read_stamp(comp.name, last)
+        return None if stamp is None else stamp["fingerprint"]
+
+    def is_current(self, comp: Component, step: str) -> bool:
+        expected = self.expected_fingerprint(comp, step)
+        if expected is None or not self.state.stamp_matches(comp.name, step, expected):
+            return False
+        return self._outputs_present(comp, step)
+
+    def _outputs_present(self, comp: Component, step: str) -> bool:
+        """A stamp is not enough when the user deleted what the step made."""
+        if step == "fetch":
+            stamp = self.state.read_stamp(comp.name, "fetch") or {}
+            return (sources.checkout_id(comp.checkout_dir) == stamp.get("checkout_id")
+                    and sources.checkout_commit(comp.checkout_dir) == stamp.get("commit"))
+        if step == "configure":
+            return (comp.build_dir / "CMakeCache.txt").is_file()
+        if step == "compile":
+            return (comp.build_dir / "build.ninja").is_file()
+        if step == "install":
+            manifest = comp.build_dir / "install_manifest.txt"
+            if not manifest.is_file():
+                return False
+            return all(Path(line).exists() or Path(line).is_symlink()
+                       for line in manifest.read_text().splitlines() if line)
+        return True
+
+    # --- running -----------------------------------------------------------------------
+    def run_step(self, name: str, step: str) -> StepOutcome:
+        comp = self.component(name)
+        log = log_path(self.stack.workdir, name, step)
+        self.output.say(f"▶ {name}: {step}")
+        started = time.monotonic()
+        outcome = StepOutcome(name, step, "done", log=log)
+        try:
+            {"fetch": self._fetch, "patch": self._patch, "configure": self._configure,
+             "compile": self._compile, "install": self._install}[step](comp, log, outcome)
+        except BuildFailed as exc:
+            outcome.result, outcome.message = "failed", str(exc)
+            if exc.tip:
+                outcome.message += f"\nTIP: {exc.tip}"
+        outcome.seconds = time.monotonic() - started
+        if outcome.result == "done":
+            expected = self.expected_fingerprint(comp, step)
+            assert expected is not None, f"{name}:{step} ran before its inputs were stamped"
+            extra = {"seconds": round(outcome.seconds, 1), "jobs": outcome.jobs,
+                     "peak_rss": outcome.peak_rss}
+            if step == "fetch":
+                extra.update(commit=outcome.fetched.commit,
+                             checkout_id=outcome.fetched.checkout_id)
+            self.state.write_stamp(name, step, expected, **extra)
+            self.output.say(f"✔ {name}: {step} ({outcome.seconds:.1f}s)")
+        else:
+            self.state.record_failure(name, step, message=outcome.message, log=str(log),
+                                      tail=outcome.tail[-20:])
+            self.output.say(f"✘ {name}: {step} failed after {outcome.seconds:.1f}s — log: {log}")
+        self.outcomes.append(outcome)
+        return outcome
+
+    def _logger(self, log: Path) -> Callable[[str], None]:
+        log.parent.mkdir(parents=True, exist_ok=True)
+
+        def write(text: str) -> None:
+            with log.open("a", encoding="utf-8") as f:
+                f.write(text + "\n")
+
+        return write
+
+    def _fetch(self, comp: Component, log: Path, outcome: StepOutcome) -> None:
+        assert comp.fetch_url is not None and comp.ref is not None
+        req = sources.FetchRequest(
+            name=comp.name, url=comp.fetch_url, ref=comp.ref, submodules=comp.submodules,
+            checkout_dir=comp.checkout_dir, cache_root=self.stack.workdir / "cache" / "git",
+            mirror=self.settings.mirror, offline=self.offline)
+        outcome.fetched = sources.fetch(req, self._logger(log))
+
+    def _patch(self, comp: Component, log: Path, outcome: StepOutcome) -> None:
+        fetched = self.state.read_stamp(comp.name, "fetch") or {}
+        patches.apply_series(comp.name, comp.checkout_dir, fetched["commit"],
+                             [p.path for p in comp.patches], self._logger(log))
+
+    def check_patches(self, comp: Component) -> None:
+        """Preflight: the whole series against the fetched commit, before any long step."""
+        fetched = self.state.read_stamp(comp.name, "fetch")
+        if fetched is not None and comp.patches:
+            patches.check_series(comp.name, comp.checkout_dir, fetched["commit"],
+                                 [p.path for p in comp.patches])
+
+    def _run(self, comp: Component, step: str, argv: list[str], log: Path,
+             outcome: StepOutcome) -> None:
+        env = step_env(self.stack, comp)
+        result = proc.run_logged(
+            argv, log=log, cwd=comp.build_dir if comp.build_dir.is_dir() else None, env=env,
+            on_line=lambda line: self.output.build_line(comp.name, step, escape(line)),
+            registry=self.registry())
+        outcome.peak_rss = max(outcome.peak_rss, result.peak_rss)
+        outcome.tail = result.tail
+        if not result.ok:
+            how = (f"was killed by signal {result.signal}" if result.signal
+                   else f"exited with {result.returncode}")
+            raise BuildFailed(f"{comp.name}: {step} failed: {argv[0]} {how}")
+
+    def _configure(self, comp: Component, log: Path, outcome: StepOutcome) -> None:
+        comp.build_dir.mkdir(parents=True, exist_ok=True)
+        self._run(comp, "configure", configure_argv(self.stack, comp), log, outcome)
+
+    def _compile(self, comp: Component, log: Path, outcome: StepOutcome) -> None:
+        mem = int(comp.recipe.resources.get("compile_mem", resources.DEFAULT_JOB_MEM))
+        count = resources.jobs_for(self.host_snapshot(), mem,
+                                   swap_weight=self.settings.swap_weight, cap=self.settings.jobs)
+        outcome.jobs = count.jobs
+        self.output.say(f"  {comp.name}: {count.reason}")
+        self._run(comp, "compile", build_argv(comp, count.jobs), log, outcome)
+
+    def _install(self, comp: Component, log: Path, outcome: StepOutcome) -> None:
+        self._run(comp, "install", install_argv(comp), log, outcome)

@@ -1,0 +1,163 @@
+"""``<prefix>/.rocbuild/build-info.json``: what was built into a prefix, from which sources,
+and whether the build finished (``complete``) and passed ``rocbuild verify`` (``verified``).
+
+The install step writes it when a build starts (complete = false) and again when the last
+component is installed; ``activate`` refuses a prefix whose file is missing or not complete,
+and ``prefixes`` lists the prefixes that have one. Writes are atomic (temp file + rename in
+the same folder), so a reader never sees half a document, even after a crash.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field, replace
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from rocbuild import __version__
+from rocbuild.errors import ConfigError
+from rocbuild.graph import Stack
+
+SCHEMA = 1
+INFO_DIR = ".rocbuild"
+INFO_FILE = "build-info.json"
+
+
+def info_path(prefix: Path) -> Path:
+    return prefix / INFO_DIR / INFO_FILE
+
+
+def now() -> str:
+    """UTC, ISO 8601 to the second: sortable and unambiguous across hosts."""
+    return datetime.now(timezone.utc).replace(microsecond=0).isoformat()
+
+
+@dataclass(frozen=True)
+class ComponentInfo:
+    ref: str | None
+    commit: str | None  # the resolved source commit; None until fetched
+    fingerprint: str
+
+
+@dataclass(frozen=True)
+class BuildInfo:
+    rocbuild_version: str
+    stack: str  # stack name, "rocm"
+    version: str  # the ROCm release, "6.4.3"
+    series: str  # "6.4"
+    targets: tuple[str, ...]
+    prefix: str
+    recipe_fingerprint: str
+    components: Mapping[str, ComponentInfo]
+    started: str
+    finished: str | None = None
+    complete: bool = False
+    verified: bool = False
+    schema: int = SCHEMA
+    extra: Mapping[str, Any] = field(default_factory=dict)  # fields of a newer rocbuild, kept
+
+    def finish(self, *, verified: bool = False, when: str | None = None) -> BuildInfo:
+        """The same record marked complete (every component installed)."""
+        return replace(self, finished=when or now(), complete=True, verified=verified)
+
+    def to_json(self) -> dict[str, Any]:
+        doc = asdict(self)
+        extra = doc.pop("extra")
+        doc["targets"] = list(self.targets)
+        return {**extra, **doc}
+
+
+def recipe_fingerprint(stack: Stack) -> str:
+    """One hash over every selected component's fingerprint (which already covers the
+    rendered recipe, patches and dependencies, graph.py), so two prefixes built from the
+    same recipes and settings share it."""
+    doc = {name: stack.components[name].fingerprint for name in stack.order}
+    return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()
+
+
+def new_build_info(stack: Stack, *, commits: Mapping[str, str] | None = None,
+                   started: str | None = None) -> BuildInfo:
+    """The record for a build of ``stack`` that starts now (complete = False)."""
+    commits = commits or {}
+    components = {
+        c.name: ComponentInfo(ref=c.ref, commit=commits.get(c.checkout), fingerprint=c.fingerprint)
+        for c in stack.selected()
+    }
+    return BuildInfo(rocbuild_version=__version__, stack=stack.recipes.stack.name,
+                     version=stack.version, series=stack.series,
+                     targets=tuple(str(t) for t in stack.targets), prefix=str(stack.prefix),
+                     recipe_fingerprint=recipe_fingerprint(stack), components=components,
+                     started=started or now())
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` so readers see the old file or the new one, never a part:
+    a temp file in the same folder (same filesystem), fsync, then rename over the target."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.chmod(tmp, 0o644)  # mkstemp makes 0600; the prefix is read by every user
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write_build_info(prefix: Path, info: BuildInfo) -> Path:
+    path = info_path(prefix)
+    write_atomic(path, json.dumps(info.to_json(), indent=2, sort_keys=True) + "\n")
+    return path
+
+
+_FIELDS = {"rocbuild_version", "stack", "version", "series", "targets", "prefix",
+           "recipe_fingerprint", "components", "started", "finished", "complete", "verified",
+           "schema"}
+
+
+def _from_json(path: Path, doc: Any) -> BuildInfo:
+    if not isinstance(doc, dict):
+        raise ValueError("not a JSON object")
+    missing = sorted({"version", "targets", "components", "started", "complete"} - set(doc))
+    if missing:
+        raise ValueError(f"missing {', '.join(missing)}")
+    components = {
+        name: ComponentInfo(ref=c.get("ref"), commit=c.get("commit"),
+                            fingerprint=c.get("fingerprint", ""))
+        for name, c in doc["components"].items()
+    }
+    return BuildInfo(
+        rocbuild_version=str(doc.get("rocbuild_version", "")), stack=str(doc.get("stack", "rocm")),
+        version=str(doc["version"]), series=str(doc.get("series", "")),
+        targets=tuple(str(t) for t in doc["targets"]), prefix=str(doc.get("prefix", "")),
+        recipe_fingerprint=str(doc.get("recipe_fingerprint", "")), components=components,
+        started=str(doc["started"]), finished=doc.get("finished"),
+        complete=doc["complete"] is True, verified=doc.get("verified") is True,
+        schema=int(doc.get("schema", SCHEMA)),
+        extra={k: v for k, v in doc.items() if k not in _FIELDS})
+
+
+def read_build_info(prefix: Path) -> BuildInfo | None:
+    """The prefix's record, or None when it has none. A file that exists but cannot be read
+    is a ConfigError naming it: silently treating it as "no build" could hide a good prefix."""
+    path = info_path(prefix)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read: {exc.strerror}") from None
+    try:
+        return _from_json(path, json.loads(text))
+    except (ValueError, TypeError, AttributeError) as exc:
+        raise ConfigError(f"{path}: not a rocbuild build-info file ({exc})",
+                          tip=f"rebuild into {prefix}, or remove {path} if the prefix is not "
+                              "rocbuild's") from None

@@ -1,0 +1,42 @@
+"""`rocbuild build [COMPONENT...]`: build (or continue building) into the prefix."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from rocbuild import engine
+from rocbuild.build import BuildContext, Output
+from rocbuild.graph import load_stack
+from rocbuild.settings import Settings
+
+
+def register(sub: argparse._SubParsersAction, parents: list[argparse.ArgumentParser]) -> None:
+    parser = sub.add_parser(
+        "build", parents=parents, help="build the stack (run it again after any failure)",
+        description="Fetch, patch, configure, compile and install each component with "
+                    "everything it needs. Finished steps are kept: after a failure or a kill, "
+                    "the same command continues where it stopped.")
+    parser.add_argument("components", nargs="*", metavar="COMPONENT",
+                        help="components to build (default: the whole stack)")
+    parser.add_argument("--keep-going", action="store_true",
+                        help="after a failure, go on with what does not depend on it")
+    parser.add_argument("--quiet", action="store_true",
+                        help="show rocbuild's step lines only, not the build output (it is "
+                             "always in the logs)")
+    parser.add_argument("--offline", action="store_true",
+                        help="never download: use the source cache and mirrors only")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace, settings: Settings) -> int:
+    stack = load_stack(settings, args.components)
+    ctx = BuildContext(stack=stack, settings=settings,
+                       output=Output(sys.stdout, show_build_output=not args.quiet),
+                       offline=args.offline)
+    ctx.output.say(f"rocbuild: {len(stack.order)} components for "
+                   f"{', '.join(str(t) for t in stack.targets)} into {stack.prefix} "
+                   f"(workdir {stack.workdir})")
+    components = list(args.components) or list(stack.order)
+    return engine.build(ctx, components, parallel=settings.parallel,
+                        keep_going=args.keep_going)

@@ -1,0 +1,165 @@
+"""Run the task graph with doit in-process: reporter, signals and exit codes (DESIGN 3.4).
+
+doit writes its DB only when a run ends and does not kill children on SIGTERM, so SIGTERM
+becomes KeyboardInterrupt (doit's ``finally`` runs, our runner kills the process group) and
+rocbuild's own stamps carry what finished.
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+import time
+from collections.abc import Sequence
+from typing import Any, TextIO
+
+from doit.cmd_base import ModuleTaskLoader
+from doit.doit_cmd import DoitMain
+from doit.exceptions import TaskFailed
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from rocbuild import proc
+from rocbuild.build import BuildContext, StepOutcome
+from rocbuild.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_STEP_FAILED
+from rocbuild.tasks import make_namespace
+
+BACKENDS = {"BACKEND": {"durable": "rocbuild.state:DurableSqliteDB"}}
+STEP_BASENAMES = ("fetch", "patch", "configure", "compile", "install")
+
+
+def make_reporter(ctx: BuildContext) -> type:
+    """A doit reporter class bound to ``ctx``: our steps print their own start/end lines, so
+    this one notes what was current and prints the summary at the end."""
+
+    class RocbuildReporter:
+        desc = "rocbuild console output"
+
+        def __init__(self, outstream: TextIO, options: dict[str, Any]) -> None:
+            self.outstream = outstream
+
+        def initialize(self, tasks: Any, selected_tasks: Any) -> None:
+            pass
+
+        def get_status(self, task: Any) -> None:
+            pass
+
+        def execute_task(self, task: Any) -> None:
+            pass
+
+        def add_success(self, task: Any) -> None:
+            pass
+
+        def add_failure(self, task: Any, fail: Any) -> None:
+            # a step's own failure (TaskFailed) was reported by the step; anything else is an
+            # error in rocbuild or doit and must be shown whole
+            if not isinstance(fail, TaskFailed) or task.name.split(":")[0] not in STEP_BASENAMES:
+                ctx.output.say(f"✘ {task.name}: {fail.get_msg().strip()}")
+
+        def skip_uptodate(self, task: Any) -> None:
+            basename, _, component = task.name.partition(":")
+            if basename in STEP_BASENAMES:
+                ctx.outcomes.append(StepOutcome(component, basename, "current"))
+
+        def skip_ignore(self, task: Any) -> None:
+            ctx.output.say(f"!! {task.name} ignored (doit ignore); `doit forget {task.name}` "
+                           "clears it")
+
+        def cleanup_error(self, exception: Any) -> None:
+            ctx.output.say(str(exception))
+
+        def runtime_error(self, msg: str) -> None:
+            ctx.output.say(f"rocbuild: doit error: {msg}")
+
+        def teardown_task(self, task: Any) -> None:
+            pass
+
+        def complete_run(self) -> None:
+            pass
+
+    return RocbuildReporter
+
+
+def _term_to_interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+def run_doit(ctx: BuildContext, task_names: Sequence[str], *, parallel: int = 1,
+             keep_going: bool = False) -> int:
+    """Run ``task_names`` through doit in this process; returns doit's exit code, or raises
+    KeyboardInterrupt after the children are dead."""
+    namespace = make_namespace(ctx)
+    namespace["DOIT_CONFIG"].update(reporter=make_reporter(ctx), outfile=sys.stdout)
+    argv: list[str] = []
+    if parallel > 1:
+        argv += ["-n", str(parallel), "-P", "thread"]
+    if keep_going:
+        argv.append("--continue")
+    argv += list(task_names)
+    old = signal.signal(signal.SIGTERM, _term_to_interrupt)
+    try:
+        return DoitMain(ModuleTaskLoader(namespace), config_filenames=(),
+                        extra_config=BACKENDS).run(argv)
+    except KeyboardInterrupt:
+        proc.kill_all_live()  # worker threads may still own children in their own sessions
+        raise
+    finally:
+        signal.signal(signal.SIGTERM, old)
+
+
+def build(ctx: BuildContext, components: Sequence[str], *, parallel: int = 1,
+          keep_going: bool = False, out: Console | None = None) -> int:
+    """Build ``components`` (with everything they need); print the summary; exit code."""
+    started = time.monotonic()
+    ctx.ensure_ready()
+    try:
+        # every source first (a missing ref or a stale patch fails before any compiler runs)
+        tasks = [f"sources:{c}" for c in components] + [f"build:{c}" for c in components]
+        doit_rc = run_doit(ctx, tasks, parallel=parallel, keep_going=keep_going)
+    except KeyboardInterrupt:
+        print_summary(ctx, out, time.monotonic() - started, interrupted=True)
+        return EXIT_INTERRUPTED
+    finally:
+        ctx.release()
+    failed = [o for o in ctx.outcomes if o.result == "failed"]
+    print_summary(ctx, out, time.monotonic() - started)
+    if failed or doit_rc != 0:
+        if not failed:
+            ctx.output.say(f"rocbuild: doit stopped with exit code {doit_rc} (see above)")
+        return EXIT_STEP_FAILED
+    return EXIT_OK
+
+
+def print_summary(ctx: BuildContext, out: Console | None, seconds: float, *,
+                  interrupted: bool = False) -> None:
+    out = out or Console(file=ctx.output.stream, highlight=False, width=120)
+    ran = [o for o in ctx.outcomes if o.result != "current"]
+    current = [o for o in ctx.outcomes if o.result == "current"]
+    table = Table(title=f"rocbuild: {len(ran)} steps run, {len(current)} already current, "
+                        f"{seconds:.1f}s", title_justify="left")
+    for column in ("component", "step", "time", "jobs", "result"):
+        table.add_column(column)
+    for o in ran:
+        style = {"done": "green", "failed": "bold red"}.get(o.result, "")
+        table.add_row(escape(o.component), o.step, f"{o.seconds:.1f}s",
+                      str(o.jobs or "-"), f"[{style}]{o.result}[/]")
+    if ran:
+        out.print(table)
+    elif not interrupted:
+        out.print(f"rocbuild: all {len(current)} steps are current; nothing to do")
+    for o in ctx.outcomes:
+        if o.result != "failed":
+            continue
+        out.print(f"[bold red]FAILED[/] {escape(o.component)}: {o.step}")
+        out.print(escape(o.message))
+        out.print(f"log: {escape(str(o.log))}")
+        if o.tail:
+            out.print(f"--- last {min(len(o.tail), 20)} lines ---")
+            for line in o.tail[-20:]:
+                out.print(escape(line))
+        out.print(f"continue with: rocbuild build {escape(o.component)}  (finished steps are "
+                  "kept; only this step and what follows run again)")
+    if interrupted:
+        out.print("[yellow]interrupted[/]: finished steps are recorded; run the same command "
+                  "again to continue")

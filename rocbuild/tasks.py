@@ -1,0 +1,116 @@
+"""Stack -> doit tasks: the only module that builds doit task dicts.
+
+Per component and step there is one task, named ``<step>:<component>`` (fetch, patch,
+configure, compile, install), and ``build:<component>`` stands for the whole component with
+everything it needs, so ``doit build:rocblas`` and ``rocbuild build rocblas`` run the same
+graph. Up-to-date checks read rocbuild's stamps (build.py), not doit's DB, because doit's DB
+is written only when a run ends.
+
+All fetch and patch tasks a component needs come before any of its configure steps, and a
+patch step checks its whole series before applying any of it, so a missing source or a stale
+patch fails in the first minutes, not at hour three.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from doit.exceptions import TaskFailed
+
+from rocbuild.build import BuildContext
+from rocbuild.graph import Component
+from rocbuild.steps import steps_of
+
+
+def _action(ctx: BuildContext, name: str, step: str) -> TaskFailed | None:
+    ctx.ensure_ready()
+    outcome = ctx.run_step(name, step)
+    if outcome.result == "failed":
+        return TaskFailed(outcome.message)
+    return None
+
+
+def _uptodate(ctx: BuildContext, name: str, step: str) -> bool:
+    return ctx.is_current(ctx.component(name), step)
+
+
+def _step_task(ctx: BuildContext, comp: Component, step: str, task_dep: list[str]
+               ) -> dict[str, Any]:
+    return {
+        "basename": step,
+        "name": comp.name,
+        "doc": f"{step} {comp.name}",
+        "actions": [(_action, [ctx, comp.name, step])],
+        "uptodate": [(_uptodate, [ctx, comp.name, step])],
+        "task_dep": task_dep,
+        "verbosity": 2,  # our action prints through ctx.output; never let doit capture stdout
+    }
+
+
+def component_tasks(ctx: BuildContext, comp: Component) -> list[dict[str, Any]]:
+    steps = steps_of(comp)
+    out: list[dict[str, Any]] = []
+    previous: str | None = None
+    for step in steps:
+        if step == "fetch":
+            deps: list[str] = []
+        elif step == "patch":
+            deps = [f"fetch:{comp.name}"]
+        elif step == "configure":
+            deps = [f"sources:{comp.name}", *(f"build:{d}" for d in comp.depends)]
+        else:
+            deps = [f"{previous}:{comp.name}"]
+        out.append(_step_task(ctx, comp, step, deps))
+        previous = step
+    last = [f"{previous}:{comp.name}"] if previous else []
+    out.append({
+        "basename": "sources",
+        "name": comp.name,
+        "doc": f"fetch and patch every source {comp.name} needs",
+        "actions": None,
+        "task_dep": [f"patch:{owner}" for owner in checkouts_needed(ctx, comp)],
+    })
+    out.append({
+        "basename": "build",
+        "name": comp.name,
+        "doc": comp.recipe.summary or f"build {comp.name}",
+        "actions": None,
+        # doit runs task_deps depth-first in list order: sources first, so a missing source or
+        # a stale patch anywhere below this component fails before any compiler runs
+        "task_dep": [f"sources:{comp.name}", *(f"build:{d}" for d in comp.depends), *last],
+    })
+    return out
+
+
+def checkouts_needed(ctx: BuildContext, comp: Component) -> list[str]:
+    """The checkouts of the component and of everything it depends on, in build order."""
+    closure: set[str] = set()
+    todo = [comp.name]
+    while todo:
+        name = todo.pop()
+        if name not in closure:
+            closure.add(name)
+            todo.extend(ctx.component(name).depends)
+    owners = {ctx.component(n).checkout for n in closure}
+    return [n for n in ctx.stack.order if n in owners]
+
+
+def make_namespace(ctx: BuildContext) -> dict[str, Any]:
+    """A doit namespace (task creators + DOIT_CONFIG) for the Stack in ``ctx``."""
+    selected = ctx.stack.selected()
+
+    def task_build() -> Any:
+        """build a component with everything it needs (fetch, patch, configure, compile,
+        install)"""
+        for comp in selected:
+            yield from component_tasks(ctx, comp)
+
+    return {
+        "task_build": task_build,
+        "DOIT_CONFIG": {
+            "default_tasks": [f"build:{c.name}" for c in selected],
+            "backend": "durable",
+            "dep_file": str(ctx.state.doit_db),
+            "verbosity": 2,
+        },
+    }
