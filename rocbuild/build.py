@@ -247,4 +247,23 @@ class BuildContext:
         self._run(comp, "compile", build_argv(comp, count.jobs), log, outcome)
 
     def _install(self, comp: Component, log: Path, outcome: StepOutcome) -> None:
+        self._remove_previous_install(comp, self._logger(log))
         self._run(comp, "install", install_argv(comp), log, outcome)
+
+    def _remove_previous_install(self, comp: Component, log: Callable[[str], None]) -> None:
+        """Remove what this component installed last time before installing again: CMake
+        skips a file whose time matches to the second ("Up-to-date"), so a quick rebuild could
+        keep the old library, and files a new version no longer installs would linger and
+        shadow the right ones. Only files inside the prefix are touched."""
+        manifest = comp.build_dir / "install_manifest.txt"
+        if not manifest.is_file():
+            return
+        prefix = self.stack.prefix.resolve()
+        removed = 0
+        for line in manifest.read_text().splitlines():
+            path = Path(line)
+            inside = path.parent.resolve().is_relative_to(prefix)  # links may point anywhere
+            if line and inside and (path.is_symlink() or path.is_file()):
+                path.unlink()
+                removed += 1
+        log(f"removed {removed} files of the previous install of {comp.name}")

@@ -161,3 +161,26 @@ def read_build_info(prefix: Path) -> BuildInfo | None:
         raise ConfigError(f"{path}: not a rocbuild build-info file ({exc})",
                           tip=f"rebuild into {prefix}, or remove {path} if the prefix is not "
                               "rocbuild's") from None
+
+
+@dataclass(frozen=True)
+class FoundPrefix:
+    path: Path
+    info: BuildInfo | None
+    error: str | None = None  # a build-info file that exists but cannot be read
+
+
+def scan_prefixes(search_dir: Path = Path("/opt"), extra: tuple[Path, ...] = ()) -> list[FoundPrefix]:
+    """Prefixes that hold a build-info file: ``<search_dir>/rocm-*`` plus ``extra`` (the
+    configured prefix), each once, sorted by path. Folders without the file are skipped:
+    a packaged /opt/rocm-6.2.0 is not ours to list."""
+    candidates = {Path(os.path.abspath(p)) for p in (*search_dir.glob("rocm-*"), *extra)}
+    found = []
+    for path in sorted(candidates):
+        if not info_path(path).exists():
+            continue
+        try:
+            found.append(FoundPrefix(path, read_build_info(path)))
+        except ConfigError as exc:
+            found.append(FoundPrefix(path, None, str(exc)))
+    return found

@@ -152,12 +152,12 @@ def print_summary(ctx: BuildContext, out: Console | None, seconds: float, *,
         if o.result != "failed":
             continue
         out.print(f"[bold red]FAILED[/] {escape(o.component)}: {o.step}")
-        out.print(escape(o.message))
-        out.print(f"log: {escape(str(o.log))}")
+        out.print(escape(o.message), soft_wrap=True)  # whole lines: paths stay searchable
+        out.print(f"log: {escape(str(o.log))}", soft_wrap=True)
         if o.tail:
             out.print(f"--- last {min(len(o.tail), 20)} lines ---")
             for line in o.tail[-20:]:
-                out.print(escape(line))
+                out.print(escape(line), soft_wrap=True)
         out.print(f"continue with: rocbuild build {escape(o.component)}  (finished steps are "
                   "kept; only this step and what follows run again)")
     if interrupted:

@@ -47,7 +47,8 @@ _SHT_NOBITS = 8
 _SHT_SYMTAB = 2
 _SHT_DYNSYM = 11
 _SHN_XINDEX = 0xFFFF
-_SHDR = "<IIQQQQIIQQ"  # Elf64_Shdr: name, type, flags, addr, offset, size, link, info, align, entsize
+# Elf64_Shdr: name, type, flags, addr, offset, size, link, info, addralign, entsize
+_SHDR = "<IIQQQQIIQQ"
 _SYMBOL_SIZE = 24  # Elf64_Sym
 
 
@@ -199,6 +200,9 @@ ZstdDecoder = Callable[[bytes, int], bytes]  # (compressed payload, expected siz
 BundleLister = Callable[[bytes], list[str]]  # (whole compressed bundle) -> entry IDs
 
 
+_Span = tuple[int, int]  # (offset, size) of an entry's code object in the bundle's bytes
+
+
 class DecodeError(Exception):
     """A compressed bundle that this host cannot open (its verdict is unknown, not fail)."""
 
@@ -273,7 +277,7 @@ class Bundle:
         return text
 
 
-def _parse_plain(data: bytes, start: int, what: str) -> tuple[list[Entry], list[tuple[int, int]], int]:
+def _parse_plain(data: bytes, start: int, what: str) -> tuple[list[Entry], list[_Span], int]:
     """Entries of an uncompressed bundle at ``start``, their (offset, size) in ``data``, and
     the end of the bundle. Raises FormatError naming the broken field."""
     if len(data) < start + 32:
@@ -283,7 +287,7 @@ def _parse_plain(data: bytes, start: int, what: str) -> tuple[list[Entry], list[
         raise FormatError(f"{what}: entry count {count} cannot fit in {len(data) - start} bytes")
     pos, end = start + 32, start + 32
     entries: list[Entry] = []
-    spans: list[tuple[int, int]] = []
+    spans: list[_Span] = []
     for number in range(1, count + 1):
         if pos + 24 > len(data):
             raise FormatError(f"{what}: entry {number} header is cut short")
@@ -305,8 +309,8 @@ def _parse_plain(data: bytes, start: int, what: str) -> tuple[list[Entry], list[
     return entries, spans, max(end, pos)
 
 
-def _first_kernels(data: bytes, entries: list[Entry], spans: list[tuple[int, int]]) -> tuple[str, ...]:
-    for entry, (offset, size) in zip(entries, spans):
+def _first_kernels(data: bytes, entries: list[Entry], spans: list[_Span]) -> tuple[str, ...]:
+    for entry, (offset, size) in zip(entries, spans, strict=True):
         if entry.is_amdgcn and size:
             names = kernel_names(data[offset:offset + size])
             if names:
@@ -356,9 +360,10 @@ def _inflate(payload: bytes, raw_size: int, what: str) -> tuple[bytes, int]:
     return data, len(payload) - len(inflater.unused_data)
 
 
-def _parse_compressed(blob: bytes, start: int, index: int, decoders: Decoders) -> tuple[Bundle, int]:
+def _parse_compressed(blob: bytes, start: int, index: int,
+                      decoders: Decoders) -> tuple[Bundle, int]:
     what = f"compressed bundle #{index + 1} at {start:#x}"
-    version, method, header_size, total, raw_size, digest = _ccob_header(blob, start, what)
+    _version, method, header_size, total, raw_size, digest = _ccob_header(blob, start, what)
     stop = start + total if total is not None else len(blob)  # v1 runs to its stream's end
     payload = blob[start + header_size:stop]
     if method == "zlib":
@@ -461,11 +466,29 @@ def device_modes(request: TargetId) -> tuple[TargetId, ...]:
     return tuple(TargetId(request.processor, tuple(sorted(m.items()))) for m in modes)
 
 
-def missing_in_bundle(bundle: Bundle, requests: Sequence[TargetId]) -> list[TargetId]:
-    """The device modes (of all requests) that no code object of the bundle runs on."""
+def missing_in_bundle(bundle: Bundle, requests: Sequence[TargetId],
+                      ) -> list[tuple[TargetId, list[TargetId]]]:
+    """(request, its device modes that no code object of the bundle runs on), for each
+    request the bundle does not fully satisfy."""
     found = [t for t in (e.target for e in bundle.amdgcn) if t is not None]
-    return [mode for request in requests for mode in device_modes(request)
-            if not any(runs_on(code, mode) for code in found)]
+    result = []
+    for request in requests:
+        modes = [m for m in device_modes(request) if not any(runs_on(c, m) for c in found)]
+        if modes:
+            result.append((request, modes))
+    return result
+
+
+def describe_missing(missing: list[tuple[TargetId, list[TargetId]]]) -> str:
+    """``no gfx906 code object`` when nothing fits, else the device modes left out."""
+    parts = []
+    for request, modes in missing:
+        if len(modes) == len(device_modes(request)):
+            parts.append(f"no code object for {request}")
+        else:
+            parts.append(f"no {request} code object that runs on "
+                         f"{' or '.join(map(str, modes))}")
+    return "; ".join(parts)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -556,8 +579,7 @@ def judge(path: Path, bundles: list[Bundle], targets: Sequence[TargetId],
         if missing:
             missing_any = True
             have = ", ".join(sorted({str(e.target or e.target_text) for e in bundle.amdgcn}))
-            problems.append(f"{bundle.label()}: no code object that runs on "
-                            f"{', '.join(map(str, missing))} (has {have})")
+            problems.append(f"{bundle.label()}: {describe_missing(missing)} (has {have})")
     problems += [f"{b.label()}: {b.unreadable}" for b in unreadable]
     if any(b.corrupt for b in bundles) or not bundles:
         verdict = Verdict.CORRUPT
@@ -795,7 +817,9 @@ def _bundle_json(bundle: Bundle, targets: Sequence[TargetId]) -> dict[str, Any]:
         "entries": [{"id": e.id, "target": str(e.target) if e.target else e.target_text or None,
                      "size": e.size} for e in bundle.entries],
         "kernels": list(bundle.kernels),
-        "missing": [str(m) for m in missing_in_bundle(bundle, targets)] if bundle.amdgcn else [],
+        "missing": [{"target": str(request), "device_modes": [str(m) for m in modes]}
+                    for request, modes in missing_in_bundle(bundle, targets)]
+        if bundle.amdgcn else [],
         "unreadable": bundle.unreadable,
         "corrupt": bundle.corrupt,
     }
@@ -826,6 +850,7 @@ def to_json(report: VerifyReport) -> dict[str, Any]:
 
 __all__ = [
     "Bundle", "Decoders", "Entry", "FileResult", "TensileResult", "Verdict", "VerifyReport",
-    "check_tensile", "default_decoders", "device_modes", "missing_in_bundle", "scan_fatbin",
+    "check_tensile", "default_decoders", "describe_missing", "device_modes", "missing_in_bundle",
+    "scan_fatbin",
     "to_json", "verify_file", "verify_paths", "verify_prefix",
 ]

@@ -26,6 +26,7 @@ def _library_project(name: str, upstream: str | None, value: int) -> dict[str, s
     up_link = f"target_link_libraries({name} PUBLIC {upstream}::{upstream})\n" if upstream else ""
     up_call = f"{upstream}_value() + " if upstream else ""
     up_decl = f"int {upstream}_value();\n" if upstream else ""
+    find_dep = f"find_dependency({upstream})" if upstream else ""
     return {
         "CMakeLists.txt": textwrap.dedent(f"""\
             cmake_minimum_required(VERSION 3.20)
@@ -43,7 +44,8 @@ def _library_project(name: str, upstream: str | None, value: int) -> dict[str, s
             install(FILES {name}.h DESTINATION include)
             install(EXPORT {name}Targets NAMESPACE {name}:: DESTINATION lib/cmake/{name})
             file(WRITE ${{CMAKE_CURRENT_BINARY_DIR}}/{name}Config.cmake
-                 "include(CMakeFindDependencyMacro)\\n{('find_dependency(' + upstream + ')') if upstream else ''}\\ninclude(\\${{CMAKE_CURRENT_LIST_DIR}}/{name}Targets.cmake)\\n")
+                 "include(CMakeFindDependencyMacro)\\n{find_dep}\\n"
+                 "include(\\${{CMAKE_CURRENT_LIST_DIR}}/{name}Targets.cmake)\\n")
             install(FILES ${{CMAKE_CURRENT_BINARY_DIR}}/{name}Config.cmake
                     DESTINATION lib/cmake/{name})
             """),

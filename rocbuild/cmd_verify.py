@@ -1,0 +1,180 @@
+"""`rocbuild verify [PATH...]`: does every installed library carry code for the GPU targets?
+
+Without PATH it checks the whole prefix (files with GPU code under lib/, lib64/, bin/ and the
+rocBLAS Tensile set), then runs the GPU smoke tests when this host has a GPU. With PATHs it
+checks just those files and folders. Exit 0 when everything passes, 1 when anything lacks a
+compatible code object, is broken or cannot be read, 2 for bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from rocbuild import smoke
+from rocbuild.errors import ConfigError
+from rocbuild.graph import load_stack
+from rocbuild.settings import Settings
+from rocbuild.targets import TargetId
+from rocbuild.ui import console
+from rocbuild.verify import FileResult, Verdict, VerifyReport, to_json, verify_paths, verify_prefix
+
+_STYLE = {Verdict.PASS: "green", Verdict.FAIL: "bold red", Verdict.CORRUPT: "bold red",
+          Verdict.UNKNOWN: "yellow"}
+
+
+def register(sub: argparse._SubParsersAction, parents: list[argparse.ArgumentParser]) -> None:
+    parser = sub.add_parser(
+        "verify", parents=parents,
+        help="check that installed files carry code objects for the GPU targets",
+        description="Scan ELF files for HIP offload bundles (every translation unit) and the "
+                    "rocBLAS Tensile files, and check them against the GPU targets without a "
+                    "GPU; on a host with an AMD GPU, then run smoke tests. Exit 0: all pass, "
+                    "1: something lacks code for a target, is broken or unreadable.")
+    parser.add_argument("paths", nargs="*", type=Path, metavar="PATH",
+                        help="files or folders to check (default: the whole prefix)")
+    parser.add_argument("--json", action="store_true", help="print a JSON document")
+    parser.add_argument("--model", type=Path, metavar="FILE",
+                        help="GGUF model for a llama-bench smoke run (GPU hosts only)")
+    parser.add_argument("--no-smoke", action="store_true", help="skip the GPU smoke tests")
+    parser.add_argument("--gpu-root", type=Path, metavar="DIR", default=Path("/"),
+                        help="read /dev/kfd and /sys/class/kfd below DIR (default: /)")
+    parser.set_defaults(func=run)
+
+
+def _targets_and_prefix(settings: Settings, need_prefix: bool,
+                        ) -> tuple[tuple[TargetId, ...], Path | None]:
+    """Flags first; the recipes' defaults only when a value is missing (loading them can
+    fail on a broken recipe, which should not stop `verify --target X --prefix Y`)."""
+    targets, prefix = settings.target, settings.prefix
+    if targets is None or (prefix is None and need_prefix):
+        stack = load_stack(settings)
+        targets = targets or stack.targets
+        prefix = prefix or stack.prefix
+    return targets, prefix
+
+
+def run(args: argparse.Namespace, settings: Settings) -> int:
+    if args.model is not None and args.paths:
+        raise ConfigError("--model runs llama-bench from the prefix; it cannot be combined "
+                          "with PATH arguments", tip="drop the PATHs, or drop --model")
+    if args.model is not None and not args.model.is_file():
+        raise ConfigError(f"--model {args.model}: no such file",
+                          tip="pass the path of a GGUF model file")
+    targets, prefix = _targets_and_prefix(settings, need_prefix=not args.paths)
+    if args.paths:
+        known_prefix = prefix if prefix is not None and prefix.is_dir() else None
+        report = verify_paths([p.absolute() for p in args.paths], targets, prefix=known_prefix)
+        smoke_report = None
+    else:
+        assert prefix is not None
+        report = verify_prefix(prefix, targets)
+        smoke_report = _smoke(args, report, prefix, targets)
+    if args.json:
+        doc = to_json(report)
+        doc["smoke"] = smoke.to_json(smoke_report) if smoke_report else None
+        json.dump(doc, sys.stdout, indent=2)
+        sys.stdout.write("\n")
+    else:
+        out = console()
+        print_report(report, out)
+        if smoke_report is not None:
+            print_smoke(smoke_report, out)
+    ok = report.ok and (smoke_report is None or smoke_report.ok)
+    return 0 if ok else 1
+
+
+def _smoke(args: argparse.Namespace, report: VerifyReport, prefix: Path,
+           targets: tuple[TargetId, ...]) -> smoke.SmokeReport:
+    if args.no_smoke:
+        return smoke.SmokeReport(skipped="smoke tests skipped: --no-smoke")
+    if not report.ok:
+        return smoke.SmokeReport(skipped="smoke tests not run: fix the problems above first")
+    return smoke.run_smoke(prefix, targets, args.model, root=args.gpu_root,
+                           echo=lambda line: print(line, file=sys.stderr, flush=True))
+
+
+def _shown(path: Path, prefix: Path | None) -> str:
+    if prefix is not None and path.is_relative_to(prefix):
+        return str(path.relative_to(prefix))
+    return str(path)
+
+
+def _verdict_cell(result: FileResult) -> str:
+    style = _STYLE.get(result.verdict, "dim")
+    text = result.verdict.label
+    if result.note:
+        text += f" ({result.note})"
+    return f"[{style}]{escape(text)}[/]"
+
+
+def _bundles_cell(result: FileResult) -> str:
+    if not result.bundles:
+        return "-"
+    methods = sorted({b.compression for b in result.bundles if b.compression})
+    return str(len(result.bundles)) + (f" ({', '.join(methods)})" if methods else "")
+
+
+def print_report(report: VerifyReport, out: Console) -> None:
+    targets = ", ".join(str(t) for t in report.targets)
+    where = f" in {escape(str(report.prefix))}" if report.prefix else ""
+    out.print(f"[bold]rocbuild verify[/] — code objects for [bold]{escape(targets)}[/]{where}")
+    if report.files:
+        table = Table(title_justify="left")
+        for column in ("file", "bundles", "targets found", "verdict"):
+            table.add_column(column, overflow="fold")
+        for result in report.files:
+            table.add_row(escape(_shown(result.path, report.prefix)), _bundles_cell(result),
+                          escape(", ".join(result.targets_found) or "-"), _verdict_cell(result))
+        out.print(table)
+    if report.skipped:
+        out.print(f"[dim]{report.skipped} other files hold no GPU code[/]")
+    for result in report.files:
+        for problem in result.problems:
+            out.print(f"  [red]✗[/] {escape(_shown(result.path, report.prefix))}: "
+                      f"{escape(problem)}")
+    for tensile in report.tensile:
+        where = escape(_shown(tensile.library, report.prefix))
+        if tensile.ok:
+            out.print(f"[green]✓[/] Tensile {tensile.processor} ({where}): complete, "
+                      f"{tensile.code_objects} code object files")
+        else:
+            out.print(f"  [red]✗[/] Tensile {tensile.processor} ({where}): missing "
+                      f"{escape(', '.join(tensile.missing))}")
+    for problem in report.problems:
+        out.print(f"  [red]✗[/] {escape(problem)}")
+    out.print(_summary(report))
+
+
+def _summary(report: VerifyReport) -> str:
+    bad = [f for f in report.files if f.verdict is not Verdict.PASS]
+    targets = ", ".join(str(t) for t in report.targets)
+    if report.ok:
+        return (f"[bold green]verify: PASS[/] — {len(report.files)} files with GPU code, "
+                f"each translation unit carries {escape(targets)}")
+    parts = []
+    if bad:
+        parts.append(f"{len(bad)} of {len(report.files)} files fail")
+    missing_sets = [t for t in report.tensile if not t.ok]
+    if missing_sets:
+        parts.append("Tensile set incomplete for "
+                     + ", ".join(t.processor for t in missing_sets))
+    parts += [p.split(":")[0] for p in report.problems]
+    return f"[bold red]verify: FAIL[/] — {escape('; '.join(parts))}"
+
+
+def print_smoke(report: smoke.SmokeReport, out: Console) -> None:
+    if report.skipped:
+        out.print(escape(report.skipped))
+        return
+    for result in report.results:
+        mark = "[green]✓[/]" if result.ok else "[red]✗[/]"
+        out.print(f"{mark} smoke {result.name}: {escape(result.detail)}")
+        if not result.ok:
+            out.print(f"    command: {escape(result.command)}")

@@ -1,0 +1,163 @@
+"""The environment files of an installed prefix: ``env.sh`` (bash, zsh), ``env.fish`` and an
+Lmod modulefile ``modulefiles/rocm/<series>-<targets>.lua``.
+
+One list of variables (``variables``) feeds three jinja2 templates in ``rocbuild/templates``,
+so the three files cannot drift apart. Values are quoted for each language by a filter, never
+pasted raw. The files never set HSA_OVERRIDE_GFX_VERSION: the stack carries native code for
+its targets, and an override for a natively supported GPU causes memory faults
+(reference/gfx906-facts.md §2.4); instead each file warns when one is set.
+
+``write_env_files`` is what the install step calls; ``rocbuild env`` prints ``render``.
+"""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass
+from pathlib import Path
+
+import jinja2
+
+from rocbuild import __version__
+from rocbuild.buildinfo import write_atomic
+from rocbuild.errors import ConfigError
+from rocbuild.graph import Stack
+
+SHELLS = ("bash", "zsh", "fish", "lmod")
+_TEMPLATES = Path(__file__).resolve().parent / "templates"
+_TEMPLATE_OF = {"bash": "env.sh.j2", "zsh": "env.sh.j2", "fish": "env.fish.j2",
+                "lmod": "modulefile.lua.j2"}
+DEVICE_LIB_SUBDIR = "amdgcn/bitcode"  # device-libs' default install location (OCL.cmake)
+
+
+@dataclass(frozen=True)
+class EnvVar:
+    name: str
+    value: str
+    kind: str  # "set" replaces the value; "prepend" adds a path entry in front, once
+    comment: str
+
+
+# Runtime knobs from the source article 000 ("高级环境变量调优"), offered only with --tune.
+# The article's claims are quoted as claims; gfx906-facts.md §6 marks their effect on gfx906
+# as not verified, so they are A/B candidates for llama-bench, not defaults.
+TUNE_VARIABLES: tuple[EnvVar, ...] = (
+    EnvVar("HSA_FORCE_FINE_GRAIN_PCIE", "1", "set",
+           "fine-grained (coherent) host memory over PCIe; the article credits it for "
+           "multi-GPU and split-model transfers"),
+    EnvVar("AMD_DIRECT_DISPATCH", "1", "set",
+           "HIP runtime submits kernels from the calling thread; the article says it cuts "
+           "launch latency"),
+    EnvVar("GPU_MAX_HW_QUEUES", "8", "set",
+           "hardware queues per device for the HIP runtime; the article suggests 8 for "
+           "concurrent (MoE) work"),
+    EnvVar("HSA_ENABLE_SDMA", "1", "set",
+           "use the SDMA copy engines (ROCr's default is already 1; set 0 to fall back to "
+           "blit kernels when copies hang)"),
+    EnvVar("HIP_FORCE_DEV_KERNARG", "1", "set",
+           "kernel arguments in device memory; the article lists it as a latency tweak"),
+)
+
+
+@dataclass(frozen=True)
+class EnvSpec:
+    """What the files describe: one installed prefix of one stack."""
+
+    prefix: Path
+    version: str
+    series: str
+    targets: tuple[str, ...]
+    tune: bool = False
+
+    @property
+    def module_version(self) -> str:
+        """``6.4-gfx906``: the Lmod name after ``rocm/``. A ':' in a target ID (gfx906:xnack-)
+        is not welcome in a module name, so it becomes '_'."""
+        return "-".join([self.series, *(t.replace(":", "_") for t in self.targets)])
+
+
+def spec_for(stack: Stack, *, tune: bool = False) -> EnvSpec:
+    prefix = stack.prefix
+    if ":" in str(prefix):
+        # PATH-like variables split on ':', so such a prefix would be cut in two
+        raise ConfigError(f"prefix {prefix} contains ':', which PATH and LD_LIBRARY_PATH use "
+                          "as a separator", tip="choose a prefix without ':' (--prefix PATH)")
+    if any(ord(ch) < 32 for ch in str(prefix)):
+        # a newline would end a comment line in the generated files and run the rest
+        raise ConfigError(f"prefix {str(prefix)!r} contains a control character",
+                          tip="choose a plain prefix (--prefix PATH)")
+    return EnvSpec(prefix=prefix, version=stack.version, series=stack.series,
+                   targets=tuple(str(t) for t in stack.targets), tune=tune)
+
+
+def variables(spec: EnvSpec) -> list[EnvVar]:
+    p = str(spec.prefix)
+    return [
+        EnvVar("ROCM_PATH", p, "set", "where CMake projects (ggml-hip, rocBLAS) and hipcc look "
+               "for ROCm"),
+        EnvVar("HIP_PATH", p, "set", "the HIP installation hipcc and hipconfig report"),
+        EnvVar("HIP_PLATFORM", "amd", "set", "compile HIP for AMD GPUs (not the CUDA path)"),
+        EnvVar("HIP_DEVICE_LIB_PATH", f"{p}/{DEVICE_LIB_SUBDIR}", "set",
+               "device bitcode (oclc_*.bc) for clang when it cannot find it by itself"),
+        EnvVar("PATH", f"{p}/bin", "prepend", "hipcc, clang, rocminfo, llama.cpp tools"),
+        EnvVar("LD_LIBRARY_PATH", f"{p}/lib", "prepend",
+               "libamdhip64, librocblas and friends from this prefix before any other ROCm"),
+        EnvVar("CMAKE_PREFIX_PATH", p, "prepend",
+               "find_package(hip/rocblas/hipblas) finds this prefix first"),
+    ]
+
+
+def relative_path(spec: EnvSpec, shell: str) -> Path:
+    """Where the file for ``shell`` lives inside the prefix."""
+    if shell in ("bash", "zsh"):
+        return Path("env.sh")
+    if shell == "fish":
+        return Path("env.fish")
+    if shell == "lmod":
+        return Path("modulefiles") / "rocm" / f"{spec.module_version}.lua"
+    raise ConfigError(f"unknown shell '{shell}' (known: {', '.join(SHELLS)})",
+                      tip="use --shell bash, zsh, fish or lmod")
+
+
+# --- quoting filters ---------------------------------------------------------------------------
+def quote_sh(value: str) -> str:
+    return shlex.quote(value)
+
+
+def quote_fish(value: str) -> str:
+    """fish single quotes: only backslash and the quote itself are special inside."""
+    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def quote_lua(value: str) -> str:
+    escaped = value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+    return f'"{escaped}"'
+
+
+def _environment() -> jinja2.Environment:
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(_TEMPLATES)),
+                             undefined=jinja2.StrictUndefined, autoescape=False,
+                             trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True)
+    env.filters.update(sh=quote_sh, fish=quote_fish, lua=quote_lua)
+    return env
+
+
+def render(spec: EnvSpec, shell: str) -> str:
+    """The text of the file for ``shell`` (bash, zsh, fish or lmod)."""
+    relative_path(spec, shell)  # validates the shell name
+    template = _environment().get_template(_TEMPLATE_OF[shell])
+    return template.render(prefix=str(spec.prefix), version=spec.version,
+                           targets=list(spec.targets), module_version=spec.module_version,
+                           rocbuild_version=__version__, variables=variables(spec),
+                           tune=spec.tune, tune_variables=TUNE_VARIABLES)
+
+
+def write_env_files(spec: EnvSpec) -> list[Path]:
+    """Write env.sh, env.fish and the Lmod modulefile into the prefix (atomically, so a
+    shell sourcing them meanwhile sees a whole file). Returns the paths written."""
+    written = []
+    for shell in ("bash", "fish", "lmod"):
+        path = spec.prefix / relative_path(spec, shell)
+        write_atomic(path, render(spec, shell))
+        written.append(path)
+    return written

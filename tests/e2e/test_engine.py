@@ -1,0 +1,314 @@
+"""The build engine end to end: real git, cmake and ninja on a generated three-component chain
+(alpha <- beta <- gamma, each finding the previous one with find_package from the prefix)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from rocbuild.cli import main
+from rocbuild.state import StateDir
+from tests.conftest import REPO, require_tool
+from tests.e2e.chain import Chain, git, make_chain
+
+pytestmark = pytest.mark.e2e
+
+
+@pytest.fixture
+def chain(tmp_path: Path) -> Chain:
+    for tool in ("git", "cmake", "ninja"):
+        require_tool(tool)
+    return make_chain(tmp_path)
+
+
+def build(chain: Chain, capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str]:
+    rc = main(["build", *chain.flags(), "--quiet", *args])
+    return rc, capsys.readouterr().out
+
+
+def started_steps(out: str) -> list[str]:
+    """'alpha:configure' for every '▶ alpha: configure' line."""
+    return [f"{m[0]}:{m[1]}" for m in re.findall(r"^▶ (\S+): (\w+)$", out, re.M)]
+
+
+def installed_tree(prefix: Path) -> dict[str, int]:
+    return {str(p.relative_to(prefix)): p.stat().st_size
+            for p in sorted(prefix.rglob("*")) if p.is_file()}
+
+
+def test_full_build_then_noop(chain: Chain, capsys: pytest.CaptureFixture[str]) -> None:
+    rc, out = build(chain, capsys)
+    assert rc == 0, out
+    assert chain.run_gamma() == "gamma 11"
+    steps = started_steps(out)
+    # every source is fetched and patched before the first configure
+    first_configure = steps.index("alpha:configure")
+    assert {s for s in steps[:first_configure]} == {f"{c}:{s}" for c in ("alpha", "beta", "gamma")
+                                                    for s in ("fetch", "patch")}
+    assert steps.index("alpha:install") < steps.index("beta:configure")
+    for name in ("alpha", "beta", "gamma"):
+        for step in ("fetch", "patch", "configure", "compile", "install"):
+            assert (chain.workdir / "logs" / name / f"{step}.log").is_file()
+            stamp = StateDir(chain.workdir).read_stamp(name, step)
+            assert stamp is not None and stamp["fingerprint"]
+    fetch_stamp = StateDir(chain.workdir).read_stamp("beta", "fetch")
+    assert fetch_stamp is not None
+    assert fetch_stamp["commit"] == git(chain.repos / "beta.git", "rev-parse", "v1")
+    rc, out = build(chain, capsys)
+    assert rc == 0 and started_steps(out) == []
+    assert "all 15 steps are current; nothing to do" in out
+
+
+def test_failure_in_the_middle_is_resumed_without_recompiling_the_first(
+        chain: Chain, capsys: pytest.CaptureFixture[str]) -> None:
+    chain.write_recipe("beta", """\
+        depends = ["alpha"]
+        [source]
+        git = "https://example.invalid/beta.git"
+        ref = "v1"
+        [cmake]
+        args = ["-DBETA_FAIL=ON"]
+        """)
+    rc, out = build(chain, capsys)
+    assert rc == 1
+    assert "FAILED beta: compile" in out
+    log = chain.workdir / "logs/beta/compile.log"
+    assert f"log: {log}" in out and "beta was configured to fail" in log.read_text()
+    assert "beta was configured to fail" in out  # the tail of the log is shown
+    assert "continue with: rocbuild build beta" in out
+    assert not (chain.prefix / "bin/gamma").exists()
+    alpha_lib = chain.workdir / "build/alpha/libalpha.so"
+    alpha_mtime = alpha_lib.stat().st_mtime_ns
+    failure = json.loads((chain.workdir / "state/failures/beta.json").read_text())
+    assert failure["step"] == "compile" and failure["log"] == str(log)
+
+    chain.write_recipe("beta", """\
+        depends = ["alpha"]
+        [source]
+        git = "https://example.invalid/beta.git"
+        ref = "v1"
+        [cmake]
+        args = ["-DBETA_FAIL=OFF"]
+        """)
+    rc, out = build(chain, capsys)
+    assert rc == 0, out
+    steps = started_steps(out)
+    assert not [s for s in steps if s.startswith("alpha:")]
+    assert steps == ["beta:configure", "beta:compile", "beta:install", "gamma:configure",
+                     "gamma:compile", "gamma:install"]
+    assert alpha_lib.stat().st_mtime_ns == alpha_mtime
+    assert chain.run_gamma() == "gamma 11"
+    assert not (chain.workdir / "state/failures/beta.json").exists()
+
+
+def test_changed_option_rebuilds_only_what_depends_on_it(
+        chain: Chain, capsys: pytest.CaptureFixture[str]) -> None:
+    assert build(chain, capsys)[0] == 0
+    chain.write_recipe("beta", """\
+        depends = ["alpha"]
+        [source]
+        git = "https://example.invalid/beta.git"
+        ref = "v1"
+        [cmake]
+        args = ["-DBETA_FACTOR=2"]
+        """)
+    rc, out = build(chain, capsys)
+    assert rc == 0, out
+    assert started_steps(out) == ["beta:configure", "beta:compile", "beta:install",
+                                  "gamma:configure", "gamma:compile", "gamma:install"]
+    assert chain.run_gamma() == "gamma 21"  # 1 + 10 * 2
+
+
+def test_patches_apply_once_and_a_broken_one_stops_before_any_build(
+        chain: Chain, capsys: pytest.CaptureFixture[str]) -> None:
+    patches = chain.recipes.parent / "patches"
+    (patches / "gamma").mkdir(parents=True)
+    (patches / "gamma" / "0001-say-hello.patch").write_text(
+        "--- a/main.c\n+++ b/main.c\n@@ -1,3 +1,3 @@\n #include <stdio.h>\n"
+        ' #include "beta.h"\n-int main(void) { printf("gamma %d\\n", beta_value()); return 0; }\n'
+        '+int main(void) { printf("hello %d\\n", beta_value()); return 0; }\n')
+    (patches / "beta").mkdir(parents=True)
+    broken = patches / "beta" / "0001-broken.patch"
+    broken.write_text("--- a/beta.c\n+++ b/beta.c\n@@ -1,1 +1,1 @@\n-no such line\n+x\n")
+    rc, out = build(chain, capsys)
+    assert rc == 1
+    assert f"patch {broken} does not apply" in out
+    assert not [s for s in started_steps(out) if s.endswith(":configure")]
+    assert not (chain.workdir / "build").exists()
+
+    broken.unlink()
+    rc, out = build(chain, capsys)
+    assert rc == 0, out
+    assert chain.run_gamma() == "hello 11"
+    rc, out = build(chain, capsys)  # applied once: the rerun touches nothing
+    assert rc == 0 and started_steps(out) == []
+    assert git(chain.workdir / "src/gamma", "diff", "--stat").count("main.c") == 1
+
+
+def test_second_build_on_the_same_workdir_is_refused(
+        chain: Chain, capsys: pytest.CaptureFixture[str]) -> None:
+    with StateDir(chain.workdir).lock():
+        rc = main(["build", *chain.flags(), "--quiet"])
+    err = capsys.readouterr().err
+    assert rc == 2
+    assert f"another rocbuild run (pid {os.getpid()}) is using the workdir" in err
+
+
+def test_unknown_ref_fails_with_a_clear_message(chain: Chain,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    chain.write_recipe("alpha", """\
+        [source]
+        git = "https://example.invalid/alpha.git"
+        ref = "v9"
+        [cmake]
+        """)
+    rc, out = build(chain, capsys)
+    assert rc == 1
+    assert "alpha: cannot fetch v9 from" in out
+    assert "check that 'v9' exists" in out
+    assert not (chain.workdir / "src/alpha").exists()  # nothing half-done left behind
+
+
+def test_clean_rebuild_uses_the_source_cache(chain: Chain,
+                                             capsys: pytest.CaptureFixture[str]) -> None:
+    assert build(chain, capsys)[0] == 0
+    for sub in ("src", "build", "state"):
+        subprocess.run(["rm", "-rf", str(chain.workdir / sub)], check=True)
+    (chain.repos / "alpha.git").rename(chain.repos / "gone.git")  # the "network" is down
+    rc, out = build(chain, capsys, "--offline")
+    assert rc == 0, out
+    assert chain.run_gamma() == "gamma 11"
+
+
+def cli_env(chain: Chain) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ROCBUILD_")}
+    env.update(PYTHONPATH=str(REPO), ROCBUILD_RECIPES=str(chain.recipes),
+               ROCBUILD_WORKDIR=str(chain.workdir), ROCBUILD_PREFIX=str(chain.prefix),
+               ROCBUILD_MIRROR=chain.mirror)
+    return env
+
+
+def slow_beta(chain: Chain) -> Path:
+    """beta's compile runs a silent 30 s step after its library, like a long link, while the
+    returned marker file exists (so the resumed build is quick)."""
+    marker = chain.root / "slow-marker"
+    marker.touch()
+    src = chain.repos / "beta.git.src"
+    with (src / "CMakeLists.txt").open("a") as f:
+        f.write(f"add_custom_target(slow ALL COMMAND sh -c \"test -f {marker} && sleep 30 || "
+                "true\" DEPENDS beta VERBATIM)\n")
+    git(src, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qam", "slow")
+    git(src, "tag", "-f", "v1")
+    git(chain.repos / "beta.git", "fetch", "-q", "-f", str(src), "refs/tags/v1:refs/tags/v1")
+    return marker
+
+
+def wait_for(predicate, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError("timed out waiting")
+        time.sleep(0.05)
+
+
+def sleepers(marker: Path) -> list[psutil.Process]:
+    """The `sleep 30` processes started by this test's slow step (found through the shell
+    that names this test's marker, so leftovers of other runs never match)."""
+    found = []
+    for p in psutil.process_iter(["cmdline"]):
+        if (p.info["cmdline"] or [])[-2:] == ["sleep", "30"]:
+            try:
+                parent = p.parent()
+                if parent is not None and str(marker) in " ".join(parent.cmdline()):
+                    found.append(p)
+            except psutil.Error:
+                pass
+    return found
+
+
+def test_sigkill_of_rocbuild_mid_build_resumes_to_the_same_tree(chain: Chain,
+                                                                 tmp_path: Path) -> None:
+    marker = slow_beta(chain)
+    env = cli_env(chain)
+    argv = [sys.executable, "-m", "rocbuild", "build", "--quiet"]
+    runner = subprocess.Popen(argv, env=env, cwd=tmp_path, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL)
+    state = StateDir(chain.workdir)
+    wait_for(lambda: bool(sleepers(marker)) or runner.poll() is not None)
+    assert runner.poll() is None, "the build ended before the slow step"
+    assert state.read_stamp("alpha", "install") is not None
+    os.kill(runner.pid, signal.SIGKILL)  # only rocbuild: its children live in their own sessions
+    runner.wait()
+    assert sleepers(marker), "the silent step outlived rocbuild, as a real link step would"
+    marker.unlink()
+
+    result = subprocess.run([*argv, "--jobs", "2"], env=env, cwd=tmp_path, capture_output=True,
+                            text=True, timeout=120)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "ended a leftover process of an earlier run" in result.stdout
+    steps = started_steps(result.stdout)
+    assert not [s for s in steps if s.startswith("alpha:")]
+    assert steps[0] == "beta:compile"
+    assert chain.run_gamma() == "gamma 11"
+
+    # the same tree as a clean, uninterrupted build
+    fresh = make_chain(tmp_path / "fresh")
+    slow_beta(fresh).unlink()
+    result = subprocess.run(argv, env=cli_env(fresh), cwd=tmp_path, capture_output=True,
+                            text=True, timeout=120)
+    assert result.returncode == 0
+    assert installed_tree(chain.prefix) == installed_tree(fresh.prefix)
+
+
+def test_sigterm_stops_the_build_and_its_children(chain: Chain, tmp_path: Path) -> None:
+    marker = slow_beta(chain)
+    runner = subprocess.Popen([sys.executable, "-m", "rocbuild", "build", "--quiet"],
+                              env=cli_env(chain), cwd=tmp_path, stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True)
+    wait_for(lambda: bool(sleepers(marker)) or runner.poll() is not None)
+    assert runner.poll() is None, "the build ended before the slow step"
+    runner.send_signal(signal.SIGTERM)
+    out, _ = runner.communicate(timeout=60)
+    assert runner.returncode == 130, out
+    assert "interrupted" in out
+    wait_for(lambda: not sleepers(marker), timeout=10)
+    assert StateDir(chain.workdir).read_stamp("alpha", "install") is not None
+    assert StateDir(chain.workdir).read_stamp("beta", "compile") is None
+
+
+def test_doit_from_the_repo_root_runs_the_same_graph(chain: Chain, tmp_path: Path) -> None:
+    require_tool("doit")
+    env = cli_env(chain)
+    result = subprocess.run(["doit", "build:gamma"], env=env, cwd=REPO, capture_output=True,
+                            text=True, timeout=120)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert chain.run_gamma() == "gamma 11"
+    listing = subprocess.run(["doit", "list", "--all"], env=env, cwd=REPO, capture_output=True,
+                             text=True).stdout
+    assert "build:gamma" in listing and "compile:beta" in listing
+    # the CLI reads the same stamps: nothing left to do
+    result = subprocess.run([sys.executable, "-m", "rocbuild", "build", "--quiet"], env=env,
+                            cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0 and started_steps(result.stdout) == []
+    # and doit sees a changed option through the same fingerprints
+    chain.write_recipe("gamma", """\
+        depends = ["beta"]
+        [source]
+        git = "https://example.invalid/gamma.git"
+        ref = "v1"
+        [cmake]
+        args = ["-DUNUSED_BY_GAMMA=1"]
+        """)
+    result = subprocess.run(["doit", "build:gamma"], env=env, cwd=REPO, capture_output=True,
+                            text=True, timeout=120)
+    assert result.returncode == 0
+    assert started_steps(result.stdout) == ["gamma:configure", "gamma:compile", "gamma:install"]
