@@ -1,0 +1,98 @@
+"""proc.run_logged and state: real child processes (sys.executable -c), no mocks."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from rocbuild.errors import BusyError
+from rocbuild.proc import ChildRegistry, RunResult, run_logged
+from rocbuild.state import StateDir, read_json, write_json_atomic
+
+
+def py(code: str) -> list[str]:
+    return [sys.executable, "-c", code]
+
+
+def test_output_goes_to_log_and_only_a_tail_stays_in_memory(tmp_path: Path) -> None:
+    lines: list[str] = []
+    log = tmp_path / "logs" / "x.log"
+    result = run_logged(py("for i in range(500): print(f'line {i}')"), log=log, tail=10,
+                        on_line=lines.append)
+    assert result.ok and result.tail == [f"line {i}" for i in range(490, 500)]
+    assert len(lines) == 500
+    text = log.read_text()
+    assert text.count("\nline ") == 500 and text.startswith("\n$ ") and "# exit 0" in text
+    run_logged(py("print('again')"), log=log)  # appended, with its own header
+    assert log.read_text().count("\n$ ") == 2
+
+
+def test_exit_code_and_signal_are_classified(tmp_path: Path) -> None:
+    failed = run_logged(py("import sys; sys.exit(3)"), log=tmp_path / "a.log")
+    assert failed.returncode == 3 and failed.signal is None and not failed.ok
+    killed = run_logged(py("import os, signal; os.kill(os.getpid(), signal.SIGKILL)"),
+                        log=tmp_path / "b.log")
+    assert killed.signal == 9
+    assert RunResult([], 137, [], 0).signal == 9  # a shell reports 128 + N
+
+
+def test_missing_program_is_a_result_not_a_crash(tmp_path: Path) -> None:
+    result = run_logged(["/nonexistent/tool"], log=tmp_path / "c.log")
+    assert result.returncode == 127 and "cannot start /nonexistent/tool" in result.tail[0]
+
+
+def test_child_runs_in_its_own_session_with_stdin_closed(tmp_path: Path) -> None:
+    result = run_logged(py("import os, sys; print(os.getsid(0) == os.getpid(), "
+                           "sys.stdin.read() == '')"), log=tmp_path / "d.log")
+    assert result.tail == ["True True"]
+
+
+def test_registry_reaps_the_group_of_a_dead_owner(tmp_path: Path) -> None:
+    registry = ChildRegistry(tmp_path / "running")
+    orphan = subprocess.Popen(py("import time; time.sleep(60)"), start_new_session=True)
+    registry.add(orphan, ["sleep-ish"])
+    record = tmp_path / "running" / f"{orphan.pid}.json"
+    doc = read_json(record)
+    assert doc is not None
+    doc["owner"] = 2 ** 22 + 12345  # an owner pid that no longer exists
+    write_json_atomic(record, doc)
+    assert registry.reap_leftovers() == ["sleep-ish"]
+    assert orphan.wait(timeout=10) == -9
+    assert not record.exists()
+
+
+def test_stamps_are_atomic_and_compared_by_fingerprint(tmp_path: Path) -> None:
+    state = StateDir(tmp_path)
+    assert not state.stamp_matches("a", "configure", "f1")
+    state.record_failure("a", "compile", message="x")
+    state.write_stamp("a", "configure", "f1", seconds=1.0)
+    assert state.stamp_matches("a", "configure", "f1")
+    assert not state.stamp_matches("a", "configure", "f2")
+    assert state.read_failure("a") is None  # a success clears the component's failure
+    assert not list((tmp_path / "state").rglob("*.tmp"))
+    state.stamp_path("a", "compile").write_text("{not json")
+    assert state.read_stamp("a", "compile") is None  # a damaged stamp means "not done"
+
+
+def test_lock_refuses_a_second_holder_and_frees_on_exit(tmp_path: Path) -> None:
+    state = StateDir(tmp_path)
+    with state.lock():
+        holder = subprocess.run(
+            py(f"from rocbuild.state import StateDir; from pathlib import Path\n"
+               f"try:\n  StateDir(Path({str(tmp_path)!r})).lock().__enter__()\n"
+               f"except Exception as e: print(type(e).__name__, e)"),
+            capture_output=True, text=True, env={**os.environ, "PYTHONPATH": os.getcwd()},
+            cwd=Path(__file__).resolve().parents[2])
+        assert f"BusyError another rocbuild run (pid {os.getpid()})" in holder.stdout
+    with state.lock():  # released: can be taken again
+        pass
+
+
+def test_lock_in_one_process_twice_is_refused(tmp_path: Path) -> None:
+    state = StateDir(tmp_path)
+    with state.lock(), pytest.raises(BusyError), state.lock():
+        pass
