@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 from rich.markup import escape
 
@@ -101,30 +101,34 @@ class BuildContext:
         return self.stack.components[name]
 
     # --- fingerprints: what each step's output depends on --------------------------------
-    def expected_fingerprint(self, comp: Component, step: str) -> str | None:
-        """The fingerprint the step's stamp must hold to be current; None while an input
-        step has no stamp yet (then the step is not current)."""
+    def expected_inputs(self, comp: Component, step: str) -> dict[str, Any] | None:
+        """What the step's output depends on, by name; None while an input step has no stamp
+        yet (then the step is not current). Stamps keep this document, so `rocbuild status`
+        can say which input changed."""
         state = self.state
         if step == "fetch":
-            return sha256_text(json.dumps(["fetch", comp.url, comp.ref, comp.submodules]))
+            return {"url": comp.url, "ref": comp.ref, "submodules": comp.submodules}
         if step == "patch":
             fetched = state.read_stamp(comp.name, "fetch")
             if fetched is None:
                 return None
-            return sha256_text(json.dumps(["patch", fetched.get("commit"),
-                                           fetched.get("checkout_id"),
-                                           [(p.path.name, p.sha256) for p in comp.patches]]))
+            return {"commit": fetched.get("commit"), "checkout": fetched.get("checkout_id"),
+                    "patches": {p.path.name: p.sha256 for p in comp.patches}}
         if step == "configure":
             source = state.read_stamp(comp.checkout, "patch")
             deps = {d: self.final_fingerprint(self.component(d)) for d in comp.depends}
             if source is None or None in deps.values():
                 return None
-            return sha256_text(json.dumps(["configure", comp.fingerprint,
-                                           source["fingerprint"], deps], sort_keys=True))
+            return {"recipe": comp.fingerprint, "source": source["fingerprint"], "deps": deps}
         previous = {"compile": "configure", "install": "compile"}[step]
         before = state.read_stamp(comp.name, previous)
-        return None if before is None else sha256_text(json.dumps([step,
-                                                                   before["fingerprint"]]))
+        return None if before is None else {previous: before["fingerprint"]}
+
+    def expected_fingerprint(self, comp: Component, step: str) -> str | None:
+        inputs = self.expected_inputs(comp, step)
+        if inputs is None:
+            return None
+        return sha256_text(json.dumps([step, inputs], sort_keys=True))
 
     def final_fingerprint(self, comp: Component) -> str | None:
         """The stamp fingerprint of the component's last step (install, or patch for a
@@ -175,10 +179,11 @@ class BuildContext:
                 outcome.message += f"\nTIP: {exc.tip}"
         outcome.seconds = time.monotonic() - started
         if outcome.result == "done":
+            inputs = self.expected_inputs(comp, step)
             expected = self.expected_fingerprint(comp, step)
             assert expected is not None, f"{name}:{step} ran before its inputs were stamped"
             extra = {"seconds": round(outcome.seconds, 1), "jobs": outcome.jobs,
-                     "peak_rss": outcome.peak_rss}
+                     "peak_rss": outcome.peak_rss, "inputs": inputs}
             if step == "fetch":
                 extra.update(commit=outcome.fetched.commit,
                              checkout_id=outcome.fetched.checkout_id)
