@@ -162,8 +162,8 @@ def _switch(link: Path, target: Path, info: BuildInfo) -> Switch:
                           info=info)
     except PermissionError as exc:
         raise ActivationError(f"cannot change {link}: {exc.strerror} ({exc.filename})",
-                              tip=f"run it with sudo, or use --link with a path you own "
-                                  f"(e.g. --link ~/.local/rocm)") from None
+                              tip="run it with sudo, or use --link with a path you own "
+                                  "(e.g. --link ~/.local/rocm)") from None
 
 
 def activate(prefix: Path, link: Path = DEFAULT_LINK) -> Switch:
@@ -186,7 +186,8 @@ def previous_target(link: Path) -> Path:
         return state.current
     if state.previous is None:
         raise ConfigError(f"{link} had no target before {state.current}, so there is nothing "
-                          "to go back to", tip="activate a prefix by name: rocbuild activate PREFIX")
+                          "to go back to",
+                          tip="activate a prefix by name: rocbuild activate PREFIX")
     return state.previous
 
 

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -21,7 +23,7 @@ from rich.markup import escape
 
 from rocbuild import patches, proc, resources, sources
 from rocbuild.errors import BuildFailed
-from rocbuild.graph import Component, Stack, sha256_text
+from rocbuild.graph import Component, Stack, sha256_text, venv_dir, wheelhouse_dir
 from rocbuild.settings import Settings
 from rocbuild.state import StateDir
 from rocbuild.steps import build_argv, configure_argv, install_argv, step_env, steps_of
@@ -159,8 +161,11 @@ class BuildContext:
             manifest = comp.build_dir / "install_manifest.txt"
             if not manifest.is_file():
                 return False
+            prefix = self.stack.prefix
             return all(Path(line).exists() or Path(line).is_symlink()
-                       for line in manifest.read_text().splitlines() if line)
+                       for line in manifest.read_text().splitlines() if line) and all(
+                (prefix / rel).is_symlink() or (prefix / rel).exists()
+                for rel, _ in (*comp.install_links, *comp.install_files))
         return True
 
     # --- running -----------------------------------------------------------------------
@@ -218,6 +223,60 @@ class BuildContext:
         patches.apply_series(comp.name, comp.checkout_dir, fetched["commit"],
                              [p.path for p in comp.patches], self._logger(log))
 
+    # --- the build venv: Python packages the recipes need, installed before any build --------
+    PYTHON_STAMP = ("_python", "venv")
+
+    def python_inputs(self) -> dict[str, Any]:
+        packages, wheels = self.stack.python_needs()
+        return {"python": sys.version.split()[0], "executable": sys.executable,
+                "packages": list(packages), "wheels": list(wheels)}
+
+    def python_is_current(self) -> bool:
+        fingerprint = sha256_text(json.dumps(self.python_inputs(), sort_keys=True))
+        return (self.state.stamp_matches(*self.PYTHON_STAMP, fingerprint)
+                and (venv_dir(self.stack.workdir) / "bin" / "python").exists())
+
+    def setup_python(self) -> StepOutcome:
+        """Create the build venv, install the recipes' packages into it and download the
+        wheels builds will pip-install themselves. It runs with the fetch steps, while the
+        network is expected; later steps only read what is here (rocBLAS gets PIP_NO_INDEX
+        and PIP_FIND_LINKS pointing at the wheelhouse through its recipe)."""
+        inputs = self.python_inputs()
+        venv, wheels = venv_dir(self.stack.workdir), wheelhouse_dir(self.stack.workdir)
+        log = log_path(self.stack.workdir, "_python", "venv")
+        outcome = StepOutcome("(python)", "venv", "done", log=log)
+        self.output.say(f"▶ build venv: {len(inputs['packages'])} packages, "
+                        f"{len(inputs['wheels'])} wheels")
+        started = time.monotonic()
+        commands = [[sys.executable, "-m", "venv", "--clear", str(venv)]]
+        python = str(venv / "bin" / "python")
+        if inputs["packages"]:
+            commands.append([python, "-m", "pip", "install", "--disable-pip-version-check",
+                             *inputs["packages"]])
+        if inputs["wheels"]:
+            commands.append([python, "-m", "pip", "download", "--disable-pip-version-check",
+                             "-d", str(wheels), *inputs["wheels"]])
+        for argv in commands:
+            result = proc.run_logged(argv, log=log, registry=self.registry())
+            outcome.tail = result.tail
+            if not result.ok:
+                outcome.result = "failed"
+                outcome.message = (f"build venv: `{' '.join(argv[:5])} …` failed (exit "
+                                   f"{result.returncode}); pip needs PyPI or your pip mirror "
+                                   "(PIP_INDEX_URL) at this step\nTIP: check the network, then "
+                                   "run the build again")
+                break
+        outcome.seconds = time.monotonic() - started
+        if outcome.result == "done":
+            self.state.write_stamp(*self.PYTHON_STAMP,
+                                   sha256_text(json.dumps(inputs, sort_keys=True)),
+                                   inputs=inputs, seconds=round(outcome.seconds, 1))
+            self.output.say(f"✔ build venv ({outcome.seconds:.1f}s)")
+        else:
+            self.output.say(f"✘ build venv failed — log: {log}")
+        self.outcomes.append(outcome)
+        return outcome
+
     def check_patches(self, comp: Component) -> None:
         """Preflight: the whole series against the fetched commit, before any long step."""
         fetched = self.state.read_stamp(comp.name, "fetch")
@@ -239,14 +298,19 @@ class BuildContext:
                    else f"exited with {result.returncode}")
             raise BuildFailed(f"{comp.name}: {step} failed: {argv[0]} {how}")
 
+    def job_counts(self, comp: Component) -> dict[str, resources.JobCount]:
+        """Jobs per kind of work (compile, link, tensile) that fit in what is free now."""
+        return resources.job_counts(comp.recipe.resources, self.host_snapshot(),
+                                    swap_weight=self.settings.swap_weight, cap=self.settings.jobs)
+
     def _configure(self, comp: Component, log: Path, outcome: StepOutcome) -> None:
         comp.build_dir.mkdir(parents=True, exist_ok=True)
-        self._run(comp, "configure", configure_argv(self.stack, comp), log, outcome)
+        counts = self.job_counts(comp)
+        argv = configure_argv(self.stack, comp, {k: c.jobs for k, c in counts.items()})
+        self._run(comp, "configure", argv, log, outcome)
 
     def _compile(self, comp: Component, log: Path, outcome: StepOutcome) -> None:
-        mem = int(comp.recipe.resources.get("compile_mem", resources.DEFAULT_JOB_MEM))
-        count = resources.jobs_for(self.host_snapshot(), mem,
-                                   swap_weight=self.settings.swap_weight, cap=self.settings.jobs)
+        count = self.job_counts(comp)["compile"]
         outcome.jobs = count.jobs
         self.output.say(f"  {comp.name}: {count.reason}")
         self._run(comp, "compile", build_argv(comp, count.jobs), log, outcome)
@@ -254,6 +318,29 @@ class BuildContext:
     def _install(self, comp: Component, log: Path, outcome: StepOutcome) -> None:
         self._remove_previous_install(comp, self._logger(log))
         self._run(comp, "install", install_argv(comp), log, outcome)
+        self._install_extras(comp, self._logger(log))
+
+    def _install_extras(self, comp: Component, log: Callable[[str], None]) -> None:
+        """The links and files a recipe declares (what AMD's packages add after install,
+        e.g. <prefix>/llvm -> lib/llvm, bin/amdclang++, clang config files)."""
+        prefix = self.stack.prefix
+        for rel, target in comp.install_links:
+            path = prefix / rel
+            path.parent.mkdir(parents=True, exist_ok=True)
+            if path.is_symlink() or path.is_file():
+                path.unlink()
+            elif path.exists():
+                raise BuildFailed(f"{comp.name}: cannot create the link {path}: a folder is "
+                                  "in the way", tip=f"move {path} away and run the build again")
+            path.symlink_to(target)
+            log(f"link {path} -> {target}")
+        for rel, text in comp.install_files:
+            path = prefix / rel
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_name(f".{path.name}.rocbuild-tmp")
+            tmp.write_text(text)
+            os.replace(tmp, path)
+            log(f"wrote {path}")
 
     def _remove_previous_install(self, comp: Component, log: Callable[[str], None]) -> None:
         """Remove what this component installed last time before installing again: CMake

@@ -170,7 +170,8 @@ class FoundPrefix:
     error: str | None = None  # a build-info file that exists but cannot be read
 
 
-def scan_prefixes(search_dir: Path = Path("/opt"), extra: tuple[Path, ...] = ()) -> list[FoundPrefix]:
+def scan_prefixes(search_dir: Path = Path("/opt"),
+                  extra: tuple[Path, ...] = ()) -> list[FoundPrefix]:
     """Prefixes that hold a build-info file: ``<search_dir>/rocm-*`` plus ``extra`` (the
     configured prefix), each once, sorted by path. Folders without the file are skipped:
     a packaged /opt/rocm-6.2.0 is not ours to list."""

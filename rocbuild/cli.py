@@ -17,7 +17,15 @@ from rocbuild import __version__, settings
 from rocbuild.errors import EXIT_INTERRUPTED, RocbuildError
 
 # Subcommand modules, in the order `rocbuild --help` lists them.
-COMMAND_MODULES = ("rocbuild.cmd_plan", "rocbuild.cmd_build", "rocbuild.cmd_verify", "rocbuild.cmd_doctor", "rocbuild.cmd_env", "rocbuild.cmd_activate", "rocbuild.cmd_prefixes")
+COMMAND_MODULES = (
+    "rocbuild.cmd_plan",
+    "rocbuild.cmd_build",
+    "rocbuild.cmd_verify",
+    "rocbuild.cmd_doctor",
+    "rocbuild.cmd_env",
+    "rocbuild.cmd_activate",
+    "rocbuild.cmd_prefixes",
+)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -42,7 +42,6 @@ from rocbuild.settings import Settings
 from rocbuild.targets import TargetId
 
 OK, WARN, FAIL, SKIP = "ok", "warn", "fail", "skip"
-_SEVERITY = {SKIP: 0, OK: 1, WARN: 2, FAIL: 3}
 SCHEMA = 1
 
 # What one LLVM link job needs when the recipes do not say (recipes/llvm.toml link_mem; the
@@ -222,10 +221,6 @@ def fmt_bytes(n: float) -> str:
     return f"{n / GIB:.1f} GiB" if n >= GIB else f"{n / (1 << 20):.0f} MiB"
 
 
-def _worst(statuses: Sequence[str]) -> str:
-    return max(statuses, key=_SEVERITY.__getitem__) if statuses else SKIP
-
-
 def parse_os_release(text: str | None) -> dict[str, str]:
     out = {}
     for line in (text or "").splitlines():
@@ -313,10 +308,9 @@ def check_os(ctx: Context) -> Check:
 def _amdgpu_blockers(host: Host) -> list[str]:
     blockers = []
     for arg in cmdline(host):
-        if arg == "nomodeset" or arg == "amdgpu.modeset=0":
-            blockers.append(arg)
-        elif arg.split("=")[0] in ("modprobe.blacklist", "module_blacklist",
-                                   "rd.driver.blacklist") and "amdgpu" in arg:
+        blacklist = arg.split("=")[0] in ("modprobe.blacklist", "module_blacklist",
+                                          "rd.driver.blacklist") and "amdgpu" in arg
+        if arg in ("nomodeset", "amdgpu.modeset=0") or blacklist:
             blockers.append(arg)
     return blockers
 
@@ -327,6 +321,10 @@ def check_amdgpu(ctx: Context) -> Check:
         return Check("amdgpu", OK, "amdgpu kernel module loaded")
     if host.path("sys/module/amdgpu/parameters").is_dir():
         return Check("amdgpu", OK, "amdgpu built into the kernel")
+    if not ctx.gpus:
+        return Check("amdgpu", WARN, "amdgpu is not loaded and there is no AMD GPU: fine for a "
+                                     "build-only host, running the result needs both",
+                     "on the GPU host: sudo modprobe amdgpu")
     blockers = _amdgpu_blockers(host)
     if blockers:
         args = " ".join(blockers)
@@ -344,6 +342,9 @@ def check_devices(ctx: Context) -> Check:
     kfd = host.path("dev/kfd")
     renders = sorted(p.name for p in host.path("dev/dri").glob("renderD*"))
     amdgpu = "amdgpu" in loaded_modules(host)
+    if not kfd.exists() and not ctx.gpus:
+        return Check("devices", WARN, "no /dev/kfd and no AMD GPU: fine for a build-only host",
+                     "run the result on a host with an AMD GPU and amdgpu loaded")
     if not kfd.exists():
         fix = ("the kernel has amdgpu without the compute driver (CONFIG_HSA_AMD); use the "
                "distribution's generic kernel" if amdgpu else "load amdgpu first (see the "
@@ -721,7 +722,8 @@ def check_recipes(ctx: Context) -> Check:
                                       "disk use reference figures",
                      "fix the recipe named above (run `rocbuild plan` for details)")
     targets = ", ".join(str(t) for t in needs.targets)
-    return Check("recipes", OK, f"{needs.stack_summary}, targets {targets} ({needs.targets_source})")
+    return Check("recipes", OK,
+                 f"{needs.stack_summary}, targets {targets} ({needs.targets_source})")
 
 
 def check_target(ctx: Context) -> Check:
@@ -758,7 +760,3 @@ def run(host: Host, needs: Needs) -> Report:
     checks = tuple(check(ctx) for check in CHECKS)
     return Report(root=host.root, checks=checks, gpus=tuple(gpus),
                   recommended=recommended_targets(gpus))
-
-
-def worst_status(report: Report) -> str:
-    return _worst([c.status for c in report.checks])

@@ -49,6 +49,16 @@ class Component:
     env: tuple[tuple[str, str], ...]
     patches: tuple[Patch, ...]
     fingerprint: str  # the whole rendered configuration plus dependency fingerprints
+    install_prefix: Path = Path("/")
+    install_links: tuple[tuple[str, str], ...] = ()  # (path in prefix, link target)
+    install_files: tuple[tuple[str, str], ...] = ()  # (path in prefix, text)
+    job_args: tuple[str, ...] = ()  # templates: rendered with `jobs` when configure starts
+    context: Mapping[str, Any] = field(default_factory=dict)  # what job_args render with
+
+    def render_job_args(self, jobs: Mapping[str, int]) -> list[str]:
+        ctx = {**self.context, "jobs": dict(jobs)}
+        return [render(a, ctx, file=self.recipe.file, key=f"cmake.job_args[{i}]")
+                for i, a in enumerate(self.job_args)]
 
     @property
     def name(self) -> str:
@@ -76,6 +86,23 @@ class Stack:
 
     def selected(self) -> list[Component]:
         return [self.components[n] for n in self.order]
+
+    def python_needs(self) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        """(packages for the build venv, wheels for the wheelhouse) of the selected
+        components, sorted and without repeats."""
+        packages = sorted({p for c in self.selected() for p in c.recipe.python_packages})
+        wheels = sorted({w for c in self.selected() for w in c.recipe.python_wheels})
+        return tuple(packages), tuple(wheels)
+
+
+def venv_dir(workdir: Path) -> Path:
+    """The build venv rocbuild manages for the recipes' Python needs (never the system's)."""
+    return workdir / "venv"
+
+
+def wheelhouse_dir(workdir: Path) -> Path:
+    """Wheels fetched ahead for builds that pip-install by themselves (rocBLAS' Tensile)."""
+    return workdir / "wheels"
 
 
 def direct_deps(recipe: Recipe) -> tuple[str, ...]:
@@ -225,6 +252,9 @@ def _render_component(stack: Stack, recipe: Recipe, done: Mapping[str, Component
         "source_dir": str(source_dir),
         "build_dir": str(build_dir),
         "workdir": str(stack.workdir),
+        "venv": str(venv_dir(stack.workdir)),
+        "python": str(venv_dir(stack.workdir) / "bin" / "python"),
+        "wheelhouse": str(wheelhouse_dir(stack.workdir)),
         "src": {**{n: str(c.source_dir) for n, c in reachable.items()},
                 recipe.name: str(source_dir)},
         "build": {n: str(c.build_dir) for n, c in reachable.items()},
@@ -244,6 +274,15 @@ def _render_component(stack: Stack, recipe: Recipe, done: Mapping[str, Component
                               tip=f"remove it from {recipe.file}")
     env = tuple(sorted((k, r(v, f"env.{k}")) for k, v in recipe.env.items()))
     build_type = r(recipe.build_type, "cmake.build_type")
+    install_prefix = Path(r(recipe.install_prefix, "cmake.install_prefix")
+                          if recipe.install_prefix else str(stack.prefix))
+    links = tuple(sorted((path, r(target, f"install.links.{path}"))
+                         for path, target in recipe.install_links.items()))
+    files = tuple(sorted((path, r(text, f"install.files.{path}"))
+                         for path, text in recipe.install_files.items()))
+    for i, template in enumerate(recipe.job_args):  # undefined names fail now, not at hour 3
+        render(template, {**context, "jobs": {"compile": 1, "link": 1, "tensile": 1}},
+               file=recipe.file, key=f"cmake.job_args[{i}]")
     patches = find_patches(stack.recipes, recipe.name)
     if patches and recipe.source.from_component:
         raise ConfigError(
@@ -253,7 +292,9 @@ def _render_component(stack: Stack, recipe: Recipe, done: Mapping[str, Component
         "name": recipe.name, "kind": recipe.kind, "url": url, "ref": ref,
         "submodules": recipe.source.submodules, "checkout": owner, "subdir": subdir,
         "cmake_args": args, "build_type": build_type, "env": env,
-        "prefix": str(stack.prefix),
+        "prefix": str(stack.prefix), "install_prefix": str(install_prefix),
+        "install_links": links, "install_files": files,
+        "python": [recipe.python_packages, recipe.python_wheels],
         "patches": [(p.path.name, p.sha256) for p in patches],
         "deps": {d: done[d].fingerprint for d in deps},
     }
@@ -263,4 +304,5 @@ def _render_component(stack: Stack, recipe: Recipe, done: Mapping[str, Component
         fetch_url=rewrite_url(url, settings.mirror) if url else None, ref=ref,
         submodules=recipe.source.submodules, checkout_dir=checkout_dir, source_dir=source_dir,
         build_dir=build_dir, cmake_args=args, build_type=build_type, env=env, patches=patches,
-        fingerprint=fingerprint)
+        fingerprint=fingerprint, install_prefix=install_prefix, install_links=links,
+        install_files=files, job_args=recipe.job_args, context=context)

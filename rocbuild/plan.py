@@ -12,12 +12,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from rocbuild.graph import Component, Stack
-from rocbuild.resources import DEFAULT_JOB_MEM, HostSnapshot, JobCount, jobs_for
+from rocbuild.resources import JOB_MEMORY_KEYS, HostSnapshot, JobCount, job_counts
 from rocbuild.settings import OPTIONS, Settings
 from rocbuild.steps import StepCommands, commands_for, steps_of
-
-# The kinds of parallel work a recipe can size (memory per job in [resources]).
-JOB_KINDS = {"compile": "compile_mem", "link": "link_mem", "tensile": "tensile_mem"}
 
 
 @dataclass(frozen=True)
@@ -42,16 +39,14 @@ class Plan:
 
 def component_jobs(component: Component, host: HostSnapshot, settings: Settings
                    ) -> dict[str, JobCount]:
+    """Job counts to show: compile always, and each other kind the recipe sizes or uses."""
     if not component.builds:
         return {}
-    res = component.recipe.resources
-    out = {}
-    for kind, key in JOB_KINDS.items():
-        if kind == "compile" or key in res:
-            per_job = int(res.get(key, DEFAULT_JOB_MEM))
-            out[kind] = jobs_for(host, per_job, swap_weight=settings.swap_weight,
-                                 cap=settings.jobs)
-    return out
+    counts = job_counts(component.recipe.resources, host, swap_weight=settings.swap_weight,
+                        cap=settings.jobs)
+    return {kind: count for kind, count in counts.items()
+            if kind == "compile" or JOB_MEMORY_KEYS[kind] in component.recipe.resources
+            or any(f"jobs.{kind}" in a for a in component.job_args)}
 
 
 def build_plan(stack: Stack, settings: Settings, host: HostSnapshot,
@@ -59,9 +54,9 @@ def build_plan(stack: Stack, settings: Settings, host: HostSnapshot,
     planned = []
     for component in stack.selected():
         jobs = component_jobs(component, host, settings)
-        compile_jobs = jobs["compile"].jobs if "compile" in jobs else 1
+        counts = {kind: 1 for kind in JOB_MEMORY_KEYS} | {k: j.jobs for k, j in jobs.items()}
         planned.append(PlannedComponent(component, state_of(component), jobs,
-                                        commands_for(stack, component, compile_jobs)))
+                                        commands_for(stack, component, counts)))
     return Plan(stack, settings, host, planned)
 
 

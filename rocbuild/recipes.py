@@ -66,7 +66,16 @@ RECIPE_SCHEMA: _Schema = {
     "depends": "strlist",
     "system_packages": "strlist",  # Debian/Ubuntu packages the build needs (doctor, preflight)
     "source": {"git": "str", "ref": "str", "submodules": "bool", "from": "str", "subdir": "str"},
-    "cmake": {"args": "strlist", "build_type": "str"},
+    "cmake": {
+        "args": "strlist",
+        "build_type": "str",
+        "install_prefix": "str",  # when not the stack prefix (LLVM goes to <prefix>/lib/llvm)
+        "job_args": "strlist",  # rendered with `jobs` when the step starts; never fingerprinted
+    },
+    # what AMD's packaging adds after `cmake --install`, as data: prefix-relative paths
+    "install": {"links": "strmap", "files": "strmap"},
+    # Python needs, met before any build step so no build pip-installs from the network
+    "python": {"packages": "strlist", "wheels": "strlist"},
     "env": "strmap",
     "resources": {
         "compile_mem": "size",
@@ -187,6 +196,12 @@ class Recipe:
     env: Mapping[str, str] = field(default_factory=dict)
     resources: Mapping[str, float] = field(default_factory=dict)
     system_packages: tuple[str, ...] = ()
+    install_prefix: str = ""
+    job_args: tuple[str, ...] = ()
+    install_links: Mapping[str, str] = field(default_factory=dict)
+    install_files: Mapping[str, str] = field(default_factory=dict)
+    python_packages: tuple[str, ...] = ()
+    python_wheels: tuple[str, ...] = ()
 
     @property
     def builds(self) -> bool:
@@ -290,11 +305,24 @@ def load_recipe(file: Path) -> Recipe:
     if len(set(depends)) != len(depends):
         raise ConfigError(f"{file}: key 'depends' lists a component twice: {list(depends)}",
                           tip=f"remove the repeat from 'depends' in {file}")
+    install = data.get("install", {})
+    for table in ("links", "files"):
+        for rel in install.get(table, {}):
+            if rel.startswith("/") or ".." in Path(rel).parts or not rel:
+                raise ConfigError(f"{file}: key 'install.{table}.\"{rel}\"' must be a path "
+                                  "inside the prefix, relative and without '..'",
+                                  tip=f"fix 'install.{table}' in {file}")
+    python = data.get("python", {})
     return Recipe(name=name, file=file, summary=data.get("summary", ""), kind=kind,
                   depends=depends, source=source, cmake_args=cmake.get("args", ()),
                   build_type=cmake.get("build_type", "Release"), env=data.get("env", {}),
                   resources=data.get("resources", {}),
-                  system_packages=data.get("system_packages", ()))
+                  system_packages=data.get("system_packages", ()),
+                  install_prefix=cmake.get("install_prefix", ""),
+                  job_args=cmake.get("job_args", ()),
+                  install_links=install.get("links", {}), install_files=install.get("files", {}),
+                  python_packages=python.get("packages", ()),
+                  python_wheels=python.get("wheels", ()))
 
 
 def load_recipes(folder: Path) -> RecipeSet:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -141,3 +142,16 @@ def jobs_for(host: HostSnapshot, mem_per_job: int, *, swap_weight: float = 0.5,
     ordered = sorted(limits, key=lambda item: item[0])
     parts = [ordered[0][1]] + [f"{text} (allows {n})" for n, text in ordered[1:]]
     return JobCount(jobs, f"{jobs} job{'s' if jobs != 1 else ''}: " + "; ".join(parts))
+
+
+# Kinds of parallel work and the [resources] key giving the memory one job of that kind needs.
+JOB_MEMORY_KEYS = {"compile": "compile_mem", "link": "link_mem", "tensile": "tensile_mem"}
+
+
+def job_counts(memory_per_job: dict[str, float] | Mapping[str, float], host: HostSnapshot, *,
+               swap_weight: float, cap: int | None) -> dict[str, JobCount]:
+    """Jobs for every kind of work; a kind without its own figure is sized like compiling."""
+    compile_mem = int(memory_per_job.get("compile_mem", DEFAULT_JOB_MEM))
+    return {kind: jobs_for(host, int(memory_per_job.get(key, compile_mem)),
+                           swap_weight=swap_weight, cap=cap)
+            for kind, key in JOB_MEMORY_KEYS.items()}

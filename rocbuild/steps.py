@@ -12,7 +12,7 @@ import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from rocbuild.graph import Component, Stack
+from rocbuild.graph import Component, Stack, venv_dir
 
 STEPS = ("fetch", "patch", "configure", "compile", "install")
 SOURCE_STEPS = ("fetch", "patch")
@@ -25,13 +25,22 @@ def steps_of(component: Component) -> tuple[str, ...]:
     return own + (("configure", "compile", "install") if component.builds else ())
 
 
+def path_head(stack: Stack) -> list[str]:
+    """What goes before the user's PATH: the prefix, then the build venv when recipes need
+    Python packages (so `python3` in a build finds them, and the system Python is untouched)."""
+    head = [f"{stack.prefix}/bin"]
+    if stack.python_needs() != ((), ()):
+        head.append(str(venv_dir(stack.workdir) / "bin"))
+    return head
+
+
 def step_env(stack: Stack, component: Component,
              base: Mapping[str, str] | None = None) -> dict[str, str]:
     """The environment a build step runs in: the prefix first on PATH, ROCM_PATH and
     HIP_PLATFORM=amd, then the recipe's own [env] (which wins)."""
     env = dict(os.environ if base is None else base)
     prefix = str(stack.prefix)
-    env["PATH"] = os.pathsep.join(p for p in (f"{prefix}/bin", env.get("PATH", "")) if p)
+    env["PATH"] = os.pathsep.join(p for p in (*path_head(stack), env.get("PATH", "")) if p)
     env["ROCM_PATH"] = prefix
     env["HIP_PLATFORM"] = "amd"
     env.update(component.env)
@@ -40,13 +49,15 @@ def step_env(stack: Stack, component: Component,
 
 def env_overrides(stack: Stack, component: Component) -> dict[str, str]:
     """Only the variables rocbuild sets, for printing; PATH keeps a ``$PATH`` reference."""
-    overrides = {"PATH": f"{stack.prefix}/bin:$PATH", "ROCM_PATH": str(stack.prefix),
+    overrides = {"PATH": ":".join(path_head(stack)) + ":$PATH", "ROCM_PATH": str(stack.prefix),
                  "HIP_PLATFORM": "amd"}
     overrides.update(component.env)
     return overrides
 
 
-def configure_argv(stack: Stack, component: Component) -> list[str]:
+def configure_argv(stack: Stack, component: Component, jobs: Mapping[str, int]) -> list[str]:
+    """The cmake configure command; ``jobs`` (per kind of work) fills the recipe's job_args,
+    which change only the speed and so are not part of any fingerprint."""
     prefix_path = str(stack.prefix)
     recipe_args: list[str] = []
     for arg in component.cmake_args:
@@ -56,8 +67,9 @@ def configure_argv(stack: Stack, component: Component) -> list[str]:
             recipe_args.append(arg)
     return ["cmake", "-G", "Ninja", "-S", str(component.source_dir), "-B",
             str(component.build_dir), f"-DCMAKE_BUILD_TYPE={component.build_type}",
-            f"-DCMAKE_INSTALL_PREFIX={stack.prefix}", f"-DCMAKE_PREFIX_PATH={prefix_path}",
-            *recipe_args]
+            f"-DCMAKE_INSTALL_PREFIX={component.install_prefix}",
+            f"-DCMAKE_PREFIX_PATH={prefix_path}", *recipe_args,
+            *component.render_job_args(jobs)]
 
 
 def build_argv(component: Component, jobs: int) -> list[str]:
@@ -93,7 +105,8 @@ class StepCommands:
     env: tuple[tuple[str, str], ...] = ()  # overrides, only for the cmake steps
 
 
-def commands_for(stack: Stack, component: Component, jobs: int) -> list[StepCommands]:
+def commands_for(stack: Stack, component: Component, jobs: Mapping[str, int]
+                 ) -> list[StepCommands]:
     env = tuple(env_overrides(stack, component).items())
     out = []
     for step in steps_of(component):
@@ -102,9 +115,9 @@ def commands_for(stack: Stack, component: Component, jobs: int) -> list[StepComm
         elif step == "patch":
             out.append(StepCommands(step, tuple(map(tuple, patch_argv(component)))))
         elif step == "configure":
-            out.append(StepCommands(step, (tuple(configure_argv(stack, component)),), env))
+            out.append(StepCommands(step, (tuple(configure_argv(stack, component, jobs)),), env))
         elif step == "compile":
-            out.append(StepCommands(step, (tuple(build_argv(component, jobs)),), env))
+            out.append(StepCommands(step, (tuple(build_argv(component, jobs["compile"])),), env))
         else:
             out.append(StepCommands(step, (tuple(install_argv(component)),), env))
     return out

@@ -21,6 +21,8 @@ from rocbuild.build import BuildContext
 from rocbuild.graph import Component
 from rocbuild.steps import steps_of
 
+PYTHON_TASK = "python-venv"
+
 
 def _action(ctx: BuildContext, name: str, step: str) -> TaskFailed | None:
     ctx.ensure_ready()
@@ -28,6 +30,12 @@ def _action(ctx: BuildContext, name: str, step: str) -> TaskFailed | None:
     if outcome.result == "failed":
         return TaskFailed(outcome.message)
     return None
+
+
+def _python_action(ctx: BuildContext) -> TaskFailed | None:
+    ctx.ensure_ready()
+    outcome = ctx.setup_python()
+    return TaskFailed(outcome.message) if outcome.result == "failed" else None
 
 
 def _uptodate(ctx: BuildContext, name: str, step: str) -> bool:
@@ -68,7 +76,8 @@ def component_tasks(ctx: BuildContext, comp: Component) -> list[dict[str, Any]]:
         "name": comp.name,
         "doc": f"fetch and patch every source {comp.name} needs",
         "actions": None,
-        "task_dep": [f"patch:{owner}" for owner in checkouts_needed(ctx, comp)],
+        "task_dep": [f"patch:{owner}" for owner in checkouts_needed(ctx, comp)]
+        + ([PYTHON_TASK] if ctx.stack.python_needs() != ((), ()) else []),
     })
     out.append({
         "basename": "build",
@@ -104,6 +113,14 @@ def make_namespace(ctx: BuildContext) -> dict[str, Any]:
         install)"""
         for comp in selected:
             yield from component_tasks(ctx, comp)
+        if ctx.stack.python_needs() != ((), ()):
+            yield {
+                "basename": PYTHON_TASK,
+                "doc": "the build venv with the recipes' Python packages, and the wheelhouse",
+                "actions": [(_python_action, [ctx])],
+                "uptodate": [ctx.python_is_current],
+                "verbosity": 2,
+            }
 
     return {
         "task_build": task_build,

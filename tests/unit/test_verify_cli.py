@@ -76,7 +76,8 @@ def test_prefix_json_document(prefix: Path, tmp_path: Path,
                             "results": []}
 
 
-def test_prefix_fails_for_a_missing_target(prefix: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_prefix_fails_for_a_missing_target(prefix: Path,
+                                           capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run(capsys, "--prefix", str(prefix), "--target", "gfx1030", "--no-smoke")
     assert code == 1
     assert "lib/libggml-hip.so.0.1: bundle #1 at 0x0 (kernels k1): no code object for gfx1030 " \

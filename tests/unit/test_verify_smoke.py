@@ -72,6 +72,7 @@ def test_commands_use_the_prefix_tools(tmp_path: Path) -> None:
     assert "-Wl,-rpath,/opt/rocm-6.4-gfx906/lib" in compile_hello
     assert "__global__" in tests["hip-hello"].files["hello.hip"]
     compile_gemm, run_gemm = tests["rocblas-sgemm"].commands
+    assert run_gemm == ("./sgemm",)
     assert "-lrocblas" in compile_gemm and "-I/opt/rocm-6.4-gfx906/include" in compile_gemm
     assert "rocblas_sgemm" in tests["rocblas-sgemm"].files["sgemm.cpp"]
     model = tmp_path / "m.gguf"

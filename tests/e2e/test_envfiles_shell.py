@@ -1,0 +1,163 @@
+"""The generated environment files in the real interpreters: bash, POSIX sh (dash), fish, and
+the Lmod modulefile under Lua with a minimal stand-in for Lmod's functions (Lmod itself is
+not installed here). Each shell prints its exported environment as JSON through python3, so
+the test sees exactly what a program started from that shell would see."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from rocbuild.envfiles import EnvSpec, write_env_files
+
+pytestmark = pytest.mark.e2e
+
+DUMP = f"{sys.executable} -c 'import json, os; print(json.dumps(dict(os.environ)))'"
+BASE_PATH = "/usr/local/bin:/usr/bin:/bin"
+
+
+@pytest.fixture
+def prefix(tmp_path: Path) -> Path:
+    # a space and a quote in the path: the files must quote every value
+    path = tmp_path / "opt" / "rocm 6.4 it's-gfx906"
+    write_env_files(EnvSpec(path, "6.4.3", "6.4", ("gfx906",)))
+    return path
+
+
+@pytest.fixture
+def tuned(tmp_path: Path) -> Path:
+    path = tmp_path / "tuned"
+    write_env_files(EnvSpec(path, "6.4.3", "6.4", ("gfx906",), tune=True))
+    return path
+
+
+def shell_env(argv: list[str], env: dict[str, str]) -> tuple[dict[str, str], str]:
+    base = {"PATH": BASE_PATH, "HOME": os.environ.get("HOME", "/tmp"), **env}
+    done = subprocess.run(argv, env=base, capture_output=True, text=True, check=True)
+    return json.loads(done.stdout.strip().splitlines()[-1]), done.stderr
+
+
+def in_bash(script: Path, extra: str = "", env: dict[str, str] | None = None, *,
+            shell: str = "bash") -> tuple[dict[str, str], str]:
+    exe = shutil.which(shell)
+    if exe is None:
+        pytest.skip(f"{shell} is not installed")
+    code = f'. "$1"; {extra} {DUMP}'
+    return shell_env([exe, "-c", code, "sh", str(script)], env or {})
+
+
+def in_fish(script: Path, extra: str = "", env: dict[str, str] | None = None
+            ) -> tuple[dict[str, str], str]:
+    exe = shutil.which("fish")
+    if exe is None:
+        pytest.skip("fish is not installed")
+    code = f"source $argv[1]; {extra} {DUMP}"
+    return shell_env([exe, "--no-config", "-c", code, str(script)], env or {})
+
+
+def check_core(env: dict[str, str], prefix: Path) -> None:
+    p = str(prefix)
+    assert env["ROCM_PATH"] == p
+    assert env["HIP_PATH"] == p
+    assert env["HIP_PLATFORM"] == "amd"
+    assert env["HIP_DEVICE_LIB_PATH"] == f"{p}/amdgcn/bitcode"
+    assert env["PATH"] == f"{p}/bin:{BASE_PATH}"
+    # exactly the prefix: an empty element (a trailing ':') would mean "the current folder"
+    assert env["LD_LIBRARY_PATH"] == f"{p}/lib"
+    assert env["CMAKE_PREFIX_PATH"] == p
+    assert "HSA_OVERRIDE_GFX_VERSION" not in env
+
+
+@pytest.mark.parametrize("shell", ["bash", "sh"])
+def test_env_sh_in_bash_and_posix_sh(prefix: Path, shell: str) -> None:
+    env, err = in_bash(prefix / "env.sh", shell=shell)
+    check_core(env, prefix)
+    assert err == ""
+
+
+def test_env_sh_twice_adds_each_entry_once_and_keeps_existing_ones(prefix: Path) -> None:
+    env, _ = in_bash(prefix / "env.sh", extra='. "$1";',
+                     env={"LD_LIBRARY_PATH": "/usr/lib/other", "CMAKE_PREFIX_PATH": "/opt/x"})
+    assert env["PATH"] == f"{prefix}/bin:{BASE_PATH}"
+    assert env["LD_LIBRARY_PATH"] == f"{prefix}/lib:/usr/lib/other"
+    assert env["CMAKE_PREFIX_PATH"] == f"{prefix}:/opt/x"
+
+
+def test_env_sh_warns_about_an_override_without_touching_it(prefix: Path) -> None:
+    env, err = in_bash(prefix / "env.sh", env={"HSA_OVERRIDE_GFX_VERSION": "9.0.6"})
+    assert env["HSA_OVERRIDE_GFX_VERSION"] == "9.0.6"
+    assert "unset HSA_OVERRIDE_GFX_VERSION" in err
+
+
+def test_env_sh_tune_sets_the_article_values_but_keeps_the_users(tuned: Path) -> None:
+    env, _ = in_bash(tuned / "env.sh", env={"HSA_ENABLE_SDMA": "0"})
+    assert env["HSA_FORCE_FINE_GRAIN_PCIE"] == "1"
+    assert env["AMD_DIRECT_DISPATCH"] == "1"
+    assert env["GPU_MAX_HW_QUEUES"] == "8"
+    assert env["HIP_FORCE_DEV_KERNARG"] == "1"
+    assert env["HSA_ENABLE_SDMA"] == "0"  # a value the user set wins
+
+
+def test_env_fish(prefix: Path) -> None:
+    env, err = in_fish(prefix / "env.fish")
+    check_core(env, prefix)
+    assert err == ""
+
+
+def test_env_fish_twice_and_with_existing_values(prefix: Path) -> None:
+    env, _ = in_fish(prefix / "env.fish", extra="source $argv[1];",
+                     env={"LD_LIBRARY_PATH": "/usr/lib/other"})
+    assert env["PATH"] == f"{prefix}/bin:{BASE_PATH}"
+    assert env["LD_LIBRARY_PATH"] == f"{prefix}/lib:/usr/lib/other"
+
+
+def test_env_fish_tune_and_override_warning(tuned: Path) -> None:
+    env, err = in_fish(tuned / "env.fish",
+                       env={"GPU_MAX_HW_QUEUES": "4", "HSA_OVERRIDE_GFX_VERSION": "10.3.0"})
+    assert env["GPU_MAX_HW_QUEUES"] == "4" and env["HSA_FORCE_FINE_GRAIN_PCIE"] == "1"
+    assert "set -e HSA_OVERRIDE_GFX_VERSION" in err
+
+
+# A stand-in for the Lmod functions the modulefile calls, recording what it asks for.
+LMOD_STUB = r"""
+local calls = {}
+local function rec(kind, a, b) calls[#calls + 1] = {kind, a, b or ""} end
+function setenv(n, v) rec("setenv", n, v) end
+function prepend_path(n, v) rec("prepend_path", n, v) end
+function whatis(t) rec("whatis", t) end
+function help(t) rec("help", t) end
+function family(t) rec("family", t) end
+function mode() return "load" end
+function LmodMessage(t) rec("message", t) end
+dofile(arg[1])
+for _, c in ipairs(calls) do io.write(c[1], "\t", c[2], "\t", c[3], "\n") end
+"""
+
+
+def test_modulefile_under_lua(prefix: Path, tmp_path: Path) -> None:
+    lua = shutil.which("lua5.4") or shutil.which("lua")
+    if lua is None:
+        pytest.skip("no lua interpreter to run the modulefile")
+    stub = tmp_path / "stub.lua"
+    stub.write_text(LMOD_STUB)
+    module = prefix / "modulefiles" / "rocm" / "6.4-gfx906.lua"
+    done = subprocess.run([lua, str(stub), str(module)], capture_output=True, text=True,
+                          check=True, env={"PATH": BASE_PATH, "HSA_OVERRIDE_GFX_VERSION": "9.0.6"})
+    calls = [tuple(line.split("\t")) for line in done.stdout.splitlines()]
+    p = str(prefix)
+    assert ("setenv", "ROCM_PATH", p) in calls
+    assert ("setenv", "HIP_PATH", p) in calls
+    assert ("setenv", "HIP_PLATFORM", "amd") in calls
+    assert ("setenv", "HIP_DEVICE_LIB_PATH", f"{p}/amdgcn/bitcode") in calls
+    assert ("prepend_path", "PATH", f"{p}/bin") in calls
+    assert ("prepend_path", "LD_LIBRARY_PATH", f"{p}/lib") in calls
+    assert ("prepend_path", "CMAKE_PREFIX_PATH", p) in calls
+    assert ("family", "rocm", "") in calls
+    assert not [c for c in calls if "HSA_OVERRIDE" in c[1] and c[0] == "setenv"]
+    assert any(c[0] == "message" and "HSA_OVERRIDE_GFX_VERSION" in c[1] for c in calls)

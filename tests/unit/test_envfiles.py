@@ -1,0 +1,121 @@
+"""env.sh / env.fish / Lmod modulefile rendering (the shells themselves run in
+tests/e2e/test_envfiles_shell.py)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from rocbuild import cli, envfiles
+from rocbuild.envfiles import EnvSpec, render, spec_for, write_env_files
+from rocbuild.errors import ConfigError
+from rocbuild.graph import load_stack
+from rocbuild.settings import resolve
+
+PREFIX = Path("/opt/rocm-6.4-gfx906")
+SPEC = EnvSpec(prefix=PREFIX, version="6.4.3", series="6.4", targets=("gfx906",))
+TUNE_NAMES = ("HSA_FORCE_FINE_GRAIN_PCIE", "AMD_DIRECT_DISPATCH", "GPU_MAX_HW_QUEUES",
+              "HSA_ENABLE_SDMA", "HIP_FORCE_DEV_KERNARG")
+
+
+def code_lines(text: str, comment: str) -> list[str]:
+    return [line for line in text.splitlines() if line.strip() and
+            not line.lstrip().startswith(comment)]
+
+
+@pytest.mark.parametrize(("shell", "comment"), [("bash", "#"), ("fish", "#"), ("lmod", "--")])
+def test_no_file_ever_sets_an_hsa_override(shell: str, comment: str) -> None:
+    for tune in (False, True):
+        text = render(EnvSpec(PREFIX, "6.4.3", "6.4", ("gfx906",), tune=tune), shell)
+        setting = [line for line in code_lines(text, comment)
+                   if re.search(r"(export|set -gx|setenv\()\s*\"?HSA_OVERRIDE", line)]
+        assert setting == []
+        assert "HSA_OVERRIDE_GFX_VERSION" in text  # ...but each file warns when one is set
+
+
+def test_the_lmod_file_sets_and_prepends_every_variable() -> None:
+    text = render(SPEC, "lmod")
+    for line in (
+        'setenv("ROCM_PATH", "/opt/rocm-6.4-gfx906")',
+        'setenv("HIP_PATH", "/opt/rocm-6.4-gfx906")',
+        'setenv("HIP_PLATFORM", "amd")',
+        'setenv("HIP_DEVICE_LIB_PATH", "/opt/rocm-6.4-gfx906/amdgcn/bitcode")',
+        'prepend_path("PATH", "/opt/rocm-6.4-gfx906/bin")',
+        'prepend_path("LD_LIBRARY_PATH", "/opt/rocm-6.4-gfx906/lib")',
+        'prepend_path("CMAKE_PREFIX_PATH", "/opt/rocm-6.4-gfx906")',
+        'family("rocm")',
+        'whatis("Version: 6.4.3")',
+    ):
+        assert line in text.splitlines()
+    assert "module load rocm/6.4-gfx906" in text
+
+
+def test_module_file_name_follows_series_and_targets() -> None:
+    assert envfiles.relative_path(SPEC, "lmod") == Path("modulefiles/rocm/6.4-gfx906.lua")
+    two = EnvSpec(PREFIX, "6.4.3", "6.4", ("gfx906:xnack-", "gfx90a"))
+    assert envfiles.relative_path(two, "lmod") == Path(
+        "modulefiles/rocm/6.4-gfx906_xnack--gfx90a.lua")
+    assert envfiles.relative_path(SPEC, "zsh") == Path("env.sh")
+    with pytest.raises(ConfigError, match="unknown shell"):
+        envfiles.relative_path(SPEC, "tcsh")
+
+
+@pytest.mark.parametrize(("shell", "comment"), [("bash", "#"), ("fish", "#"), ("lmod", "--")])
+def test_tune_adds_each_article_variable_with_a_comment(shell: str, comment: str) -> None:
+    plain = render(SPEC, shell)
+    tuned = render(EnvSpec(PREFIX, "6.4.3", "6.4", ("gfx906",), tune=True), shell)
+    lines = tuned.splitlines()
+    for name in TUNE_NAMES:
+        assert name not in plain
+        code = [i for i, line in enumerate(lines)
+                if name in line and not line.lstrip().startswith(comment)]
+        assert len(code) == 1
+        assert lines[code[0] - 1].startswith(f"{comment} {name}=")  # its comment right above
+    assert "llama-bench" in tuned
+
+
+def test_values_are_quoted_for_each_language() -> None:
+    odd = "/tmp/it's a \"rocm\"\\dir"
+    assert envfiles.quote_fish(odd) == "'/tmp/it\\'s a \"rocm\"\\\\dir'"
+    assert envfiles.quote_lua(odd) == '"/tmp/it\'s a \\"rocm\\"\\\\dir"'
+    assert envfiles.quote_sh(odd) == "'/tmp/it'\"'\"'s a \"rocm\"\\dir'"
+
+
+def test_a_prefix_with_a_colon_or_newline_is_refused(write_recipes) -> None:
+    folder = write_recipes()
+    for bad in ("/opt/ro:cm", "/opt/ro\ncm"):
+        stack = load_stack(resolve({"recipes": str(folder), "prefix": bad}, env={}))
+        with pytest.raises(ConfigError, match="prefix"):
+            spec_for(stack)
+
+
+def test_spec_comes_from_the_stack(write_recipes) -> None:
+    folder = write_recipes()
+    stack = load_stack(resolve({"recipes": str(folder), "target": "gfx906,gfx1030"}, env={}))
+    spec = spec_for(stack, tune=True)
+    assert spec == EnvSpec(Path("/opt/rocm-6.4-gfx906-gfx1030"), "6.4.3", "6.4",
+                           ("gfx906", "gfx1030"), tune=True)
+
+
+def test_write_env_files_puts_three_whole_files_in_the_prefix(tmp_path: Path) -> None:
+    spec = EnvSpec(tmp_path / "prefix", "6.4.3", "6.4", ("gfx906",))
+    written = write_env_files(spec)
+    assert [p.relative_to(spec.prefix) for p in written] == [
+        Path("env.sh"), Path("env.fish"), Path("modulefiles/rocm/6.4-gfx906.lua")]
+    assert written[0].read_text() == render(spec, "bash")
+    assert written[2].read_text() == render(spec, "lmod")
+    leftovers = [p for p in spec.prefix.rglob("*") if p.name.endswith(".tmp")]
+    assert leftovers == []
+
+
+def test_cli_env_prints_what_would_be_written(write_recipes, capsys: pytest.CaptureFixture[str]
+                                              ) -> None:
+    folder = write_recipes()
+    code = cli.main(["env", "--shell", "fish", "--tune", "--recipes", str(folder),
+                     "--prefix", "/opt/rb"])
+    assert code == 0
+    expected = render(EnvSpec(Path("/opt/rb"), "6.4.3", "6.4", ("gfx906",), tune=True), "fish")
+    assert capsys.readouterr().out == expected
+
