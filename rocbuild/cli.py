@@ -20,6 +20,8 @@ from rocbuild.errors import EXIT_INTERRUPTED, RocbuildError
 COMMAND_MODULES = (
     "rocbuild.cmd_plan",
     "rocbuild.cmd_build",
+    "rocbuild.cmd_status",
+    "rocbuild.cmd_logs",
     "rocbuild.cmd_verify",
     "rocbuild.cmd_doctor",
     "rocbuild.cmd_env",

@@ -24,6 +24,9 @@ def register(sub: argparse._SubParsersAction, parents: list[argparse.ArgumentPar
     parser.add_argument("--quiet", action="store_true",
                         help="show rocbuild's step lines only, not the build output (it is "
                              "always in the logs)")
+    parser.add_argument("--no-verify", dest="verify", action="store_false",
+                        help="do not check the installed libraries for GPU code at the end "
+                             "(the prefix is then complete but unproven)")
     parser.add_argument("--offline", action="store_true",
                         help="never download: use the source cache and mirrors only")
     parser.set_defaults(func=run)
@@ -39,4 +42,4 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
                    f"(workdir {stack.workdir})")
     components = list(args.components) or list(stack.order)
     return engine.build(ctx, components, parallel=settings.parallel,
-                        keep_going=args.keep_going)
+                        keep_going=args.keep_going, verify=args.verify)

@@ -142,8 +142,9 @@ def print_report(report: VerifyReport, out: Console) -> None:
     for tensile in report.tensile:
         where = escape(_shown(tensile.library, report.prefix))
         if tensile.ok:
+            count = tensile.code_objects
             out.print(f"[green]✓[/] Tensile {tensile.processor} ({where}): complete, "
-                      f"{tensile.code_objects} code object files")
+                      f"{count} code object file{'' if count == 1 else 's'}")
         else:
             out.print(f"  [red]✗[/] Tensile {tensile.processor} ({where}): missing "
                       f"{escape(', '.join(tensile.missing))}")

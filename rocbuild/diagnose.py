@@ -52,7 +52,7 @@ class Diagnosis:
     matched_line: str
 
 
-def _p(id: str, regexes: Sequence[str], cause: str, fix: str, source: str,
+def _p(id: str, regexes: Sequence[str], cause: str, fix: str, *, source: str,
        flags: int = 0) -> Pattern:
     return Pattern(id, tuple(re.compile(r, flags) for r in regexes), cause, fix, source)
 
@@ -66,7 +66,8 @@ PATTERNS: tuple[Pattern, ...] = (
        "See which filesystem is full with `df -h <prefix> . /tmp`; free space (old build trees "
        "under the workdir's build/ folder of components you no longer need, `ccache -C`, "
        "`docker system df`), or move the workdir to a larger disk with `--workdir`; then "
-       "`rocbuild build <component>` continues where it stopped."),
+       "`rocbuild build <component>` continues where it stopped.",
+       source="issue 5 list; reference/anchors.md §3 C"),
 
     # Tensile's worker pool dies first when memory runs out; its own message says so.
     # source: seed 002 table row 3 (Tensile crashes half way: memory); gfx906-facts.md §3.3
@@ -81,7 +82,8 @@ PATTERNS: tuple[Pattern, ...] = (
        "Use fewer Tensile threads: raise `tensile_mem` under [resources] in rocblas.toml "
        "(rocbuild gives Tensile free memory / tensile_mem threads), or cap them with "
        "`--jobs 4`; make sure only your GPU targets are built (`rocbuild plan rocblas`); add "
-       f"swap if RAM is under 32 GiB: {SWAPFILE_COMMANDS}; then `rocbuild build rocblas`."),
+       f"swap if RAM is under 32 GiB: {SWAPFILE_COMMANDS}; then `rocbuild build rocblas`.",
+       source="seed 002 error table row 3; reference/gfx906-facts.md §3.3"),
 
     # source: seed 002 table row 5 (OOM killer: use -j4 instead of $(nproc), or add swap);
     # anchors.md §3 A; reference/doit-notes.md (exit 137 / SIGKILL)
@@ -100,7 +102,8 @@ PATTERNS: tuple[Pattern, ...] = (
        "Run again with fewer jobs, e.g. `rocbuild build <component> --jobs 4` (LLVM links need "
        "4-8 GiB each), or raise the memory per job under [resources] in the recipe; with under "
        f"32 GiB of RAM add swap first: {SWAPFILE_COMMANDS}. The build tree is kept, so "
-       "finished objects are not compiled again."),
+       "finished objects are not compiled again.",
+       source="seed 002 error table row 5; reference/anchors.md §3 A"),
 
     # source: DESIGN/issue 5 list; reference/rocm-6.4-components.md (rocminfo needs cmake 3.25;
     # official pip list pins cmake==3.25.2)
@@ -111,7 +114,8 @@ PATTERNS: tuple[Pattern, ...] = (
        "Install CMake {need} or newer: `python3 -m pip install --user 'cmake>={need}'` (then "
        "make sure `~/.local/bin` comes first on PATH and `cmake --version` shows it), or use "
        "Kitware's apt repository (https://apt.kitware.com); then `rocbuild build "
-       "<component>`."),
+       "<component>`.",
+       source="issue 5 list; reference/rocm-6.4-components.md §2.9"),
 
     # Distro HIP headers in /usr/include/hip are found before the prefix's: odd errors in
     # hip_runtime_api.h / hip_bf16.h, or a hip_version.h that does not match the library.
@@ -127,7 +131,8 @@ PATTERNS: tuple[Pattern, ...] = (
        "/usr/include/hip`); remove that package and the distro ROCm -dev packages that come "
        "with it (usually `sudo apt-get remove libamdhip64-dev libhipblas-dev librocblas-dev "
        "librocsolver-dev`, check what apt will remove before you confirm); do not delete the "
-       "folder by hand. Then `rocbuild build <component>`."),
+       "folder by hand. Then `rocbuild build <component>`.",
+       source="reference/gfx906-facts.md §3.3 (llama.cpp#16320, #15196)"),
 
     # rocBLAS 6.4 includes <roctracer/roctx.h> and links a bare -lroctx64.
     # source: reference/rocm-6.4-components.md §3.8 (rocBLAS#1590, Spack 0008-link-roctracer,
@@ -142,7 +147,8 @@ PATTERNS: tuple[Pattern, ...] = (
        "6.4 includes and links it without declaring the dependency.",
        "Build roctracer into the same prefix first: check `ls <prefix>/lib/libroctx64.so "
        "<prefix>/include/roctracer/roctx.h`, make sure the failing recipe lists \"roctracer\" "
-       "in `depends`, then `rocbuild build roctracer <component>`."),
+       "in `depends`, then `rocbuild build roctracer <component>`.",
+       source="reference/rocm-6.4-components.md §3.8"),
 
     # clr checks `import CppHeaderParser` when USE_PROF_API=ON (the default).
     # source: reference/rocm-6.4-components.md §2.10, §2.11 (clr, roctracer: pip CppHeaderParser)
@@ -155,7 +161,8 @@ PATTERNS: tuple[Pattern, ...] = (
        "externally managed Python: `python3 -m venv ~/rocbuild-venv && "
        "~/rocbuild-venv/bin/pip install CppHeaderParser`, then run rocbuild with "
        "~/rocbuild-venv/bin first on PATH); or build clr without the profiling API "
-       "(`-DUSE_PROF_API=OFF` in clr.toml). Then `rocbuild build <component>`."),
+       "(`-DUSE_PROF_API=OFF` in clr.toml). Then `rocbuild build <component>`.",
+       source="reference/rocm-6.4-components.md §2.10, §2.11"),
 
     # rocBLAS creates a venv (python -m venv) to pip-install Tensile into.
     # source: reference/rocm-6.4-components.md §3 (BUILD_WITH_PIP, cmake/virtualenv.cmake;
@@ -169,20 +176,22 @@ PATTERNS: tuple[Pattern, ...] = (
        "install Tensile into.",
        "Install it: `sudo apt-get install python3-venv` (on Debian/Ubuntu use the package for "
        "your Python version, e.g. `python3.11-venv`, as the log says); then `rocbuild build "
-       "<component>`."),
+       "<component>`.",
+       source="reference/rocm-6.4-components.md §3 (BUILD_WITH_PIP), §5.1"),
 
     # Before "network": pip's own lines also name host resolution failures, and the fix differs.
     # source: reference/rocm-6.4-components.md §8 (offline Tensile install: pip needs setuptools
     # and wheel for build isolation)
     _p("tensile-pip-offline",
        [r"Could not find a version that satisfies the requirement (?P<req>setuptools|wheel)",
-        r"No matching distribution found for (?P<req2>setuptools|wheel)"],
+        r"No matching distribution found for (?P<req>setuptools|wheel)"],
        "pip could not download setuptools/wheel to build Tensile in rocBLAS's virtual "
        "environment: the host is offline or behind a proxy pip does not know.",
        "Either give pip the network (`export HTTPS_PROXY=...`), or make the wheels local: "
        "while online run `python3 -m pip download setuptools wheel -d ~/wheels`, then add to "
        "rocblas.toml `[env]` the lines `PIP_FIND_LINKS = \"/home/you/wheels\"` and "
-       "`PIP_NO_INDEX = \"1\"`; then `rocbuild build rocblas`."),
+       "`PIP_NO_INDEX = \"1\"`; then `rocbuild build rocblas`.",
+       source="reference/rocm-6.4-components.md §8 (offline Tensile install)"),
 
     # source: DESIGN 3.2 (--mirror rules); issue 5 list (git/network failures)
     _p("network",
@@ -198,14 +207,15 @@ PATTERNS: tuple[Pattern, ...] = (
        "Check the connection with `git ls-remote {url}` (or any source URL of the recipe) and "
        "set `https_proxy` if you need one; to build without the network, point rocbuild at "
        "local mirrors with `--mirror https://github.com/=file:///srv/mirrors/` (like git's "
-       "insteadOf); then `rocbuild build <component>`."),
+       "insteadOf); then `rocbuild build <component>`.",
+       source="issue 5 list; DESIGN.md 3.2 (--mirror)"),
 
     # ROCR, clr and device-libs look for the ROCm LLVM under <prefix>/llvm (or lib/llvm).
     # source: reference/rocm-6.4-components.md §2.3, §2.8 (find_package(Clang ... HINTS
     # ${CMAKE_PREFIX_PATH}/llvm PATHS /opt/rocm/llvm))
     _p("llvm-missing",
        [r"Could not find a package configuration file provided by \"(?P<pkg>LLVM|Clang|LLD)\"",
-        r"Could NOT find (?P<pkg2>LLVM|Clang)\b",
+        r"Could NOT find (?P<pkg>LLVM|Clang)\b",
         r"\b(?:LLVM|Clang)_DIR-NOTFOUND"],
        "CMake cannot find the ROCm LLVM (clang with the AMDGPU backend) in the prefix: the llvm "
        "component is not installed there, or not where this project looks (<prefix>/llvm).",
@@ -213,7 +223,8 @@ PATTERNS: tuple[Pattern, ...] = (
        "llvm`; build it with `rocbuild build llvm`; if it is installed but elsewhere, add "
        "`-DLLVM_DIR=<prefix>/lib/cmake/llvm` and `-DClang_DIR=<prefix>/lib/cmake/clang` to "
        "the failing recipe's cmake args (or a `<prefix>/llvm` symlink to the LLVM install). "
-       "Then `rocbuild build <component>`."),
+       "Then `rocbuild build <component>`.",
+       source="reference/rocm-6.4-components.md §2.3, §2.8"),
 
     # source: seed 002 table row 1 (Could NOT find ROCm: set -DROCM_PATH / export ROCM_PATH)
     _p("rocm-not-found",
@@ -226,7 +237,8 @@ PATTERNS: tuple[Pattern, ...] = (
        "built there (`rocbuild status rocm-cmake`, `ls <prefix>/share/rocmcmakebuildtools "
        "<prefix>/share/rocm/cmake`) and listed in the failing recipe's `depends`; if the "
        "project reads ROCM_PATH as a CMake variable, add `-DROCM_PATH=<prefix>` to its cmake "
-       "args. Then `rocbuild build rocm-cmake <component>`."),
+       "args. Then `rocbuild build rocm-cmake <component>`.",
+       source="seed 002 error table row 1"),
 
     # source: seed 002 table row 4 (libamdhip64.so not found when linking: HIP not installed
     # or LD_LIBRARY_PATH not set)
@@ -242,7 +254,8 @@ PATTERNS: tuple[Pattern, ...] = (
        "`rocbuild build clr`; make sure the failing recipe lists \"clr\" in `depends`. When "
        "running a built program, `source <prefix>/env.sh` first (`ldconfig -p | grep "
        "amdhip64` shows a system copy that could shadow it). Then `rocbuild build "
-       "<component>`."),
+       "<component>`.",
+       source="seed 002 error table row 4; reference/rocm-6.4-components.md §2.10"),
 
     # source: reference/rocm-6.4-components.md §2.8 (pkg_check_modules(drm REQUIRED libdrm),
     # libdrm_amdgpu); official package list libdrm-dev
@@ -255,7 +268,8 @@ PATTERNS: tuple[Pattern, ...] = (
         r"Could NOT find (?:LIBDRM|Libdrm|DRM)\b"],
        "The libdrm development files (libdrm, libdrm_amdgpu) are not installed.",
        "Install them: `sudo apt-get install libdrm-dev pkg-config` (Fedora: `sudo dnf install "
-       "libdrm-devel pkgconf`); then `rocbuild build <component>`."),
+       "libdrm-devel pkgconf`); then `rocbuild build <component>`.",
+       source="reference/rocm-6.4-components.md §2.8, §5.1"),
 
     # source: reference/rocm-6.4-components.md §2.8 (find_package(LibElf REQUIRED))
     _p("libelf-missing",
@@ -265,7 +279,8 @@ PATTERNS: tuple[Pattern, ...] = (
         r"cannot find -lelf\b"],
        "The libelf development files are not installed.",
        "Install them: `sudo apt-get install libelf-dev` (Fedora: `sudo dnf install "
-       "elfutils-libelf-devel`); then `rocbuild build <component>`."),
+       "elfutils-libelf-devel`); then `rocbuild build <component>`.",
+       source="reference/rocm-6.4-components.md §2.8, §5.1"),
 
     # source: reference/rocm-6.4-components.md §2.8 (libhsakmt: find_library(numa REQUIRED))
     _p("libnuma-missing",
@@ -275,7 +290,8 @@ PATTERNS: tuple[Pattern, ...] = (
         r"cannot find -lnuma\b"],
        "The NUMA library development files (libnuma) are not installed.",
        "Install them: `sudo apt-get install libnuma-dev` (Fedora: `sudo dnf install "
-       "numactl-devel`); then `rocbuild build <component>`."),
+       "numactl-devel`); then `rocbuild build <component>`.",
+       source="reference/rocm-6.4-components.md §2.8, §5.1"),
 
     # The compiler does not know the GPU target: an old or non-ROCm LLVM (e.g. the system
     # clang picked up instead of the prefix's), or a target this ROCm release dropped.
@@ -286,11 +302,11 @@ PATTERNS: tuple[Pattern, ...] = (
     # gfx906-facts.md §3.3 (Tensile "Unsupported GPU target", ROCm/rocm-libraries#2297)
     _p("unknown-gpu-target",
        [r"unknown target CPU '(?P<target>gfx\w+)'",
-        r"unsupported (?:HIP |CUDA )?gpu arch(?:itecture)?:?\s*'?(?P<t2>gfx[\w:+-]*)",
-        r"unsupported target\b.*?\b(?P<t3>gfx[\w:+-]*)",
+        r"unsupported (?:HIP |CUDA )?gpu arch(?:itecture)?:?\s*'?(?P<target>gfx[\w:+-]*)",
+        r"unsupported target\b.*?\b(?P<target>gfx[\w:+-]*)",
         r"unsupported target\b.*by compiler",
-        r"'(?P<t4>gfx\w+)' is not a recognized processor for this target",
-        r"invalid target ID '?(?P<t5>gfx[\w:+-]*)"],
+        r"'(?P<target>gfx\w+)' is not a recognized processor for this target",
+        r"invalid target ID '?(?P<target>gfx[\w:+-]*)"],
        "The compiler in use does not know this GPU target: it is not the ROCm LLVM of the "
        "prefix (e.g. the system clang was picked up), it is too old, or the target is "
        "misspelt.",
@@ -299,29 +315,10 @@ PATTERNS: tuple[Pattern, ...] = (
        "LLVM knows the target: `<prefix>/bin/llc -march=amdgcn -mcpu=help 2>&1 | grep gfx`; "
        "pass the target explicitly (`--target gfx906`, recipes use GPU_TARGETS / "
        "AMDGPU_TARGETS); then `rocbuild build <component>`.",
+       source="seed 002 error table row 2; reference/rocm-6.4-components.md §3.3; "
+              "reference/gfx906-facts.md §3.3",
        flags=re.IGNORECASE),
 )
-# The dictionary form names the pattern's source next to its fix for readers of the table.
-SOURCES: dict[str, str] = {
-    "no-space": "issue 5 list; reference/anchors.md §3 C",
-    "tensile-oom": "seed 002 error table row 3; reference/gfx906-facts.md §3.3",
-    "oom-killed": "seed 002 error table row 5; reference/anchors.md §3 A",
-    "cmake-too-old": "issue 5 list; reference/rocm-6.4-components.md §2.9",
-    "usr-include-hip": "reference/gfx906-facts.md §3.3 (llama.cpp#16320, #15196)",
-    "roctx-missing": "reference/rocm-6.4-components.md §3.8",
-    "cppheaderparser-missing": "reference/rocm-6.4-components.md §2.10, §2.11",
-    "python-venv-missing": "reference/rocm-6.4-components.md §3 (BUILD_WITH_PIP), §5.1",
-    "tensile-pip-offline": "reference/rocm-6.4-components.md §8 (offline Tensile install)",
-    "network": "issue 5 list; DESIGN.md 3.2 (--mirror)",
-    "llvm-missing": "reference/rocm-6.4-components.md §2.3, §2.8",
-    "rocm-not-found": "seed 002 error table row 1",
-    "hip-missing": "seed 002 error table row 4; reference/rocm-6.4-components.md §2.10",
-    "libdrm-missing": "reference/rocm-6.4-components.md §2.8, §5.1",
-    "libelf-missing": "reference/rocm-6.4-components.md §2.8, §5.1",
-    "libnuma-missing": "reference/rocm-6.4-components.md §2.8, §5.1",
-    "unknown-gpu-target": "seed 002 error table row 2; reference/rocm-6.4-components.md §3.3; "
-                          "reference/gfx906-facts.md §3.3",
-}
 
 
 def _fill(text: str, match: re.Match[str], context: Mapping[str, str]) -> str:

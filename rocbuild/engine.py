@@ -20,7 +20,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from rocbuild import proc
+from rocbuild import buildinfo, finish, proc
 from rocbuild.build import BuildContext, StepOutcome
 from rocbuild.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_STEP_FAILED
 from rocbuild.tasks import make_namespace
@@ -109,9 +109,11 @@ def run_doit(ctx: BuildContext, task_names: Sequence[str], *, parallel: int = 1,
 
 
 def build(ctx: BuildContext, components: Sequence[str], *, parallel: int = 1,
-          keep_going: bool = False, out: Console | None = None) -> int:
-    """Build ``components`` (with everything they need); print the summary; exit code."""
+          keep_going: bool = False, out: Console | None = None, verify: bool = True) -> int:
+    """Build ``components`` (with everything they need), then write the environment files
+    and build-info and run verify (finish.py); print the summary; exit code."""
     started = time.monotonic()
+    started_at = buildinfo.now()
     ctx.ensure_ready()
     try:
         # every source first (a missing ref or a stale patch fails before any compiler runs)
@@ -123,10 +125,13 @@ def build(ctx: BuildContext, components: Sequence[str], *, parallel: int = 1,
     finally:
         ctx.release()
     failed = [o for o in ctx.outcomes if o.result == "failed"]
-    print_summary(ctx, out, time.monotonic() - started)
+    console = out or Console(file=ctx.output.stream, highlight=False, width=120)
+    print_summary(ctx, console, time.monotonic() - started)
     if failed or doit_rc != 0:
         if not failed:
             ctx.output.say(f"rocbuild: doit stopped with exit code {doit_rc} (see above)")
+        return EXIT_STEP_FAILED
+    if not finish.finish(ctx, console, verify=verify, started=started_at):
         return EXIT_STEP_FAILED
     return EXIT_OK
 

@@ -10,6 +10,7 @@ machines, so only detection, the skip path and the commands are tested there.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -261,13 +262,18 @@ def _run(argv: Sequence[str], cwd: Path, env: Mapping[str, str],
         output, _ = proc.communicate(timeout=timeout)
         return proc.returncode, output
     except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGTERM)
+        _signal_group(proc.pid, signal.SIGTERM)
         try:
             output, _ = proc.communicate(timeout=120)
         except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
+            _signal_group(proc.pid, signal.SIGKILL)
             output, _ = proc.communicate()
         return None, output
+
+
+def _signal_group(pid: int, signum: int) -> None:
+    with contextlib.suppress(ProcessLookupError):  # it may have ended on its own meanwhile
+        os.killpg(pid, signum)
 
 
 def run_test(test: SmokeTest, workdir: Path, env: Mapping[str, str],

@@ -35,6 +35,7 @@ from rocbuild.errors import ConfigError
 from rocbuild.targets import PROCESSOR_FEATURES, TargetError, TargetId, parse_target, runs_on
 
 JSON_SCHEMA = 1
+_JSON_KERNELS = 10
 
 # ---------------------------------------------------------------------------------------------
 # ELF: just enough of the format to find a section by name (64-bit little-endian only: every
@@ -735,7 +736,8 @@ def verify_prefix(prefix: Path, targets: tuple[TargetId, ...],
 def verify_paths(paths: Sequence[Path], targets: tuple[TargetId, ...],
                  decoders: Decoders | None = None, prefix: Path | None = None) -> VerifyReport:
     """Check the given files (each gets a row, whatever it holds) and folders (scanned like a
-    prefix: only files with GPU code get a row)."""
+    prefix: only files with GPU code get a row). ``prefix`` only supplies its
+    clang-offload-bundler for zstd bundles."""
     decoders = decoders or default_decoders(prefix)
     files: list[FileResult] = []
     skipped = 0
@@ -750,7 +752,7 @@ def verify_paths(paths: Sequence[Path], targets: tuple[TargetId, ...],
         skipped += no_code
         if path.is_dir() and not found:
             problems.append(f"no file with GPU code under {path}")
-    return VerifyReport(targets, prefix, tuple(files), skipped, (), tuple(problems))
+    return VerifyReport(targets, None, tuple(files), skipped, (), tuple(problems))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -826,7 +828,8 @@ def _bundle_json(bundle: Bundle, targets: Sequence[TargetId]) -> dict[str, Any]:
         "entries": [{"id": e.id, "size": e.size,
                      "target": (str(e.target or e.target_text) if e.is_amdgcn else None)}
                     for e in bundle.entries],
-        "kernels": list(bundle.kernels),
+        "kernels": list(bundle.kernels[:_JSON_KERNELS]),  # enough to tell which TU it is
+        "kernel_count": len(bundle.kernels),
         "missing": [{"target": str(request), "device_modes": [str(m) for m in modes]}
                     for request, modes in missing_in_bundle(bundle, targets)]
         if bundle.amdgcn else [],

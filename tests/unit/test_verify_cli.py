@@ -67,7 +67,8 @@ def test_prefix_json_document(prefix: Path, tmp_path: Path,
     assert [Path(f["path"]).name for f in doc["files"]] == ["libggml-hip.so.0.1", "llama-bench"]
     lib = doc["files"][0]
     assert lib["verdict"] == "pass" and lib["targets_found"] == ["gfx906"]
-    assert [b["kernels"] for b in lib["bundles"]] == [["k1"], ["k2"]]
+    assert [(b["kernels"], b["kernel_count"]) for b in lib["bundles"]] == [
+        (["k1"], 1), (["k2"], 1)]
     assert lib["bundles"][0]["entries"][1] == {
         "id": "hipv4-amdgcn-amd-amdhsa--gfx906", "target": "gfx906",
         "size": lib["bundles"][0]["entries"][1]["size"]}

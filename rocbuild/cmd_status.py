@@ -1,0 +1,159 @@
+"""`rocbuild status [COMPONENT...] [--json]`: the morning report.
+
+Per component and step: done / failed / pending / stale (and why), time, jobs, peak memory and
+OOM retries; for a failure its known cause and fix, the log and the one command that
+continues. A report, so the exit code is 0 whatever the build's state.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from rocbuild.build import BuildContext, Output
+from rocbuild.graph import load_stack
+from rocbuild.settings import Settings
+from rocbuild.status import (
+    ComponentStatus,
+    FailureStatus,
+    StatusReport,
+    StepStatus,
+    collect,
+    to_json,
+)
+from rocbuild.ui import console
+
+STATE_STYLE = {"done": "green", "failed": "bold red", "stale": "yellow", "pending": "dim"}
+TAIL_LINES = 10  # of the log, shown when no known cause matched
+
+
+def register(sub: argparse._SubParsersAction, parents: list[argparse.ArgumentParser]) -> None:
+    parser = sub.add_parser(
+        "status", parents=parents, help="the morning report: what is done, failed, pending",
+        description="Show, per component and step, what is done, failed, pending or stale "
+                    "(and why), with times, jobs, peak memory and OOM retries; for a failure "
+                    "its likely cause, the fix, the log and the command that continues.")
+    parser.add_argument("components", nargs="*", metavar="COMPONENT",
+                        help="components to report on, with what they need (default: the "
+                             "whole stack)")
+    parser.add_argument("--json", action="store_true", help="print the report as JSON")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace, settings: Settings) -> int:
+    stack = load_stack(settings, args.components)
+    ctx = BuildContext(stack=stack, settings=settings, output=Output(sys.stdout))
+    report = collect(ctx)
+    if args.json:
+        json.dump(to_json(report), sys.stdout, indent=2)
+        sys.stdout.write("\n")
+    else:
+        print_status(report, console(), list(args.components))
+    return 0
+
+
+def format_seconds(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    if seconds < 60:
+        return f"{seconds:.1f}s"
+    minutes, secs = divmod(round(seconds), 60)
+    if minutes < 60:
+        return f"{minutes}m{secs:02d}s"
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}h{minutes:02d}m"
+
+
+def format_gib(size: int | None) -> str:
+    return "-" if not size else f"{size / 2**30:.2f} GiB"
+
+
+def print_status(report: StatusReport, out: Console, requested: list[str]) -> None:
+    out.print(f"[bold]rocbuild status[/] — workdir {escape(str(report.workdir))}, "
+              f"prefix {escape(str(report.prefix))}", soft_wrap=True)
+    out.print(_table(report))
+    for comp in report.components:
+        if comp.job_cap:
+            _print_cap(out, comp)
+    for comp in report.components:
+        if comp.failure is not None:
+            _print_failure(out, comp.name, comp.failure)
+    if any(c.failure is not None for c in report.components):
+        return  # each failure above names the command that continues
+    command = report.next_command(requested)
+    if command is None:
+        out.print("[green]everything is built and current[/]")
+    else:
+        out.print(f"continue with: [bold]{escape(command)}[/]", soft_wrap=True)
+
+
+def _table(report: StatusReport) -> Table:
+    counts: dict[str, int] = {}
+    for comp in report.components:
+        counts[comp.state] = counts.get(comp.state, 0) + 1
+    summary = ", ".join(f"{n} {state}" for state, n in sorted(counts.items()))
+    table = Table(title=f"{len(report.components)} components: {summary}",
+                  title_justify="left")
+    for column in ("component", "step", "state", "time", "jobs", "peak mem", "OOM retries"):
+        table.add_column(column, no_wrap=True)
+    table.add_column("why", overflow="fold")
+    for comp in report.components:
+        _add_rows(table, comp)
+    return table
+
+
+def _add_rows(table: Table, comp: ComponentStatus) -> None:
+    if not comp.steps:
+        table.add_row(escape(comp.name), "-", _styled(comp.state), "", "", "", "",
+                      f"uses the checkout of {escape(comp.shares or '?')}", end_section=True)
+        return
+    for i, step in enumerate(comp.steps):
+        last = i == len(comp.steps) - 1
+        table.add_row(escape(comp.name) if i == 0 else "", step.step, _styled(step.state),
+                      format_seconds(step.seconds), str(step.jobs or "-"),
+                      format_gib(step.peak_rss), _retries(step), escape(step.why),
+                      end_section=last)
+
+
+def _styled(state: str) -> str:
+    return f"[{STATE_STYLE.get(state, '')}]{state}[/]"
+
+
+def _retries(step: StepStatus) -> str:
+    return str(step.oom_retries) if step.oom_retries else "-"
+
+
+def _print_cap(out: Console, comp: ComponentStatus) -> None:
+    cap = comp.job_cap or {}
+    reason = f" ({cap['reason']})" if cap.get("reason") else ""
+    out.print(f"job cap for {escape(comp.name)}: {escape(str(cap.get('jobs', '?')))} jobs"
+              f"{escape(reason)}", soft_wrap=True)
+
+
+def _print_failure(out: Console, name: str, failure: FailureStatus) -> None:
+    when = ""
+    if failure.when:
+        when = time.strftime(" at %Y-%m-%d %H:%M", time.localtime(failure.when))
+    out.print(f"\n[bold red]FAILED[/] {escape(name)}: {escape(failure.step)}{when}")
+    # whole lines (soft_wrap): paths and commands stay searchable and pasteable
+    if failure.message:
+        out.print(f"  {escape(failure.message.splitlines()[0])}", soft_wrap=True)
+    found = failure.diagnosis
+    if found is not None:
+        out.print(f"  cause: {escape(found.cause)}", soft_wrap=True)
+        out.print(f"  fix:   {escape(found.fix)}", soft_wrap=True)
+        out.print(f"  seen:  {escape(found.matched_line)}", soft_wrap=True)
+    else:
+        out.print("  cause: not a known failure; the last lines of the log:")
+        for line in failure.tail[-TAIL_LINES:]:
+            out.print(f"  | {escape(line)}", soft_wrap=True)
+    out.print(f"  log:   {escape(failure.log or '(none)')}", soft_wrap=True)
+    out.print(f"  continue with: [bold]{escape(failure.command)}[/]  (finished steps are "
+              "kept)", soft_wrap=True)
+

@@ -1,0 +1,94 @@
+"""`rocbuild build` ends with verify: a real HIP library compiled by Debian's hipcc
+(HIP_PLATFORM=amd, no GPU needed) decides whether the prefix is marked complete."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from rocbuild.cli import main
+from tests.conftest import require_tool
+from tests.e2e.chain import FAKE_HOST, make_repo
+
+pytestmark = pytest.mark.e2e
+
+KERNEL_PROJECT = {
+    "CMakeLists.txt": textwrap.dedent("""\
+        cmake_minimum_required(VERSION 3.20)
+        project(kern NONE)
+        set(ARCHS "gfx906" CACHE STRING "offload architectures, comma-separated")
+        string(REPLACE "," ";" arch_list "${ARCHS}")
+        set(flags)
+        foreach(a IN LISTS arch_list)
+          list(APPEND flags "--offload-arch=${a}")
+        endforeach()
+        add_custom_command(OUTPUT libkern.so
+          COMMAND hipcc ${flags} -fPIC -shared ${CMAKE_CURRENT_SOURCE_DIR}/kern.hip -o libkern.so
+          DEPENDS kern.hip VERBATIM)
+        add_custom_target(kern ALL DEPENDS libkern.so)
+        install(FILES ${CMAKE_CURRENT_BINARY_DIR}/libkern.so DESTINATION lib)
+        """),
+    "kern.hip": textwrap.dedent("""\
+        #include <hip/hip_runtime.h>
+        __global__ void twice(float* x) { x[threadIdx.x] *= 2.0f; }
+        extern "C" void run(float* x) { hipLaunchKernelGGL(twice, dim3(1), dim3(64), 0, 0, x); }
+        """),
+}
+
+
+def stack(tmp_path: Path, archs: str) -> list[str]:
+    for tool in ("git", "cmake", "ninja", "hipcc"):
+        require_tool(tool)
+    repos = tmp_path / "repos"
+    make_repo(repos, "kern", KERNEL_PROJECT)
+    recipes = tmp_path / "recipes"
+    recipes.mkdir()
+    (recipes / "stack.toml").write_text(
+        '[stack]\nversion = "6.4.3"\ntargets = ["gfx906"]\nprefix = "/opt/unused"\n')
+    (recipes / "kern.toml").write_text(textwrap.dedent(f"""\
+        [source]
+        git = "{FAKE_HOST}kern.git"
+        ref = "v1"
+        [cmake]
+        args = ["-DARCHS={archs}"]
+        [env]
+        # the engine points ROCM_PATH at the prefix; Debian's hipcc lives in /usr
+        ROCM_PATH = "/usr"
+        """))
+    return ["--recipes", str(recipes), "--workdir", str(tmp_path / "work"),
+            "--prefix", str(tmp_path / "prefix"), "--mirror", f"{FAKE_HOST}={repos.as_uri()}/"]
+
+
+def build_info(tmp_path: Path) -> dict:
+    return json.loads((tmp_path / "prefix/.rocbuild/build-info.json").read_text())
+
+
+def test_verified_build_is_complete(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    flags = stack(tmp_path, "{{ targets | join(',') }}")
+    assert main(["build", *flags, "--quiet"]) == 0, capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "libkern.so" in out
+    info = build_info(tmp_path)
+    assert info["complete"] is True and info["verified"] is True
+    assert info["targets"] == ["gfx906"]
+    assert (tmp_path / "prefix/env.sh").is_file()
+
+
+def test_missing_target_code_fails_the_build_and_blocks_activation(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    flags = stack(tmp_path, "gfx1030")  # the library is built, but not for gfx906
+    assert main(["build", *flags, "--quiet"]) == 1
+    out = capsys.readouterr().out
+    assert "verify failed" in out and "libkern.so" in out
+    info = build_info(tmp_path)
+    assert info["complete"] is False and info["verified"] is False
+    link = tmp_path / "rocm"
+    assert main(["activate", str(tmp_path / "prefix"), "--link", str(link)]) == 2
+    assert not link.exists()
+    # --no-verify accepts the prefix as complete but unproven
+    assert main(["build", *flags, "--quiet", "--no-verify"]) == 0
+    info = build_info(tmp_path)
+    assert info["complete"] is True and info["verified"] is False
