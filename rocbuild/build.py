@@ -22,11 +22,24 @@ from typing import Any, TextIO
 from rich.markup import escape
 
 from rocbuild import patches, proc, resources, sources
+from rocbuild.diagnose import diagnose
 from rocbuild.errors import BuildFailed
 from rocbuild.graph import Component, Stack, sha256_text, venv_dir, wheelhouse_dir
+from rocbuild.resources import GIB
 from rocbuild.settings import Settings
-from rocbuild.state import StateDir
+from rocbuild.state import StateDir, read_json, write_json_atomic
 from rocbuild.steps import build_argv, configure_argv, install_argv, step_env, steps_of
+
+MEMORY_DIAGNOSES = ("oom-killed", "tensile-oom")
+
+
+def died_of_memory(tail: list[str], oom_after: int | None, oom_before: int | None) -> bool:
+    """A step died of memory: the cgroup's OOM-kill count rose, or the log ends the way a
+    compiler, linker or Tensile ends when the kernel kills it (diagnose.py's patterns)."""
+    if oom_after is not None and oom_before is not None and oom_after > oom_before:
+        return True
+    found = diagnose(tail)
+    return found is not None and found.id in MEMORY_DIAGNOSES
 
 
 def log_path(workdir: Path, component: str, step: str) -> Path:
@@ -45,6 +58,7 @@ class StepOutcome:
     log: Path | None = None
     tail: list[str] = field(default_factory=list)
     fetched: sources.FetchResult | None = None
+    oom_retries: int = 0
 
 
 class Output:
@@ -188,7 +202,8 @@ class BuildContext:
             expected = self.expected_fingerprint(comp, step)
             assert expected is not None, f"{name}:{step} ran before its inputs were stamped"
             extra = {"seconds": round(outcome.seconds, 1), "jobs": outcome.jobs,
-                     "peak_rss": outcome.peak_rss, "inputs": inputs}
+                     "peak_rss": outcome.peak_rss, "inputs": inputs,
+                     "oom_retries": outcome.oom_retries}
             if step == "fetch":
                 extra.update(commit=outcome.fetched.commit,
                              checkout_id=outcome.fetched.checkout_id)
@@ -196,7 +211,10 @@ class BuildContext:
             self.output.say(f"✔ {name}: {step} ({outcome.seconds:.1f}s)")
         else:
             self.state.record_failure(name, step, message=outcome.message, log=str(log),
-                                      tail=outcome.tail[-20:])
+                                      tail=outcome.tail[-20:], jobs=outcome.jobs,
+                                      oom_retries=outcome.oom_retries,
+                                      seconds=round(outcome.seconds, 1),
+                                      peak_rss=outcome.peak_rss)
             self.output.say(f"✘ {name}: {step} failed after {outcome.seconds:.1f}s — log: {log}")
         self.outcomes.append(outcome)
         return outcome
@@ -285,7 +303,7 @@ class BuildContext:
                                  [p.path for p in comp.patches])
 
     def _run(self, comp: Component, step: str, argv: list[str], log: Path,
-             outcome: StepOutcome) -> None:
+             outcome: StepOutcome) -> proc.RunResult:
         env = step_env(self.stack, comp)
         result = proc.run_logged(
             argv, log=log, cwd=comp.build_dir if comp.build_dir.is_dir() else None, env=env,
@@ -297,11 +315,28 @@ class BuildContext:
             how = (f"was killed by signal {result.signal}" if result.signal
                    else f"exited with {result.returncode}")
             raise BuildFailed(f"{comp.name}: {step} failed: {argv[0]} {how}")
+        return result
 
     def job_counts(self, comp: Component) -> dict[str, resources.JobCount]:
-        """Jobs per kind of work (compile, link, tensile) that fit in what is free now."""
+        """Jobs per kind of work (compile, link, tensile) that fit in what is free now, within
+        --jobs and within the lower cap an earlier OOM kill left for this component."""
+        cap = self.settings.jobs
+        recorded = self.job_cap(comp.name)
+        if recorded is not None and (cap is None or recorded < cap):
+            counts = resources.job_counts(comp.recipe.resources, self.host_snapshot(),
+                                          swap_weight=self.settings.swap_weight, cap=recorded)
+            return {k: resources.JobCount(c.jobs, c.reason.replace(
+                        f"--jobs {recorded}", f"cap {recorded} after an OOM kill"))
+                    for k, c in counts.items()}
         return resources.job_counts(comp.recipe.resources, self.host_snapshot(),
-                                    swap_weight=self.settings.swap_weight, cap=self.settings.jobs)
+                                    swap_weight=self.settings.swap_weight, cap=cap)
+
+    def job_cap_path(self, name: str) -> Path:
+        return self.state.root / "caps" / f"{name}.json"
+
+    def job_cap(self, name: str) -> int | None:
+        doc = read_json(self.job_cap_path(name))
+        return int(doc["jobs"]) if doc and isinstance(doc.get("jobs"), int) else None
 
     def _configure(self, comp: Component, log: Path, outcome: StepOutcome) -> None:
         comp.build_dir.mkdir(parents=True, exist_ok=True)
@@ -310,10 +345,38 @@ class BuildContext:
         self._run(comp, "configure", argv, log, outcome)
 
     def _compile(self, comp: Component, log: Path, outcome: StepOutcome) -> None:
-        count = self.job_counts(comp)["compile"]
-        outcome.jobs = count.jobs
-        self.output.say(f"  {comp.name}: {count.reason}")
-        self._run(comp, "compile", build_argv(comp, count.jobs), log, outcome)
+        """ninja with the jobs that fit; when a job dies of memory, the same step runs again
+        in the kept build tree with half the jobs, down to one, and the lower count is
+        remembered for this component's later runs."""
+        counts = self.job_counts(comp)
+        jobs = counts["compile"].jobs
+        self.output.say(f"  {comp.name}: {counts['compile'].reason}")
+        while True:
+            outcome.jobs = jobs
+            oom_before = resources.cgroup_oom_kills()
+            try:
+                self._run(comp, "compile", build_argv(comp, jobs), log, outcome)
+                return
+            except BuildFailed:
+                if not died_of_memory(outcome.tail, resources.cgroup_oom_kills(), oom_before):
+                    raise
+            if jobs == 1:
+                per_job = max(int(comp.recipe.resources.get(k, 0)) for k in
+                              ("compile_mem", "link_mem", "tensile_mem")) or GIB
+                raise BuildFailed(
+                    f"{comp.name}: compile died of memory even with 1 job",
+                    tip=resources.swap_advice(per_job, self.host_snapshot())
+                    + f"; then `rocbuild build {comp.name}`")
+            jobs = max(1, jobs // 2)
+            outcome.oom_retries += 1
+            write_json_atomic(self.job_cap_path(comp.name), {
+                "jobs": jobs, "reason": f"OOM kill at {jobs * 2} jobs", "when": time.time()})
+            self.output.say(f"  {comp.name}: a job was killed for memory; compiling again with "
+                            f"{jobs} job{'s' if jobs > 1 else ''} (the build tree is kept)")
+            if comp.job_args:  # e.g. LLVM's link pool is fixed at configure time
+                capped = {k: min(c.jobs, jobs) for k, c in counts.items()}
+                self._run(comp, "configure", configure_argv(self.stack, comp, capped), log,
+                          outcome)
 
     def _install(self, comp: Component, log: Path, outcome: StepOutcome) -> None:
         self._remove_previous_install(comp, self._logger(log))

@@ -155,3 +155,27 @@ def job_counts(memory_per_job: dict[str, float] | Mapping[str, float], host: Hos
     return {kind: jobs_for(host, int(memory_per_job.get(key, compile_mem)),
                            swap_weight=swap_weight, cap=cap)
             for kind, key in JOB_MEMORY_KEYS.items()}
+
+
+def cgroup_oom_kills(root: Path = Path("/")) -> int | None:
+    """The cgroup's count of OOM kills (cgroup v2 memory.events), None where unreadable: when
+    it rises during a step, the kernel killed something of ours for memory."""
+    folder, v2 = _cgroup_dir(root)
+    if folder is None or not v2:
+        return None
+    text = _read(folder, "memory.events")
+    for line in (text or "").splitlines():
+        key, _, value = line.partition(" ")
+        if key == "oom_kill":
+            return _int_or_none(value)
+    return None
+
+
+def swap_advice(per_job: int, host: HostSnapshot, swap_weight: float = 0.5) -> str:
+    """The swapfile that lets one job of ``per_job`` bytes run, with the commands. Job sizing
+    counts swap at ``swap_weight``, so the file is sized to cover the shortfall at that weight."""
+    shortfall = max(per_job + DEFAULT_RESERVE - host.mem_available, 0)
+    size_gib = max(4, math.ceil(shortfall / max(swap_weight, 0.1) / GIB))
+    return (f"add a {size_gib} GiB swapfile: sudo fallocate -l {size_gib}G /swapfile && "
+            "sudo chmod 600 /swapfile && sudo mkswap /swapfile && sudo swapon /swapfile "
+            "(add '/swapfile none swap sw 0 0' to /etc/fstab to keep it)")
