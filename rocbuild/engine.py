@@ -20,8 +20,9 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from rocbuild import buildinfo, finish, proc
+from rocbuild import buildinfo, finish, preflight, proc
 from rocbuild.build import BuildContext, StepOutcome
+from rocbuild.diagnose import diagnose
 from rocbuild.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_STEP_FAILED
 from rocbuild.tasks import make_namespace
 
@@ -116,6 +117,7 @@ def build(ctx: BuildContext, components: Sequence[str], *, parallel: int = 1,
     started_at = buildinfo.now()
     ctx.ensure_ready()
     try:
+        preflight.run(ctx)
         # every source first (a missing ref or a stale patch fails before any compiler runs)
         tasks = [f"sources:{c}" for c in components] + [f"build:{c}" for c in components]
         doit_rc = run_doit(ctx, tasks, parallel=parallel, keep_going=keep_going)
@@ -159,6 +161,12 @@ def print_summary(ctx: BuildContext, out: Console | None, seconds: float, *,
         out.print(f"[bold red]FAILED[/] {escape(o.component)}: {o.step}")
         out.print(escape(o.message), soft_wrap=True)  # whole lines: paths stay searchable
         out.print(f"log: {escape(str(o.log))}", soft_wrap=True)
+        found = diagnose([*o.tail, *o.message.splitlines()],
+                         context={"prefix": str(ctx.stack.prefix), "component": o.component,
+                                  "workdir": str(ctx.stack.workdir)})
+        if found is not None:
+            out.print(f"[bold]cause:[/] {escape(found.cause)}", soft_wrap=True)
+            out.print(f"[bold]fix:[/]   {escape(found.fix)}", soft_wrap=True)
         if o.tail:
             out.print(f"--- last {min(len(o.tail), 20)} lines ---")
             for line in o.tail[-20:]:

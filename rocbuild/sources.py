@@ -94,7 +94,7 @@ def _ensure_cache(cache: Path, log: Logger) -> None:
         cw.set_value("uploadpack", "allowAnySHA1InWant", "true")
 
 
-def _cached_commit(cache: Path, ref: str) -> str | None:
+def cached_commit(cache: Path, ref: str) -> str | None:
     try:
         return git.Repo(str(cache)).git.rev_parse("--verify", "-q", _cache_ref(ref) + "^{commit}")
     except git.GitCommandError:
@@ -116,7 +116,7 @@ def fetch_into_cache(req: FetchRequest, log: Logger) -> str:
     """The commit ``req.ref`` names, fetched into the cache unless it is already there."""
     cache = cache_dir(req.cache_root, req.url)
     _ensure_cache(cache, log)
-    cached = _cached_commit(cache, req.ref)
+    cached = cached_commit(cache, req.ref)
     if cached and (req.offline or _is_tag_or_commit(cache, req.ref)):
         log(f"{req.ref} is cached as {cached}; no download")
         return cached

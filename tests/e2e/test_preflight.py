@@ -1,0 +1,85 @@
+"""Each preflight refusal happens before any build step runs (nothing fetched or built)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from rocbuild.cli import main
+from tests.conftest import require_tool
+from tests.e2e.chain import Chain, make_chain
+
+pytestmark = pytest.mark.e2e
+
+
+@pytest.fixture
+def chain(tmp_path: Path) -> Chain:
+    for tool in ("git", "cmake", "ninja"):
+        require_tool(tool)
+    return make_chain(tmp_path)
+
+
+def refused(chain: Chain, capsys: pytest.CaptureFixture[str], *args: str,
+            prefix: Path | None = None) -> str:
+    flags = chain.flags()
+    if prefix is not None:
+        flags[flags.index("--prefix") + 1] = str(prefix)
+    rc = main(["build", *flags, "--quiet", "--no-verify", *args])
+    captured = capsys.readouterr()
+    assert rc == 2, captured.out + captured.err
+    assert "▶" not in captured.out  # no step started
+    assert not (chain.workdir / "logs").exists() and not (chain.workdir / "src").exists()
+    return captured.err
+
+
+def test_prefix_that_cannot_be_created(chain: Chain, capsys: pytest.CaptureFixture[str],
+                                       tmp_path: Path) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    err = refused(chain, capsys, prefix=blocker / "rocm")
+    assert f"the prefix {blocker / 'rocm'} cannot be created: {blocker} is not a folder" in err
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root can write anywhere")
+def test_prefix_not_writable_prints_the_sudo_command(chain: Chain,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    err = refused(chain, capsys, prefix=Path("/opt/rocbuild-test-prefix"))
+    assert "sudo mkdir -p /opt/rocbuild-test-prefix && sudo chown" in err
+
+
+def test_not_enough_disk(chain: Chain, capsys: pytest.CaptureFixture[str]) -> None:
+    recipe = (chain.recipes / "beta.toml").read_text()
+    (chain.recipes / "beta.toml").write_text(recipe + '[resources]\ndisk = "900TiB"\n')
+    err = refused(chain, capsys)
+    assert "the pending components need about" in err and "nothing was built" in err
+
+
+def test_missing_tool(chain: Chain, capsys: pytest.CaptureFixture[str], tmp_path: Path,
+                      monkeypatch: pytest.MonkeyPatch) -> None:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for tool in ("git", "cmake"):  # no ninja
+        (bin_dir / tool).symlink_to(require_tool(tool))
+    monkeypatch.setenv("PATH", str(bin_dir))
+    err = refused(chain, capsys)
+    assert "ninja is not installed" in err and "sudo apt-get install ninja-build" in err
+
+
+def test_offline_without_cached_sources(chain: Chain, capsys: pytest.CaptureFixture[str]) -> None:
+    err = refused(chain, capsys, "--offline")
+    assert "alpha: v1 of" in err and "--offline forbids downloading it" in err
+
+
+def test_stale_patch_of_a_fetched_source(chain: Chain, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["build", *chain.flags(), "--quiet", "--no-verify"]) == 0
+    capsys.readouterr()
+    patches = chain.recipes.parent / "patches" / "alpha"
+    patches.mkdir(parents=True)
+    bad = patches / "0001-stale.patch"
+    bad.write_text("--- a/alpha.c\n+++ b/alpha.c\n@@ -1,1 +1,1 @@\n-nothing like this\n+x\n")
+    rc = main(["build", *chain.flags(), "--quiet", "--no-verify"])
+    captured = capsys.readouterr()
+    assert rc == 2 and "▶" not in captured.out
+    assert f"patch {bad} does not apply" in captured.err
