@@ -19,8 +19,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from rich.markup import escape
-
 from rocbuild import patches, proc, resources, sources
 from rocbuild.diagnose import diagnose
 from rocbuild.errors import BuildFailed
@@ -77,6 +75,13 @@ class Output:
     def build_line(self, component: str, step: str, line: str) -> None:
         if self.show_build_output:
             self.say(f"  {component}:{step} | {line}")
+
+    def step_started(self, component: str, step: str, expected: float | None) -> None:
+        """A step begins; ``expected`` is its duration last time (or the recipe's estimate).
+        Plain output has nothing to draw; progress.LiveOutput draws a bar."""
+
+    def step_finished(self, component: str, step: str) -> None:
+        """The step ended (either way)."""
 
 
 @dataclass
@@ -189,6 +194,7 @@ class BuildContext:
         self.output.say(f"▶ {name}: {step}")
         started = time.monotonic()
         outcome = StepOutcome(name, step, "done", log=log)
+        self.output.step_started(name, step, self.expected_seconds(comp, step))
         try:
             {"fetch": self._fetch, "patch": self._patch, "configure": self._configure,
              "compile": self._compile, "install": self._install}[step](comp, log, outcome)
@@ -196,6 +202,8 @@ class BuildContext:
             outcome.result, outcome.message = "failed", str(exc)
             if exc.tip:
                 outcome.message += f"\nTIP: {exc.tip}"
+        finally:
+            self.output.step_finished(name, step)
         outcome.seconds = time.monotonic() - started
         if outcome.result == "done":
             inputs = self.expected_inputs(comp, step)
@@ -218,6 +226,17 @@ class BuildContext:
             self.output.say(f"✘ {name}: {step} failed after {outcome.seconds:.1f}s — log: {log}")
         self.outcomes.append(outcome)
         return outcome
+
+    def expected_seconds(self, comp: Component, step: str) -> float | None:
+        """How long the step took last time on this host (its stamp, even a stale one), else
+        for compile the recipe's CPU-hour estimate spread over this host's CPUs."""
+        stamp = self.state.read_stamp(comp.name, step)
+        if stamp and isinstance(stamp.get("seconds"), (int, float)):
+            return float(stamp["seconds"])
+        hours = comp.recipe.resources.get("cpu_hours")
+        if step == "compile" and hours:
+            return float(hours) * 3600 / max(self.host_snapshot().cpus, 1)
+        return None
 
     def _logger(self, log: Path) -> Callable[[str], None]:
         log.parent.mkdir(parents=True, exist_ok=True)
@@ -307,7 +326,7 @@ class BuildContext:
         env = step_env(self.stack, comp)
         result = proc.run_logged(
             argv, log=log, cwd=comp.build_dir if comp.build_dir.is_dir() else None, env=env,
-            on_line=lambda line: self.output.build_line(comp.name, step, escape(line)),
+            on_line=lambda line: self.output.build_line(comp.name, step, line),
             registry=self.registry())
         outcome.peak_rss = max(outcome.peak_rss, result.peak_rss)
         outcome.tail = result.tail

@@ -8,6 +8,7 @@ import sys
 from rocbuild import engine
 from rocbuild.build import BuildContext, Output
 from rocbuild.graph import load_stack
+from rocbuild.progress import LiveOutput
 from rocbuild.settings import Settings
 
 
@@ -24,6 +25,8 @@ def register(sub: argparse._SubParsersAction, parents: list[argparse.ArgumentPar
     parser.add_argument("--quiet", action="store_true",
                         help="show rocbuild's step lines only, not the build output (it is "
                              "always in the logs)")
+    parser.add_argument("--verbose", action="store_true",
+                        help="on a terminal, stream the build output instead of progress bars")
     parser.add_argument("--no-verify", dest="verify", action="store_false",
                         help="do not check the installed libraries for GPU code at the end "
                              "(the prefix is then complete but unproven)")
@@ -32,10 +35,17 @@ def register(sub: argparse._SubParsersAction, parents: list[argparse.ArgumentPar
     parser.set_defaults(func=run)
 
 
+def make_output(args: argparse.Namespace) -> Output:
+    """Bars on a terminal; plain lines (the build output too, unless --quiet) elsewhere, so
+    CI logs and nohup files read well."""
+    if sys.stdout.isatty() and not args.verbose:
+        return LiveOutput(sys.stdout)
+    return Output(sys.stdout, show_build_output=not args.quiet)
+
+
 def run(args: argparse.Namespace, settings: Settings) -> int:
     stack = load_stack(settings, args.components)
-    ctx = BuildContext(stack=stack, settings=settings,
-                       output=Output(sys.stdout, show_build_output=not args.quiet),
+    ctx = BuildContext(stack=stack, settings=settings, output=make_output(args),
                        offline=args.offline)
     ctx.output.say(f"rocbuild: {len(stack.order)} components for "
                    f"{', '.join(str(t) for t in stack.targets)} into {stack.prefix} "
