@@ -93,6 +93,22 @@ class BuildContext:
     outcomes: list[StepOutcome] = field(default_factory=list)
     host_snapshot: Callable[[], resources.HostSnapshot] = resources.snapshot
     _lock: contextlib.ExitStack | None = None
+    # jobs held by compile steps running right now (--parallel): one budget for all of them
+    _held: dict[str, int] = field(default_factory=dict)
+    _held_lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def _take_jobs(self, name: str, wanted: int) -> int:
+        """Jobs for a compile step that starts while others run: what the host affords now
+        minus what the running ones hold, at least 1 (their memory is not all in use yet)."""
+        with self._held_lock:
+            others = sum(n for k, n in self._held.items() if k != name)
+            jobs = max(1, wanted - others)
+            self._held[name] = jobs
+            return jobs
+
+    def _return_jobs(self, name: str) -> None:
+        with self._held_lock:
+            self._held.pop(name, None)
 
     def ensure_ready(self) -> None:
         """Take the workdir's run lock (held until ``release``) and end the leftovers of a
@@ -368,8 +384,16 @@ class BuildContext:
         in the kept build tree with half the jobs, down to one, and the lower count is
         remembered for this component's later runs."""
         counts = self.job_counts(comp)
-        jobs = counts["compile"].jobs
-        self.output.say(f"  {comp.name}: {counts['compile'].reason}")
+        jobs = self._take_jobs(comp.name, counts["compile"].jobs)
+        shared = "" if jobs == counts["compile"].jobs else f" (sharing: {jobs} left)"
+        self.output.say(f"  {comp.name}: {counts['compile'].reason}{shared}")
+        try:
+            self._compile_with_retries(comp, log, outcome, counts, jobs)
+        finally:
+            self._return_jobs(comp.name)
+
+    def _compile_with_retries(self, comp: Component, log: Path, outcome: StepOutcome,
+                              counts: dict[str, resources.JobCount], jobs: int) -> None:
         while True:
             outcome.jobs = jobs
             oom_before = resources.cgroup_oom_kills()

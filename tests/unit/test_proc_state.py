@@ -96,3 +96,13 @@ def test_lock_in_one_process_twice_is_refused(tmp_path: Path) -> None:
     state = StateDir(tmp_path)
     with state.lock(), pytest.raises(BusyError), state.lock():
         pass
+
+
+def test_parallel_compile_steps_share_one_job_budget(tmp_path: Path) -> None:
+    from rocbuild.build import BuildContext, Output
+
+    ctx = BuildContext(stack=None, settings=None, output=Output(sys.stdout))  # type: ignore[arg-type]
+    assert ctx._take_jobs("llvm", 8) == 8
+    assert ctx._take_jobs("rocblas", 8) == 1  # llvm holds the budget
+    ctx._return_jobs("llvm")
+    assert ctx._take_jobs("hipblas", 8) == 7  # rocblas still holds 1
