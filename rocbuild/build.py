@@ -23,6 +23,7 @@ from rocbuild import patches, proc, resources, sources
 from rocbuild.diagnose import diagnose
 from rocbuild.errors import BuildFailed
 from rocbuild.graph import Component, Stack, sha256_text, venv_dir, wheelhouse_dir
+from rocbuild.lint import unused_cmake_variables
 from rocbuild.resources import GIB
 from rocbuild.settings import Settings
 from rocbuild.state import StateDir, read_json, write_json_atomic
@@ -57,6 +58,7 @@ class StepOutcome:
     tail: list[str] = field(default_factory=list)
     fetched: sources.FetchResult | None = None
     oom_retries: int = 0
+    warnings: list[str] = field(default_factory=list)
 
 
 class Output:
@@ -227,7 +229,7 @@ class BuildContext:
             assert expected is not None, f"{name}:{step} ran before its inputs were stamped"
             extra = {"seconds": round(outcome.seconds, 1), "jobs": outcome.jobs,
                      "peak_rss": outcome.peak_rss, "inputs": inputs,
-                     "oom_retries": outcome.oom_retries}
+                     "oom_retries": outcome.oom_retries, "warnings": outcome.warnings}
             if step == "fetch":
                 extra.update(commit=outcome.fetched.commit,
                              checkout_id=outcome.fetched.checkout_id)
@@ -377,7 +379,15 @@ class BuildContext:
         comp.build_dir.mkdir(parents=True, exist_ok=True)
         counts = self.job_counts(comp)
         argv = configure_argv(self.stack, comp, {k: c.jobs for k, c in counts.items()})
+        start = log.stat().st_size if log.exists() else 0
         self._run(comp, "configure", argv, log, outcome)
+        with log.open("rb") as f:  # only this run's part of the (appended) log
+            f.seek(start)
+            unused = unused_cmake_variables(f.read().decode("utf-8", "replace"))
+        if unused:
+            outcome.warnings.append(
+                f"CMake did not use {', '.join(unused)}: the recipe passes options this "
+                f"version of {comp.name} never reads (check {comp.recipe.file})")
 
     def _compile(self, comp: Component, log: Path, outcome: StepOutcome) -> None:
         """ninja with the jobs that fit; when a job dies of memory, the same step runs again

@@ -156,6 +156,10 @@ def print_summary(ctx: BuildContext, out: Console | None, seconds: float, *,
     elif not interrupted:
         out.print(f"rocbuild: all {len(current)} steps are current; nothing to do")
     for o in ctx.outcomes:
+        for warning in o.warnings:
+            out.print(f"[yellow]warning[/] {escape(o.component)}: {o.step}: {escape(warning)}",
+                      soft_wrap=True)
+    for o in ctx.outcomes:
         if o.result != "failed":
             continue
         out.print(f"[bold red]FAILED[/] {escape(o.component)}: {o.step}")

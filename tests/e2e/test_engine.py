@@ -325,3 +325,20 @@ def test_doit_from_the_repo_root_runs_the_same_graph(chain: Chain, tmp_path: Pat
                             text=True, timeout=120)
     assert result.returncode == 0
     assert started_steps(result.stdout) == ["gamma:configure", "gamma:compile", "gamma:install"]
+
+
+def test_options_cmake_never_read_are_reported(chain: Chain,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    chain.write_recipe("gamma", """\
+        depends = ["beta"]
+        [source]
+        git = "https://example.invalid/gamma.git"
+        ref = "v1"
+        [cmake]
+        args = ["-DGAMMA_TYPO_OPTION=ON"]
+        """)
+    rc, out = build(chain, capsys)
+    assert rc == 0
+    assert "warning gamma: configure: CMake did not use GAMMA_TYPO_OPTION" in out
+    stamp = StateDir(chain.workdir).read_stamp("gamma", "configure")
+    assert stamp is not None and "GAMMA_TYPO_OPTION" in stamp["warnings"][0]
