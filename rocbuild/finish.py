@@ -38,6 +38,12 @@ def finish(ctx: BuildContext, out: Console, *, verify: bool, started: str) -> bo
         buildinfo.write_build_info(stack.prefix, info)
         out.print("build-info: part of the stack is built; run `rocbuild build` for the rest")
         return True
+    previous = buildinfo.read_build_info(stack.prefix)
+    nothing_ran = all(o.result == "current" for o in ctx.outcomes)
+    if (nothing_ran and previous is not None and previous.complete and previous.verified
+            and previous.recipe_fingerprint == info.recipe_fingerprint):
+        out.print("verify: passed before for these recipes and nothing was rebuilt")
+        return True
     if not verify:
         buildinfo.write_build_info(stack.prefix, info.finish(verified=False))
         out.print("[yellow]verify skipped (--no-verify)[/]: the prefix is complete but unproven")

@@ -184,16 +184,26 @@ def test_cli_exit_codes_and_default_sources_dir(option_stack, tmp_path: Path,
 
 def test_missing_checkouts_are_noted_not_failed(option_stack, tmp_path: Path) -> None:
     src = tmp_path / "src"
-    write_tree(src, {"app/CMakeLists.txt": "READ_HERE READ_BY_LIB ONLY_COMMENTED Foo\n"})
+    write_tree(src, {"app/CMakeLists.txt": "READ_HERE READ_BY_LIB NEVER_READ ONLY_COMMENTED "
+                                           "Foo\n"})
     report = lint_sources(settings_for(option_stack), src)
     assert report.errors == []
     notes = messages(report, "note")
     assert f"lib: not checked (no checkout at {src / 'lib'})" in notes
     assert f"tool: not checked (no checkout at {src / 'tool'})" in notes
-    # lib might read it: unproven, so a warning naming what was not searched
-    assert messages(report, "warning") == [
-        "app: -DNEVER_READ is not read by app's CMake files nor those of no dependency; "
-        "not checked in lib (no checkout)"]
+    app = next(s for s in report.sources if s.component == "app")
+    assert app.checked and app.missing == ("lib",)
+
+
+def test_unread_with_a_dependency_missing_is_still_an_error(option_stack,
+                                                            tmp_path: Path) -> None:
+    """A missing dependency checkout is named in the finding, but does not excuse it."""
+    src = tmp_path / "src"
+    write_tree(src, {"app/CMakeLists.txt": "READ_HERE READ_BY_LIB ONLY_COMMENTED Foo\n"})
+    report = lint_sources(settings_for(option_stack), src)
+    assert messages(report, "error") == [
+        "app: -DNEVER_READ is never read by app's CMake files (nor its dependencies') "
+        "(not searched: lib, no checkout)"]
 
 
 def test_component_in_another_checkout_is_searched_at_its_subdir(write_recipes,
