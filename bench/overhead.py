@@ -72,7 +72,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--files", type=int, default=1500,
-                        help="C files in the project (1500: about half a minute by hand here, the scale of a small ROCm component)")
+                        help="C files in the project (1500: about half a minute by hand "
+                             "here, the scale of a small ROCm component)")
     args = parser.parse_args()
     jobs = len(os.sched_getaffinity(0))
     with tempfile.TemporaryDirectory(prefix="rocbuild-bench-") as tmp:
