@@ -131,7 +131,7 @@ def kill_all_live() -> None:
 class _PeakSampler(threading.Thread):
     """Samples the RSS of a process tree every ``interval`` seconds (peak memory per step)."""
 
-    def __init__(self, pid: int, interval: float = 1.0) -> None:
+    def __init__(self, pid: int, interval: float = 2.0) -> None:
         super().__init__(daemon=True)
         self.pid, self.interval, self.peak = pid, interval, 0
         self._stop_event = threading.Event()

@@ -113,6 +113,18 @@ class Chain:
     def write_recipe(self, name: str, text: str) -> None:
         (self.recipes / f"{name}.toml").write_text(textwrap.dedent(text))
 
+    def set_args(self, name: str, *args: str) -> None:
+        """Rewrite a chain component's recipe with these cmake args (same source and deps)."""
+        depends = {"alpha": [], "beta": ["alpha"], "gamma": ["beta"]}[name]
+        self.write_recipe(name, f"""\
+            depends = {depends!r}
+            [source]
+            git = "{FAKE_HOST}{name}.git"
+            ref = "v1"
+            [cmake]
+            args = {list(args)!r}
+            """.replace("'", '"'))
+
     def run_gamma(self) -> str:
         return subprocess.run([str(self.prefix / "bin" / "gamma")], check=True,
                               capture_output=True, text=True).stdout.strip()

@@ -23,13 +23,6 @@ from tests.e2e.chain import Chain, git, make_chain
 pytestmark = pytest.mark.e2e
 
 
-@pytest.fixture
-def chain(tmp_path: Path) -> Chain:
-    for tool in ("git", "cmake", "ninja"):
-        require_tool(tool)
-    return make_chain(tmp_path)
-
-
 def build(chain: Chain, capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str]:
     rc = main(["build", *chain.flags(), "--quiet", "--no-verify", *args])
     return rc, capsys.readouterr().out
@@ -83,14 +76,7 @@ def test_full_build_then_noop(chain: Chain, capsys: pytest.CaptureFixture[str]) 
 
 def test_failure_in_the_middle_is_resumed_without_recompiling_the_first(
         chain: Chain, capsys: pytest.CaptureFixture[str]) -> None:
-    chain.write_recipe("beta", """\
-        depends = ["alpha"]
-        [source]
-        git = "https://example.invalid/beta.git"
-        ref = "v1"
-        [cmake]
-        args = ["-DBETA_FAIL=ON"]
-        """)
+    chain.set_args("beta", "-DBETA_FAIL=ON")
     rc, out = build(chain, capsys)
     assert rc == 1
     assert "FAILED beta: compile" in out
@@ -104,14 +90,7 @@ def test_failure_in_the_middle_is_resumed_without_recompiling_the_first(
     failure = json.loads((chain.workdir / "state/failures/beta.json").read_text())
     assert failure["step"] == "compile" and failure["log"] == str(log)
 
-    chain.write_recipe("beta", """\
-        depends = ["alpha"]
-        [source]
-        git = "https://example.invalid/beta.git"
-        ref = "v1"
-        [cmake]
-        args = ["-DBETA_FAIL=OFF"]
-        """)
+    chain.set_args("beta", "-DBETA_FAIL=OFF")
     rc, out = build(chain, capsys)
     assert rc == 0, out
     steps = started_steps(out)
@@ -126,14 +105,7 @@ def test_failure_in_the_middle_is_resumed_without_recompiling_the_first(
 def test_changed_option_rebuilds_only_what_depends_on_it(
         chain: Chain, capsys: pytest.CaptureFixture[str]) -> None:
     assert build(chain, capsys)[0] == 0
-    chain.write_recipe("beta", """\
-        depends = ["alpha"]
-        [source]
-        git = "https://example.invalid/beta.git"
-        ref = "v1"
-        [cmake]
-        args = ["-DBETA_FACTOR=2"]
-        """)
+    chain.set_args("beta", "-DBETA_FACTOR=2")
     rc, out = build(chain, capsys)
     assert rc == 0, out
     assert started_steps(out) == ["beta:configure", "beta:compile", "beta:install",
@@ -313,14 +285,7 @@ def test_doit_from_the_repo_root_runs_the_same_graph(chain: Chain, tmp_path: Pat
                             env=env, cwd=tmp_path, capture_output=True, text=True, timeout=60)
     assert result.returncode == 0 and started_steps(result.stdout) == []
     # and doit sees a changed option through the same fingerprints
-    chain.write_recipe("gamma", """\
-        depends = ["beta"]
-        [source]
-        git = "https://example.invalid/gamma.git"
-        ref = "v1"
-        [cmake]
-        args = ["-DUNUSED_BY_GAMMA=1"]
-        """)
+    chain.set_args("gamma", "-DUNUSED_BY_GAMMA=1")
     result = subprocess.run(["doit", "build:gamma"], env=env, cwd=REPO, capture_output=True,
                             text=True, timeout=120)
     assert result.returncode == 0
@@ -329,14 +294,7 @@ def test_doit_from_the_repo_root_runs_the_same_graph(chain: Chain, tmp_path: Pat
 
 def test_options_cmake_never_read_are_reported(chain: Chain,
                                                capsys: pytest.CaptureFixture[str]) -> None:
-    chain.write_recipe("gamma", """\
-        depends = ["beta"]
-        [source]
-        git = "https://example.invalid/gamma.git"
-        ref = "v1"
-        [cmake]
-        args = ["-DGAMMA_TYPO_OPTION=ON"]
-        """)
+    chain.set_args("gamma", "-DGAMMA_TYPO_OPTION=ON")
     rc, out = build(chain, capsys)
     assert rc == 0
     assert "warning gamma: configure: CMake did not use GAMMA_TYPO_OPTION" in out

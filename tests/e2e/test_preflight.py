@@ -9,16 +9,9 @@ import pytest
 
 from rocbuild.cli import main
 from tests.conftest import require_tool
-from tests.e2e.chain import Chain, make_chain
+from tests.e2e.chain import Chain
 
 pytestmark = pytest.mark.e2e
-
-
-@pytest.fixture
-def chain(tmp_path: Path) -> Chain:
-    for tool in ("git", "cmake", "ninja"):
-        require_tool(tool)
-    return make_chain(tmp_path)
 
 
 def refused(chain: Chain, capsys: pytest.CaptureFixture[str], *args: str,
