@@ -1,0 +1,91 @@
+"""The build venv: a recipe's Python packages are installed into <workdir>/venv before any
+build step, builds find them on PATH (`python3`), and wheels for builds that pip-install by
+themselves land in the wheelhouse. A local wheel stands in for PyPI (PIP_NO_INDEX)."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import textwrap
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from rocbuild.cli import main
+from tests.conftest import require_tool
+from tests.e2e.chain import FAKE_HOST, make_repo
+
+pytestmark = pytest.mark.e2e
+
+
+def make_wheel(folder: Path, name: str = "rbtinypkg", version: str = "1.0") -> Path:
+    """A minimal pure-Python wheel, written by hand so no build backend or index is needed."""
+    folder.mkdir(parents=True, exist_ok=True)
+    wheel = folder / f"{name}-{version}-py3-none-any.whl"
+    dist = f"{name}-{version}.dist-info"
+    files = {
+        f"{name}/__init__.py": "ANSWER = 42\n",
+        f"{dist}/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n",
+        f"{dist}/WHEEL": "Wheel-Version: 1.0\nGenerator: hand\nRoot-Is-Purelib: true\n"
+                         "Tag: py3-none-any\n",
+    }
+    record = []
+    with zipfile.ZipFile(wheel, "w") as zf:
+        for path, text in files.items():
+            data = text.encode()
+            zf.writestr(path, data)
+            digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=")
+            record.append(f"{path},sha256={digest.decode()},{len(data)}")
+        record.append(f"{dist}/RECORD,,")
+        zf.writestr(f"{dist}/RECORD", "\n".join(record) + "\n")
+    return wheel
+
+
+def test_python_packages_are_installed_before_the_build_and_found_by_it(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    for tool in ("git", "cmake", "ninja"):
+        require_tool(tool)
+    index = tmp_path / "index"
+    make_wheel(index)
+    monkeypatch.setenv("PIP_NO_INDEX", "1")
+    monkeypatch.setenv("PIP_FIND_LINKS", str(index))
+    repos = tmp_path / "repos"
+    make_repo(repos, "usespy", {"CMakeLists.txt": textwrap.dedent("""\
+        cmake_minimum_required(VERSION 3.20)
+        project(usespy NONE)
+        # like clr's `import CppHeaderParser` check: fails unless the build venv is on PATH
+        find_program(PY python3 REQUIRED)
+        execute_process(COMMAND ${PY} -c "import rbtinypkg; print(rbtinypkg.ANSWER)"
+                        OUTPUT_VARIABLE answer RESULT_VARIABLE failed)
+        if(failed)
+          message(FATAL_ERROR "rbtinypkg is not importable")
+        endif()
+        file(WRITE ${CMAKE_CURRENT_BINARY_DIR}/answer.txt "${answer}")
+        install(FILES ${CMAKE_CURRENT_BINARY_DIR}/answer.txt DESTINATION share)
+        """)})
+    recipes = tmp_path / "recipes"
+    recipes.mkdir()
+    (recipes / "stack.toml").write_text(
+        '[stack]\nversion = "1.0"\ntargets = ["gfx906"]\nprefix = "/opt/unused"\n')
+    (recipes / "usespy.toml").write_text(textwrap.dedent(f"""\
+        [source]
+        git = "{FAKE_HOST}usespy.git"
+        ref = "v1"
+        [python]
+        packages = ["rbtinypkg==1.0"]
+        wheels = ["rbtinypkg"]
+        [cmake]
+        """))
+    workdir = tmp_path / "work"
+    flags = ["--recipes", str(recipes), "--workdir", str(workdir),
+             "--prefix", str(tmp_path / "prefix"), "--mirror", f"{FAKE_HOST}={repos.as_uri()}/"]
+    assert main(["build", *flags, "--quiet", "--no-verify"]) == 0, capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert out.index("▶ build venv") < out.index("▶ usespy: configure")
+    assert (tmp_path / "prefix/share/answer.txt").read_text().strip() == "42"
+    assert list((workdir / "wheels").glob("rbtinypkg-1.0-*.whl"))
+    # current on the next run: no second pip install
+    assert main(["build", *flags, "--quiet", "--no-verify"]) == 0
+    assert "build venv" not in capsys.readouterr().out
