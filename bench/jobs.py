@@ -42,6 +42,12 @@ def main() -> int:
             print(f"  {component + ' ' + kind:<18}{per_job / GIB:>7.1f}G{chosen:>10}"
                   f"{chosen * per_job / GIB:>8.1f}G   {naive / GIB:>11.1f}G"
                   f"{naive / budget:>10.2f}")
+        llvm = job_counts(recipes["llvm"].resources, host, swap_weight=0.5, cap=None)
+        res = recipes["llvm"].resources
+        both = llvm["compile"].jobs * res["compile_mem"] + llvm["link"].jobs * res["link_mem"]
+        naive_both = cpus * res["link_mem"]  # -j$(nproc) at the end of an LLVM build: all links
+        print(f"  {'llvm pools at once':<18}{'':>9}{'':>10}{both / GIB:>8.1f}G   "
+              f"{naive_both / GIB:>11.1f}G{naive_both / budget:>10.2f}")
     print("\n'× budget' over 1.00 means -j$(nproc) asks for more memory than the host can "
           "give: the OOM killer ends the build.")
     return 0

@@ -150,11 +150,28 @@ JOB_MEMORY_KEYS = {"compile": "compile_mem", "link": "link_mem", "tensile": "ten
 
 def job_counts(memory_per_job: dict[str, float] | Mapping[str, float], host: HostSnapshot, *,
                swap_weight: float, cap: int | None) -> dict[str, JobCount]:
-    """Jobs for every kind of work; a kind without its own figure is sized like compiling."""
+    """Jobs for every kind of work; a kind without its own figure is sized like compiling.
+
+    When a recipe sizes links separately (LLVM), ninja runs its link pool beside the compile
+    pool, so they share one budget: links get half of it, compiles what the links leave.
+    """
     compile_mem = int(memory_per_job.get("compile_mem", DEFAULT_JOB_MEM))
-    return {kind: jobs_for(host, int(memory_per_job.get(key, compile_mem)),
-                           swap_weight=swap_weight, cap=cap)
-            for kind, key in JOB_MEMORY_KEYS.items()}
+    counts = {kind: jobs_for(host, int(memory_per_job.get(key, compile_mem)),
+                             swap_weight=swap_weight, cap=cap)
+              for kind, key in JOB_MEMORY_KEYS.items()}
+    if "link_mem" in memory_per_job:
+        link_mem = int(memory_per_job["link_mem"])
+        budget = max(host.mem_available + host.swap_free * swap_weight - DEFAULT_RESERVE, 0)
+        link = jobs_for(host, link_mem, swap_weight=swap_weight, cap=cap,
+                        reserve=int(DEFAULT_RESERVE + budget / 2))
+        held = link.jobs * link_mem
+        compile_ = jobs_for(host, compile_mem, swap_weight=swap_weight, cap=cap,
+                            reserve=DEFAULT_RESERVE + held)
+        counts["link"] = JobCount(link.jobs, link.reason + " (half the memory is left for the "
+                                                       "compile jobs that run beside links)")
+        counts["compile"] = JobCount(compile_.jobs, compile_.reason + f" (the reserve includes "
+                                     f"{link.jobs} link job(s) × {format_gib(link_mem)})")
+    return counts
 
 
 def cgroup_oom_kills(root: Path = Path("/")) -> int | None:

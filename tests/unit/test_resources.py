@@ -54,3 +54,16 @@ def test_cgroup_without_limits(tmp_path: Path) -> None:
     assert cgroup_cpu_quota(tmp_path) is None
     assert cgroup_memory_room(tmp_path) == (None, None)
     assert cgroup_cpu_quota(tmp_path / "nothing") is None
+
+
+def test_link_and_compile_pools_share_one_budget() -> None:
+    from rocbuild.resources import job_counts
+
+    sixteen = host(cpus=16, mem_gib=28.8, swap_gib=8)  # 16 cores, 32 GiB, idle desktop
+    counts = job_counts({"compile_mem": 1.5 * GIB, "link_mem": 6 * GIB}, sixteen,
+                        swap_weight=0.5, cap=None)
+    link, compile_ = counts["link"].jobs, counts["compile"].jobs
+    budget = (28.8 + 8 * 0.5 - 1) * GIB
+    assert link >= 1 and compile_ >= 1
+    assert link * 6 * GIB + compile_ * 1.5 * GIB <= budget  # both pools full at once still fit
+    assert link == 2 and compile_ == 13
