@@ -157,3 +157,20 @@ def make_chain(tmp_path: Path) -> Chain:
             args = []
             """.replace("'", '"'))
     return chain
+
+
+def one_component_stack(tmp_path: Path, name: str, files: dict[str, str],
+                        recipe_tail: str = "[cmake]\n", version: str = "6.4.3") -> list[str]:
+    """A stack of one component built from ``files`` (a CMake project in a local git repo);
+    ``recipe_tail`` is the recipe after its [source] table. Returns the rocbuild flags that
+    point at it (recipes, workdir, prefix, mirror) inside ``tmp_path``."""
+    repos = tmp_path / "repos"
+    make_repo(repos, name, files)
+    recipes = tmp_path / "recipes"
+    recipes.mkdir()
+    (recipes / "stack.toml").write_text(
+        f'[stack]\nversion = "{version}"\ntargets = ["gfx906"]\nprefix = "/opt/unused"\n')
+    (recipes / f"{name}.toml").write_text(
+        f'[source]\ngit = "{FAKE_HOST}{name}.git"\nref = "v1"\n' + textwrap.dedent(recipe_tail))
+    return ["--recipes", str(recipes), "--workdir", str(tmp_path / "work"),
+            "--prefix", str(tmp_path / "prefix"), "--mirror", f"{FAKE_HOST}={repos.as_uri()}/"]

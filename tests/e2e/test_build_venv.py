@@ -14,7 +14,7 @@ import pytest
 
 from rocbuild.cli import main
 from tests.conftest import require_tool
-from tests.e2e.chain import FAKE_HOST, make_repo
+from tests.e2e.chain import one_component_stack
 
 pytestmark = pytest.mark.e2e
 
@@ -51,8 +51,7 @@ def test_python_packages_are_installed_before_the_build_and_found_by_it(
     make_wheel(index)
     monkeypatch.setenv("PIP_NO_INDEX", "1")
     monkeypatch.setenv("PIP_FIND_LINKS", str(index))
-    repos = tmp_path / "repos"
-    make_repo(repos, "usespy", {"CMakeLists.txt": textwrap.dedent("""\
+    project = {"CMakeLists.txt": textwrap.dedent("""\
         cmake_minimum_required(VERSION 3.20)
         project(usespy NONE)
         # like clr's `import CppHeaderParser` check: fails unless the build venv is on PATH
@@ -64,23 +63,14 @@ def test_python_packages_are_installed_before_the_build_and_found_by_it(
         endif()
         file(WRITE ${CMAKE_CURRENT_BINARY_DIR}/answer.txt "${answer}")
         install(FILES ${CMAKE_CURRENT_BINARY_DIR}/answer.txt DESTINATION share)
-        """)})
-    recipes = tmp_path / "recipes"
-    recipes.mkdir()
-    (recipes / "stack.toml").write_text(
-        '[stack]\nversion = "1.0"\ntargets = ["gfx906"]\nprefix = "/opt/unused"\n')
-    (recipes / "usespy.toml").write_text(textwrap.dedent(f"""\
-        [source]
-        git = "{FAKE_HOST}usespy.git"
-        ref = "v1"
+        """)}
+    flags = one_component_stack(tmp_path, "usespy", project, """\
         [python]
         packages = ["rbtinypkg==1.0"]
         wheels = ["rbtinypkg"]
         [cmake]
-        """))
+        """)
     workdir = tmp_path / "work"
-    flags = ["--recipes", str(recipes), "--workdir", str(workdir),
-             "--prefix", str(tmp_path / "prefix"), "--mirror", f"{FAKE_HOST}={repos.as_uri()}/"]
     assert main(["build", *flags, "--quiet", "--no-verify"]) == 0, capsys.readouterr().out
     out = capsys.readouterr().out
     assert out.index("▶ build venv") < out.index("▶ usespy: configure")

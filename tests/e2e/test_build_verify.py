@@ -11,7 +11,7 @@ import pytest
 
 from rocbuild.cli import main
 from tests.conftest import require_tool
-from tests.e2e.chain import FAKE_HOST, make_repo
+from tests.e2e.chain import one_component_stack
 
 pytestmark = pytest.mark.e2e
 
@@ -42,24 +42,13 @@ KERNEL_PROJECT = {
 def stack(tmp_path: Path, archs: str) -> list[str]:
     for tool in ("git", "cmake", "ninja", "hipcc"):
         require_tool(tool)
-    repos = tmp_path / "repos"
-    make_repo(repos, "kern", KERNEL_PROJECT)
-    recipes = tmp_path / "recipes"
-    recipes.mkdir()
-    (recipes / "stack.toml").write_text(
-        '[stack]\nversion = "6.4.3"\ntargets = ["gfx906"]\nprefix = "/opt/unused"\n')
-    (recipes / "kern.toml").write_text(textwrap.dedent(f"""\
-        [source]
-        git = "{FAKE_HOST}kern.git"
-        ref = "v1"
+    return one_component_stack(tmp_path, "kern", KERNEL_PROJECT, f"""\
         [cmake]
         args = ["-DARCHS={archs}"]
         [env]
         # the engine points ROCM_PATH at the prefix; Debian's hipcc lives in /usr
         ROCM_PATH = "/usr"
-        """))
-    return ["--recipes", str(recipes), "--workdir", str(tmp_path / "work"),
-            "--prefix", str(tmp_path / "prefix"), "--mirror", f"{FAKE_HOST}={repos.as_uri()}/"]
+        """)
 
 
 def build_info(tmp_path: Path) -> dict:

@@ -13,7 +13,7 @@ import pytest
 
 from rocbuild.cli import main
 from tests.conftest import require_tool
-from tests.e2e.chain import FAKE_HOST, make_repo
+from tests.e2e.chain import one_component_stack
 
 pytestmark = pytest.mark.e2e
 
@@ -68,18 +68,8 @@ def test_memory_kill_lowers_jobs_and_finishes(tmp_path: Path,
                                              capsys: pytest.CaptureFixture[str]) -> None:
     for tool in ("git", "cmake", "ninja"):
         require_tool(tool)
-    repos = tmp_path / "repos"
-    make_repo(repos, "big", project(tmp_path))
-    recipes = tmp_path / "recipes"
-    recipes.mkdir()
-    (recipes / "stack.toml").write_text(
-        '[stack]\nversion = "1.0"\ntargets = ["gfx906"]\nprefix = "/opt/unused"\n')
-    (recipes / "big.toml").write_text(
-        f'[source]\ngit = "{FAKE_HOST}big.git"\nref = "v1"\n[cmake]\n'
-        '[resources]\ncompile_mem = "64MiB"\n')
-    flags = ["--recipes", str(recipes), "--workdir", str(tmp_path / "work"),
-             "--prefix", str(tmp_path / "prefix"), "--mirror", f"{FAKE_HOST}={repos.as_uri()}/",
-             "--jobs", "4"]
+    flags = [*one_component_stack(tmp_path, "big", project(tmp_path),
+                                  '[cmake]\n[resources]\ncompile_mem = "64MiB"\n'), "--jobs", "4"]
     assert main(["build", *flags, "--quiet", "--no-verify"]) == 0, capsys.readouterr().out
     out = capsys.readouterr().out
     assert "a job was killed for memory; compiling again with 1 job" in out
