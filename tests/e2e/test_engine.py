@@ -300,3 +300,15 @@ def test_options_cmake_never_read_are_reported(chain: Chain,
     assert "warning gamma: configure: CMake did not use GAMMA_TYPO_OPTION" in out
     stamp = StateDir(chain.workdir).read_stamp("gamma", "configure")
     assert stamp is not None and "GAMMA_TYPO_OPTION" in stamp["warnings"][0]
+
+
+def test_build_info_after_a_partial_run_names_the_whole_stack(
+        chain: Chain, capsys: pytest.CaptureFixture[str]) -> None:
+    assert build(chain, capsys)[0] == 0
+    assert build(chain, capsys, "alpha")[0] == 0  # only alpha asked for; all of it is current
+    info = json.loads((chain.prefix / ".rocbuild/build-info.json").read_text())
+    assert sorted(info["components"]) == ["alpha", "beta", "gamma"] and info["complete"]
+    chain.set_args("alpha", "-DALPHA_FACTOR=3")
+    assert build(chain, capsys, "alpha")[0] == 0  # beta and gamma are now stale
+    info = json.loads((chain.prefix / ".rocbuild/build-info.json").read_text())
+    assert info["complete"] is False
