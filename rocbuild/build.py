@@ -407,11 +407,16 @@ class BuildContext:
         while True:
             outcome.jobs = jobs
             oom_before = resources.cgroup_oom_kills()
+            started_usec = resources.monotonic_usec()
             try:
                 self._run(comp, "compile", build_argv(comp, jobs), log, outcome)
                 return
             except BuildFailed:
-                if not died_of_memory(outcome.tail, resources.cgroup_oom_kills(), oom_before):
+                kernel_says = resources.kernel_oom_kills_since(started_usec)
+                if kernel_says:
+                    self._logger(log)("kernel: " + "\nkernel: ".join(kernel_says))
+                if not kernel_says and not died_of_memory(
+                        outcome.tail, resources.cgroup_oom_kills(), oom_before):
                     raise
             if jobs == 1:
                 per_job = max(int(comp.recipe.resources.get(k, 0)) for k in

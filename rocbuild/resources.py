@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import math
 import os
+import re
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -196,3 +198,49 @@ def swap_advice(per_job: int, host: HostSnapshot, swap_weight: float = 0.5) -> s
     return (f"add a {size_gib} GiB swapfile: sudo fallocate -l {size_gib}G /swapfile && "
             "sudo chmod 600 /swapfile && sudo mkswap /swapfile && sudo swapon /swapfile "
             "(add '/swapfile none swap sw 0 0' to /etc/fstab to keep it)")
+
+
+KMSG = Path("/dev/kmsg")
+# An OOM kill of a compiler, linker or Tensile's Python: a browser killed during a failing
+# compile must not turn a real compile error into "retry with fewer jobs".
+_BUILD_TOOL_KILLED = re.compile(
+    r"(Killed process \d+ \(|task=)(cc1plus|cc1|clang[\w+.-]*|amdclang[\w+.-]*|ld[\w.-]*|lld|"
+    r"collect2|llvm-[\w-]+|python[\d.]*|hipcc|ninja|make)\b")
+
+
+def monotonic_usec() -> int:
+    """Now on the clock the kernel log stamps its records with (microseconds since boot)."""
+    return time.clock_gettime_ns(time.CLOCK_MONOTONIC) // 1000
+
+
+def kernel_oom_kills_since(start_usec: int, kmsg: Path = KMSG) -> list[str]:
+    """Kernel log lines about OOM kills at or after ``start_usec``, where the log is readable
+    (root, or a kernel without dmesg_restrict); [] when it is not. Records look like
+    ``6,1234,5678901234,-;Out of memory: Killed process 4242 (cc1plus) ...``."""
+    try:
+        fd = os.open(kmsg, os.O_RDONLY | os.O_NONBLOCK)
+    except OSError:
+        return []
+    found: list[str] = []
+    try:
+        while True:
+            try:
+                record = os.read(fd, 8192)
+            except BlockingIOError:
+                break  # read everything there is
+            except OSError:  # EPIPE: records overwritten while reading; go on with the rest
+                continue
+            if not record:
+                break
+            # /dev/kmsg gives one record per read; a saved copy gives many: parse lines, and
+            # skip the " KEY=value" continuation lines of a record
+            for line in record.decode("utf-8", "replace").splitlines():
+                header, sep, text = line.partition(";")
+                fields = header.split(",")
+                if line.startswith(" ") or not sep or len(fields) < 3 or not fields[2].isdigit():
+                    continue
+                if int(fields[2]) >= start_usec and _BUILD_TOOL_KILLED.search(text):
+                    found.append(text)
+    finally:
+        os.close(fd)
+    return found

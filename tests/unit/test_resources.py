@@ -67,3 +67,20 @@ def test_link_and_compile_pools_share_one_budget() -> None:
     assert link >= 1 and compile_ >= 1
     assert link * 6 * GIB + compile_ * 1.5 * GIB <= budget  # both pools full at once still fit
     assert link == 2 and compile_ == 13
+
+
+def test_kernel_oom_lines_after_the_step_started(tmp_path: Path) -> None:
+    from rocbuild.resources import kernel_oom_kills_since
+
+    kmsg = tmp_path / "kmsg"
+    kmsg.write_text(
+        "6,100,1000000,-;Out of memory: Killed process 11 (cc1plus) total-vm:1kB\n"
+        "4,101,5000000,-;usb 1-1: new device\n"
+        " SUBSYSTEM=usb\n"
+        "3,102,6000000,-;Out of memory: Killed process 4242 (ld.lld) total-vm:9000000kB\n"
+        "6,103,6000001,-;oom-kill:constraint=CONSTRAINT_NONE,task=ld.lld,pid=4242\n"
+        "3,104,7000000,-;Out of memory: Killed process 77 (chrome) total-vm:1kB\n")
+    found = kernel_oom_kills_since(2_000_000, kmsg)
+    assert found == ["Out of memory: Killed process 4242 (ld.lld) total-vm:9000000kB",
+                     "oom-kill:constraint=CONSTRAINT_NONE,task=ld.lld,pid=4242"]
+    assert kernel_oom_kills_since(0, tmp_path / "unreadable") == []
