@@ -6,7 +6,8 @@ import argparse
 import json
 import sys
 
-from rocbuild import resources
+from rocbuild import resources, status
+from rocbuild.build import BuildContext, Output
 from rocbuild.graph import load_stack
 from rocbuild.plan import build_plan, to_json
 from rocbuild.settings import Settings
@@ -28,7 +29,10 @@ def register(sub: argparse._SubParsersAction, parents: list[argparse.ArgumentPar
 
 def run(args: argparse.Namespace, settings: Settings) -> int:
     stack = load_stack(settings, args.components)
-    plan = build_plan(stack, settings, resources.snapshot())
+    # each component's state from the workdir's stamps (done / failed / stale / pending)
+    ctx = BuildContext(stack=stack, settings=settings, output=Output(sys.stderr))
+    states = {c.name: c.state for c in status.collect(ctx).components}
+    plan = build_plan(stack, settings, resources.snapshot(), lambda c: states[c.name])
     if args.json:
         json.dump(to_json(plan), sys.stdout, indent=2)
         sys.stdout.write("\n")

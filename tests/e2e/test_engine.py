@@ -312,3 +312,16 @@ def test_build_info_after_a_partial_run_names_the_whole_stack(
     assert build(chain, capsys, "alpha")[0] == 0  # beta and gamma are now stale
     info = json.loads((chain.prefix / ".rocbuild/build-info.json").read_text())
     assert info["complete"] is False
+
+
+def test_plan_shows_each_components_state(chain: Chain,
+                                          capsys: pytest.CaptureFixture[str]) -> None:
+    def states() -> dict[str, str]:
+        assert main(["plan", *chain.flags(), "--json"]) == 0
+        doc = json.loads(capsys.readouterr().out)
+        return {c["name"]: c["state"] for c in doc["components"]}
+
+    assert states() == {"alpha": "pending", "beta": "pending", "gamma": "pending"}
+    chain.set_args("beta", "-DBETA_FAIL=ON")
+    assert build(chain, capsys)[0] == 1
+    assert states() == {"alpha": "done", "beta": "failed", "gamma": "pending"}
