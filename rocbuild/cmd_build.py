@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from rocbuild import engine
+from rocbuild import engine, prefixguard
 from rocbuild.build import BuildContext, Output
 from rocbuild.graph import load_stack
 from rocbuild.progress import LiveOutput
@@ -32,6 +32,9 @@ def register(sub: argparse._SubParsersAction, parents: list[argparse.ArgumentPar
                              "(the prefix is then complete but unproven)")
     parser.add_argument("--offline", action="store_true",
                         help="never download: use the source cache and mirrors only")
+    parser.add_argument(prefixguard.ALLOW_FLAG, action="store_true",
+                        help="install into an existing non-empty --prefix that rocbuild did "
+                             "not create (its files may be overwritten)")
     parser.set_defaults(func=run)
 
 
@@ -45,6 +48,7 @@ def make_output(args: argparse.Namespace) -> Output:
 
 def run(args: argparse.Namespace, settings: Settings) -> int:
     stack = load_stack(settings, args.components)
+    prefixguard.check(stack.prefix, allow_existing=args.allow_existing_prefix)
     ctx = BuildContext(stack=stack, settings=settings, output=make_output(args),
                        offline=args.offline)
     ctx.output.say(f"rocbuild: {len(stack.order)} components for "

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from rocbuild import sources
+from rocbuild import prefixguard, sources
 from rocbuild.build import BuildContext
 from rocbuild.errors import BuildFailed, RocbuildError
 from rocbuild.resources import format_gib
@@ -48,12 +48,23 @@ def nearest_existing(path: Path) -> Path:
     return Path("/")
 
 
+def _read_only(path: Path) -> bool:
+    try:
+        return bool(os.statvfs(path).f_flag & os.ST_RDONLY)
+    except OSError:
+        return False
+
+
 def check_prefix_writable(prefix: Path) -> list[Problem]:
     base = nearest_existing(prefix)
     user = os.environ.get("USER") or "$USER"
     if not base.is_dir():
         return [Problem(f"the prefix {prefix} cannot be created: {base} is not a folder",
                         f"choose another --prefix, or move {base} away")]
+    if _read_only(base):
+        return [Problem(f"the prefix {prefix} is on a read-only file system ({base})",
+                        f"remount {base}'s file system read-write, or pick a --prefix on a "
+                        "writable one")]
     if not os.access(base, os.W_OK | os.X_OK):
         return [Problem(f"the prefix {prefix} is not writable by {user} ({base} belongs to "
                         "someone else)",
@@ -157,6 +168,7 @@ def run(ctx: BuildContext) -> None:
             f"preflight found {len(problems)} problem{'s' if len(problems) > 1 else ''}; "
             "nothing was built:\n" + "\n".join(lines),
             tip="fix these, then run the same command again")
+    prefixguard.claim(ctx.stack.prefix)  # rocbuild's from now on (prefixguard.py)
     need = _disk_need(ctx)
     ctx.output.say(f"preflight: ok (prefix writable, tools found, about {format_gib(need)} of "
                    "build space needed)")

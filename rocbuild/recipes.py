@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rocbuild import inputcheck
 from rocbuild.errors import ConfigError
 
 if sys.version_info >= (3, 11):
@@ -110,14 +111,20 @@ def _check_value(file: Path, keypath: tuple[str, ...], tag: str, value: Any) -> 
     if tag == "float":
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise bad()
+        if not 0 <= value < float("inf"):
+            raise bad(" (a finite number, 0 or more)")
         return float(value)
     if tag == "size":
         if not isinstance(value, str):
             raise bad(" (write it like \"2GiB\")")
         try:
-            return parse_size(value)
+            size = parse_size(value)
         except ValueError as exc:
             raise ConfigError(f"{file}: key '{key}': {exc}", tip=f"fix '{key}' in {file}") from None
+        if size <= 0:  # jobs are sized by dividing memory by it
+            raise ConfigError(f"{file}: key '{key}' must be more than 0, got {value!r}",
+                              tip=f"fix '{key}' in {file}, e.g. \"2GiB\"")
+        return size
     if tag == "strlist":
         if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
             raise bad()
@@ -159,14 +166,21 @@ def validate(file: Path, data: Mapping[str, Any], schema: _Schema,
     return out
 
 
-def read_toml(file: Path) -> dict[str, Any]:
+def read_toml(file: Path, tip: str = "check --recipes / ROCBUILD_RECIPES") -> dict[str, Any]:
+    """Parse a TOML file; anything but a readable UTF-8 regular file is a ConfigError naming
+    it (a FIFO is refused before it is opened, so loading never blocks on one)."""
     try:
+        if not file.is_file():
+            raise ConfigError(f"{file}: not a regular file (a folder, FIFO or device named "
+                              "like a TOML file)", tip=f"remove or rename {file}")
         return tomllib.loads(file.read_text(encoding="utf-8"))
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{file}: invalid TOML: {exc}", tip=f"fix the syntax of {file}") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{file}: not UTF-8 text (byte {exc.start}: {exc.reason})",
+                          tip=f"save {file} as UTF-8") from None
     except OSError as exc:
-        raise ConfigError(f"{file}: cannot read: {exc.strerror}",
-                          tip="check --recipes / ROCBUILD_RECIPES") from None
+        raise ConfigError(f"{file}: cannot read: {exc.strerror}", tip=tip) from None
 
 
 # --- model ----------------------------------------------------------------------------------
@@ -308,10 +322,9 @@ def load_recipe(file: Path) -> Recipe:
     install = data.get("install", {})
     for table in ("links", "files"):
         for rel in install.get(table, {}):
-            if rel.startswith("/") or ".." in Path(rel).parts or not rel:
-                raise ConfigError(f"{file}: key 'install.{table}.\"{rel}\"' must be a path "
-                                  "inside the prefix, relative and without '..'",
-                                  tip=f"fix 'install.{table}' in {file}")
+            inputcheck.relative_inside(str(file), f'install.{table}."{rel}"', rel)
+    for env_key in data.get("env", {}):
+        inputcheck.env_name(str(file), f'env."{env_key}"', env_key)
     python = data.get("python", {})
     return Recipe(name=name, file=file, summary=data.get("summary", ""), kind=kind,
                   depends=depends, source=source, cmake_args=cmake.get("args", ()),
