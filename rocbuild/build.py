@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from rocbuild import patches, proc, resources, sources
+from rocbuild import leftovers, patches, proc, resources, sources
 from rocbuild.diagnose import diagnose
 from rocbuild.errors import BuildFailed
 from rocbuild.graph import Component, Stack, sha256_text, venv_dir, wheelhouse_dir
@@ -123,6 +123,7 @@ class BuildContext:
         self._lock = stack
         for command in self.registry().reap_leftovers():
             self.output.say(f"ended a leftover process of an earlier run: {command}")
+        leftovers.clean(self.stack.workdir, self.output.say)  # git locks, .old, stamp temps
 
     def release(self) -> None:
         if self._lock is not None:

@@ -38,9 +38,9 @@ def check_series(component: str, checkout: Path, commit: str, patches: Sequence[
             raise BuildFailed(f"{component}: cannot read commit {commit} to check patches: "
                               f"{read.stderr.strip()}")
         for patch in patches:
-            result = _git(checkout, ["apply", "--cached", "--check", str(patch)], env)
+            result = _git(checkout, ["apply", "--cached", "--check", "--", str(patch)], env)
             if result.returncode == 0:
-                result = _git(checkout, ["apply", "--cached", str(patch)], env)
+                result = _git(checkout, ["apply", "--cached", "--", str(patch)], env)
             if result.returncode != 0:
                 detail = result.stderr.strip().splitlines()
                 raise BuildFailed(
@@ -61,6 +61,6 @@ def apply_series(component: str, checkout: Path, commit: str, patches: Sequence[
             raise BuildFailed(f"{component}: git {args[0]} failed: {result.stderr.strip()}")
     for patch in patches:
         log(f"$ git -C {checkout} apply {patch}")
-        result = _git(checkout, ["apply", str(patch)])
+        result = _git(checkout, ["apply", "--", str(patch)])
         if result.returncode != 0:
             raise BuildFailed(f"{component}: patch {patch} failed: {result.stderr.strip()}")

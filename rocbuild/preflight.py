@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from rocbuild import prefixguard, sources
+from rocbuild import sources
 from rocbuild.build import BuildContext
 from rocbuild.errors import BuildFailed, RocbuildError
 from rocbuild.resources import format_gib
@@ -168,7 +168,6 @@ def run(ctx: BuildContext) -> None:
             f"preflight found {len(problems)} problem{'s' if len(problems) > 1 else ''}; "
             "nothing was built:\n" + "\n".join(lines),
             tip="fix these, then run the same command again")
-    prefixguard.claim(ctx.stack.prefix)  # rocbuild's from now on (prefixguard.py)
     need = _disk_need(ctx)
     ctx.output.say(f"preflight: ok (prefix writable, tools found, about {format_gib(need)} of "
                    "build space needed)")

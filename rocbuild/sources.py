@@ -127,7 +127,7 @@ def fetch_into_cache(req: FetchRequest, log: Logger) -> str:
     last_error = ""
     for attempt in range(1, req.attempts + 1):
         try:
-            _run(cache, ["fetch", "--depth", "1", "--no-tags", req.url, req.ref], log)
+            _run(cache, ["fetch", "--depth", "1", "--no-tags", "--", req.url, req.ref], log)
             break
         except git.GitCommandError as exc:
             last_error = str(exc.stderr or exc).strip()
@@ -202,7 +202,7 @@ def fetch(req: FetchRequest, log: Logger) -> FetchResult:
     cache = cache_dir(req.cache_root, req.url)
     partial.mkdir(parents=True)
     git.Repo.init(str(partial))
-    _run(partial, ["fetch", "--depth", "1", "--no-tags", cache.as_uri(), commit], log)
+    _run(partial, ["fetch", "--depth", "1", "--no-tags", "--", cache.as_uri(), commit], log)
     _run(partial, ["checkout", "-q", "--detach", "FETCH_HEAD"], log)
     if req.submodules:
         _run(partial, [*_insteadof_args(req.mirror), "submodule", "update", "--init",

@@ -85,7 +85,8 @@ def fetch_argv(component: Component) -> list[list[str]]:
     assert component.fetch_url is not None and component.ref is not None
     where = str(component.checkout_dir)
     cmds = [["git", "init", "-q", where],
-            ["git", "-C", where, "fetch", "--depth", "1", component.fetch_url, component.ref],
+            ["git", "-C", where, "fetch", "--depth", "1", "--", component.fetch_url,
+             component.ref],
             ["git", "-C", where, "checkout", "-q", "--detach", "FETCH_HEAD"]]
     if component.submodules:
         cmds.append(["git", "-C", where, "submodule", "update", "--init", "--recursive",
@@ -94,7 +95,7 @@ def fetch_argv(component: Component) -> list[list[str]]:
 
 
 def patch_argv(component: Component) -> list[list[str]]:
-    return [["git", "-C", str(component.checkout_dir), "apply", str(p.path)]
+    return [["git", "-C", str(component.checkout_dir), "apply", "--", str(p.path)]
             for p in component.patches]
 
 

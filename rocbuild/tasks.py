@@ -17,7 +17,7 @@ from typing import Any
 
 from doit.exceptions import TaskFailed
 
-from rocbuild import faults
+from rocbuild import faults, prefixguard
 from rocbuild.build import BuildContext
 from rocbuild.graph import Component
 from rocbuild.steps import steps_of
@@ -28,6 +28,8 @@ PYTHON_TASK = "python-venv"
 def _action(ctx: BuildContext, name: str, step: str) -> TaskFailed | None:
     ctx.ensure_ready()
     try:
+        if step == "install":  # the prefix is rocbuild's from its first install on
+            prefixguard.claim(ctx.stack.prefix)
         outcome = ctx.run_step(name, step)
     except (faults.StateWriteError, OSError) as exc:  # the disk filled under a stamp or log
         if isinstance(exc, OSError) and not faults.is_machine_fault(exc):
