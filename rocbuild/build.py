@@ -374,7 +374,8 @@ class BuildContext:
 
     def job_cap(self, name: str) -> int | None:
         doc = read_json(self.job_cap_path(name))
-        return int(doc["jobs"]) if doc and isinstance(doc.get("jobs"), int) else None
+        jobs = doc.get("jobs") if doc else None  # a cap below 1 is damage, not a limit
+        return jobs if isinstance(jobs, int) and not isinstance(jobs, bool) and jobs >= 1 else None
 
     def _configure(self, comp: Component, log: Path, outcome: StepOutcome) -> None:
         comp.build_dir.mkdir(parents=True, exist_ok=True)
