@@ -39,8 +39,18 @@ def stale_git_locks(workdir: Path) -> list[Path]:
     return found
 
 
+def _half_made_caches(workdir: Path) -> list[Path]:
+    """Cache entries a kill cut short inside ``git init`` (git needs all four to open one)."""
+    return [cache for cache in sorted((workdir / "cache" / "git").glob("*.git"))
+            if cache.is_dir() and not all(
+                (cache / part).exists() for part in ("HEAD", "config", "objects", "refs"))]
+
+
 def clean(workdir: Path, say: Say) -> None:
     """Remove what a killed run left; say what was removed."""
+    for cache in _half_made_caches(workdir):
+        shutil.rmtree(cache, ignore_errors=True)
+        say(f"removed a source cache a killed run left half-made: {cache}")
     for lock in stale_git_locks(workdir):
         with contextlib.suppress(FileNotFoundError):
             lock.unlink()
