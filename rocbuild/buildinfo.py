@@ -2,9 +2,10 @@
 and whether the build finished (``complete``) and passed ``rocbuild verify`` (``verified``).
 
 An install into a complete prefix first rewrites it with complete = false (mark_incomplete),
-and the build writes it again when the last component is installed; ``activate`` refuses a prefix whose file is missing or not complete,
-and ``prefixes`` lists the prefixes that have one. Writes are atomic (temp file + rename in
-the same folder), so a reader never sees half a document, even after a crash.
+and the build writes it again when the last component is installed; ``activate`` refuses a
+prefix whose file is missing or not complete, and ``prefixes`` lists the prefixes that have
+one. Writes are atomic (temp file + rename in the same folder), so a reader never sees half a
+document, even after a crash.
 """
 
 from __future__ import annotations

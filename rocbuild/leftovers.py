@@ -21,8 +21,7 @@ _LOCK_FOLDERS = ("refs", "logs", "info")  # where git keeps per-ref lock files
 
 def _git_dirs(root: Path) -> Iterator[Path]:
     """Bare caches (``cache/git/*.git``), checkouts' ``.git`` and their submodules' git dirs."""
-    for cache in sorted((root / "cache" / "git").glob("*.git")):
-        yield cache
+    yield from sorted((root / "cache" / "git").glob("*.git"))
     for dot_git in sorted((root / "src").glob("*/.git")):
         if dot_git.is_dir():
             yield dot_git

@@ -30,9 +30,9 @@ class _LimitedSandbox(SandboxedEnvironment):
     intercepted_binops = frozenset({"**", "*"})
 
     def call_binop(self, context: Any, operator: str, left: Any, right: Any) -> Any:
-        if operator == "**" and _is_int(left) and _is_int(right) and abs(left) > 1:
-            if right * (abs(left).bit_length() - 1) > MAX_INT_BITS:  # log2(left) * right
-                raise SecurityError(f"{left} ** {right} is larger than rocbuild computes "
+        if (operator == "**" and _is_int(left) and _is_int(right) and abs(left) > 1
+                and right * (abs(left).bit_length() - 1) > MAX_INT_BITS):  # log2(left) * right
+            raise SecurityError(f"{left} ** {right} is larger than rocbuild computes "
                                     f"(limit: {MAX_INT_BITS}-bit numbers)")
         if operator == "*":
             for seq, count in ((left, right), (right, left)):

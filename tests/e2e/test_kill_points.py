@@ -12,6 +12,7 @@ paths, types, sizes, sha256 and link targets. Sequential, then with --parallel 2
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import shutil
@@ -78,10 +79,8 @@ def _kill_everything(proc: subprocess.Popen[str]) -> None:
         family = []
     os.killpg(proc.pid, signal.SIGKILL)  # rocbuild's own group (git runs in it)
     for child in family:  # build tools run in sessions of their own (proc.py)
-        try:
+        with contextlib.suppress(psutil.Error):
             child.kill()
-        except psutil.Error:
-            pass
 
 
 def _points(stdout: str, workdir: Path) -> list[Path]:
