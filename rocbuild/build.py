@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import shutil
 import sys
 import threading
@@ -22,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from rocbuild import leftovers, patches, proc, resources, sources
+from rocbuild import leftovers, ownership, patches, proc, resources, sources
 from rocbuild.diagnose import diagnose
 from rocbuild.errors import BuildFailed
 from rocbuild.graph import Component, Stack, sha256_text, venv_dir, wheelhouse_dir
@@ -470,31 +469,12 @@ class BuildContext:
                           outcome)
 
     def _install(self, comp: Component, log: Path, outcome: StepOutcome) -> None:
+        prefix = self.stack.prefix
+        ownership.begin_install(prefix)  # a complete prefix is not complete while replaced
         self._remove_previous_install(comp, self._logger(log))
         self._run(comp, "install", install_argv(comp), log, outcome)
-        self._install_extras(comp, self._logger(log))
-
-    def _install_extras(self, comp: Component, log: Callable[[str], None]) -> None:
-        """The links and files a recipe declares (what AMD's packages add after install,
-        e.g. <prefix>/llvm -> lib/llvm, bin/amdclang++, clang config files)."""
-        prefix = self.stack.prefix
-        for rel, target in comp.install_links:
-            path = prefix / rel
-            path.parent.mkdir(parents=True, exist_ok=True)
-            if path.is_symlink() or path.is_file():
-                path.unlink()
-            elif path.exists():
-                raise BuildFailed(f"{comp.name}: cannot create the link {path}: a folder is "
-                                  "in the way", tip=f"move {path} away and run the build again")
-            path.symlink_to(target)
-            log(f"link {path} -> {target}")
-        for rel, text in comp.install_files:
-            path = prefix / rel
-            path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_name(f".{path.name}.rocbuild-tmp")
-            tmp.write_text(text)
-            os.replace(tmp, path)
-            log(f"wrote {path}")
+        ownership.install_extras(prefix, comp, self._logger(log))
+        ownership.finish_install(prefix, comp, self.stack.order, self._logger(log))
 
     def _remove_previous_install(self, comp: Component, log: Callable[[str], None]) -> None:
         """Remove what this component installed last time before installing again: CMake

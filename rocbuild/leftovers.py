@@ -11,6 +11,7 @@ state folder is a stamp that was never renamed into place.
 from __future__ import annotations
 
 import contextlib
+import re
 import shutil
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -38,11 +39,24 @@ def stale_git_locks(workdir: Path) -> list[Path]:
     return found
 
 
+_BARE_RE = re.compile(r"^\s*bare\s*=\s*true\s*$", re.IGNORECASE | re.MULTILINE)
+
+
+def _is_whole_bare_repo(cache: Path) -> bool:
+    """``git init --bare`` writes HEAD, then the config one key at a time: a kill in between
+    leaves a folder git cannot open (no config, or one without core.bare)."""
+    if not all((cache / part).exists() for part in ("HEAD", "objects", "refs")):
+        return False
+    try:
+        return bool(_BARE_RE.search((cache / "config").read_text(errors="replace")))
+    except OSError:
+        return False
+
+
 def _half_made_caches(workdir: Path) -> list[Path]:
-    """Cache entries a kill cut short inside ``git init`` (git needs all four to open one)."""
+    """Cache entries a kill cut short inside ``git init``; the next fetch makes them again."""
     return [cache for cache in sorted((workdir / "cache" / "git").glob("*.git"))
-            if cache.is_dir() and not all(
-                (cache / part).exists() for part in ("HEAD", "config", "objects", "refs"))]
+            if cache.is_dir() and not _is_whole_bare_repo(cache)]
 
 
 def clean(workdir: Path, say: Say) -> None:

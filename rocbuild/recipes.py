@@ -75,6 +75,8 @@ RECIPE_SCHEMA: _Schema = {
     },
     # what AMD's packaging adds after `cmake --install`, as data: prefix-relative paths
     "install": {"links": "strmap", "files": "strmap",
+                # components whose installed files this one may replace (ownership.py)
+                "overwrites": "strlist",
                 # installed programs get a RUNPATH relative to $ORIGIN unless this is false
                 # (then runpath_reason must say why: the DESIGN promise is broken on purpose)
                 "runpath": "bool", "runpath_reason": "str"},
@@ -217,6 +219,7 @@ class Recipe:
     job_args: tuple[str, ...] = ()
     install_links: Mapping[str, str] = field(default_factory=dict)
     install_files: Mapping[str, str] = field(default_factory=dict)
+    install_overwrites: tuple[str, ...] = ()
     python_packages: tuple[str, ...] = ()
     python_wheels: tuple[str, ...] = ()
     runpath: bool = True
@@ -342,6 +345,7 @@ def load_recipe(file: Path) -> Recipe:
                   install_prefix=cmake.get("install_prefix", ""),
                   job_args=cmake.get("job_args", ()),
                   install_links=install.get("links", {}), install_files=install.get("files", {}),
+                  install_overwrites=install.get("overwrites", ()),
                   python_packages=python.get("packages", ()),
                   python_wheels=python.get("wheels", ()),
                   runpath=install.get("runpath", True))
@@ -367,6 +371,12 @@ def load_recipes(folder: Path) -> RecipeSet:
             if dep == recipe.name:
                 raise ConfigError(f"{recipe.file}: key 'depends': a component cannot depend on "
                                   "itself", tip=f"remove '{dep}' from 'depends' in {recipe.file}")
+        for other in recipe.install_overwrites:
+            if other not in recipes or other == recipe.name:
+                raise ConfigError(
+                    f"{recipe.file}: key 'install.overwrites': '{other}' is not another "
+                    f"component (known: {', '.join(names)})." + suggest(other, names),
+                    tip=f"fix 'install.overwrites' in {recipe.file}")
         owner = recipe.source.from_component
         if owner is not None:
             if owner not in recipes:
