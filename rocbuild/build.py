@@ -415,6 +415,10 @@ class BuildContext:
         with log.open("rb") as f:  # only this run's part of the (appended) log
             f.seek(start)
             unused = unused_cmake_variables(f.read().decode("utf-8", "replace"))
+        # only the recipe's own options: a project without targets (rocm-cmake) never reads
+        # the RUNPATH rocbuild passes to every project, which is no mistake of the recipe's
+        unused = [name for name in unused
+                  if any(a.startswith((f"-D{name}=", f"-D{name}:")) for a in comp.cmake_args)]
         if unused:
             outcome.warnings.append(
                 f"CMake did not use {', '.join(unused)}: the recipe passes options this "
