@@ -213,7 +213,8 @@ def _cmake(path: str, reqs: Requirements, probe: Probe) -> list[Finding]:
                 f"cmake {shown} ({path}) cannot configure {', '.join(reqs.cmake4_blockers)}: "
                 "its 6.4 cmake/OCL.cmake sets policy CMP0053, which CMake 4 removed",
                 f"{CMAKE_ADVICE}; or carry the backport of ROCm/llvm-project a18cc4c in "
-                "patches/llvm-project/")]
+                "the patches of the checkout it uses (rocbuild ships it in "
+                "patches/llvm-project/)")]
         return [Finding("toolchain", WARN, f"cmake {shown}: ROCm 6.4 is built and tested with "
                         "CMake 3.x; CMake 4 rejects projects that ask for policies older "
                         "than 3.5", f"if a configure stops on a policy, {CMAKE_ADVICE}")]
