@@ -77,7 +77,10 @@ RECIPE_SCHEMA: _Schema = {
         "job_args": "strlist",  # rendered with `jobs` when the step starts; never fingerprinted
     },
     # what AMD's packaging adds after `cmake --install`, as data: prefix-relative paths
-    "install": {"links": "strmap", "files": "strmap"},
+    "install": {"links": "strmap", "files": "strmap",
+                # installed programs get a RUNPATH relative to $ORIGIN unless this is false
+                # (then runpath_reason must say why: the DESIGN promise is broken on purpose)
+                "runpath": "bool", "runpath_reason": "str"},
     # Python needs, met before any build step so no build pip-installs from the network
     "python": {"packages": "strlist", "wheels": "strlist"},
     "env": "strmap",
@@ -208,6 +211,7 @@ class Recipe:
     install_files: Mapping[str, str] = field(default_factory=dict)
     python_packages: tuple[str, ...] = ()
     python_wheels: tuple[str, ...] = ()
+    runpath: bool = True
 
     @property
     def builds(self) -> bool:
@@ -330,6 +334,10 @@ def load_recipe(file: Path) -> Recipe:
             raise ConfigError(f"{file}: key '{key}' must be header:<file>, pkg-config:<name> or "
                               f"tool:<program>, got {spec!r}." + suggest(kind_, SYSTEM_CHECK_KINDS),
                               tip=f"fix '{key}' in {file}")
+    if install.get("runpath") is False and not install.get("runpath_reason", "").strip():
+        raise ConfigError(f"{file}: key 'install.runpath' is false but 'install.runpath_reason' "
+                          "does not say why (installed programs then need env.sh to start)",
+                          tip=f"add install.runpath_reason to {file}, or remove install.runpath")
     python = data.get("python", {})
     return Recipe(name=name, file=file, summary=data.get("summary", ""), kind=kind,
                   depends=depends, source=source, cmake_args=cmake.get("args", ()),
@@ -341,7 +349,8 @@ def load_recipe(file: Path) -> Recipe:
                   job_args=cmake.get("job_args", ()),
                   install_links=install.get("links", {}), install_files=install.get("files", {}),
                   python_packages=python.get("packages", ()),
-                  python_wheels=python.get("wheels", ()))
+                  python_wheels=python.get("wheels", ()),
+                  runpath=install.get("runpath", True))
 
 
 def load_recipes(folder: Path) -> RecipeSet:
