@@ -22,6 +22,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -54,9 +55,12 @@ NINJA_FLOOR = (1, 5)
 # GCC 15 no longer pulls <cstdint> in through other headers; parts of ROCm 6.x sources rely on
 # that and stop compiling (rocbuild's own note; the way out is an older g++ for the build).
 GCC_BREAKS = (15, 0)
-# The python3 rocBLAS makes Tensile's venv from (cmake/virtualenv.cmake runs the Python3 CMake
-# finds, i.e. python3 on PATH). Gentoo's Tensile-6.4.3 ebuild is tested with 3.12 and 3.13
-# (PYTHON_COMPAT); Ubuntu 22.04's 3.10 is rocbuild's own floor.
+# The Python rocBLAS makes Tensile's venv from: find_package(Python3) (rocBLAS CMakeLists.txt:
+# 46-47) and `${python} -m venv` (cmake/virtualenv.cmake:4-20, rocBLAS@b520bc8), i.e. the first
+# python3 on the build's PATH, which is rocbuild's build venv (made from rocbuild's own
+# interpreter, build.py) when the recipes need Python packages. Tensile asks for >= 3.5
+# (setup.py:55, Tensile@be49885); Gentoo's Tensile-6.4.3 ebuild is tested with 3.12 and 3.13
+# (PYTHON_COMPAT, gentoo/gentoo@7b6f2e6); Ubuntu 22.04's 3.10 is the oldest rocbuild runs on.
 TENSILE_PYTHON = ((3, 10), (3, 14))
 
 
@@ -76,6 +80,7 @@ class Requirements:
     checks: Mapping[str, str] = field(default_factory=dict)  # pkg -> "header:zlib.h" etc.
     cmake4_blockers: tuple[str, ...] = ()  # components that stop under CMake 4
     tensile_python: bool = False  # a selected component builds Tensile's venv
+    venv_python: str | None = None  # the interpreter of rocbuild's build venv, when one is made
 
 
 RunTool = Callable[[Sequence[str]], "tuple[int, str] | None"]
@@ -116,7 +121,8 @@ def requirements(stack: Stack) -> Requirements:
             blockers.append(comp.name)
     return Requirements(packages={p: tuple(c) for p, c in packages.items()}, checks=checks,
                         cmake4_blockers=tuple(blockers),
-                        tensile_python=any("tensile" in c.depends for c in stack.selected()))
+                        tensile_python=any("tensile" in c.depends for c in stack.selected()),
+                        venv_python=sys.executable if stack.python_needs() != ((), ()) else None)
 
 
 # --- system packages ---------------------------------------------------------------------
@@ -249,18 +255,20 @@ def _gcc(probe: Probe) -> list[Finding]:
     return []
 
 
-def _tensile_python(probe: Probe) -> list[Finding]:
-    path = probe.which("python3")
+def _tensile_python(reqs: Requirements, probe: Probe) -> list[Finding]:
+    path = reqs.venv_python or probe.which("python3")
     if path is None:
         return []
     version = tool_version(path, probe, r"Python (\d+)\.(\d+)")
     low, high = TENSILE_PYTHON
     if version is None or low <= version < high:
         return []
-    return [Finding("toolchain", WARN, f"python3 {_shown(version)} ({path}) makes Tensile's "
+    way_out = ("run rocbuild itself with a Python in that range (pipx install --python "
+               "python3.12 .)" if reqs.venv_python else
+               "put a python3 in that range first on PATH for the build")
+    return [Finding("toolchain", WARN, f"Python {_shown(version)} ({path}) makes Tensile's "
                     f"venv; Tensile 6.4 is known to work with {_shown(low)} to "
-                    f"{high[0]}.{high[1] - 1}",
-                    "put a python3 in that range first on PATH for the build")]
+                    f"{high[0]}.{high[1] - 1}", way_out)]
 
 
 def tool_findings(reqs: Requirements, probe: Probe) -> list[Finding]:
@@ -278,7 +286,7 @@ def tool_findings(reqs: Requirements, probe: Probe) -> list[Finding]:
         findings += _ninja(str(found["ninja"]), probe)
     findings += _gcc(probe)
     if reqs.tensile_python:
-        findings += _tensile_python(probe)
+        findings += _tensile_python(reqs, probe)
     return findings
 
 
