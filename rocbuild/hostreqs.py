@@ -50,10 +50,14 @@ CMAKE_ADVICE = ("python3 -m pip install --user 'cmake>=3.25,<4' (or Kitware's ap
 # Components whose 6.4 sources stop under CMake 4 unless a patch of their checkout carries
 # the fix; the value is a word only the fixing patch contains.
 CMAKE4_FIXES = {"device-libs": "CMP0053"}
-# Ninja's job pools (LLVM_PARALLEL_LINK_JOBS, CMake's JOB_POOLS) need Ninja 1.5 or newer.
+# CMake puts `install` in Ninja's "console" pool (CMake docs, prop_gbl/JOB_POOLS), a pool Ninja
+# has since 1.5 (cmake-developers list, 2014-10, "Ninja: Use 'console' pool"); LLVM's
+# LLVM_PARALLEL_LINK_JOBS is a job pool too. CMake itself stops below Ninja 1.3.
 NINJA_FLOOR = (1, 5)
-# GCC 15 no longer pulls <cstdint> in through other headers; parts of ROCm 6.x sources rely on
-# that and stop compiling (rocbuild's own note; the way out is an older g++ for the build).
+# GCC 15 no longer includes <cstdint> through other headers: ROCR-Runtime stops with
+# "'uint64_t' does not name a type" (ROCm/ROCR-Runtime#227, fixed upstream 2025-05 in 5cc61b7;
+# the FireBurn/Overlay rocr-runtime-6.4.3 ebuild still applies a gcc15-stdint patch), and
+# TheRock lists more components (ROCm/TheRock#3517). A warning: the way out is g++-14.
 GCC_BREAKS = (15, 0)
 # The Python rocBLAS makes Tensile's venv from: find_package(Python3) (rocBLAS CMakeLists.txt:
 # 46-47) and `${python} -m venv` (cmake/virtualenv.cmake:4-20, rocBLAS@b520bc8), i.e. the first
@@ -221,6 +225,8 @@ def _cmake(path: str, reqs: Requirements, probe: Probe) -> list[Finding]:
                 f"{CMAKE_ADVICE}; or carry the backport of ROCm/llvm-project a18cc4c in "
                 "the patches of the checkout it uses (rocbuild ships it in "
                 "patches/llvm-project/)")]
+        # e.g. clr's hiprtc-config.cmake.in asks for 3.3 (the FireBurn/Overlay hip-6.4.3 ebuild
+        # raises it to 3.5 with sed)
         return [Finding("toolchain", WARN, f"cmake {shown}: ROCm 6.4 is built and tested with "
                         "CMake 3.x; CMake 4 rejects projects that ask for policies older "
                         "than 3.5", f"if a configure stops on a policy, {CMAKE_ADVICE}")]
