@@ -9,6 +9,7 @@ components whose install is not current count.
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -124,5 +125,6 @@ def summary_lines(cost: Cost) -> list[str]:
              f"  CPU:   {cost.cpu_hours:.1f} CPU-hours",
              f"  wall:  about {hours_text(cost.wall_hours)} on this host"]
     for risk in cost.risks:
-        lines.append(f"  risky: {risk.component} {risk.step}: {risk.why}")
+        lines += textwrap.wrap(f"{risk.component} {risk.step}: {risk.why}", width=79,
+                               initial_indent="  risky: ", subsequent_indent=" " * 9)
     return lines
