@@ -326,7 +326,12 @@ def host_findings(reqs: Requirements, probe: Probe, prefix: Path | None,
     """Everything above, in the order a user fixes it: prefix, tools, packages."""
     findings = prefix_findings(prefix, user) if prefix is not None else []
     findings += tool_findings(reqs, probe)
-    findings += package_findings(reqs, probe)[0]
+    missing, unchecked = package_findings(reqs, probe)
+    findings += missing
+    if unchecked:  # doctor shows the same list as its skipped "packages" check
+        findings.append(Finding("packages", WARN, "not checked (no dpkg-query, and no "
+                                f"system_checks probe in the recipes): {' '.join(unchecked)}",
+                                "make sure your package manager has installed them"))
     return findings
 
 

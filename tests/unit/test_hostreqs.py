@@ -123,3 +123,10 @@ def test_doctor_and_plan_agree_on_the_disk_needed(write_recipes, tmp_path: Path)
         (estimate.disk.workdir, estimate.disk.prefix) == (13 * GIB, int(2.5 * GIB))
     assert estimate.cpu_hours == 4.0 and estimate.wall_hours == pytest.approx(4.0 / 4)
     assert [r.component for r in estimate.risks] == ["big"]
+
+
+def test_a_package_nothing_can_check_is_named_as_a_warning(tmp_path: Path) -> None:
+    probe = probe_answering(tmp_path, {"cmake --version": "cmake version 3.28.0"})
+    reqs = Requirements(packages={"libunknown-dev": ("a",)})
+    found = [f for f in hostreqs.host_findings(reqs, probe, None, "me") if f.check == "packages"]
+    assert [(f.level, f.what.endswith(": libunknown-dev")) for f in found] == [(WARN, True)]
