@@ -130,3 +130,19 @@ def test_a_package_nothing_can_check_is_named_as_a_warning(tmp_path: Path) -> No
     reqs = Requirements(packages={"libunknown-dev": ("a",)})
     found = [f for f in hostreqs.host_findings(reqs, probe, None, "me") if f.check == "packages"]
     assert [(f.level, f.what.endswith(": libunknown-dev")) for f in found] == [(WARN, True)]
+
+
+def test_a_checkout_already_there_costs_no_source_disk(write_recipes, tmp_path: Path) -> None:
+    folder = write_recipes(big="""
+        [source]
+        git = "https://example.invalid/big.git"
+        ref = "v1"
+        [cmake]
+        [resources]
+        disk = "1GiB"
+        source_disk = "3GiB"
+        """)
+    stack = load_stack(resolve({"recipes": str(folder), "workdir": str(tmp_path / "w")}, env={}))
+    assert cost.disk_needed(stack, ["big"]).sources == 3 * GIB
+    stack.components["big"].checkout_dir.mkdir(parents=True)
+    assert cost.disk_needed(stack, ["big"]) == cost.DiskNeed(sources=0, build=GIB, prefix=GIB // 4)
