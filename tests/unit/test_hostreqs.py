@@ -101,18 +101,19 @@ def test_system_checks_errors_name_file_and_key(tmp_path: Path, text: str, messa
     assert f"{recipe}: key 'system_checks.libx-dev'" in str(err.value)
 
 
+BIG = """
+    [source]
+    git = "https://example.invalid/big.git"
+    ref = "v1"
+    [cmake]
+    [resources]
+    source_disk = "3GiB"
+    """
+
+
 def test_doctor_and_plan_agree_on_the_disk_needed(write_recipes, tmp_path: Path) -> None:
-    folder = write_recipes(big="""
-        [source]
-        git = "https://example.invalid/big.git"
-        ref = "v1"
-        [cmake]
-        [resources]
-        disk = "10GiB"
-        source_disk = "3GiB"
-        cpu_hours = 4.0
-        link_mem = "6GiB"
-        """)
+    folder = write_recipes(big=BIG + '    disk = "10GiB"\n    cpu_hours = 4.0\n'
+                                     '    link_mem = "6GiB"\n')
     settings = resolve({"recipes": str(folder), "workdir": str(tmp_path / "w")}, env={})
     stack = load_stack(settings)
     host = HostSnapshot(cpus=4, cpu_reason="4 CPUs", mem_available=32 * GIB, swap_free=0,
@@ -133,15 +134,7 @@ def test_a_package_nothing_can_check_is_named_as_a_warning(tmp_path: Path) -> No
 
 
 def test_a_checkout_already_there_costs_no_source_disk(write_recipes, tmp_path: Path) -> None:
-    folder = write_recipes(big="""
-        [source]
-        git = "https://example.invalid/big.git"
-        ref = "v1"
-        [cmake]
-        [resources]
-        disk = "1GiB"
-        source_disk = "3GiB"
-        """)
+    folder = write_recipes(big=BIG + '    disk = "1GiB"\n')
     stack = load_stack(resolve({"recipes": str(folder), "workdir": str(tmp_path / "w")}, env={}))
     assert cost.disk_needed(stack, ["big"]).sources == 3 * GIB
     stack.components["big"].checkout_dir.mkdir(parents=True)
