@@ -9,6 +9,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from rocbuild.cost import summary_lines
 from rocbuild.plan import Plan, to_json
 from rocbuild.steps import shell_line
 
@@ -44,6 +45,9 @@ def print_plan(plan: Plan, out: Console) -> None:
         table.add_row(str(i), escape(c.name), escape(ref), escape(", ".join(c.depends) or "-"),
                       escape(p.state), jobs)
     out.print(table)
+    if plan.cost is not None:
+        for line in summary_lines(plan.cost):
+            out.print(escape(line))
 
 
 def print_commands(plan: Plan, out: TextIO) -> None:
