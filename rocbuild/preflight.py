@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from rocbuild import sources
+from rocbuild import launchers, sources
 from rocbuild.build import BuildContext
 from rocbuild.errors import BuildFailed, RocbuildError
 from rocbuild.resources import format_gib
@@ -148,7 +148,9 @@ def check_patches(ctx: BuildContext) -> list[Problem]:
 def run(ctx: BuildContext) -> None:
     """Raise PreflightError listing every problem found; print one line when all is well."""
     problems = [*check_prefix_writable(ctx.stack.prefix), *check_disk(ctx),
-                *check_tools(ctx), *check_patches(ctx)]
+                *check_tools(ctx), *check_patches(ctx),
+                *(Problem(what, fix) for what, fix in
+                  launchers.preflight_problems(ctx.stack.launch, ctx.output.say))]
     if ctx.offline:
         problems += check_offline_sources(ctx)
     if problems:

@@ -71,6 +71,9 @@ RECIPE_SCHEMA: _Schema = {
         "build_type": "str",
         "install_prefix": "str",  # when not the stack prefix (LLVM goes to <prefix>/lib/llvm)
         "job_args": "strlist",  # rendered with `jobs` when the step starts; never fingerprinted
+        # its compiles are host C/C++ by a system compiler the other machines have too, so
+        # --distcc may send them away (launchers.py); never fingerprinted
+        "distribute": "bool",
     },
     # what AMD's packaging adds after `cmake --install`, as data: prefix-relative paths
     "install": {"links": "strmap", "files": "strmap"},
@@ -202,6 +205,7 @@ class Recipe:
     install_files: Mapping[str, str] = field(default_factory=dict)
     python_packages: tuple[str, ...] = ()
     python_wheels: tuple[str, ...] = ()
+    distribute: bool = False
 
     @property
     def builds(self) -> bool:
@@ -322,7 +326,8 @@ def load_recipe(file: Path) -> Recipe:
                   job_args=cmake.get("job_args", ()),
                   install_links=install.get("links", {}), install_files=install.get("files", {}),
                   python_packages=python.get("packages", ()),
-                  python_wheels=python.get("wheels", ()))
+                  python_wheels=python.get("wheels", ()),
+                  distribute=cmake.get("distribute", False))
 
 
 def load_recipes(folder: Path) -> RecipeSet:

@@ -12,6 +12,7 @@ import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from rocbuild import launchers
 from rocbuild.graph import Component, Stack, venv_dir
 
 STEPS = ("fetch", "patch", "configure", "compile", "install")
@@ -43,6 +44,7 @@ def step_env(stack: Stack, component: Component,
     env["PATH"] = os.pathsep.join(p for p in (*path_head(stack), env.get("PATH", "")) if p)
     env["ROCM_PATH"] = prefix
     env["HIP_PLATFORM"] = "amd"
+    env.update(launchers.step_env(stack.launch, stack, component, env))
     env.update(component.env)
     return env
 
@@ -51,6 +53,7 @@ def env_overrides(stack: Stack, component: Component) -> dict[str, str]:
     """Only the variables rocbuild sets, for printing; PATH keeps a ``$PATH`` reference."""
     overrides = {"PATH": ":".join(path_head(stack)) + ":$PATH", "ROCM_PATH": str(stack.prefix),
                  "HIP_PLATFORM": "amd"}
+    overrides.update(launchers.step_env(stack.launch, stack, component, os.environ))
     overrides.update(component.env)
     return overrides
 
@@ -69,7 +72,7 @@ def configure_argv(stack: Stack, component: Component, jobs: Mapping[str, int]) 
             str(component.build_dir), f"-DCMAKE_BUILD_TYPE={component.build_type}",
             f"-DCMAKE_INSTALL_PREFIX={component.install_prefix}",
             f"-DCMAKE_PREFIX_PATH={prefix_path}", *recipe_args,
-            *component.render_job_args(jobs)]
+            *launchers.cmake_args(stack.launch, component), *component.render_job_args(jobs)]
 
 
 def build_argv(component: Component, jobs: int) -> list[str]:
