@@ -345,6 +345,10 @@ def observe(launch: Launch | None, comp: Component, warnings: list[str]) -> Iter
     logs = (stats_log(launch.workdir, comp.name), distcc_log(launch.workdir, comp.name))
     for log in logs:
         log.parent.mkdir(parents=True, exist_ok=True)
+    if distributes(launch, comp):
+        # distcc does not create its DISTCC_DIR, and without its lock folder it never sends
+        # a job away (every compile "fails to distribute")
+        (launch.workdir / "distcc").mkdir(parents=True, exist_ok=True)
     starts = [_size(log) for log in logs]
     try:
         yield
