@@ -86,12 +86,19 @@ def test_a_build_from_a_deleted_build_tree_is_served_from_the_cache(
     launcher = (tmp_path / "work" / "build" / "counted" / "CMakeCache.txt").read_text()
     assert "CMAKE_C_COMPILER_LAUNCHER:" in launcher and "ccache" in launcher
 
+    wrapper = tmp_path / "wrap" / "gcc"
+    os.utime(wrapper, (time.time() + 100, time.time() + 100))  # rebuilt, same content
     delete_build_tree(tmp_path / "work", "counted")
     second = run_cli("build", *flags, "--no-verify", expect=0)
     assert real_compiles(log) == len(SOURCES), "the rebuild ran the compiler again"
     assert "counted: ccache 100% hits (3/3)" in second.stdout, second.explain()
     status = run_cli("status", *flags, expect=0)
     assert "last compile of counted: ccache 100% hits (3/3)" in status.stdout, status.explain()
+
+    wrapper.write_text(wrapper.read_text() + "# a compiler that changed\n")
+    delete_build_tree(tmp_path / "work", "counted")
+    run_cli("build", *flags, "--no-verify", expect=0)
+    assert real_compiles(log) == 2 * len(SOURCES), "a changed compiler must not hit"
 
 
 def test_ccache_off_puts_no_launcher_in_front(counted: tuple[list[str], Path],
