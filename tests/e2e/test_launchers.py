@@ -101,6 +101,15 @@ def test_a_build_from_a_deleted_build_tree_is_served_from_the_cache(
     assert real_compiles(log) == 2 * len(SOURCES), "a changed compiler must not hit"
 
 
+def test_the_launchers_are_not_part_of_any_fingerprint(counted: tuple[list[str], Path]
+                                                       ) -> None:
+    flags, _ = counted
+    run_cli("build", *flags, "--no-verify", expect=0)
+    for toggle in (["--ccache", "off"], ["--distcc", "127.0.0.1:1/2"]):
+        again = run_cli("build", *flags, *toggle, "--no-verify", expect=0)
+        assert "steps are current; nothing to do" in again.stdout, again.explain()
+
+
 def test_ccache_off_puts_no_launcher_in_front(counted: tuple[list[str], Path],
                                               tmp_path: Path) -> None:
     flags, log = counted
@@ -222,3 +231,17 @@ def test_hosts_that_are_down_fall_back_to_local(tmp_path: Path) -> None:
     result = run_cli("build", *flags, "--distcc", down, "--no-verify", expect=0)
     assert "distcc 0 remote, 3 fell back to local" in result.stdout, result.explain()
     assert f"3 compile(s) fell back to local (a host in '{down}' was down" in result.stdout
+
+
+def test_a_host_that_refuses_the_compiler_falls_back_to_local(distccd: list[Daemon],
+                                                              tmp_path: Path) -> None:
+    log = tmp_path / "compiles.log"
+    wrapper = counting_compiler(tmp_path / "wrap", log)  # not in distccd's compiler list
+    flags = one_component_stack(tmp_path, "counted", project(),
+                                f'[cmake]\ndistribute = true\nargs = ["-DCMAKE_C_COMPILER='
+                                f'{wrapper}"]\n')
+    result = run_cli("build", *flags, "--distcc", distccd[0].host, "--ccache", "off",
+                     "--no-verify", expect=0)
+    assert "distcc 0 remote, 3 fell back to local" in result.stdout, result.explain()
+    assert real_compiles(log) == len(SOURCES)
+    assert "cannot be an absolute path" in distccd[0].log.read_text()
