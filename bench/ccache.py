@@ -107,10 +107,7 @@ def main() -> int:
         print(f"after a recipe change:          {changed:7.1f}s  "
               f"{hit_text(cache_record(workdir))}  ratio {changed / cold:.2f}")
 
-        # the tree and the stamps of the steps that made it, as after `rocbuild clean`
         shutil.rmtree(workdir / "build" / "ggml")
-        for step in BUILD_STEPS:
-            (workdir / "state" / "stamps" / "ggml" / f"{step}.json").unlink()
         rocbuild(flags, args.jobs)
         fresh = step_seconds(workdir)
         print(f"from a deleted build tree:      {fresh:7.1f}s  "

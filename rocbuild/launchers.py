@@ -176,6 +176,12 @@ def cmake_args(launch: Launch | None, comp: Component) -> list[str]:
     return args
 
 
+def without_launchers(argv: list[str]) -> list[str]:
+    """A configure command without the launcher arguments, for fingerprints (speed only)."""
+    return [a for a in argv
+            if not any(a.startswith(f"-DCMAKE_{lang}_COMPILER_LAUNCHER=") for lang in LANGUAGES)]
+
+
 # --- every step: the environment ------------------------------------------------------------
 def stats_log(workdir: Path, component: str) -> Path:
     return workdir / "logs" / component / "ccache-stats.log"
