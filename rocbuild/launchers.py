@@ -70,7 +70,7 @@ def remote_slots(hosts: str) -> int:
             continue
         host = token.split(",", 1)[0]
         name = host.lstrip("@").split("@")[-1].split("/")[0].split(":")[0]
-        if name in ("localhost", "127.0.0.1") and ":" not in host:
+        if name == "localhost":
             continue  # distcc runs "localhost" without the network: that is local work
         limit = re.search(r"/(\d+)", host)
         slots += int(limit.group(1)) if limit else DISTCC_DEFAULT_SLOTS
@@ -443,6 +443,10 @@ def effective_settings(launch: Launch | None, selected: list[Component]) -> dict
     if launch is None:
         return {}
     out = {"ccache": launch.ccache_state}
+    if launch.ccache is not None:
+        where = ("yours: CCACHE_DIR" if launch.user_cache_dir
+                 else f"max {launch.max_size // GIB} GiB")
+        out["ccache"] += f", cache {launch.cache_dir} ({where})"
     if launch.hosts:
         names = [c.name for c in selected if c.builds and c.recipe.distribute]
         if launch.distcc is None:

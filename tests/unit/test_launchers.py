@@ -39,6 +39,8 @@ def known_version(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_ccache_goes_in_front_of_c_cxx_and_hip(write_recipes, tmp_path: Path) -> None:
     stack, launch = stack_for(write_recipes, tmp_path)
     assert launch.ccache_state == "on (ccache 4.7.5)"
+    assert launchers.effective_settings(launch, stack.selected())["ccache"] == \
+        f"on (ccache 4.7.5), cache {tmp_path}/w/cache/ccache (max 24 GiB)"
     args = launchers.cmake_args(launch, stack.components["device"])
     assert args == [f"-DCMAKE_{lang}_COMPILER_LAUNCHER=/usr/bin/ccache"
                     for lang in ("C", "CXX", "HIP")]
@@ -118,6 +120,7 @@ def test_distcc_sits_behind_ccache_for_distributable_recipes_only(
 @pytest.mark.parametrize("hosts, slots", [
     ("box1/8 box2:4000/2", 10), ("box1 box2", 8), ("localhost/2 box1/3", 3),
     ("--randomize @ssh-box/6,lzo box2/1,cpp,lzo", 7), ("127.0.0.1:3632/2", 2),
+    ("localhost 127.0.0.1", 4),
 ])
 def test_remote_slots(hosts: str, slots: int) -> None:
     assert launchers.remote_slots(hosts) == slots
