@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rocbuild import cost, hostreqs, resources
+from rocbuild import cost, hostreqs, launchers, resources
 from rocbuild.build import BuildContext, Output
 from rocbuild.buildinfo import info_path
 from rocbuild.errors import ConfigError
@@ -597,6 +597,17 @@ def check_toolchain(ctx: Context) -> Check:
                      f"{shown}{', '.join(t for t in hostreqs.BASE_TOOLS if t != 'cmake')} found")
 
 
+def check_ccache(ctx: Context) -> Check:
+    """The compiler cache rocbuild uses by default (launchers.py decides what is enough)."""
+    if ctx.host.tools_path is None:
+        return Check("ccache", SKIP, "ccache is not checked for a captured tree")
+    path = shutil.which("ccache", path=ctx.host.tools_path)
+    result = ctx.host.run_tool([path, "--version"]) if path else None
+    version = launchers.parse_ccache_version(result[1]) if result else None
+    level, summary, fix = launchers.ccache_check(path, version)
+    return Check("ccache", level, summary, fix)
+
+
 def check_packages(ctx: Context) -> Check:
     host, reqs = ctx.host, _requirements(ctx.needs)
     if host.tools_path is None:
@@ -741,8 +752,8 @@ def check_target(ctx: Context) -> Check:
 CHECKS: tuple[Callable[[Context], Check], ...] = (
     check_os, check_amdgpu, check_devices, check_groups, check_gpus, check_pcie,
     check_firmware, check_aspm, check_bar, check_nouveau, check_memory, check_disk,
-    check_prefix, check_toolchain, check_packages, check_recipes, check_shadow, check_hsa_override,
-    check_target,
+    check_prefix, check_toolchain, check_ccache, check_packages, check_recipes, check_shadow,
+    check_hsa_override, check_target,
 )
 
 

@@ -20,7 +20,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from rocbuild import buildinfo, finish, optcheck, preflight, proc
+from rocbuild import buildinfo, finish, launchers, optcheck, preflight, proc
 from rocbuild.build import BuildContext, StepOutcome
 from rocbuild.diagnose import diagnose
 from rocbuild.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_STEP_FAILED
@@ -156,6 +156,9 @@ def print_summary(ctx: BuildContext, out: Console | None, seconds: float, *,
         out.print(table)
     elif not interrupted:
         out.print(f"rocbuild: all {len(current)} steps are current; nothing to do")
+    compiled = [o.component for o in ran if o.step == "compile"]
+    for line in launchers.summary_lines(ctx.stack.workdir, compiled):
+        out.print(f"compiled {escape(line)}", soft_wrap=True)
     for o in ctx.outcomes:
         for warning in o.warnings:
             out.print(f"[yellow]warning[/] {escape(o.component)}: {o.step}: {escape(warning)}",

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rocbuild import launchers
 from rocbuild.errors import ConfigError
 from rocbuild.recipes import Recipe, RecipeSet, load_recipes, suggest
 from rocbuild.render import render
@@ -83,6 +84,7 @@ class Stack:
     workdir: Path
     components: Mapping[str, Component] = field(default_factory=dict)
     order: tuple[str, ...] = ()  # the selected closure, dependencies first
+    launch: launchers.Launch | None = None  # ccache/distcc: speed only, never fingerprinted
 
     def selected(self) -> list[Component]:
         return [self.components[n] for n in self.order]
@@ -244,8 +246,11 @@ def load_stack(settings: Settings, requested: Iterable[str] = ()) -> Stack:
     components: dict[str, Component] = {}
     for name in order:
         components[name] = _render_component(stack, recipes.recipes[name], components, settings)
+    build_disk = sum(int(r.resources.get("disk", 0)) for r in recipes.recipes.values()
+                     if r.builds)
     return Stack(recipes=recipes, version=spec.version, series=spec.series, targets=targets,
-                 prefix=prefix, workdir=workdir, components=components, order=order)
+                 prefix=prefix, workdir=workdir, components=components, order=order,
+                 launch=launchers.resolve(settings, workdir, build_disk))
 
 
 def _render_component(stack: Stack, recipe: Recipe, done: Mapping[str, Component],

@@ -14,6 +14,7 @@ from typing import Any
 
 from rocbuild.cost import Cost, estimate
 from rocbuild.graph import Component, Stack
+from rocbuild.launchers import Launch, effective_settings, split_jobs
 from rocbuild.resources import JOB_MEMORY_KEYS, HostSnapshot, JobCount, job_counts
 from rocbuild.settings import OPTIONS, Settings
 from rocbuild.steps import StepCommands, commands_for, steps_of
@@ -40,12 +41,14 @@ class Plan:
     cost: Cost | None = None  # cost.py: disk, CPU-hours, wall time, risky steps
 
 
-def component_jobs(component: Component, host: HostSnapshot, settings: Settings
-                   ) -> dict[str, JobCount]:
+def component_jobs(component: Component, host: HostSnapshot, settings: Settings,
+                   launch: Launch | None = None) -> dict[str, JobCount]:
     """Job counts to show: compile always, and each other kind the recipe sizes or uses."""
     if not component.builds:
         return {}
     counts = job_counts(component.recipe.resources, host, swap_weight=settings.swap_weight,
+                        cap=settings.jobs)
+    counts = split_jobs(launch, component, counts, host, swap_weight=settings.swap_weight,
                         cap=settings.jobs)
     return {kind: count for kind, count in counts.items()
             if kind == "compile" or JOB_MEMORY_KEYS[kind] in component.recipe.resources
@@ -58,7 +61,7 @@ def build_plan(stack: Stack, settings: Settings, host: HostSnapshot,
     """``pending``: the components a build would still run (default: every built one)."""
     planned = []
     for component in stack.selected():
-        jobs = component_jobs(component, host, settings)
+        jobs = component_jobs(component, host, settings, stack.launch)
         counts = {kind: 1 for kind in JOB_MEMORY_KEYS} | {k: j.jobs for k, j in jobs.items()}
         planned.append(PlannedComponent(component, state_of(component), jobs,
                                         commands_for(stack, component, counts)))
@@ -87,6 +90,8 @@ def to_json(plan: Plan) -> dict[str, Any]:
     settings["target"] = {"value": [str(t) for t in stack.targets],
                           "source": plan.settings.source("target")
                           if plan.settings.target is not None else "recipes (stack.targets)"}
+    for name, effective in effective_settings(stack.launch, stack.selected()).items():
+        settings[name]["effective"] = effective
     components = []
     for p in plan.components:
         c = p.component

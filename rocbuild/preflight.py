@@ -12,7 +12,7 @@ import os
 import shutil
 from dataclasses import dataclass
 
-from rocbuild import cost, hostreqs, sources
+from rocbuild import cost, hostreqs, launchers, sources
 from rocbuild.build import BuildContext
 from rocbuild.errors import BuildFailed, RocbuildError
 from rocbuild.resources import format_gib
@@ -91,7 +91,9 @@ def run(ctx: BuildContext) -> None:
     """Raise PreflightError listing every problem found; print one line when all is well."""
     found = host_findings(ctx)
     problems = [Problem(f.what, f.fix) for f in found if f.level == hostreqs.FAIL]
-    problems += [*check_disk(ctx), *check_patches(ctx)]
+    problems += [*check_disk(ctx), *check_patches(ctx),
+                 *(Problem(what, fix) for what, fix in
+                   launchers.preflight_problems(ctx.stack.launch, ctx.output.say))]
     if ctx.offline:
         problems += check_offline_sources(ctx)
     if problems:

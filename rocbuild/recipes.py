@@ -75,6 +75,9 @@ RECIPE_SCHEMA: _Schema = {
         "build_type": "str",
         "install_prefix": "str",  # when not the stack prefix (LLVM goes to <prefix>/lib/llvm)
         "job_args": "strlist",  # rendered with `jobs` when the step starts; never fingerprinted
+        # its compiles are host C/C++ by a system compiler the other machines have too, so
+        # --distcc may send them away (launchers.py); never fingerprinted
+        "distribute": "bool",
     },
     # what AMD's packaging adds after `cmake --install`, as data: prefix-relative paths
     "install": {"links": "strmap", "files": "strmap",
@@ -211,6 +214,7 @@ class Recipe:
     install_files: Mapping[str, str] = field(default_factory=dict)
     python_packages: tuple[str, ...] = ()
     python_wheels: tuple[str, ...] = ()
+    distribute: bool = False
     runpath: bool = True
 
     @property
@@ -350,6 +354,7 @@ def load_recipe(file: Path) -> Recipe:
                   install_links=install.get("links", {}), install_files=install.get("files", {}),
                   python_packages=python.get("packages", ()),
                   python_wheels=python.get("wheels", ()),
+                  distribute=cmake.get("distribute", False),
                   runpath=install.get("runpath", True))
 
 

@@ -32,6 +32,8 @@ def print_plan(plan: Plan, out: Console) -> None:
     for name, entry in doc["settings"].items():
         value = entry["value"]
         text = ", ".join(value) if isinstance(value, list) else str(value)
+        if entry.get("effective"):  # what an `auto` or a host list came to on this machine
+            text = f"{text or '(none)'}: {entry['effective']}"
         source = escape(entry["source"])
         out.print(f"  {name:<12} {escape(text or '(none)'):<40} [dim]({source})[/]")
     table = Table(title=f"build order ({len(plan.components)} components)", title_justify="left")
