@@ -16,6 +16,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from rocbuild import launchers
 from rocbuild.build import BuildContext, Output
 from rocbuild.graph import load_stack
 from rocbuild.settings import Settings
@@ -78,6 +79,10 @@ def print_status(report: StatusReport, out: Console, requested: list[str]) -> No
     out.print(f"[bold]rocbuild status[/] — workdir {escape(str(report.workdir))}, "
               f"prefix {escape(str(report.prefix))}", soft_wrap=True)
     out.print(_table(report))
+    for comp in report.components:  # what the compiler cache (and distcc) did last compile
+        saved = launchers.status_text(report.workdir, comp.name)
+        if saved:
+            out.print(f"last compile of {escape(comp.name)}: {escape(saved)}", soft_wrap=True)
     for comp in report.components:
         if comp.job_cap:
             _print_cap(out, comp)
@@ -136,14 +141,18 @@ def _print_cap(out: Console, comp: ComponentStatus) -> None:
               f"{escape(reason)}", soft_wrap=True)
 
 
+MESSAGE_LINES = 14
+
+
 def _print_failure(out: Console, name: str, failure: FailureStatus) -> None:
     when = ""
     if failure.when:
         when = time.strftime(" at %Y-%m-%d %H:%M", time.localtime(failure.when))
     out.print(f"\n[bold red]FAILED[/] {escape(name)}: {escape(failure.step)}{when}")
     # whole lines (soft_wrap): paths and commands stay searchable and pasteable
-    if failure.message:
-        out.print(f"  {escape(failure.message.splitlines()[0])}", soft_wrap=True)
+    # the whole message: git's cause lines follow its first line (issue 10 #5)
+    for line in failure.message.splitlines()[:MESSAGE_LINES]:
+        out.print(f"  {escape(line)}", soft_wrap=True)
     found = failure.diagnosis
     if found is not None:
         out.print(f"  cause: {escape(found.cause)}", soft_wrap=True)

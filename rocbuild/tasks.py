@@ -17,7 +17,7 @@ from typing import Any
 
 from doit.exceptions import TaskFailed
 
-from rocbuild import faults, prefixguard
+from rocbuild import faults, optcheck, prefixguard
 from rocbuild.build import BuildContext
 from rocbuild.graph import Component
 from rocbuild.steps import steps_of
@@ -48,6 +48,11 @@ def _python_action(ctx: BuildContext) -> TaskFailed | None:
     return TaskFailed(outcome.message) if outcome.result == "failed" else None
 
 
+def _options_action(ctx: BuildContext, name: str) -> TaskFailed | None:
+    outcome = optcheck.check(ctx, name)
+    return TaskFailed(outcome.message) if outcome.result == "failed" else None
+
+
 def _uptodate(ctx: BuildContext, name: str, step: str) -> bool:
     return ctx.is_current(ctx.component(name), step)
 
@@ -75,7 +80,7 @@ def component_tasks(ctx: BuildContext, comp: Component) -> list[dict[str, Any]]:
         elif step == "patch":
             deps = [f"fetch:{comp.name}"]
         elif step == "configure":
-            deps = [f"sources:{comp.name}", *(f"build:{d}" for d in comp.depends)]
+            deps = [f"options:{comp.name}", *(f"build:{d}" for d in comp.depends)]
         else:
             deps = [f"{previous}:{comp.name}"]
         out.append(_step_task(ctx, comp, step, deps))
@@ -89,6 +94,17 @@ def component_tasks(ctx: BuildContext, comp: Component) -> list[dict[str, Any]]:
         "task_dep": [f"patch:{owner}" for owner in checkouts_needed(ctx, comp)]
         + ([PYTHON_TASK] if ctx.stack.python_needs() != ((), ()) else []),
     })
+    if comp.builds:
+        out.append({
+            "basename": optcheck.STEP,
+            "name": comp.name,
+            "doc": f"check every -D option of {comp.name} against its fetched CMake files",
+            "actions": [(_options_action, [ctx, comp.name])],
+            # the options were accepted once the configure of this fingerprint succeeded
+            "uptodate": [(_uptodate, [ctx, comp.name, "configure"])],
+            "task_dep": [f"sources:{comp.name}"],
+            "verbosity": 2,
+        })
     out.append({
         "basename": "build",
         "name": comp.name,

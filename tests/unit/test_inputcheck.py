@@ -20,7 +20,7 @@ def test_real_refs_pass(ref: str) -> None:
 @pytest.mark.parametrize("ref", ["-x", "--upload-pack=x", "a b", "a;b", "a..b", "a@{1}", "a/",
                                  "", "$(x)", "a\nb"])
 def test_misreadable_refs_fail(ref: str) -> None:
-    with pytest.raises(ConfigError, match="f.toml: key 'source.ref'"):
+    with pytest.raises(ConfigError, match=r"f\.toml: key 'source\.ref'"):
         inputcheck.git_ref("f.toml", "source.ref", ref)
 
 
@@ -33,7 +33,7 @@ def test_real_urls_pass(url: str) -> None:
 
 @pytest.mark.parametrize("url", ["-u", "ext::sh -c x", "fd::3", "https://a/b c", "https://a/`x`"])
 def test_misreadable_urls_fail(url: str) -> None:
-    with pytest.raises(ConfigError, match="source.git"):
+    with pytest.raises(ConfigError, match=r"source\.git"):
         inputcheck.git_url("f.toml", "source.git", url)
 
 
