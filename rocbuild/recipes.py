@@ -298,6 +298,10 @@ def load_recipe(file: Path) -> Recipe:
     if not _NAME_RE.fullmatch(name):
         raise ConfigError(f"{file}: '{name}' is not a valid component name (use lower-case "
                           "letters, digits, '.', '_' and '-')", tip=f"rename {file}")
+    if name.endswith((".old", ".partial")):  # src/<c>.old and .partial are a run's leftovers
+        raise ConfigError(f"{file}: a component name may not end in '.old' or '.partial' "
+                          "(rocbuild uses those names for checkouts being replaced)",
+                          tip=f"rename {file}")
     data = validate(file, read_toml(file), RECIPE_SCHEMA)
     kind = data.get("kind", "cmake")
     if kind not in KINDS:

@@ -57,6 +57,10 @@ def _non_utf8(name: str) -> Callable[[Path], None]:
     return damage
 
 
+def _write(path: Path, text: str) -> None:
+    path.write_text(text)
+
+
 def _fifo(folder: Path) -> None:
     os.mkfifo(folder / "pipe.toml")
 
@@ -139,6 +143,8 @@ CASES = [
     Case("stack-not-utf8", setup=_non_utf8("stack.toml"), names=("stack.toml", "UTF-8")),
     Case("config-not-utf8", config=b'[rocbuild]\njobs = "\xff"\n',
          names=("rocbuild.toml", "UTF-8")),
+    Case("name-like-a-leftover", setup=lambda folder: _write(folder / "b.old.toml", GOOD_RECIPE),
+         names=("b.old.toml", "'.old'")),
     Case("fifo-recipe", setup=_fifo, names=("pipe.toml", "not a regular file")),
     Case("config-unknown-table", config="[rocbuild]\njobs = 2\n[rocbuidl]\nparallel = 2\n",
          names=("rocbuild.toml", "'rocbuidl'", "Did you mean 'rocbuild'")),
