@@ -245,7 +245,8 @@ def _summary(report: VerifyReport) -> str:
                      + ", ".join(t.processor for t in missing_sets))
     parts += [p.split(":")[0] for p in report.problems]
     if report.linkage is not None and not report.linkage.ok:
-        parts.append(f"{len(report.linkage.failing)} files with broken linkage")
+        count = len(report.linkage.failing)
+        parts.append(f"{count} file{'' if count == 1 else 's'} with broken linkage")
     return f"[bold red]verify: FAIL[/] — {escape('; '.join(parts))}"
 
 
