@@ -328,7 +328,7 @@ class _InnerBundle:
             self._kept += take
             if len(self._kept) < size:
                 return
-            self.kernels = kernel_names(bytes(self._kept))
+            self.kernels = kernel_names(Source.of_bytes(self._kept))  # no copy
             self._kept.clear()
             self._candidates.pop(0)
 

@@ -55,7 +55,7 @@ class Source:
         self.size = size
 
     @classmethod
-    def of_bytes(cls, data: bytes) -> Source:
+    def of_bytes(cls, data: bytes | bytearray) -> Source:
         view = memoryview(data)
         return cls(lambda offset, length: bytes(view[offset:offset + length]), len(data))
 
