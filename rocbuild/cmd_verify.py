@@ -213,8 +213,9 @@ def print_report(report: VerifyReport, out: Console) -> None:
         out.print(f"[dim]{report.skipped} other files hold no GPU code[/]")
     for result in report.files:
         for problem in result.problems:
+            # one line each, never wrapped, so it can be grepped
             out.print(f"  [red]✗[/] {escape(_shown(result.path, report.prefix))}: "
-                      f"{escape(problem)}")
+                      f"{escape(problem)}", soft_wrap=True)
     for tensile in report.tensile:
         where = escape(_shown(tensile.library, report.prefix))
         if tensile.ok:
