@@ -268,14 +268,16 @@ def check_linkage(paths: Iterable[Path], prefix: Path | None, system: System | N
     paths = list(paths)
     reads: dict[Path, _Read] = {p: _read(p) for p in paths}
     own: dict[str, Path] = {}
-    if prefix is not None:
+    inside = Path(os.path.realpath(prefix)) if prefix is not None else None
+    if inside is not None:
         for path in paths if prefix_files is None else prefix_files:
+            if not Path(os.path.realpath(path)).is_relative_to(inside):
+                continue  # only what the stack installed is its own
             read = reads[path] if path in reads else _read(path)
             if isinstance(read, tuple) and read[1] is not None and read[0].abi == abi \
                     and read[0].type == ET_DYN:
                 for name in filter(None, (read[1].soname, path.name)):
                     own.setdefault(name, path)
-    inside = Path(os.path.realpath(prefix)) if prefix is not None else None
     files: list[FileLinkage] = []
     other = 0
     for path, read in reads.items():
