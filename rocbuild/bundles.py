@@ -455,7 +455,8 @@ def zstandard_decoder() -> ZstdDecoder | None:
         def __init__(self, source: io.RawIOBase) -> None:
             # one frame only: a version 1 bundle (no total size) is followed by more bundles
             self._reader = zstandard.ZstdDecompressor().stream_reader(
-                source, read_size=CHUNK, read_across_frames=False)
+                source, read_size=CHUNK, read_across_frames=False,  # type: ignore[arg-type]
+            )  # (a RawIOBase has the read() it uses)
 
         def read(self, size: int = -1, /) -> bytes:
             try:

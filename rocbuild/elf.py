@@ -209,6 +209,19 @@ def kernel_names(code_object: bytes | Source) -> tuple[str, ...]:
         return ()
 
 
+def _string_at(strings: Source, offset: int) -> str:
+    """The NUL-terminated string at ``offset``, read a page at a time."""
+    found = b""
+    while offset < strings.size:
+        piece = strings.read(offset, min(4096, strings.size - offset), "string table")
+        end = piece.find(b"\0")
+        if end >= 0:
+            return (found + piece[:end]).decode("utf-8", "replace")
+        found += piece
+        offset += len(piece)
+    return found.decode("utf-8", "replace")
+
+
 @dataclass(frozen=True)
 class Dynamic:
     """What the dynamic loader reads from a program or library to find its libraries."""
@@ -229,7 +242,8 @@ def dynamic_info(src: Source) -> Dynamic | None:
     if dynamic.link >= len(sections):
         raise FormatError(f"the dynamic section's string table index {dynamic.link} is "
                           f"outside the section table ({len(sections)} entries)")
-    strings = section_data(src, sections[dynamic.link])
+    # .dynstr holds every exported symbol (MBs in libLLVM): read only the strings used
+    strings = section_window(src, sections[dynamic.link])
     data = section_data(src, dynamic)
     values: dict[int, list[str]] = {}
     for i in range(0, len(data) - _DYN_SIZE + 1, _DYN_SIZE):
@@ -237,9 +251,9 @@ def dynamic_info(src: Source) -> Dynamic | None:
         if tag == DT_NULL:
             break
         if tag in (DT_NEEDED, DT_SONAME, DT_RPATH, DT_RUNPATH):
-            if value >= max(len(strings), 1):
+            if value >= max(strings.size, 1):
                 raise FormatError(f"dynamic entry {tag} points outside the string table")
-            values.setdefault(tag, []).append(c_string(strings, value))
+            values.setdefault(tag, []).append(_string_at(strings, value))
 
     def joined(tag: int) -> str | None:
         return ":".join(values[tag]) if tag in values else None

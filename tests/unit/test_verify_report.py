@@ -10,6 +10,7 @@ from pathlib import Path
 from tests.cli import run_cli
 from tests.unit.test_verify_scan import elf_with_fatbin, fatbin, make_elf, tu, write
 
+
 def problem_lines(text: str) -> list[str]:
     """The ✗ lines: each problem is one line, never wrapped."""
     return [line.strip() for line in text.splitlines() if line.strip().startswith("✗")]
