@@ -22,17 +22,12 @@ from rich.markup import escape
 from rich.table import Table
 
 from rocbuild import linkage, smoke
-from rocbuild.errors import EXIT_OK, ConfigError
+from rocbuild.errors import EXIT_OK, EXIT_VERIFY_FAILED, ConfigError
 from rocbuild.graph import load_stack
 from rocbuild.settings import Settings
 from rocbuild.targets import TargetId
 from rocbuild.ui import console
 from rocbuild.verify import FileResult, Verdict, VerifyReport, to_json, verify_paths, verify_prefix
-
-# DESIGN 3.4: 4 = verify found the installed result wrong. A broken linkage is as wrong as
-# missing GPU code (the program does not run, or runs another stack's library), so both
-# share the code a cron wrapper tells from a failed build step (1) and bad input (2).
-EXIT_VERIFY_FAILED = 4
 
 _STYLE = {Verdict.PASS: "green", Verdict.FAIL: "bold red", Verdict.CORRUPT: "bold red",
           Verdict.UNKNOWN: "yellow"}
@@ -109,6 +104,9 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         if smoke_report is not None:
             print_smoke(smoke_report, out)
     ok = report.ok and (smoke_report is None or smoke_report.ok)
+    # 4 (DESIGN 3.4) for every wrong result: a broken linkage is as wrong as missing GPU code
+    # (the program does not start, or runs another stack's library), and a cron wrapper
+    # tells both from a failed build step (1), bad input (2) and a busy prefix (3)
     return EXIT_OK if ok else EXIT_VERIFY_FAILED
 
 
