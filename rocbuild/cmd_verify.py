@@ -182,6 +182,11 @@ def print_linkage(report: VerifyReport, out: Console) -> None:
                 table.add_row(shown, escape(needed.name),
                               f"[red]{escape(_needed_cell(needed, report.prefix))}[/]", search)
         out.print(table)
+    for result in links.files:
+        if result.exempt is not None and not all(n.ok for n in result.needed):
+            out.print(f"[yellow]![/] linkage of {escape(_shown(result.path, report.prefix))} not "
+                      f"checked: its recipe opts out of the RUNPATH ({escape(result.exempt)})",
+                      soft_wrap=True)
     resolved = sum(len(f.needed) for f in links.files)
     if links.ok:
         out.print(f"[green]✓[/] linkage: {len(links.files)} programs and libraries, "

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import glob
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -161,10 +161,11 @@ class FileLinkage:
     runpath: str | None = None
     rpath: str | None = None
     error: str | None = None  # the dynamic section could not be read
+    exempt: str | None = None  # why its recipe opts out of the RUNPATH (install.runpath_reason)
 
     @property
     def ok(self) -> bool:
-        return self.error is None and all(n.ok for n in self.needed)
+        return self.exempt is not None or (self.error is None and all(n.ok for n in self.needed))
 
     @property
     def problems(self) -> tuple[Needed, ...]:
@@ -259,10 +260,15 @@ def _read(path: Path) -> _Read:
 
 
 def check_linkage(paths: Iterable[Path], prefix: Path | None, system: System | None = None,
-                  prefix_files: Iterable[Path] | None = None) -> LinkageReport:
+                  prefix_files: Iterable[Path] | None = None,
+                  exempt: Mapping[Path, str] | None = None) -> LinkageReport:
     """Resolve every DT_NEEDED of the host ELF files in ``paths``. With a ``prefix``, a
     library found outside it while the prefix has a file of that name (by soname or file
-    name, among ``prefix_files``, default ``paths``) fails as "outside the prefix"."""
+    name, among ``prefix_files``, default ``paths``) fails as "outside the prefix".
+    ``exempt`` maps files whose recipe opted out of the RUNPATH to its reason: they are
+    resolved and shown, but do not fail."""
+    # by real path: the caller's list (install manifests) may spell the prefix differently
+    exempt = {os.path.realpath(k): v for k, v in (exempt or {}).items()}
     system = system or System()
     abi = host_abi()
     paths = list(paths)
@@ -302,5 +308,6 @@ def check_linkage(paths: Iterable[Path], prefix: Path | None, system: System | N
                     Path(os.path.realpath(resolved)).is_relative_to(inside):
                 copy = None  # taken from the prefix: as it should be
             needed.append(Needed(name, resolved, how, copy))
-        files.append(FileLinkage(path, tuple(needed), dynamic.runpath, dynamic.rpath))
+        files.append(FileLinkage(path, tuple(needed), dynamic.runpath, dynamic.rpath,
+                                 exempt=exempt.get(os.path.realpath(path))))
     return LinkageReport(tuple(files), other, system.root)

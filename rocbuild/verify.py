@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import os
 import stat
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from enum import Enum
 from pathlib import Path
@@ -362,10 +362,12 @@ def _scan(paths: Iterable[Path], targets: Sequence[TargetId], decoders: Decoders
 
 def verify_prefix(prefix: Path, targets: tuple[TargetId, ...],
                   decoders: Decoders | None = None,
-                  system: linkage.System | None = None) -> VerifyReport:
+                  system: linkage.System | None = None,
+                  linkage_exempt: Mapping[Path, str] | None = None) -> VerifyReport:
     """Check an installed stack: every file with GPU code under lib/, lib64/ and bin/, the
     Tensile set when rocBLAS is installed, and the linkage of every host ELF file in the
-    prefix. ``report.ok`` is the build engine's gate."""
+    prefix. ``linkage_exempt``: installed files of recipes with ``install.runpath = false``,
+    with the recipe's reason (shown, never failing). ``report.ok`` is the build's gate."""
     if not prefix.is_dir():
         raise ConfigError(f"prefix {prefix} does not exist or is not a folder",
                           tip="pass --prefix PATH of an installed stack, or run "
@@ -384,7 +386,8 @@ def verify_prefix(prefix: Path, targets: tuple[TargetId, ...],
         library = prefix / "lib" / "rocblas" / "library"
         processors = dict.fromkeys(t.processor for t in targets)
         tensile = tuple(check_tensile(library, p) for p in processors)
-    links = linkage.check_linkage(iter_files([prefix]), prefix, system)
+    links = linkage.check_linkage(iter_files([prefix]), prefix, system,
+                                  exempt=linkage_exempt)
     return VerifyReport(targets, prefix, tuple(files), skipped, tensile, tuple(problems),
                         links)
 
@@ -486,6 +489,7 @@ def _file_linkage_json(result: linkage.FileLinkage | None) -> dict[str, Any] | N
         "runpath": result.runpath,
         "rpath": result.rpath,
         "error": result.error,
+        "exempt": result.exempt,
         "needed": {n.name: n.describe() for n in result.needed},
         "details": [{"name": n.name, "resolved": str(n.resolved) if n.resolved else None,
                      "via": n.via, "own_copy": str(n.own_copy) if n.own_copy else None,

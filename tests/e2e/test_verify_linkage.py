@@ -15,6 +15,8 @@ import pytest
 
 from rocbuild import linkage
 from rocbuild.elf import dynamic_info, open_source
+from rocbuild.targets import parse_target
+from rocbuild.verify import to_json, verify_prefix
 from tests.cli import run_cli
 from tests.conftest import require_tool
 from tests.unit.test_verify_scan import elf_with_fatbin, tu
@@ -146,3 +148,19 @@ def test_library_of_the_stack_taken_from_outside_the_prefix_fails(
     outside = linkage_of(json.loads(named), "app-bare")
     assert outside["ok"] and outside["needed"]["libfoo.so.1"] == str(root / MULTIARCH /
                                                                      "libfoo.so.1")
+
+
+def test_recipe_opt_out_is_shown_not_failed(tmp_path: Path, objects: Path) -> None:
+    """install.runpath = false (with a reason): its files are resolved and shown, not failed
+    (finish passes them from the install manifests)."""
+    prefix = prefix_with(tmp_path, objects, "app-bare")
+    root = system_root(tmp_path / "root", prefix / "bin" / "app")
+    targets = (parse_target("gfx906"),)
+    system = linkage.System(root)
+    assert not verify_prefix(prefix, targets, system=system).ok
+    report = verify_prefix(prefix, targets, system=system,
+                           linkage_exempt={prefix / "bin" / "app": "loaded by the ICD loader"})
+    assert report.ok and report.linkage is not None
+    app = linkage_of(to_json(report), "bin/app")
+    assert app["exempt"] == "loaded by the ICD loader" and app["needed"]["libfoo.so.1"] == \
+        "not found"
