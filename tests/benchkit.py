@@ -75,7 +75,8 @@ if cfg.get("release_after") is not None:
                       "import sys, time; time.sleep(float(sys.argv[1])); "
                       "open(sys.argv[2], 'w').write(sys.argv[3])",
                       str(cfg["release_after"]), cfg["vram_file"], str(cfg["idle"])],
-                     start_new_session=True)
+                     start_new_session=True, stdout=subprocess.DEVNULL,
+                     stderr=subprocess.DEVNULL)
 sys.exit(cfg.get("exit", 0))
 '''
 
