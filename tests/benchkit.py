@@ -10,14 +10,19 @@ and can hold "VRAM" (write a higher mem_info_vram_used) or ignore SIGINT/SIGTERM
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import sys
-import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rocbuild.buildinfo import BuildInfo, ComponentInfo, write_build_info
+from rocbuild.bench.host import read_host
+from rocbuild.bench.llamabench import BenchSettings
+from rocbuild.bench.model import read_model
+from rocbuild.bench.runner import Limits
+from rocbuild.bench.session import BenchResult, choose_binaries, run_session
+from rocbuild.buildinfo import BuildInfo, ComponentInfo, read_build_info, write_build_info
 
 DATA = Path(__file__).resolve().parent / "data"
 RECORDED = DATA / "llama-bench"
@@ -57,6 +62,8 @@ if cfg.get("stubborn"):
     record({{"ready": True}})
     while True:
         time.sleep(0.05)
+if "-nkvo" in sys.argv and cfg.get("cpu"):  # a CPU run of this build replays a CPU recording
+    cfg.update(cfg["cpu"])
 if cfg.get("stderr"):
     sys.stderr.write(open(cfg["stderr"]).read())
 tests = json.load(open(cfg["json"]))
@@ -118,18 +125,24 @@ class Rig:
     def starts(self, name: str | None = None) -> list[dict[str, Any]]:
         return [e for e in self.events() if "argv" in e and (name is None or e["name"] == name)]
 
-    def standin(self, backend: str, replay: str, **options: Any) -> Path:
-        """Install (or replace) the llama-bench of ``backend`` with a replay."""
+    def standin(self, backend: str, replay: str, cpu_replay: str | None = None,
+                **options: Any) -> Path:
+        """Install (or replace) the llama-bench of ``backend`` with a replay (and, for the
+        runs with ``-ngl 0 -nkvo 1``, ``cpu_replay``)."""
         path = self.prefix / WHERE[backend]
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(STANDIN.format(python=sys.executable))
         path.chmod(0o755)
-        json_file, stderr, fields = REPLAYS[replay]
-        cfg = {"name": backend, "json": str(json_file), "stderr": str(stderr) if stderr else None,
-               "fields": fields, "log": str(self.log), "vram_file": str(self.vram_file),
-               "idle": IDLE_VRAM, "env_keys": list(ENV_KEYS), **options}
+        cfg = {"name": backend, **_replay(replay), "log": str(self.log),
+               "vram_file": str(self.vram_file), "idle": IDLE_VRAM, "env_keys": list(ENV_KEYS),
+               "cpu": _replay(cpu_replay) if cpu_replay else None, **options}
         Path(str(path) + ".replay.json").write_text(json.dumps(cfg))
         return path
+
+
+def _replay(name: str) -> dict[str, Any]:
+    json_file, stderr, fields = REPLAYS[name]
+    return {"json": str(json_file), "stderr": str(stderr) if stderr else None, "fields": fields}
 
 
 def make_rig(tmp_path: Path, host: str = "mi50-bench", *, build_info: bool = True) -> Rig:
@@ -173,5 +186,14 @@ def samples(replay: str, test: int) -> list[float]:
     return [float(v) for v in json.loads(REPLAYS[replay][0].read_text())[test]["samples_ts"]]
 
 
-def dedent(text: str) -> str:
-    return textwrap.dedent(text).lstrip()
+FAST = Limits(run_timeout=60, stop_grace=5, poll=0.05)
+
+
+def bench(rig: Rig, model: Path, *, env: dict[str, str] | None = None, tune: bool = False,
+          limits: Limits = FAST, vram_timeout: float = 30, cpu: bool = False,
+          backends: list[str] | None = None, settings: BenchSettings | None = None,
+          ) -> BenchResult:
+    host = read_host(rig.root, env or {}, read_build_info(rig.prefix))
+    return run_session(read_model(model), settings or BenchSettings(), host, rig.prefix,
+                       choose_binaries(rig.prefix, backends, cpu), tune=tune, limits=limits,
+                       vram_timeout=vram_timeout, env=env or dict(os.environ))

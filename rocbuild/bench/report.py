@@ -12,10 +12,21 @@ from rich.markup import escape
 from rich.table import Table
 
 from rocbuild.bench import stats
+from rocbuild.bench.host import POWER_FILE
 from rocbuild.bench.runner import OK, BackendRun
 from rocbuild.bench.session import BenchResult
 from rocbuild.doctor import fmt_bytes
 from rocbuild.gpu import format_speed
+
+
+def _gts(speed: float | None) -> str:
+    return f"{speed:g} GT/s" if speed else "unknown"
+
+
+def _size(n: int) -> str:
+    if n < 1 << 10:
+        return f"{n} bytes"
+    return fmt_bytes(n) if n >= 1 << 20 else f"{n / 1024:.0f} KiB"
 
 
 def _ts(value: float) -> str:
@@ -23,34 +34,28 @@ def _ts(value: float) -> str:
 
 
 def _record_lines(result: BenchResult) -> Iterator[str]:
-    m, h = result.model, result.host
-    quant = m.quant or "?"
-    yield (f"model    {escape(m.name or m.path.name)} ({escape(quant)}, {fmt_bytes(m.size)}, "
-           f"{escape(m.path.name)})")
-    s = result.settings
+    m, h, s = result.model, result.host, result.settings
+    yield f"model    {escape(m.name or m.path.name)} ({escape(m.quant or '?')}, {_size(m.size)})"
     extra = "".join([f" -b {s.batch}" if s.batch else "", f" -ub {s.ubatch}" if s.ubatch else "",
                      f" -d {s.depth}" if s.depth else ""])
-    yield (f"settings pp{s.prompt} tg{s.gen} -ngl {s.ngl} -fa {int(s.flash_attn)}{extra}, "
-           f"{s.repetitions} repetitions + 1 warm-up discarded, median of samples_ts")
+    yield (f"settings pp{s.prompt} tg{s.gen} -ngl {s.ngl} -fa {int(s.flash_attn)}{extra}; "
+           f"median of {s.repetitions} (+1 warm-up dropped)")
     for facts in h.gpus:
         g = facts.gpu
-        link = g.link
-        pcie = ""
-        if link is not None:
-            load = (f", {format_speed(result.link_under_load, None)} under load"
+        vram = f", {fmt_bytes(g.vram)}" if g.vram else ""
+        yield f"gpu      {escape(g.name)} ({g.gfx or '?'}{vram})"
+        yield f"power    {escape(facts.power_level or 'unknown')} ({POWER_FILE})"
+        if g.link is not None:
+            load = (f", {_gts(result.link_under_load)} under load"
                     if result.link_under_load else "")
-            pcie = (f", PCIe {format_speed(link.speed, link.width)} idle{load}, max "
-                    f"{format_speed(link.expected_speed, link.expected_width)}")
-        vram = f", {fmt_bytes(g.vram)} VRAM" if g.vram else ""
-        yield (f"gpu      {escape(g.name)} ({g.gfx or '?'}{vram}){pcie}, power level "
-               f"{escape(facts.power_level or 'unknown')}")
+            yield (f"pcie     {_gts(g.link.speed)} x{g.link.width or '?'} idle{load}; max "
+                   f"{format_speed(g.link.expected_speed, g.link.expected_width)}")
     if not h.gpus:
         yield "gpu      none found (no AMD GPU with a loaded driver)"
-    llama = ", ".join(f"{k} {v}" for k, v in h.llama_cpp.items()) or \
-        "llama.cpp version unknown (no build-info)"
-    yield (f"stack    kernel {escape(h.kernel or '?')}, ROCm {escape(h.rocm_version or '?')}, "
-           f"{escape(llama)}")
-    tuning = ", ".join(f"{k}={v}" for k, v in h.variables.items()) or "none"
+    yield f"rocm     {escape(h.rocm_version or '?')} (kernel {escape(h.kernel or '?')})"
+    for name, version in h.llama_cpp.items() or [("llama.cpp", "unknown (no build-info)")]:
+        yield f"{name:<16} {escape(version)}"
+    tuning = ", ".join(f"{k}={v}" for k, v in h.variables.items()) or "none set"
     yield f"env      {escape(tuning)}"
 
 

@@ -178,7 +178,7 @@ def judge(spec: RunSpec, argv: list[str], outcome: Outcome) -> BackendRun:
     run.device = llamabench.check_device(spec.backend, outcome.stderr, parsed.tests)
     if spec.backend != "cpu" and not run.device.found:
         run.status = NO_DEVICE
-        run.detail = f"no {llamabench.LABELS[spec.backend]} device: {run.device.evidence}"
+        run.detail = f"no device found: {run.device.evidence}"
         return run  # a figure from a CPU fallback must not pass for the GPU's
     for test in parsed.tests:
         run.tests.append(TestResult(llamabench.test_name(test),

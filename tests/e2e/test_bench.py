@@ -15,28 +15,12 @@ from pathlib import Path
 import psutil
 import pytest
 
-from rocbuild.bench.host import read_host
-from rocbuild.bench.llamabench import BenchSettings
-from rocbuild.bench.model import read_model
 from rocbuild.bench.runner import Limits
-from rocbuild.bench.session import BenchResult, choose_binaries, run_session
-from rocbuild.buildinfo import read_build_info
 from rocbuild.envfiles import TUNE_VARIABLES
-from tests.benchkit import IDLE_VRAM, Rig, make_rig, samples, write_model
+from tests.benchkit import IDLE_VRAM, bench, make_rig, samples, write_model
 from tests.cli import run_cli
 
 pytestmark = pytest.mark.e2e
-FAST = Limits(run_timeout=60, stop_grace=5, poll=0.05)
-
-
-def bench(rig: Rig, model: Path, *, env: dict[str, str] | None = None, tune: bool = False,
-          limits: Limits = FAST, vram_timeout: float = 30, cpu: bool = False,
-          backends: list[str] | None = None, settings: BenchSettings | None = None,
-          ) -> BenchResult:
-    host = read_host(rig.root, env or {}, read_build_info(rig.prefix))
-    return run_session(read_model(model), settings or BenchSettings(), host, rig.prefix,
-                       choose_binaries(rig.prefix, backends, cpu), tune=tune, limits=limits,
-                       vram_timeout=vram_timeout, env=env or dict(os.environ))
 
 
 @pytest.fixture
@@ -73,7 +57,7 @@ def test_a_backend_that_found_no_device_gets_no_figure(
     hip, vulkan = result.runs
     assert hip.status == "ok" and vulkan.status == "no device"
     assert vulkan.tests == []
-    assert "no Vulkan device" in vulkan.detail
+    assert "no device found" in vulkan.detail
     doc = result.to_json()
     assert doc["runs"][1]["tests"] == [] and doc["ok"] is False
 
@@ -193,10 +177,8 @@ def test_without_a_gpu_only_the_cpu_runs_when_asked(tmp_path: Path, model: Path)
     (["missing.gguf"], "missing.gguf: no such file"),
     (["notgguf.gguf"], "not a GGUF model"),
     (["MODEL", "-r", "0"], "must be 1 or more"),
-    (["MODEL", "--backends", "cuda"], "unknown backend 'cuda'"),
     (["MODEL", "--chart", "c.png"], "written as SVG"),
     (["MODEL", "--backends", "vulkan"], "is not built"),
-    (["MODEL", "--vram-timeout", "soon"], "not a number of seconds"),
 ])
 def test_bad_input_is_exit_2_without_traceback(
         tmp_path: Path, model: Path, args: list[str], message: str) -> None:
