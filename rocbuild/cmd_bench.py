@@ -124,6 +124,10 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     model = read_model(args.model)
     prefix = _prefix(settings)
     binaries = choose_binaries(prefix, args.backends, args.cpu)
+    if args.tune and "hip" not in binaries:
+        raise ConfigError("--tune compares HIP runtime variables, but the HIP backend is not "
+                          "among the runs", tip="add hip to --backends (rocbuild build "
+                          "llama.cpp first if it is not built)")
     bench_settings = BenchSettings(prompt=args.prompt, gen=args.gen, ngl=args.ngl,
                                    flash_attn=args.flash_attn, batch=args.batch,
                                    ubatch=args.ubatch, depth=args.depth,

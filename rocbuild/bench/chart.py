@@ -21,7 +21,8 @@ def _fmt(value: float) -> str:
     return f"{value:,.1f}" if value < 100_000 else f"{value:,.0f}"
 
 
-def render_svg(result: BenchResult, title: str | None = None) -> str:
+def render_svg(result: BenchResult, note: str | None = None) -> str:
+    """The chart; ``note`` is a line under the title (the README sample says it is a replay)."""
     tests: dict[str, list[tuple[str, str, float, float, float, float | None]]] = {}
     for run in result.runs:
         if run.status != OK:
@@ -37,10 +38,13 @@ def render_svg(result: BenchResult, title: str | None = None) -> str:
     plot_w = WIDTH - LABEL_W - 90
     parts: list[str] = []
     y = 44
-    heading = title or (f"llama-bench {result.model.path.name}: tokens/s, median of "
-                        f"{result.settings.repetitions} (whisker: min-max)")
+    heading = (f"llama-bench {result.model.path.name}: tokens/s, median of the repetitions "
+               "(whisker: min-max)")
     parts.append(f'<text x="12" y="24" font-size="15" font-weight="bold">{escape(heading)}'
                  "</text>")
+    if note:
+        parts.append(f'<text x="12" y="42" font-size="12" fill="#b03a2e">{escape(note)}</text>')
+        y += 14
     any_published = False
     for name, rows in tests.items():
         top = max(max(high, ref or 0.0) for _, _, _, _, high, ref in rows) * 1.08 or 1.0
@@ -79,6 +83,11 @@ def render_svg(result: BenchResult, title: str | None = None) -> str:
         parts.append(f'<text x="12" y="{y + 14}" font-size="13">no figures: no run gave a '
                      "result</text>")
         y += 30
+    for run in result.runs:
+        if run.status != OK:
+            parts.append(f'<text x="12" y="{y}" font-size="11">not shown: '
+                         f"{escape(run.spec.label)}: {escape(run.status)}</text>")
+            y += 16
     if any_published:
         source = next(r for r in (result.published_for(run, t.name) for run in result.runs
                                   for t in run.tests) if r)

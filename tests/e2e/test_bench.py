@@ -149,6 +149,7 @@ def test_cli_writes_table_json_csv_and_chart(tmp_path: Path, model: Path) -> Non
     assert rows[0]["published_ts"] == "1228.8" and rows[2]["published_ts"] == ""
     svg = ET.parse(tmp_path / "out.svg").getroot()
     assert len(svg.findall("{http://www.w3.org/2000/svg}rect")) == 1 + 4  # background + bars
+    assert "published MI50: 1,228.8 t/s" in (tmp_path / "out.svg").read_text()
     doc = json.loads(run_cli("bench", str(model), *flags, "--json", cwd=tmp_path,
                              expect=0).stdout)
     assert doc["host"]["gpus"][0]["power_level"] == "auto"
@@ -179,6 +180,7 @@ def test_without_a_gpu_only_the_cpu_runs_when_asked(tmp_path: Path, model: Path)
     (["MODEL", "-r", "0"], "must be 1 or more"),
     (["MODEL", "--chart", "c.png"], "written as SVG"),
     (["MODEL", "--backends", "vulkan"], "is not built"),
+    (["MODEL", "--backends", "cpu", "--tune"], "the HIP backend is not among the runs"),
 ])
 def test_bad_input_is_exit_2_without_traceback(
         tmp_path: Path, model: Path, args: list[str], message: str) -> None:
