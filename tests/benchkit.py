@@ -30,6 +30,8 @@ HAND_MADE = DATA / "bench"
 HOSTS = DATA / "hosts"
 GPU_DIR = Path("sys/devices/pci0000:00/0000:00:03.0/0000:03:00.0/0000:04:00.0/0000:05:00.0")
 IDLE_VRAM = 15335424
+# trees that add files to another: name -> (base tree, overlay folder)
+OVERLAYS = {"mi50-bench": ("mi50", "mi50-bench")}
 
 STANDIN = r'''#!{python}
 """Stand-in llama-bench: replays recorded output (see tests/benchkit.py)."""
@@ -150,7 +152,10 @@ def make_rig(tmp_path: Path, host: str = "mi50-bench", *, build_info: bool = Tru
     prefix = tmp_path / "prefix"
     prefix.mkdir()
     root = tmp_path / "root"
-    shutil.copytree(HOSTS / host, root, symlinks=True)
+    base, overlay = OVERLAYS.get(host, (host, None))
+    shutil.copytree(HOSTS / base, root, symlinks=True)
+    if overlay is not None:
+        shutil.copytree(HOSTS / overlay, root, symlinks=True, dirs_exist_ok=True)
     if build_info:
         components = {"llama.cpp": ComponentInfo("b6900", "236fdc5e1b2c3d4e", "f1"),
                       "llama.cpp-vulkan": ComponentInfo("b6900", "236fdc5e1b2c3d4e", "f2")}
