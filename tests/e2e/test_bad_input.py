@@ -309,3 +309,44 @@ def test_read_only_prefix_is_reported_as_such(small: list[str], tmp_path: Path) 
     assert result.returncode == 2, result.explain()
     assert f"the prefix {prefix} is on a read-only file system" in result.stderr
     assert "sudo chown" not in result.stderr
+
+
+FILLS_THE_DISK = {
+    "CMakeLists.txt": "cmake_minimum_required(VERSION 3.20)\nproject(a NONE)\n"
+                      # the build itself fills the workdir's file system mid-step
+                      "add_custom_target(fill ALL COMMAND sh ${CMAKE_SOURCE_DIR}/fill.sh)\n"
+                      "install(FILES a.txt DESTINATION share)\n",
+    "a.txt": "a\n",
+}
+# the build fills the disk once (the marker lives outside the small file system)
+FILL_ONCE = "[ -e {marker} ] && exit 0\ntouch {marker}\ndd if=/dev/zero of=big bs=64k 2>/dev/null\n"
+
+
+@needs_mount
+def test_disk_filling_during_a_step_is_one_failure_and_resumes(tmp_path: Path) -> None:
+    for tool in ("git", "cmake", "ninja"):
+        require_tool(tool)
+    files = {**FILLS_THE_DISK, "fill.sh": FILL_ONCE.format(marker=tmp_path / "filled")}
+    flags = one_component_stack(tmp_path, "a", files,
+                                "[cmake]\n[resources]\ndisk = \"1MiB\"\nsource_disk = \"1MiB\"\n")
+    work = tmp_path / "work"
+    work.mkdir()
+    argv = " ".join(f"'{a}'" for a in [sys.executable, "-m", "rocbuild", "build", *flags,
+                                        "--no-verify"])
+    script = textwrap.dedent(f"""\
+        mount -t tmpfs -o size=8m tmpfs {work}
+        set +e
+        {argv} >{tmp_path}/first.out 2>&1; echo $? >{tmp_path}/first.rc
+        rm -f {work}/build/a/big
+        {argv} >{tmp_path}/second.out 2>&1; echo $? >{tmp_path}/second.rc""")
+    subprocess.run(["unshare", "-m", "sh", "-c", script], cwd=tmp_path, env=child_env(),
+                   check=True, timeout=300, stdin=subprocess.DEVNULL)
+    first = (tmp_path / "first.out").read_text()
+    assert (tmp_path / "first.rc").read_text().strip() == "1", first
+    assert "Traceback" not in first, first
+    # ninja or rocbuild meets the full disk first: either way one failure naming the cause
+    assert "no space left on" in first.lower(), first
+    assert "run the same command again" in first or "continues where it stopped" in first, first
+    second = (tmp_path / "second.out").read_text()
+    assert (tmp_path / "second.rc").read_text().strip() == "0", second
+    assert (tmp_path / "prefix" / "share" / "a.txt").is_file()
