@@ -477,7 +477,7 @@ class BuildContext:
 
     def _install(self, comp: Component, log: Path, outcome: StepOutcome) -> None:
         prefix = self.stack.prefix
-        ownership.begin_install(prefix)  # a complete prefix is not complete while replaced
+        ownership.begin_install(prefix, comp)  # no link out; not complete while replaced
         self._remove_previous_install(comp, self._logger(log))
         self._run(comp, "install", install_argv(comp), log, outcome)
         ownership.install_extras(prefix, comp, self._logger(log))

@@ -33,17 +33,15 @@ def record_path(prefix: Path, component: str) -> Path:
     return prefix / RECORDS / f"{component}.json"
 
 
+def _recorded(prefix: Path, component: str, key: str) -> set[str]:
+    doc = read_json(record_path(prefix, component)) or {}
+    items = doc.get(key)
+    return {f for f in items if isinstance(f, str)} if isinstance(items, list) else set()
+
+
 def installed_by(prefix: Path, component: str) -> set[str]:
     """Prefix-relative paths the component's last finished install put there."""
-    doc = read_json(record_path(prefix, component)) or {}
-    files = doc.get("files")
-    return {f for f in files if isinstance(f, str)} if isinstance(files, list) else set()
-
-
-def _extras_of(prefix: Path, component: str) -> set[str]:
-    doc = read_json(record_path(prefix, component)) or {}
-    extras = doc.get("extras")
-    return {f for f in extras if isinstance(f, str)} if isinstance(extras, list) else set()
+    return _recorded(prefix, component, "files")
 
 
 def _inside(path: Path, root: Path) -> bool:
@@ -104,9 +102,36 @@ def install_extras(prefix: Path, comp: Component, log: Logger) -> None:
         log(f"wrote {path}")
 
 
-def begin_install(prefix: Path) -> None:
-    """Before files are removed or replaced: a complete prefix stops claiming to be."""
+def links_out_of(prefix: Path) -> list[Path]:
+    """Links to folders outside the prefix (a CMake install can make one; no recipe check
+    sees it): anything installed below one would land outside."""
+    root, found = prefix.resolve(), []
+    for folder, dirs, files in os.walk(prefix):  # never follows links
+        for name in (*dirs, *files):
+            path = Path(folder) / name
+            if path.is_symlink() and path.is_dir() and not _inside(path, root):
+                found.append(path)
+    return found
+
+
+def begin_install(prefix: Path, comp: Component) -> None:
+    """Before files are removed or replaced: no link in the prefix may lead out of it, and a
+    complete prefix stops claiming to be complete."""
+    escaping = links_out_of(prefix) if prefix.is_dir() else []
+    if escaping:
+        link = escaping[0]
+        rel = link.relative_to(prefix).as_posix()
+        owners = [c for c in _owners(prefix) if rel in installed_by(prefix, c)]
+        by = f" (installed by {', '.join(owners)})" if owners else ""
+        raise BuildFailed(
+            f"{comp.name}: not installing: {link}{by} is a link which leads outside the prefix "
+            f"(to {os.path.realpath(link)}), so an install could write there",
+            tip=f"remove {link} and fix what installs it; rocbuild never writes outside {prefix}")
     buildinfo.mark_incomplete(prefix)
+
+
+def _owners(prefix: Path) -> list[str]:
+    return sorted(p.stem for p in (prefix / RECORDS).glob("*.json"))
 
 
 def _manifest(comp: Component, prefix: Path) -> set[str]:
@@ -122,7 +147,7 @@ def _manifest(comp: Component, prefix: Path) -> set[str]:
 def _remove_dropped_extras(prefix: Path, comp: Component, wanted: set[str], log: Logger) -> None:
     """Remove the links and files an earlier install of this recipe declared and it no
     longer does (CMake's own files are removed before each install by the build)."""
-    for rel in sorted(_extras_of(prefix, comp.name) - wanted):
+    for rel in sorted(_recorded(prefix, comp.name, "extras") - wanted):
         path = checked_path(prefix, rel, comp.name)
         if path.is_symlink() or path.is_file():
             path.unlink()

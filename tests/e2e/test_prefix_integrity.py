@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from rocbuild.errors import BuildFailed
 from tests.cli import child_env, run_cli
 from tests.conftest import require_tool
 from tests.e2e.chain import FAKE_HOST, Chain, make_repo
@@ -86,9 +87,8 @@ def test_overwriting_another_components_file_fails_unless_declared(tmp_path: Pat
 
 
 def test_no_write_follows_a_link_out_of_the_prefix(tmp_path: Path) -> None:
-    """A CMake-installed link that leads outside (which no recipe check can see) does not let
-    another component's [install.files] write through it; a file onto a folder is one
-    message too."""
+    """A CMake-installed link that leads outside (which no recipe check can see) stops the
+    next install before it runs, and the write-time check refuses to write through it."""
     outside = tmp_path / "outside"
     outside.mkdir()
     make_link = (f'file(CREATE_LINK "{outside}" "${{CMAKE_BINARY_DIR}}/out" SYMBOLIC)\n'
@@ -102,11 +102,21 @@ def test_no_write_follows_a_link_out_of_the_prefix(tmp_path: Path) -> None:
     result = run_cli("build", *flags, "--no-verify", expect=1)
     assert (tmp_path / "prefix" / "lib" / "out").is_symlink()  # a's install made it
     assert "which leads outside the prefix" in result.output, result.explain()
+    assert "(installed by a)" in result.output, result.explain()  # b's install never ran
     assert not (outside / "evil.txt").exists()
-    recipe_b.write_text(recipe_b.read_text().replace('"lib/out/evil.txt"', '"share"'))
+    # the write-time check holds on its own too: a link made after b's install started
+    from rocbuild import ownership
+    with pytest.raises(BuildFailed, match="leads outside the prefix"):
+        ownership.checked_path(tmp_path / "prefix", "lib/out/evil.txt", "b")
+
+
+def test_a_file_onto_a_folder_is_one_failure(tmp_path: Path) -> None:
+    flags = _stack(tmp_path, {"a": (_project({"a.txt": "a\n"}),
+                                    '[cmake]\n[install.files]\n"share" = "x"\n')})
     result = run_cli("build", *flags, "--no-verify", expect=1)
-    assert "cannot write the file" in result.output and "a folder is in the way" in \
+    assert "a: cannot write the file" in result.output and "a folder is in the way" in \
         result.output, result.explain()
+    assert (tmp_path / "prefix" / "share" / "a.txt").is_file()
 
 
 def test_a_prefix_being_rebuilt_is_not_complete(chain: Chain) -> None:
