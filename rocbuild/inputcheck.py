@@ -94,6 +94,16 @@ def arg_list(where: str, key: str, args: Sequence[str]) -> None:
                         f"shorten '{key}[{i}]' in {where}")
 
 
+def requirements(where: str, key: str, items: Sequence[str]) -> None:
+    """pip requirements: never an option (``--index-url=...`` would change where pip looks)."""
+    arg_list(where, key, items)
+    for i, item in enumerate(items):
+        if item.startswith("-") or not item.strip():
+            raise _fail(where, f"{key}[{i}]", f"{item!r} is not a requirement such as "
+                        "'msgpack>=1.0' (pip would read a leading '-' as an option)",
+                        f"fix '{key}[{i}]' in {where}")
+
+
 def relative_inside(where: str, key: str, rel: str) -> str:
     """A prefix-relative path that names something below the prefix (not the prefix itself)."""
     no_nul(where, key, rel)

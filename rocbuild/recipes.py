@@ -364,6 +364,8 @@ def load_recipe(file: Path) -> Recipe:
                           "does not say why (installed programs then need env.sh to start)",
                           tip=f"add install.runpath_reason to {file}, or remove install.runpath")
     python = data.get("python", {})
+    for table in ("packages", "wheels"):
+        inputcheck.requirements(str(file), f"python.{table}", python.get(table, ()))
     return Recipe(name=name, file=file, summary=data.get("summary", ""), kind=kind,
                   depends=depends, source=source, cmake_args=cmake.get("args", ()),
                   build_type=cmake.get("build_type", "Release"), env=data.get("env", {}),

@@ -105,6 +105,10 @@ CASES = [
     Case("env-key-equals", recipe(tail='[cmake]\n[env]\n"A=B" = "1"\n'), names=('env."A=B"',)),
     Case("env-key-empty", recipe(tail='[cmake]\n[env]\n"" = "1"\n'), names=("env.",)),
     Case("env-key-nul", recipe(tail='[cmake]\n[env]\n"A\\u0000" = "1"\n'), names=("env.",)),
+    Case("pip-option", recipe(tail='[cmake]\n[python]\npackages = ["--index-url=http://x"]\n'),
+         names=("python.packages[0]",)),
+    Case("nul-wheel", recipe(tail='[cmake]\n[python]\nwheels = ["a\\u0000"]\n'),
+         names=("python.wheels[0]",)),
     # paths that leave the prefix or the checkout
     Case("subdir-rendered-dotdot", recipe('git = "https://example.invalid/a.git"\nref = "v1"\n'
                                           'subdir = "{{ \'..\' }}/x"\n'),
