@@ -7,12 +7,13 @@ build order). Rendering for a terminal lives in ui.py.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
 from typing import Any
 
 from rocbuild.graph import Component, Stack
 from rocbuild.resources import JOB_MEMORY_KEYS, HostSnapshot, JobCount, job_counts
+from rocbuild.roads import Road, roads
 from rocbuild.settings import OPTIONS, Settings
 from rocbuild.steps import StepCommands, commands_for, steps_of
 
@@ -35,6 +36,7 @@ class Plan:
     settings: Settings
     host: HostSnapshot
     components: list[PlannedComponent]
+    roads: tuple[Road, ...] = field(default_factory=tuple)  # from source, on a base
 
 
 def component_jobs(component: Component, host: HostSnapshot, settings: Settings
@@ -50,14 +52,15 @@ def component_jobs(component: Component, host: HostSnapshot, settings: Settings
 
 
 def build_plan(stack: Stack, settings: Settings, host: HostSnapshot,
-               state_of: Callable[[Component], str] = lambda c: "pending") -> Plan:
+               state_of: Callable[[Component], str] = lambda c: "pending",
+               requested: Iterable[str] = ()) -> Plan:
     planned = []
     for component in stack.selected():
         jobs = component_jobs(component, host, settings)
         counts = {kind: 1 for kind in JOB_MEMORY_KEYS} | {k: j.jobs for k, j in jobs.items()}
         planned.append(PlannedComponent(component, state_of(component), jobs,
                                         commands_for(stack, component, counts)))
-    return Plan(stack, settings, host, planned)
+    return Plan(stack, settings, host, planned, roads(stack, requested))
 
 
 def _json_value(value: Any) -> Any:
@@ -113,4 +116,19 @@ def to_json(plan: Plan) -> dict[str, Any]:
                  "swap_free": plan.host.swap_free},
         "settings": settings,
         "components": components,
+        "base": _base_json(stack),
+        "roads": {"full": plan.roads[0].to_json(), "base": plan.roads[1].to_json()}
+        if plan.roads else None,
     }
+
+
+def _base_json(stack: Stack) -> dict[str, Any] | None:
+    """The installed ROCm the stack builds on: what is taken from it (with the files that
+    showed it) and why each other component it knows is built."""
+    base = stack.base
+    if base is None:
+        return None
+    return {"path": str(base.path), "version": base.version,
+            "taken": {n: [str(p.relative_to(base.path)) for p in t.files]
+                      for n, t in base.taken.items()},
+            "built": {n: nt.reason for n, nt in base.not_taken.items()}}

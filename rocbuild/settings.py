@@ -95,6 +95,8 @@ OPTIONS: tuple[Option, ...] = (
            "LIST"),
     Option("mirror", "rewrite a source URL prefix, like git's insteadOf (repeatable)",
            _parse_mirror_rules, "FROM=TO", repeatable=True),
+    Option("base", "an installed ROCm (e.g. /opt/rocm-6.4.3) whose components are used instead "
+           "of built; only what it lacks for the targets is built", _parse_path, "PATH"),
     Option("jobs", "upper bound on parallel jobs", _parse_positive_int, "N"),
     Option("parallel", "components built at the same time", _parse_positive_int, "N"),
     Option("swap_weight", "share of free swap counted as memory when sizing jobs (0-1)",
@@ -211,6 +213,7 @@ def resolve(
         "prefix": None,
         "target": None,
         "mirror": (),
+        "base": None,
         "jobs": None,
         "parallel": 1,
         "swap_weight": 0.5,

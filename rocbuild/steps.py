@@ -12,6 +12,7 @@ import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from rocbuild.base import rpath_args
 from rocbuild.graph import Component, Stack, venv_dir
 
 STEPS = ("fetch", "patch", "configure", "compile", "install")
@@ -28,7 +29,7 @@ def steps_of(component: Component) -> tuple[str, ...]:
 def path_head(stack: Stack) -> list[str]:
     """What goes before the user's PATH: the prefix, then the build venv when recipes need
     Python packages (so `python3` in a build finds them, and the system Python is untouched)."""
-    head = [f"{stack.prefix}/bin"]
+    head = [f"{p}/bin" for p in stack.search_prefixes]  # the prefix, then a --base
     if stack.python_needs() != ((), ()):
         head.append(str(venv_dir(stack.workdir) / "bin"))
     return head
@@ -39,9 +40,8 @@ def step_env(stack: Stack, component: Component,
     """The environment a build step runs in: the prefix first on PATH, ROCM_PATH and
     HIP_PLATFORM=amd, then the recipe's own [env] (which wins)."""
     env = dict(os.environ if base is None else base)
-    prefix = str(stack.prefix)
     env["PATH"] = os.pathsep.join(p for p in (*path_head(stack), env.get("PATH", "")) if p)
-    env["ROCM_PATH"] = prefix
+    env["ROCM_PATH"] = str(stack.rocm_root)
     env["HIP_PLATFORM"] = "amd"
     env.update(component.env)
     return env
@@ -49,7 +49,8 @@ def step_env(stack: Stack, component: Component,
 
 def env_overrides(stack: Stack, component: Component) -> dict[str, str]:
     """Only the variables rocbuild sets, for printing; PATH keeps a ``$PATH`` reference."""
-    overrides = {"PATH": ":".join(path_head(stack)) + ":$PATH", "ROCM_PATH": str(stack.prefix),
+    overrides = {"PATH": ":".join(path_head(stack)) + ":$PATH",
+                 "ROCM_PATH": str(stack.rocm_root),
                  "HIP_PLATFORM": "amd"}
     overrides.update(component.env)
     return overrides
@@ -58,7 +59,7 @@ def env_overrides(stack: Stack, component: Component) -> dict[str, str]:
 def configure_argv(stack: Stack, component: Component, jobs: Mapping[str, int]) -> list[str]:
     """The cmake configure command; ``jobs`` (per kind of work) fills the recipe's job_args,
     which change only the speed and so are not part of any fingerprint."""
-    prefix_path = str(stack.prefix)
+    prefix_path = ";".join(str(p) for p in stack.search_prefixes)
     recipe_args: list[str] = []
     for arg in component.cmake_args:
         if arg.startswith("-DCMAKE_PREFIX_PATH="):  # the recipe's paths come after the prefix
@@ -68,7 +69,7 @@ def configure_argv(stack: Stack, component: Component, jobs: Mapping[str, int]) 
     return ["cmake", "-G", "Ninja", "-S", str(component.source_dir), "-B",
             str(component.build_dir), f"-DCMAKE_BUILD_TYPE={component.build_type}",
             f"-DCMAKE_INSTALL_PREFIX={component.install_prefix}",
-            f"-DCMAKE_PREFIX_PATH={prefix_path}", *recipe_args,
+            f"-DCMAKE_PREFIX_PATH={prefix_path}", *rpath_args(stack.base), *recipe_args,
             *component.render_job_args(jobs)]
 
 

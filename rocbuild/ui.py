@@ -10,6 +10,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from rocbuild.plan import Plan, to_json
+from rocbuild.resources import format_gib
 from rocbuild.steps import shell_line
 
 
@@ -44,6 +45,26 @@ def print_plan(plan: Plan, out: Console) -> None:
         table.add_row(str(i), escape(c.name), escape(ref), escape(", ".join(c.depends) or "-"),
                       escape(p.state), jobs)
     out.print(table)
+    print_base(plan, out)
+
+
+def print_base(plan: Plan, out: Console) -> None:
+    """What a --base provides, why the rest is built, and both roads' estimates."""
+    base = plan.stack.base
+    if base is not None:
+        where = escape(f"from base {base.path} ({base.version})")
+        for name in base.taken:
+            out.print(f"  [green]✓[/] {escape(name):<22} {where}")
+        for name, not_taken in base.not_taken.items():
+            if name in plan.stack.components:
+                out.print(f"  [yellow]↻[/] {escape(name):<22} built: {escape(not_taken.reason)}")
+    if plan.roads:
+        out.print(escape("estimate (recipes' [resources]):"))
+        for road in plan.roads:
+            note = "" if road.measured else \
+                " [dim]" + escape("(assumed: AMD ships every [base] component)") + "[/]"
+            out.print(f"  {escape(road.name):<40} {len(road.components):>2} components, "
+                      f"{road.cpu_hours:5.1f} CPU-hours, {format_gib(road.disk)} disk{note}")
 
 
 def print_commands(plan: Plan, out: TextIO) -> None:
