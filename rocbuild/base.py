@@ -168,10 +168,7 @@ def load_base(path: Path, series: str, recipes: Mapping[str, Recipe],
 
 
 def rpath_args(base: Base | None) -> list[str]:
-    """CMake arguments that add the base's lib dirs to every linked file's RUNPATH, after the
-    prefix's: the link line's standard libraries come after CMake's own ``-Wl,-rpath``, and
-    CMake's install-time RPATH change keeps entries it did not add."""
-    if base is None:
-        return []
-    flags = " ".join(f"-Wl,-rpath,{d}" for d in base.lib_dirs)
-    return [f"-DCMAKE_{lang}_STANDARD_LIBRARIES={flags}" for lang in ("C", "CXX")]
+    """On a base, every installed file keeps in its RUNPATH the folders outside the project it
+    was linked against (the base's lib/), after the project's own install RPATH (the prefix's):
+    CMake's INSTALL_RPATH_USE_LINK_PATH, so no env.sh is needed to reach the base."""
+    return [] if base is None else ["-DCMAKE_INSTALL_RPATH_USE_LINK_PATH=ON"]
