@@ -77,6 +77,13 @@ def test_chain_builds_on_a_base_made_by_rocbuild(chain: Chain) -> None:
     done = subprocess.run([str(gamma)], env={}, capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "gamma 11"
     assert plan_json(upper)["components"][0]["state"] == "done"
+    info = json.loads((chain.root / "B/.rocbuild/build-info.json").read_text())
+    assert info["base"] == {"path": str(base), "version": "1.0.0", "taken": ["alpha", "beta"]}
+    # B alone is not a whole stack: activate never points a link at it
+    link = chain.root / "rocm"
+    refused = run_cli("activate", str(chain.root / "B"), "--link", str(link), expect=2)
+    assert "only the top of a stack built on the base" in refused.stderr, refused.explain()
+    assert not link.is_symlink()
 
     # an upgrade of the base (alpha rebuilt with another factor) makes gamma stale
     chain_with_base_tables(chain, ("-DALPHA_FACTOR=2",))
