@@ -17,7 +17,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from rocbuild import smoke
+from rocbuild import basescan, smoke
 from rocbuild.errors import ConfigError
 from rocbuild.graph import load_stack
 from rocbuild.settings import Settings
@@ -76,14 +76,20 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         assert prefix is not None
         report = verify_prefix(prefix, targets)
         smoke_report = _smoke(args, report, prefix, targets)
+    # findings on the base's own libraries; they inform, the prefix's report decides
+    base_scan = None if args.paths else basescan.scan_for(settings.base, prefix, targets,
+                                                          settings.recipes)
     if args.json:
         doc = to_json(report)
         doc["smoke"] = smoke.to_json(smoke_report) if smoke_report else None
+        doc["base"] = basescan.to_json(*base_scan) if base_scan else None
         json.dump(doc, sys.stdout, indent=2)
         sys.stdout.write("\n")
     else:
         out = console()
         print_report(report, out)
+        if base_scan is not None:
+            print_base_scan(*base_scan, out)
         if smoke_report is not None:
             print_smoke(smoke_report, out)
     ok = report.ok and (smoke_report is None or smoke_report.ok)
@@ -168,6 +174,14 @@ def _summary(report: VerifyReport) -> str:
                      + ", ".join(t.processor for t in missing_sets))
     parts += [p.split(":")[0] for p in report.problems]
     return f"[bold red]verify: FAIL[/] — {escape('; '.join(parts))}"
+
+
+def print_base_scan(base: Path, findings: list[basescan.BaseFinding], out: Console) -> None:
+    if not findings:
+        out.print(f"[green]✓[/] base {escape(str(base))}: every library carries the targets")
+    for finding in findings:
+        mark = "[yellow]![/]" if finding.buildable else "[red]![/]"
+        out.print(f"  {mark} {escape(finding.text())}")
 
 
 def print_smoke(report: smoke.SmokeReport, out: Console) -> None:
