@@ -167,8 +167,15 @@ def load_base(path: Path, series: str, recipes: Mapping[str, Recipe],
     return Base(path=path, version=version, taken=taken, not_taken=not_taken)
 
 
+def base_runpath(base: Base | None) -> list[str]:
+    """The base's lib dirs for the install RUNPATH steps.py gives every component: absolute
+    (the base does not move with the prefix) and after the prefix's own entries."""
+    return [] if base is None else [str(d) for d in base.lib_dirs]
+
+
 def rpath_args(base: Base | None) -> list[str]:
-    """On a base, every installed file keeps in its RUNPATH the folders outside the project it
-    was linked against (the base's lib/), after the project's own install RPATH (the prefix's):
-    CMake's INSTALL_RPATH_USE_LINK_PATH, so no env.sh is needed to reach the base."""
+    """On a base, every installed file also keeps in its RUNPATH the folders outside the
+    project it was linked against (the base's lib/), after its install RPATH: CMake's
+    INSTALL_RPATH_USE_LINK_PATH. This covers projects that set CMAKE_INSTALL_RPATH themselves
+    (a normal variable hides rocbuild's cache entry), so no env.sh is needed to reach the base."""
     return [] if base is None else ["-DCMAKE_INSTALL_RPATH_USE_LINK_PATH=ON"]

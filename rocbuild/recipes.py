@@ -76,7 +76,10 @@ RECIPE_SCHEMA: _Schema = {
         "job_args": "strlist",  # rendered with `jobs` when the step starts; never fingerprinted
     },
     # what AMD's packaging adds after `cmake --install`, as data: prefix-relative paths
-    "install": {"links": "strmap", "files": "strmap"},
+    "install": {"links": "strmap", "files": "strmap",
+                # installed programs get a RUNPATH relative to $ORIGIN unless this is false
+                # (then runpath_reason must say why: the DESIGN promise is broken on purpose)
+                "runpath": "bool", "runpath_reason": "str"},
     # Python needs, met before any build step so no build pip-installs from the network
     "python": {"packages": "strlist", "wheels": "strlist"},
     "env": "strmap",
@@ -213,6 +216,7 @@ class Recipe:
     install_files: Mapping[str, str] = field(default_factory=dict)
     python_packages: tuple[str, ...] = ()
     python_wheels: tuple[str, ...] = ()
+    runpath: bool = True
     base_provides: tuple[str, ...] = ()
     base_tensile: str = ""
     base_required: bool = False
@@ -327,6 +331,10 @@ def load_recipe(file: Path) -> Recipe:
                 raise ConfigError(f"{file}: key 'install.{table}.\"{rel}\"' must be a path "
                                   "inside the prefix, relative and without '..'",
                                   tip=f"fix 'install.{table}' in {file}")
+    if install.get("runpath") is False and not install.get("runpath_reason", "").strip():
+        raise ConfigError(f"{file}: key 'install.runpath' is false but 'install.runpath_reason' "
+                          "does not say why (installed programs then need env.sh to start)",
+                          tip=f"add install.runpath_reason to {file}, or remove install.runpath")
     python = data.get("python", {})
     base = data.get("base", {})
     for i, pattern in enumerate(base.get("provides", ())):
@@ -347,6 +355,7 @@ def load_recipe(file: Path) -> Recipe:
                   install_links=install.get("links", {}), install_files=install.get("files", {}),
                   python_packages=python.get("packages", ()),
                   python_wheels=python.get("wheels", ()),
+                  runpath=install.get("runpath", True),
                   base_provides=base.get("provides", ()), base_tensile=base.get("tensile", ""),
                   base_required=base.get("required", False))
 
