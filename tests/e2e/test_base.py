@@ -184,6 +184,8 @@ def test_plan_on_a_recorded_amd_643_layout(tmp_path: Path) -> None:
     assert f"-DCMAKE_CXX_COMPILER={base}/bin/amdclang++" in rocblas["configure_args"]
     assert f"-DCMAKE_PREFIX_PATH={plan['prefix']};{base}" in rocblas["configure_args"]
     assert rocblas["env"]["TENSILE_ROCM_ASSEMBLER_PATH"] == f"{base}/lib/llvm/bin/clang++"
+    # installed files find the prefix's libraries first, then the base's, without env.sh
+    assert f"-DCMAKE_INSTALL_RPATH=$ORIGIN/../lib;{base}/lib" in rocblas["configure_args"]
     roads = plan["roads"]
     assert roads["base"]["components"] == ["rocblas", "hipblas", "llama.cpp"]
     assert roads["full"]["cpu_hours"] > roads["base"]["cpu_hours"] > 0
