@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from tests.cli import run_cli, run_flags
-from tests.e2e.chain import FAKE_HOST, Chain
+from tests.e2e.chain import Chain
 
 pytestmark = pytest.mark.e2e
 
@@ -34,16 +34,11 @@ BASE_TABLES = {
 
 
 def chain_with_base_tables(chain: Chain, alpha_args: tuple[str, ...] = ()) -> None:
-    for name, depends in (("alpha", []), ("beta", ["alpha"])):
-        args = list(alpha_args) if name == "alpha" else []
-        chain.write_recipe(name, f"""\
-            depends = {depends!r}
-            [source]
-            git = "{FAKE_HOST}{name}.git"
-            ref = "v1"
-            [cmake]
-            args = {args!r}
-            """.replace("'", '"') + BASE_TABLES[name])
+    chain.set_args("alpha", *alpha_args)
+    chain.set_args("beta")
+    for name, table in BASE_TABLES.items():
+        recipe = chain.recipes / f"{name}.toml"
+        recipe.write_text(recipe.read_text() + table)
 
 
 def base_flags(chain: Chain, prefix: str, work: str) -> list[str]:
