@@ -75,7 +75,8 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     else:
         assert prefix is not None
         report = verify_prefix(prefix, targets)
-        smoke_report = _smoke(args, report, prefix, targets)
+        smoke_report = _smoke(args, report, prefix, targets,
+                              basescan.base_to_scan(settings.base, prefix))
     # findings on the base's own libraries; they inform, the prefix's report decides
     base_scan = None if args.paths else basescan.scan_for(settings.base, prefix, targets,
                                                           settings.recipes)
@@ -97,13 +98,14 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _smoke(args: argparse.Namespace, report: VerifyReport, prefix: Path,
-           targets: tuple[TargetId, ...]) -> smoke.SmokeReport:
+           targets: tuple[TargetId, ...], base: Path | None) -> smoke.SmokeReport:
     if args.no_smoke:
         return smoke.SmokeReport(skipped="smoke tests skipped: --no-smoke")
     if not report.ok:
         return smoke.SmokeReport(skipped="smoke tests not run: fix the problems above first")
     return smoke.run_smoke(prefix, targets, args.model, root=args.gpu_root,
-                           echo=lambda line: print(line, file=sys.stderr, flush=True))
+                           echo=lambda line: print(line, file=sys.stderr, flush=True),
+                           base=base)
 
 
 def _shown(path: Path, prefix: Path | None) -> str:

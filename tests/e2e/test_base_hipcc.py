@@ -7,11 +7,15 @@ into the prefix, and verify passes for gfx906."""
 from __future__ import annotations
 
 import json
+import subprocess
 import textwrap
 from pathlib import Path
 
 import pytest
 
+from rocbuild import smoke
+from rocbuild.targets import parse_target_list
+from rocbuild.verify import Verdict, verify_file
 from tests.cli import run_flags
 from tests.conftest import require_tool
 from tests.e2e.chain import one_component_stack
@@ -111,3 +115,27 @@ def test_hip_library_built_against_an_amd_shaped_base(tmp_path: Path) -> None:
     info = json.loads((prefix / ".rocbuild/build-info.json").read_text())
     assert info["verified"] is True and info["complete"] is True
     run_flags(flags, "verify", "--no-smoke", "--prefix", str(prefix), expect=0)
+
+
+def test_smoke_hello_compiles_with_the_hipcc_of_the_base(tmp_path: Path) -> None:
+    """verify's GPU smoke test on a prefix built on a base: hipcc is the base's (the prefix
+    has none), ROCM_PATH is the base; the compile itself needs no GPU."""
+    require_tool("hipcc")
+    if not (DEBIAN_LLVM / "bin/clang++").exists() or not (DEBIAN_BITCODE / "ocml.bc").exists():
+        pytest.skip("Debian's clang-15 and device libraries are not installed")
+    base, prefix = amd_shaped_tree(tmp_path), tmp_path / "prefix"
+    (prefix / "lib").mkdir(parents=True)
+    test = next(t for t in smoke.plan_smoke(prefix, "gfx906", base=base)
+                if t.name == "hip-hello")
+    assert test.commands[0][0] == f"{base}/bin/hipcc"
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    for name, text in test.files.items():
+        (scratch / name).write_text(text)
+    env = smoke.smoke_env(prefix, {"PATH": "/usr/bin:/bin"}, rocm_base=base)
+    assert env["ROCM_PATH"] == str(base)
+    assert env["LD_LIBRARY_PATH"].split(":")[::2] == [f"{prefix}/lib", f"{base}/lib"]
+    env["HIP_CLANG_PATH"] = f"{base}/lib/llvm/bin"  # Debian's hipcc, as in the recipe above
+    subprocess.run(test.commands[0], cwd=scratch, env=env, check=True, capture_output=True)
+    hello = verify_file(scratch / "hello", parse_target_list(["gfx906"]))
+    assert hello.verdict is Verdict.PASS
