@@ -42,6 +42,8 @@ def env_overrides(stack: Stack, component: Component) -> dict[str, str]:
     overrides = {"PATH": ":".join(path_head(stack)) + ":$PATH",
                  "ROCM_PATH": str(stack.rocm_root),
                  "HIP_PLATFORM": "amd"}
+    if stack.base is not None:  # hipcc's HIP is the base's, whatever the user's shell says
+        overrides["HIP_PATH"] = str(stack.rocm_root)
     overrides.update(component.env)
     return overrides
 

@@ -108,6 +108,8 @@ def test_hip_library_built_against_an_amd_shaped_base(tmp_path: Path) -> None:
     assert list(plan["base"]["taken"]) == ["hipcc"]
     assert plan["components"][0]["env"]["HIP_CLANG_PATH"] == f"{base}/lib/llvm/bin"
 
+    commands = run_flags(flags, "plan", "--commands", expect=0).stdout
+    assert f"ROCM_PATH={base}" in commands and f"HIP_PATH={base}" in commands
     result = run_flags(flags, "build", "--quiet", expect=0)
     prefix = tmp_path / "prefix"
     assert (prefix / "share/kern/hipcc.txt").read_text() == f"{base}/bin/hipcc"
