@@ -62,7 +62,7 @@ def print_base(plan: Plan, out: Console) -> None:
         out.print(escape("estimate (recipes' [resources]):"))
         for road in plan.roads:
             note = "" if road.measured else \
-                " [dim]" + escape("(assumed: AMD ships every [base] component)") + "[/]"
+                " [dim]" + escape("(assumed: the base has every [base] component but the targets' Tensile kernels)") + "[/]"
             out.print(f"  {escape(road.name):<40} {len(road.components):>2} components, "
                       f"{road.cpu_hours:5.1f} CPU-hours, {format_gib(road.disk)} disk{note}")
 
