@@ -61,8 +61,8 @@ def print_base(plan: Plan, out: Console) -> None:
     if plan.roads:
         out.print(escape("estimate (recipes' [resources]):"))
         for road in plan.roads:
-            note = "" if road.measured else \
-                " [dim]" + escape("(assumed: the base has every [base] component but the targets' Tensile kernels)") + "[/]"
+            assumed = "(assumed: the base has every [base] component but the Tensile kernels)"
+            note = "" if road.measured else f" [dim]{escape(assumed)}[/]"
             out.print(f"  {escape(road.name):<40} {len(road.components):>2} components, "
                       f"{road.cpu_hours:5.1f} CPU-hours, {format_gib(road.disk)} disk{note}")
 
