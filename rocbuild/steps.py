@@ -12,6 +12,7 @@ import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from rocbuild import launchers
 from rocbuild.base import base_runpath, rpath_args
 from rocbuild.graph import Component, Stack, venv_dir
 
@@ -44,6 +45,7 @@ def env_overrides(stack: Stack, component: Component) -> dict[str, str]:
                  "HIP_PLATFORM": "amd"}
     if stack.base is not None:  # hipcc's HIP is the base's, whatever the user's shell says
         overrides["HIP_PATH"] = str(stack.rocm_root)
+    overrides.update(launchers.step_env(stack.launch, stack, component, os.environ))
     overrides.update(component.env)
     return overrides
 
@@ -101,7 +103,8 @@ def configure_argv(stack: Stack, component: Component, jobs: Mapping[str, int] |
             str(component.build_dir), f"-DCMAKE_BUILD_TYPE={component.build_type}",
             f"-DCMAKE_INSTALL_PREFIX={component.install_prefix}",
             f"-DCMAKE_PREFIX_PATH={prefix_path}", *runpath, *rpath_args(stack.base),
-            *recipe_args, *(component.render_job_args(jobs) if jobs is not None else [])]
+            *recipe_args, *launchers.cmake_args(stack.launch, component),
+            *(component.render_job_args(jobs) if jobs is not None else [])]
 
 
 def build_argv(component: Component, jobs: int) -> list[str]:

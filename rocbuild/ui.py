@@ -9,6 +9,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from rocbuild.cost import summary_lines
 from rocbuild.plan import Plan, to_json
 from rocbuild.resources import format_gib
 from rocbuild.steps import shell_line
@@ -32,6 +33,8 @@ def print_plan(plan: Plan, out: Console) -> None:
     for name, entry in doc["settings"].items():
         value = entry["value"]
         text = ", ".join(value) if isinstance(value, list) else str(value)
+        if entry.get("effective"):  # what an `auto` or a host list came to on this machine
+            text = f"{text or '(none)'}: {entry['effective']}"
         source = escape(entry["source"])
         out.print(f"  {name:<12} {escape(text or '(none)'):<40} [dim]({source})[/]")
     table = Table(title=f"build order ({len(plan.components)} components)", title_justify="left")
@@ -45,6 +48,9 @@ def print_plan(plan: Plan, out: Console) -> None:
         table.add_row(str(i), escape(c.name), escape(ref), escape(", ".join(c.depends) or "-"),
                       escape(p.state), jobs)
     out.print(table)
+    if plan.cost is not None:
+        for line in summary_lines(plan.cost):
+            out.print(escape(line))
     print_base(plan, out)
 
 
@@ -59,7 +65,7 @@ def print_base(plan: Plan, out: Console) -> None:
             if name in plan.stack.components:
                 out.print(f"  [yellow]↻[/] {escape(name):<22} built: {escape(not_taken.reason)}")
     if plan.roads:
-        out.print(escape("estimate (recipes' [resources]):"))
+        out.print(escape("both roads, whole stack (recipes' [resources]):"))
         for road in plan.roads:
             assumed = "(assumed: the base has every [base] component but the Tensile kernels)"
             note = "" if road.measured else f" [dim]{escape(assumed)}[/]"

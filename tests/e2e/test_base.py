@@ -189,7 +189,7 @@ def test_plan_on_a_recorded_amd_643_layout(tmp_path: Path) -> None:
     text = run_flags(flags, "plan", expect=0).stdout
     assert f"clr                    from base {base} (6.4.3)" in text
     assert "rocblas                built: base lacks gfx906 Tensile kernels" in text
-    assert f"on base {base}" in text and "CPU-hours" in text
+    assert "both roads, whole stack" in text and f"on base {base}" in text
 
 
 def test_base_version_decides_the_refs(tmp_path: Path) -> None:
