@@ -79,6 +79,11 @@ def test_chain_builds_on_a_base_made_by_rocbuild(chain: Chain) -> None:
     refused = run_cli("activate", str(chain.root / "B"), "--link", str(link), expect=2)
     assert "only the top of a stack built on the base" in refused.stderr, refused.explain()
     assert not link.is_symlink()
+    # verify finds the base from B's build-info (no --base) and scans it too; the chain has no
+    # GPU code, so the prefix itself fails (exit 1) and the base has nothing to report
+    checked = run_cli("verify", "--json", "--prefix", str(chain.root / "B"), "--target",
+                      "gfx906", "--no-smoke", "--recipes", str(chain.recipes), expect=1)
+    assert json.loads(checked.stdout)["base"] == {"path": str(base), "findings": []}
 
     # an upgrade of the base (alpha rebuilt with another factor) makes gamma stale
     chain_with_base_tables(chain, ("-DALPHA_FACTOR=2",))
