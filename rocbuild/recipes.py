@@ -227,6 +227,7 @@ class Recipe:
     python_wheels: tuple[str, ...] = ()
     distribute: bool = False
     runpath: bool = True
+    runpath_reason: str = ""
     base_provides: tuple[str, ...] = ()
     base_tensile: str = ""
     base_required: bool = False
@@ -380,6 +381,7 @@ def load_recipe(file: Path) -> Recipe:
                   python_wheels=python.get("wheels", ()),
                   distribute=cmake.get("distribute", False),
                   runpath=install.get("runpath", True),
+                  runpath_reason=install.get("runpath_reason", ""),
                   base_provides=base.get("provides", ()), base_tensile=base.get("tensile", ""),
                   base_required=base.get("required", False))
 
