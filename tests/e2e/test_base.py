@@ -80,10 +80,13 @@ def test_chain_builds_on_a_base_made_by_rocbuild(chain: Chain) -> None:
     assert "only the top of a stack built on the base" in refused.stderr, refused.explain()
     assert not link.is_symlink()
     # verify finds the base from B's build-info (no --base) and scans it too; the chain has no
-    # GPU code, so the prefix itself fails (exit 1) and the base has nothing to report
+    # GPU code, so the prefix itself fails (exit 4) and the base has nothing to report; the
+    # linkage check finds every library gamma needs (B's RUNPATH reaches A)
     checked = run_cli("verify", "--json", "--prefix", str(chain.root / "B"), "--target",
-                      "gfx906", "--no-smoke", "--recipes", str(chain.recipes), expect=1)
-    assert json.loads(checked.stdout)["base"] == {"path": str(base), "findings": []}
+                      "gfx906", "--no-smoke", "--recipes", str(chain.recipes), expect=4)
+    doc = json.loads(checked.stdout)
+    assert doc["base"] == {"path": str(base), "findings": []}
+    assert doc["linkage"]["ok"] is True and doc["linkage"]["checked"] == 1
 
     # an upgrade of the base (alpha rebuilt with another factor) makes gamma stale
     chain_with_base_tables(chain, ("-DALPHA_FACTOR=2",))
