@@ -67,6 +67,16 @@ def _parse_fraction(text: str) -> float:
     return value
 
 
+def _parse_cache(text: str) -> str:
+    """A folder (made absolute) or an http(s)/file URL, kept as text (cache_store opens it)."""
+    scheme, sep, _ = text.partition("://")
+    if sep and scheme in ("http", "https", "file"):
+        return text
+    if sep:
+        raise ValueError(f"'{text}': a cache is a folder or an http(s):// URL")
+    return str(_parse_path(text))
+
+
 @dataclass(frozen=True)
 class Option:
     """One setting: its flag, environment variable and config key derive from ``name``."""
@@ -99,6 +109,8 @@ OPTIONS: tuple[Option, ...] = (
     Option("parallel", "components built at the same time", _parse_positive_int, "N"),
     Option("swap_weight", "share of free swap counted as memory when sizing jobs (0-1)",
            _parse_fraction, "F"),
+    Option("cache", "binary cache of built components to install from (a folder or an "
+           "http(s):// URL serving one)", _parse_cache, "DIR_OR_URL"),
 )
 OPTION_BY_NAME = {o.name: o for o in OPTIONS}
 
@@ -214,6 +226,7 @@ def resolve(
         "jobs": None,
         "parallel": 1,
         "swap_weight": 0.5,
+        "cache": None,
     }
     values: dict[str, Value] = {}
     for option in OPTIONS:
