@@ -98,6 +98,7 @@ class BuildContext:
     # jobs held by compile steps running right now (--parallel): one budget for all of them
     _held: dict[str, int] = field(default_factory=dict)
     _held_lock: threading.Lock = field(default_factory=threading.Lock)
+    cache_choices: dict[str, Any] | None = None  # what --cache serves (cache_install.served)
 
     def _take_jobs(self, name: str, wanted: int) -> int:
         """Jobs for a compile step that starts while others run: what the host affords now
@@ -186,6 +187,10 @@ class BuildContext:
 
     def _outputs_present(self, comp: Component, step: str) -> bool:
         """A stamp is not enough when the user deleted what the step made."""
+        if step != "install" and (self.state.read_stamp(comp.name, step) or {}).get(
+                "from_cache"):  # installed from the binary cache: no checkout or build tree
+            later = steps_of(comp)[steps_of(comp).index(step) + 1:]
+            return all(self.is_current(comp, s) for s in later)
         if step == "fetch":
             stamp = self.state.read_stamp(comp.name, "fetch") or {}
             return (sources.checkout_id(comp.checkout_dir) == stamp.get("checkout_id")

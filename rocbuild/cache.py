@@ -36,7 +36,14 @@ from typing import Any
 
 from rocbuild import __version__, artifacts, sources
 from rocbuild.artifacts import ArtifactRefused, Manifest, Relocation
-from rocbuild.cache_store import FolderStore, HttpStore, Store, open_store, pull_archive
+from rocbuild.cache_store import (
+    CacheUnavailable,
+    FolderStore,
+    HttpStore,
+    Store,
+    open_store,
+    pull_archive,
+)
 from rocbuild.errors import BuildFailed, ConfigError
 from rocbuild.graph import Component, Stack, sha256_text
 from rocbuild.state import StateDir
@@ -232,3 +239,20 @@ def open_cache(value: str | None) -> FolderStore | HttpStore | None:
         raise ConfigError(f"cache folder {store.root} does not exist",
                           tip="create it with `rocbuild cache push --to DIR`, or fix --cache")
     return store
+
+
+def plan_lines(settings: Any, stack: Stack, state: StateDir) -> Callable[[Component], str]:
+    """For `rocbuild plan`: what the cache setting does with each component (one line)."""
+    store = open_cache(settings.cache)
+    if store is None:
+        return lambda comp: ""
+
+    def line(comp: Component) -> str:
+        if not comp.builds:
+            return ""  # source-only: fetched as usual
+        try:
+            return choose(store, stack, state, comp).describe()
+        except CacheUnavailable as exc:
+            return f"cache unavailable: {exc}"
+
+    return line

@@ -23,6 +23,7 @@ class PlannedComponent:
     state: str
     jobs: dict[str, JobCount]  # kind -> count; "compile" always present for built components
     commands: list[StepCommands]
+    cache: str = ""  # what the binary cache does with it (cache.Choice.describe), "" no cache
 
     @property
     def name(self) -> str:
@@ -50,13 +51,15 @@ def component_jobs(component: Component, host: HostSnapshot, settings: Settings
 
 
 def build_plan(stack: Stack, settings: Settings, host: HostSnapshot,
-               state_of: Callable[[Component], str] = lambda c: "pending") -> Plan:
+               state_of: Callable[[Component], str] = lambda c: "pending",
+               cache_of: Callable[[Component], str] = lambda c: "") -> Plan:
     planned = []
     for component in stack.selected():
         jobs = component_jobs(component, host, settings)
         counts = {kind: 1 for kind in JOB_MEMORY_KEYS} | {k: j.jobs for k, j in jobs.items()}
         planned.append(PlannedComponent(component, state_of(component), jobs,
-                                        commands_for(stack, component, counts)))
+                                        commands_for(stack, component, counts),
+                                        cache_of(component)))
     return Plan(stack, settings, host, planned)
 
 
@@ -100,6 +103,7 @@ def to_json(plan: Plan) -> dict[str, Any]:
             "env": dict(c.env),
             "jobs": {kind: {"jobs": jc.jobs, "reason": jc.reason} for kind, jc in p.jobs.items()},
             "fingerprint": c.fingerprint,
+            "cache": p.cache or None,
             "build_dir": str(c.build_dir) if c.builds else None,
         })
     return {

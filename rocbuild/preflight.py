@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from rocbuild import sources
+from rocbuild import cache_install, sources
 from rocbuild.build import BuildContext
 from rocbuild.errors import BuildFailed, RocbuildError
 from rocbuild.resources import format_gib
@@ -123,7 +123,8 @@ def check_tools(ctx: BuildContext) -> list[Problem]:
 def check_offline_sources(ctx: BuildContext) -> list[Problem]:
     problems = []
     for comp in ctx.stack.selected():
-        if not comp.owns_checkout or ctx.is_current(comp, "fetch"):
+        if (not comp.owns_checkout or ctx.is_current(comp, "fetch")
+                or cache_install.is_served(ctx, comp.name)):  # --cache installs it
             continue
         assert comp.fetch_url is not None and comp.ref is not None
         cache = sources.cache_dir(ctx.stack.workdir / "cache" / "git", comp.fetch_url)

@@ -41,8 +41,9 @@ def print_plan(plan: Plan, out: Console) -> None:
         ref = c.ref or f"(checkout of {c.checkout})"
         jobs = "\n".join(escape(j.reason) if kind == "compile" else f"{kind}: {escape(j.reason)}"
                          for kind, j in p.jobs.items()) or "source only"
+        state = f"{p.state}\n{p.cache}" if p.cache and p.state != "done" else p.state
         table.add_row(str(i), escape(c.name), escape(ref), escape(", ".join(c.depends) or "-"),
-                      escape(p.state), jobs)
+                      escape(state), jobs)
     out.print(table)
 
 
