@@ -101,13 +101,13 @@ def install_step(ctx: BuildContext, name: str) -> None:
         for step in steps_of(comp):  # in order: each stamp's inputs name the one before
             _stamp(ctx, comp, step, choice)
     except (ArtifactRefused, CacheUnavailable, BuildFailed) as exc:
-        outcome.result = "refused"
-        outcome.message = str(exc)
+        # not a failure of the run: the component's own steps come next and build it (so no
+        # outcome either; the summary then lists those steps)
         log(f"refused: {exc}")
         ctx.output.say(f"✘ {name}: the cached artifact is refused: {exc}; building it instead")
+        return
     outcome.seconds = time.monotonic() - started
-    if outcome.result == "done":
-        ctx.output.say(f"✔ {name}: installed from the cache ({outcome.seconds:.1f}s)")
+    ctx.output.say(f"✔ {name}: installed from the cache ({outcome.seconds:.1f}s)")
     ctx.outcomes.append(outcome)
 
 
