@@ -112,10 +112,11 @@ def install_step(ctx: BuildContext, name: str) -> None:
 
 
 def _stamp(ctx: BuildContext, comp: Component, step: str, choice: cache.Choice) -> None:
-    inputs = ctx.expected_inputs(comp, step)
-    expected = ctx.expected_fingerprint(comp, step)
-    assert inputs is not None and expected is not None and choice.manifest is not None
-    extra: dict[str, Any] = {"from_cache": choice.key}
+    """The step's stamp as a build writes it (build.py's own writer, so the run ids chain the
+    same way), marked ``from_cache`` with the artifact's key (uptodate.py's output check)."""
+    assert choice.manifest is not None
+    outcome = StepOutcome(comp.name, step, "done")
+    outcome.record["from_cache"] = choice.key
     if step == "fetch":
-        extra.update(commit=choice.manifest.commit, checkout_id=None)
-    ctx.state.write_stamp(comp.name, step, expected, inputs=inputs, seconds=0.0, **extra)
+        outcome.record.update(commit=choice.manifest.commit, checkout_id=None)
+    ctx._stamp(comp, step, outcome, 0.0)
