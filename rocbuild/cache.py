@@ -97,11 +97,15 @@ def source_commit(state: StateDir, comp: Component) -> str | None:
     return str(commit) if commit else None
 
 
-def ref_kind(stack: Stack, owner: Component) -> str:
-    """tag, commit or branch: how the checkout's ref was resolved when it was fetched."""
+def ref_kind(stack: Stack, state: StateDir, owner: Component) -> str:
+    """tag, commit or branch: how the checkout's ref was resolved when it was fetched (or, for
+    a component installed from the cache, what its artifact said)."""
     assert owner.fetch_url is not None and owner.ref is not None
     if sources._SHA_RE.match(owner.ref):
         return "commit"
+    recorded = (state.read_stamp(owner.name, "fetch") or {}).get("ref_kind")
+    if recorded:
+        return str(recorded)
     cache = sources.cache_dir(stack.workdir / "cache" / "git", owner.fetch_url)
     return "tag" if sources._is_tag_or_commit(cache, owner.ref) else "branch"
 
@@ -114,7 +118,7 @@ def make_artifact(stack: Stack, state: StateDir, comp: Component, folder: Path,
     if commit is None:
         raise BuildFailed(f"{comp.name}: no fetch record for its source",
                           tip=f"run `rocbuild build {comp.name}` first")
-    kind = ref_kind(stack, owner)
+    kind = ref_kind(stack, state, owner)
     if kind not in PINNED_KINDS:
         raise BuildFailed(f"{comp.name} was built from the branch '{owner.ref}' (commit "
                           f"{commit[:12]}); a branch moves, so its artifact could not be matched "

@@ -118,5 +118,6 @@ def _stamp(ctx: BuildContext, comp: Component, step: str, choice: cache.Choice) 
     outcome = StepOutcome(comp.name, step, "done")
     outcome.record["from_cache"] = choice.key
     if step == "fetch":
-        outcome.record.update(commit=choice.manifest.commit, checkout_id=None)
+        outcome.record.update(commit=choice.manifest.commit, checkout_id=None,
+                              ref_kind=choice.manifest.ref_kind)  # for a later push
     ctx._stamp(comp, step, outcome, 0.0)

@@ -58,7 +58,8 @@ def run_push(args: argparse.Namespace, settings: Settings) -> int:
     comps = [stack.components[n] for n in stack.order if n in wanted]
     staging = stack.workdir / "cache" / "push"
     failed = 0
-    with ctx.state.lock():  # nobody installs into the prefix while it is read
+    ctx.ensure_ready()  # the workdir and prefix locks: nobody installs while the prefix is read
+    try:
         for comp in comps:
             steps = steps_of(comp)
             if not comp.builds:
@@ -89,6 +90,8 @@ def run_push(args: argparse.Namespace, settings: Settings) -> int:
             ctx.output.say(f"✔ {comp.name}: {len(manifest.files)} files, "
                            f"{fmt_size(manifest.size)} packed to "
                            f"{fmt_size(manifest.archive_size)} ({key[:12]})")
+    finally:
+        ctx.release()
     return 1 if failed else 0
 
 
