@@ -23,6 +23,8 @@ from pathlib import Path
 import pytest
 import zstandard
 
+from rocbuild.artifacts import Manifest, pack, sha256_file
+from rocbuild.cache_store import FolderStore, HttpStore, pull_archive
 from tests.cli import run_cli
 from tests.conftest import require_tool
 from tests.e2e.chain import FAKE_HOST, Chain, make_chain, one_component_stack
@@ -300,3 +302,69 @@ def test_push_refuses_a_component_built_from_a_branch(tmp_path: Path) -> None:
     assert "onbranch was built from the branch 'main'" in pushed.stdout
     assert "pin a tag or a full commit" in pushed.stdout
     assert not list((tmp_path / "cache").rglob("*.tar.zst"))
+
+
+def test_a_missing_cache_folder_is_bad_input(machine: FirstMachine, tmp_path: Path) -> None:
+    missing = tmp_path / "no-such-cache"
+    for command in (["build", "--offline"], ["plan"], ["cache", "list"]):
+        result = run_cli(*command, *machine.second(tmp_path / "w", "--cache", str(missing)),
+                         env=machine.env, expect=2)
+        assert f"cache folder {missing} does not exist" in result.stderr
+
+
+# http.server with Range support (python's own sends whole files): logs each range's start
+RANGE_SERVER = textwrap.dedent("""\
+    import functools, http.server, os, re, sys
+    class Handler(http.server.SimpleHTTPRequestHandler):
+        def send_head(self):
+            path, wanted = self.translate_path(self.path), self.headers.get("Range")
+            if not wanted or not os.path.isfile(path):
+                return super().send_head()
+            start = int(re.match(r"bytes=(\\d+)-", wanted)[1])
+            f = open(path, "rb")
+            size = os.fstat(f.fileno()).st_size
+            f.seek(start)
+            self.send_response(206)
+            self.send_header("Content-Range", f"bytes {start}-{size - 1}/{size}")
+            self.send_header("Content-Length", str(size - start))
+            self.end_headers()
+            with open(sys.argv[2], "a") as log:
+                log.write(f"{start}\\n")
+            return f
+    server = http.server.ThreadingHTTPServer(
+        ("127.0.0.1", 0), functools.partial(Handler, directory=sys.argv[1]))
+    print("port", server.server_address[1], flush=True)
+    server.serve_forever()
+    """)
+
+
+def test_an_interrupted_http_pull_continues_with_a_range_request(tmp_path: Path) -> None:
+    prefix = tmp_path / "prefix"
+    (prefix / "lib").mkdir(parents=True)
+    (prefix / "lib" / "big.bin").write_bytes(os.urandom(3 << 20))  # incompressible, 3 MiB
+    archive = tmp_path / "x.tar.zst"
+    files = pack(prefix, ["lib/big.bin"], archive)
+    manifest = Manifest(component="x", key="k" * 64, inputs={}, targets=("gfx906",),
+                        prefix=str(prefix), commit="c" * 40, ref_kind="tag", rocbuild="0",
+                        files=tuple(files), archive_sha256=sha256_file(archive),
+                        archive_size=archive.stat().st_size)
+    FolderStore(tmp_path / "cache").push(manifest, archive)
+    ranges = tmp_path / "ranges.log"
+    server = subprocess.Popen([sys.executable, "-u", "-c", RANGE_SERVER, str(tmp_path / "cache"),
+                               str(ranges)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert server.stdout is not None
+        port = server.stdout.readline().split()[1]
+        dest = tmp_path / "pulled" / manifest.archive_name
+        dest.parent.mkdir()
+        half = manifest.archive_size // 2
+        dest.with_name(dest.name + ".partial").write_bytes(archive.read_bytes()[:half])
+        seen: list[int] = []
+        pull_archive(HttpStore(f"http://127.0.0.1:{port}/"), manifest, dest,
+                     lambda done, total: seen.append(done))
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+    assert ranges.read_text().split() == [str(half)]  # only the missing half was sent
+    assert seen[0] > half and seen[-1] == manifest.archive_size
+    assert sha256_file(dest) == manifest.archive_sha256
