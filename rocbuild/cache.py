@@ -72,7 +72,11 @@ def component_key(stack: Stack, comp: Component) -> str:
 # --- what a component installed -------------------------------------------------------------
 def installed_paths(stack: Stack, comp: Component) -> list[str]:
     """The component's files, relative to the prefix: CMake's install_manifest.txt plus the
-    links and files rocbuild itself wrote ([install.links], [install.files])."""
+    links and files rocbuild itself wrote ([install.links], [install.files]). A source-only
+    component installs nothing: its artifact is the record of the commit it was fetched at,
+    which lets its users come from the cache on a machine without its sources."""
+    if not comp.builds:
+        return []
     manifest = comp.build_dir / "install_manifest.txt"
     if not manifest.is_file():
         raise BuildFailed(f"{comp.name}: {manifest} is missing, so what it installed is unknown",
@@ -225,6 +229,8 @@ def install(store: Store, stack: Stack, choice: Choice, log: Callable[[str], Non
     pull_archive(store, manifest, local, progress)
     relocation = Relocation(manifest.prefix, str(stack.prefix))
     paths = artifacts.unpack(local, list(manifest.files), stack.prefix, relocation, log)
+    if not comp.builds:
+        return paths
     comp.build_dir.mkdir(parents=True, exist_ok=True)
     extras = {rel for rel, _ in (*comp.install_links, *comp.install_files)}
     listed = [str(stack.prefix / p) for p in sorted(paths) if p not in extras]
@@ -252,8 +258,6 @@ def plan_lines(settings: Any, stack: Stack, state: StateDir) -> Callable[[Compon
         return lambda comp: ""
 
     def line(comp: Component) -> str:
-        if not comp.builds:
-            return ""  # source-only: fetched as usual
         try:
             return choose(store, stack, state, comp).describe()
         except CacheUnavailable as exc:

@@ -38,7 +38,7 @@ def served(ctx: BuildContext) -> dict[str, cache.Choice]:
     if store is not None:
         selected = ctx.stack.selected()
         for comp in selected:
-            if not comp.builds or all(ctx.is_current(comp, s) for s in steps_of(comp)):
+            if not steps_of(comp) or all(ctx.is_current(comp, s) for s in steps_of(comp)):
                 continue
             try:
                 choice = cache.choose(store, ctx.stack, ctx.state, comp)
@@ -49,12 +49,17 @@ def served(ctx: BuildContext) -> dict[str, cache.Choice]:
                 chosen[comp.name] = choice
             elif choice.use == cache.REFUSED:
                 ctx.output.say(f"cache: {comp.name}: {choice.describe()}")
-        # a checkout another (not cached) component builds from must still be fetched
+        # a checkout that a component built here needs must really be fetched: its own
+        # checkout's owner, and a source-only dependency (HIP headers, Tensile)
         for comp in selected:
-            if comp.name not in chosen and comp.checkout in chosen:
-                ctx.output.say(f"cache: {comp.checkout}: built from source, since "
-                               f"{comp.name} needs its checkout")
-                del chosen[comp.checkout]
+            if comp.name in chosen:
+                continue
+            needs = {comp.checkout} | {d for d in comp.depends
+                                       if not ctx.component(d).builds}
+            for name in sorted(needs & chosen.keys()):
+                ctx.output.say(f"cache: {name}: fetched, since {comp.name} is built here and "
+                               "needs its source")
+                del chosen[name]
     ctx.cache_choices = chosen
     return chosen
 

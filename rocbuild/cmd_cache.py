@@ -62,9 +62,7 @@ def run_push(args: argparse.Namespace, settings: Settings) -> int:
     try:
         for comp in comps:
             steps = steps_of(comp)
-            if not comp.builds:
-                if args.components:
-                    ctx.output.say(f"- {comp.name}: source only, nothing installed to store")
+            if not steps:  # reuses another checkout and builds nothing: nothing of its own
                 continue
             if not all(ctx.is_current(comp, step) for step in steps):
                 ctx.output.say(f"✘ {comp.name}: not built, or changed since it was built; run "

@@ -27,7 +27,7 @@ from rocbuild.artifacts import Manifest, pack, sha256_file
 from rocbuild.cache_store import FolderStore, HttpStore, pull_archive
 from tests.cli import run_cli
 from tests.conftest import require_tool
-from tests.e2e.chain import FAKE_HOST, Chain, make_chain, one_component_stack
+from tests.e2e.chain import FAKE_HOST, Chain, make_chain, make_repo, one_component_stack
 
 pytestmark = pytest.mark.e2e
 
@@ -81,6 +81,12 @@ def first(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FirstMachine]:
         require_tool(tool)
     root = tmp_path_factory.mktemp("machine-a")
     chain = make_chain(root)
+    # a source-only dependency (like HIP's headers): the second machine has no source of it
+    make_repo(chain.repos, "notes", {"README": "notes\n"})
+    chain.write_recipe("notes", f'kind = "source-only"\n[source]\ngit = "{FAKE_HOST}notes.git"\n'
+                                'ref = "v1"\n')
+    beta = chain.recipes / "beta.toml"
+    beta.write_text(beta.read_text().replace('depends = ["alpha"]', 'depends = ["alpha", "notes"]'))
     home = root / "home"
     env = {"XDG_CONFIG_HOME": str(home / "config"), "XDG_CACHE_HOME": str(home / "cache")}
     wrapper, count = counting_cc(root / "cc-a")
@@ -89,10 +95,10 @@ def first(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FirstMachine]:
     assert count.read_text().count("run") > 0  # the wrapper does count compiler runs
     cache = root / "cache"
     pushed = run_cli("cache", "push", *chain.flags(), "--to", str(cache), env=env, expect=0)
-    for name in COMPONENTS:
+    for name in (*COMPONENTS, "notes"):
         assert re.search(rf"^✔ {name}: \d+ files", pushed.stdout, re.M), pushed.stdout
     again = run_cli("cache", "push", *chain.flags(), "--to", str(cache), env=env, expect=0)
-    assert again.stdout.count("already in") == 3
+    assert again.stdout.count("already in") == 4
     tree = prefix_tree(chain.prefix)
     assert "bin/gamma" in tree and "lib/libalpha.so" in tree
     yield FirstMachine(chain, cache, tree, env)
@@ -115,13 +121,13 @@ def test_second_machine_installs_the_stack_from_a_cache_folder_without_compiling
     work = tmp_path / "work-b"
     flags = machine.second(work, "--cache", str(machine.cache))
     plan = json.loads(run_cli("plan", *flags, "--json", env=machine.env, expect=0).stdout)
-    assert [c["cache"] for c in plan["components"]] == ["from cache (same prefix)"] * 3
+    assert [c["cache"] for c in plan["components"]] == ["from cache (same prefix)"] * 4
     assert plan["settings"]["cache"] == {"value": str(machine.cache), "source": "flag --cache"}
     wrapper, count = counting_cc(tmp_path / "cc-b")
     env = {**machine.env, "CC": str(wrapper)}
     built = run_cli("build", *flags, "--offline", "--quiet", "--no-verify", env=env, expect=0)
     assert re.findall(r"^▶ (\S+): (\w+)$", built.stdout, re.M) == [
-        (n, "cache") for n in COMPONENTS]
+        (n, "cache") for n in ("alpha", "notes", "beta", "gamma")]
     assert not count.exists() and compiled(work) == []  # zero compiler runs
     assert not (work / "src").exists()  # nothing was fetched
     assert prefix_tree(machine.chain.prefix) == machine.tree
@@ -129,13 +135,13 @@ def test_second_machine_installs_the_stack_from_a_cache_folder_without_compiling
 
     status = json.loads(run_cli("status", *flags, "--json", env=env, expect=0).stdout)
     assert {c["name"]: c["state"] for c in status["components"]} == dict.fromkeys(
-        COMPONENTS, "done")
+        (*COMPONENTS, "notes"), "done")
     again = run_cli("build", *flags, "--offline", "--quiet", "--no-verify", env=env, expect=0)
-    assert "▶" not in again.stdout and "all 15 steps are current; nothing to do" in again.stdout
+    assert "▶" not in again.stdout and "all 17 steps are current; nothing to do" in again.stdout
     without_cache = machine.second(work)  # a rerun without --cache sees a built stack too
     again = run_cli("build", *without_cache, "--offline", "--quiet", "--no-verify", env=env,
                     expect=0)
-    assert "all 15 steps are current; nothing to do" in again.stdout
+    assert "all 17 steps are current; nothing to do" in again.stdout
     assert not count.exists()
 
     elsewhere = machine.second(tmp_path / "work-c", "--cache", str(machine.cache), "--json")
@@ -168,7 +174,7 @@ def test_second_machine_installs_from_an_http_cache_and_restarts_a_broken_downlo
         machine: FirstMachine, http_cache: str, tmp_path: Path) -> None:
     listed = json.loads(run_cli("cache", "list", "--cache", http_cache, "--json",
                                 env=machine.env, expect=0).stdout)
-    assert sorted(a["component"] for a in listed["artifacts"]) == list(COMPONENTS)
+    assert sorted(a["component"] for a in listed["artifacts"]) == [*COMPONENTS, "notes"]
     work = tmp_path / "work-b"
     alpha = next(a for a in listed["artifacts"] if a["component"] == "alpha")
     partial = work / "cache" / "artifacts" / f"{alpha['key']}.tar.zst.partial"
