@@ -16,19 +16,13 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from bench.noop import timed  # noqa: E402
 from tests.e2e.chain import FAKE_HOST, make_chain  # noqa: E402
-
-
-def timed(argv: list[str], env: dict[str, str]) -> float:
-    started = time.perf_counter()
-    subprocess.run(argv, check=True, stdout=subprocess.DEVNULL, env=env)
-    return time.perf_counter() - started
 
 
 def main() -> int:

@@ -15,7 +15,7 @@ from rich.table import Table
 
 from rocbuild import cache
 from rocbuild.build import BuildContext, Output
-from rocbuild.cache_store import FolderStore, ProgressLine, fmt_size, open_store, writable_folder
+from rocbuild.cache_store import ProgressLine, fmt_size, writable_folder
 from rocbuild.errors import BuildFailed, ConfigError
 from rocbuild.graph import load_stack
 from rocbuild.settings import Settings
@@ -104,10 +104,8 @@ def run_list(args: argparse.Namespace, settings: Settings) -> int:
     if not settings.cache:
         raise ConfigError("cache list needs a cache: --cache DIR_OR_URL (or ROCBUILD_CACHE)",
                           tip="rocbuild cache list --cache /srv/rocbuild-cache")
-    store = open_store(settings.cache)
-    if isinstance(store, FolderStore) and not store.root.is_dir():
-        raise ConfigError(f"cache folder {store.root} does not exist",
-                          tip="fill it with `rocbuild cache push --to DIR`, or fix --cache")
+    store = cache.open_cache(settings.cache)
+    assert store is not None
     entries = store.index()
     if args.json:
         json.dump({"cache": store.location, "artifacts": entries}, sys.stdout, indent=2)
