@@ -19,6 +19,7 @@ import os
 import posixpath
 import shutil
 import tarfile
+import tempfile
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -183,19 +184,28 @@ def check_entries(entries: Iterable[FileEntry], prefix: str) -> list[FileEntry]:
 
 # --- pack ------------------------------------------------------------------------------------
 def describe(prefix: Path, rel: str) -> FileEntry:
-    """One installed file as a manifest entry (lstat: a link is recorded, not followed)."""
+    """One installed file as a manifest entry (lstat: a link is recorded, not followed).
+    Files are read in chunks (libLLVM is hundreds of MiB): sha256, and whether the prefix
+    path occurs in it, in text (no NUL byte) or binary data."""
     path = prefix / rel
     st = path.lstat()
     if path.is_symlink():
         return FileEntry(rel, "link", mode=0o777, link=os.readlink(path))
     if not path.is_file():
         raise ArtifactRefused(f"{path} is neither a file nor a link")
-    data = path.read_bytes()
-    holds = ""
-    if str(prefix).encode() in data:
-        holds = "binary" if b"\0" in data else "text"
-    return FileEntry(rel, "file", mode=st.st_mode & 0o7777, size=len(data),
-                     sha256=hashlib.sha256(data).hexdigest(), holds_prefix=holds)
+    needle = str(prefix).encode()
+    digest, size, found, binary, tail = hashlib.sha256(), 0, False, False, b""
+    with path.open("rb") as f:
+        for chunk in iter(lambda: f.read(_CHUNK), b""):
+            digest.update(chunk)
+            size += len(chunk)
+            binary = binary or b"\0" in chunk
+            window = tail + chunk
+            found = found or needle in window
+            tail = window[-(len(needle) - 1):] if len(needle) > 1 else b""
+    holds = ("binary" if binary else "text") if found else ""
+    return FileEntry(rel, "file", mode=st.st_mode & 0o7777, size=size,
+                     sha256=digest.hexdigest(), holds_prefix=holds)
 
 
 def pack(prefix: Path, rel_paths: Iterable[str], archive: Path,
@@ -272,9 +282,10 @@ def unpack(archive: Path, entries: list[FileEntry], prefix: Path, relocation: Re
         raise ArtifactRefused(f"cannot relocate from {relocation.old} to {relocation.new}: "
                               + "; ".join(problems[:3]))
     prefix.mkdir(parents=True, exist_ok=True)
-    staging = prefix / f"{STAGING_NAME}-{os.getpid()}"
-    shutil.rmtree(staging, ignore_errors=True)
-    staging.mkdir()
+    _remove_stale_staging(prefix)
+    # one folder per unpack (components may install at the same time with --parallel), in
+    # the prefix so that moving a checked file into place is a rename
+    staging = Path(tempfile.mkdtemp(prefix=f"{STAGING_NAME}-{os.getpid()}-", dir=prefix))
     try:
         seen = _stage(archive, by_path, staging)
         missing = sorted(set(by_path) - seen)
@@ -288,6 +299,13 @@ def unpack(archive: Path, entries: list[FileEntry], prefix: Path, relocation: Re
         return [e.path for e in ordered]
     finally:
         shutil.rmtree(staging, ignore_errors=True)
+
+
+def _remove_stale_staging(prefix: Path) -> None:
+    """Staging folders of a killed run (another pid; the prefix lock says that run is over)."""
+    for path in prefix.glob(f"{STAGING_NAME}-*"):
+        if not path.name.startswith(f"{STAGING_NAME}-{os.getpid()}-"):
+            shutil.rmtree(path, ignore_errors=True)
 
 
 def _stage(archive: Path, by_path: Mapping[str, FileEntry], staging: Path) -> set[str]:

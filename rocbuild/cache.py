@@ -228,7 +228,10 @@ def install(store: Store, stack: Stack, choice: Choice, log: Callable[[str], Non
     log(f"pull {manifest.archive_name} from {store.location}")
     pull_archive(store, manifest, local, progress)
     relocation = Relocation(manifest.prefix, str(stack.prefix))
-    paths = artifacts.unpack(local, list(manifest.files), stack.prefix, relocation, log)
+    try:
+        paths = artifacts.unpack(local, list(manifest.files), stack.prefix, relocation, log)
+    finally:  # installed or refused, the copy is not needed again (the stack is a few GiB)
+        local.unlink(missing_ok=True)
     if not comp.builds:
         return paths
     comp.build_dir.mkdir(parents=True, exist_ok=True)

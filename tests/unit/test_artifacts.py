@@ -225,3 +225,19 @@ def test_pushing_again_replaces_the_index_entry(tmp_path: Path) -> None:
     store.push(manifest, archive)
     store.push(dataclasses.replace(manifest, created=5.0), archive)
     assert [e["created"] for e in store.index()] == [5.0]
+
+
+def test_the_prefix_is_found_across_a_read_boundary_and_stale_staging_is_removed(
+        tmp_path: Path) -> None:
+    prefix = make_prefix(tmp_path / "a")
+    needle = str(prefix).encode()
+    big = prefix / "lib" / "big.so"
+    cut = (1 << 20) - len(needle) // 2  # the path straddles the first 1 MiB read
+    big.write_bytes(b"\0" * cut + needle + b"\0" * 100)
+    archive = tmp_path / "x.tar.zst"
+    entries = pack(prefix, ["lib/big.so"], archive)
+    assert entries[0].holds_prefix == "binary"
+    stale = prefix / ".rocbuild-unpack-1-abc"  # left by a killed run (pid 1 is not us)
+    stale.mkdir()
+    unpack(archive, entries, prefix, Relocation(str(prefix), str(prefix)))
+    assert not stale.exists()
