@@ -4,9 +4,10 @@ artifact may be installed instead of a build (and how: same prefix, or relocated
 The key. A component's key is the hash of named inputs: its portable recipe fingerprint
 (graph.Component.portable_fingerprint: the rendered url, ref, cmake args, env, install links
 and files, patch contents and, recursively, the same fingerprint of every dependency, with
-the prefix and workdir paths taken out), the GPU targets, the CPU architecture and the
-manifest format. All of them are known from the recipes alone, so a second machine that is
---offline with an empty source cache can look its artifacts up before fetching anything.
+the prefix and workdir paths taken out), the configure command rocbuild runs (the same way),
+the GPU targets, the CPU architecture and the manifest format. All of them are known from
+the recipes alone, so a second machine that is --offline with an empty source cache can look
+its artifacts up before fetching anything.
 
 Why that is sound: for a ref that is a tag or a full commit, url + ref name one source tree,
 and the rest of what shapes the output (options, patches, dependencies built the same way,
@@ -45,8 +46,9 @@ from rocbuild.cache_store import (
     pull_archive,
 )
 from rocbuild.errors import BuildFailed, ConfigError
-from rocbuild.graph import Component, Stack, sha256_text
+from rocbuild.graph import Component, Stack, portable_text, sha256_text
 from rocbuild.state import StateDir
+from rocbuild.steps import configure_argv
 
 # ref kinds that name one commit for good (sources.py records tag/branch per fetched ref)
 PINNED_KINDS = ("tag", "commit")
@@ -56,9 +58,14 @@ FROM_CACHE, RELOCATE, NO_ARTIFACT, REFUSED = "from cache", "from cache, relocate
 
 
 def artifact_inputs(stack: Stack, comp: Component) -> dict[str, Any]:
-    """The named inputs the key hashes (see the module's doc for why these)."""
-    return {"recipe": comp.portable_fingerprint, "targets": [str(t) for t in stack.targets],
-            "machine": platform.machine(), "format": artifacts.MANIFEST_FORMAT}
+    """The named inputs the key hashes (see the module's doc for why these). ``command`` is
+    the configure command without job counts, so what rocbuild itself adds (generator,
+    RUNPATH) counts as it does for a rebuild (uptodate.command_key)."""
+    command = (sha256_text(portable_text(stack, json.dumps(configure_argv(stack, comp, None))))
+               if comp.builds else None)
+    return {"recipe": comp.portable_fingerprint, "command": command,
+            "targets": [str(t) for t in stack.targets], "machine": platform.machine(),
+            "format": artifacts.MANIFEST_FORMAT}
 
 
 def artifact_key(inputs: dict[str, Any]) -> str:

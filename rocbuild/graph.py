@@ -98,6 +98,15 @@ class Stack:
         return tuple(packages), tuple(wheels)
 
 
+def portable_text(stack: Stack, text: str) -> str:
+    """``text`` with the workdir and prefix paths as placeholders: what two machines that
+    build the same thing into other folders have in common (the binary cache's key)."""
+    places = {str(stack.workdir): "<workdir>", str(stack.prefix): "<prefix>"}
+    for path in sorted(places, key=len, reverse=True):  # one folder may hold the other
+        text = text.replace(path, places[path])
+    return text
+
+
 def venv_dir(workdir: Path) -> Path:
     """The build venv rocbuild manages for the recipes' Python needs (never the system's)."""
     return workdir / "venv"
@@ -302,11 +311,8 @@ def _render_component(stack: Stack, recipe: Recipe, done: Mapping[str, Component
         "deps": {d: done[d].fingerprint for d in deps},
     }
     fingerprint = sha256_text(json.dumps(fingerprint_doc, sort_keys=True))
-    portable_doc = json.dumps({**fingerprint_doc, "deps": {
-        d: done[d].portable_fingerprint for d in deps}}, sort_keys=True)
-    places = {str(stack.workdir): "<workdir>", str(stack.prefix): "<prefix>"}
-    for path in sorted(places, key=len, reverse=True):  # one folder may hold the other
-        portable_doc = portable_doc.replace(path, places[path])
+    portable_doc = portable_text(stack, json.dumps({**fingerprint_doc, "deps": {
+        d: done[d].portable_fingerprint for d in deps}}, sort_keys=True))
     return Component(
         recipe=recipe, depends=deps, checkout=owner, url=url,
         fetch_url=rewrite_url(url, settings.mirror) if url else None, ref=ref,

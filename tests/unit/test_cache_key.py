@@ -48,7 +48,7 @@ def test_the_key_ignores_prefix_and_workdir_but_not_what_shapes_the_build(
                            workdir=str(tmp_path / "w1"))
     assert keys(changed_dep)["app"] != keys(here)["app"]  # dependencies count, recursively
     inputs = cache.artifact_inputs(here, here.components["lib"])
-    assert set(inputs) == {"recipe", "targets", "machine", "format"}
+    assert set(inputs) == {"recipe", "command", "targets", "machine", "format"}
     assert inputs["targets"] == ["gfx906"]
 
 
