@@ -136,14 +136,18 @@ def _print_cap(out: Console, comp: ComponentStatus) -> None:
               f"{escape(reason)}", soft_wrap=True)
 
 
+MESSAGE_LINES = 14
+
+
 def _print_failure(out: Console, name: str, failure: FailureStatus) -> None:
     when = ""
     if failure.when:
         when = time.strftime(" at %Y-%m-%d %H:%M", time.localtime(failure.when))
     out.print(f"\n[bold red]FAILED[/] {escape(name)}: {escape(failure.step)}{when}")
     # whole lines (soft_wrap): paths and commands stay searchable and pasteable
-    if failure.message:
-        out.print(f"  {escape(failure.message.splitlines()[0])}", soft_wrap=True)
+    # the whole message: git's cause lines follow its first line (issue 10 #5)
+    for line in failure.message.splitlines()[:MESSAGE_LINES]:
+        out.print(f"  {escape(line)}", soft_wrap=True)
     found = failure.diagnosis
     if found is not None:
         out.print(f"  cause: {escape(found.cause)}", soft_wrap=True)

@@ -278,6 +278,7 @@ def _render_component(stack: Stack, recipe: Recipe, done: Mapping[str, Component
     url = ref = None
     if recipe.source.git is not None:
         url, ref = r(recipe.source.git, "source.git"), r(recipe.source.ref or "", "source.ref")
+        context["ref"] = ref  # e.g. llama.cpp's build number comes from its release tag
     args = tuple(r(a, f"cmake.args[{i}]") for i, a in enumerate(recipe.cmake_args))
     for i, arg in enumerate(args):
         if arg.startswith(("-G", "-S", "-B", "-DCMAKE_INSTALL_PREFIX=")):

@@ -98,7 +98,7 @@ class _Walk:
     ctx: BuildContext
     unsettled: dict[str, str] = field(default_factory=dict)  # component -> state, not done
     changed: set[str] = field(default_factory=set)  # recorded inputs differ from now
-    # (component, step) -> the step runs in the next build (uptodate.Rule.next_runs' rule)
+    # (component, step) -> the step runs in the next build (uptodate.Rule.next_runs)
     runs: dict[tuple[str, str], bool] = field(default_factory=dict)
 
     @property
@@ -114,7 +114,7 @@ class _Walk:
 
 def collect(ctx: BuildContext) -> StatusReport:
     """The status of every selected component, in build order."""
-    walk = _Walk(ctx)
+    walk = _Walk(ctx, runs=ctx.rule.next_runs(ctx.stack.selected()))
     report = StatusReport(ctx.stack.workdir, ctx.stack.prefix)
     for comp in ctx.stack.selected():
         status = _component_status(walk, comp)
@@ -150,8 +150,7 @@ def _step_status(walk: _Walk, comp: Component, step: str, before: StepStatus | N
     log = log_path(ctx.stack.workdir, comp.name, step)
     recorded = _recorded(step, stamp, log)
     moving = walk.moving_inputs(comp, step)
-    current = not moving and walk.rule.is_current(comp, step)
-    walk.runs[(comp.name, step)] = not current
+    current = not walk.runs[(comp.name, step)]
     differs = stamp is not None and _inputs_differ(ctx, comp, step, stamp)
     if differs:
         walk.changed.add(comp.name)
