@@ -66,6 +66,7 @@ class FirstMachine:
     cache: Path
     tree: dict[str, tuple[str, int, str]]
     env: dict[str, str]
+    verified: str  # `rocbuild verify --json` of the first machine's prefix
 
     def second(self, workdir: Path, *extra: str, online: bool = False) -> list[str]:
         """Flags for the second machine: its own workdir, the same prefix path, and a mirror
@@ -101,7 +102,8 @@ def first(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FirstMachine]:
     assert again.stdout.count("already in") == 4
     tree = prefix_tree(chain.prefix)
     assert "bin/gamma" in tree and "lib/libalpha.so" in tree
-    yield FirstMachine(chain, cache, tree, env)
+    verified = run_cli("verify", *chain.flags(), "--json", env=env).stdout
+    yield FirstMachine(chain, cache, tree, env, verified)
 
 
 @pytest.fixture
@@ -132,6 +134,7 @@ def test_second_machine_installs_the_stack_from_a_cache_folder_without_compiling
     assert not (work / "src").exists()  # nothing was fetched
     assert prefix_tree(machine.chain.prefix) == machine.tree
     assert machine.chain.run_gamma() == "gamma 11"
+    assert run_cli("verify", *flags, "--json", env=env).stdout == machine.verified
 
     status = json.loads(run_cli("status", *flags, "--json", env=env, expect=0).stdout)
     assert {c["name"]: c["state"] for c in status["components"]} == dict.fromkeys(
