@@ -8,7 +8,7 @@ built, since the stamps name their runs) and leaves their checkouts out of the s
 phase. The step checks, pulls and unpacks the archive, runs the same post-install work as a
 build (the recipe's [install] links and files, for this prefix) and writes every step's stamp
 through build.py, marked ``from_cache``; the normal steps then count as current (see
-build.py's output check), so resume, status, verify and a rerun see a built component. When
+uptodate.py's output check), so resume, status, verify and a rerun see a built component. When
 the artifact is refused (a file does not match its sha256, the download fails, ...) nothing is
 stamped and the normal steps build the component instead.
 """
