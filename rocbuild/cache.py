@@ -161,6 +161,7 @@ class Choice:
     use: str
     reason: str = ""
     manifest: Manifest | None = None
+    source_only: bool = False  # then "fetched", not "built", without the cache
 
     @property
     def usable(self) -> bool:
@@ -173,9 +174,10 @@ class Choice:
         if self.use == RELOCATE:
             assert self.manifest is not None
             return f"from cache, relocated from {self.manifest.prefix}"
+        otherwise = "fetched" if self.source_only else "built"
         if self.use == REFUSED:
-            return f"cache refused: {self.reason}; built instead"
-        return "not in the cache: built"
+            return f"cache refused: {self.reason}; {otherwise} instead"
+        return f"not in the cache: {otherwise}"
 
 
 def _differences(have: dict[str, Any], want: dict[str, Any]) -> list[str]:
@@ -190,10 +192,10 @@ def choose(store: Store, stack: Stack, state: StateDir, comp: Component) -> Choi
     key = artifact_key(inputs)
     doc = store.read_manifest(comp.name, key)
     if doc is None:
-        return Choice(comp.name, key, NO_ARTIFACT)
+        return Choice(comp.name, key, NO_ARTIFACT, source_only=not comp.builds)
 
     def refuse(reason: str) -> Choice:
-        return Choice(comp.name, key, REFUSED, reason)
+        return Choice(comp.name, key, REFUSED, reason, source_only=not comp.builds)
 
     try:
         manifest = Manifest.from_json(doc)
