@@ -17,6 +17,7 @@ import contextlib
 import hashlib
 import os
 import posixpath
+import re
 import shutil
 import tarfile
 import tempfile
@@ -250,6 +251,13 @@ class Relocation:
     def needed(self) -> bool:
         return self.old != self.new
 
+    def rewrite(self, data: bytes) -> bytes:
+        """The old prefix replaced where it is a whole path or leads one (``/opt/a/lib``),
+        not where it begins a longer name (``/opt/a-old``)."""
+        pattern = re.escape(self.old.rstrip("/").encode()) + rb"(?![A-Za-z0-9_.+-])"
+        new = self.new.rstrip("/").encode()
+        return re.sub(pattern, lambda _: new, data)
+
 
 def relocation_problems(entries: Iterable[FileEntry], old_prefix: str) -> list[str]:
     """Why the files cannot move to another prefix (empty: they can). A binary holding the
@@ -369,13 +377,13 @@ def _place(entry: FileEntry, staging: Path, prefix: Path, relocation: Relocation
         raise ArtifactRefused(f"cannot install '{entry.path}': a folder is in the way")
     if entry.type == "link":
         target = entry.link
-        if relocation.needed and target.startswith(relocation.old.rstrip("/") + "/"):
-            target = relocation.new.rstrip("/") + target[len(relocation.old.rstrip("/")):]
+        if relocation.needed:
+            target = relocation.rewrite(target.encode()).decode()
         dest.symlink_to(target)
         return
     staged = staging / _staged_name(entry)
     if relocation.needed and entry.holds_prefix == "text":
-        data = staged.read_bytes().replace(relocation.old.encode(), relocation.new.encode())
+        data = relocation.rewrite(staged.read_bytes())
         staged.write_bytes(data)
     os.chmod(staged, entry.mode & 0o7777)
     os.replace(staged, dest)

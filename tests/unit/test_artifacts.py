@@ -36,7 +36,8 @@ def make_prefix(root: Path) -> Path:
     tool = prefix / "bin" / "tool"
     tool.write_text("#!/bin/sh\necho tool\n")
     tool.chmod(0o755)
-    (prefix / "lib" / "x.pc").write_text(f"prefix={prefix}\nlibdir=${{prefix}}/lib\n")
+    (prefix / "lib" / "x.pc").write_text(f"prefix={prefix}\nlibdir=${{prefix}}/lib\n"
+                                         f"other={prefix}-old/lib\n")
     (prefix / "llvm").symlink_to(prefix / "lib")  # absolute, inside the prefix
     return prefix
 
@@ -101,7 +102,8 @@ def test_relocation_rewrites_text_files_and_links_into_the_old_prefix(tmp_path: 
     assert relocation_problems(entries, str(prefix)) == []
     new = tmp_path / "b" / "other"
     unpack(archive, entries, new, Relocation(str(prefix), str(new)))
-    assert (new / "lib" / "x.pc").read_text().startswith(f"prefix={new}\n")
+    assert (new / "lib" / "x.pc").read_text() == (f"prefix={new}\nlibdir=${{prefix}}/lib\n"
+                                                  f"other={prefix}-old/lib\n")
     assert os.readlink(new / "llvm") == str(new / "lib")
     assert (new / "lib" / "libx.so.1").read_bytes() == (prefix / "lib/libx.so.1").read_bytes()
 
