@@ -77,7 +77,7 @@ def pull_archive(store: Store, manifest: Manifest, dest: Path,
     dest.parent.mkdir(parents=True, exist_ok=True)
     partial = dest.with_name(dest.name + ".partial")
     have = partial.stat().st_size if partial.is_file() else 0
-    if have > total:
+    if have >= total:  # nothing left to ask for: a whole copy that failed its check, start over
         have = 0
     chunks, start = store.open_archive(manifest.component, manifest.key, have)
     with partial.open("r+b" if partial.exists() else "wb") as out:
@@ -229,6 +229,12 @@ class HttpStore:
             request.add_header("Range", f"bytes={offset}-")
         try:
             resp = urllib.request.urlopen(request, timeout=HTTP_TIMEOUT)
+        except urllib.error.HTTPError as exc:
+            if exc.code == 416 and offset:  # the server has no such range: send it whole
+                return self.open_archive(component, key, 0)
+            raise CacheUnavailable(f"cannot download {url}: HTTP {exc.code} {exc.reason}",
+                                   tip="check the cache server, or build without --cache"
+                                   ) from None
         except (urllib.error.URLError, OSError) as exc:
             reason = getattr(exc, "reason", exc)
             raise CacheUnavailable(f"cannot download {url}: {reason}",
