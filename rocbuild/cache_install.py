@@ -105,7 +105,7 @@ def install_step(ctx: BuildContext, name: str) -> None:
         ctx._install_extras(comp, log)  # the recipe's links and files, for this prefix
         for step in steps_of(comp):  # in order: each stamp's inputs name the one before
             _stamp(ctx, comp, step, choice)
-    except (ArtifactRefused, CacheUnavailable, BuildFailed) as exc:
+    except (ArtifactRefused, CacheUnavailable, BuildFailed, OSError) as exc:
         # not a failure of the run: the component's own steps come next and build it (so no
         # outcome either; the summary then lists those steps)
         log(f"refused: {exc}")

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import http.client
 import json
 import os
 import time
@@ -245,7 +246,7 @@ class HttpStore:
             with resp:
                 try:
                     yield from iter(lambda: resp.read(_CHUNK), b"")
-                except OSError as exc:
+                except (OSError, http.client.HTTPException) as exc:
                     raise CacheUnavailable(
                         f"the download of {url} broke off: {exc}",
                         tip="run the build again: the download continues") from None
