@@ -377,3 +377,21 @@ def test_an_interrupted_http_pull_continues_with_a_range_request(tmp_path: Path)
     assert ranges.read_text().split() == [str(half)]  # only the missing half was sent
     assert seen[0] > half and seen[-1] == manifest.archive_size
     assert sha256_file(dest) == manifest.archive_sha256
+
+
+def test_sources_still_come_first_when_only_some_components_are_cached(
+        machine: FirstMachine, tmp_path: Path) -> None:
+    cache = tmp_path / "cache"
+    shutil.copytree(machine.cache, cache)
+    for name in ("alpha", "gamma"):  # only beta (and notes) come from the cache
+        shutil.rmtree(cache / name)
+    work = tmp_path / "work-b"
+    built = run_cli("build", *machine.second(work, "--cache", str(cache), online=True),
+                    "--quiet", "--no-verify", env=machine.env, expect=0)
+    steps = [f"{c}:{s}" for c, s in re.findall(r"^▶ (\S+): (\w+)$", built.stdout, re.M)]
+    # a cached component waits for its dependencies' builds, but it must not pull them into
+    # the sources-first phase: gamma is fetched before alpha's compiler runs
+    assert steps.index("gamma:patch") < steps.index("alpha:configure") < steps.index(
+        "beta:cache") < steps.index("gamma:configure")
+    assert compiled(work) == ["alpha", "gamma"]
+    assert prefix_tree(machine.chain.prefix) == machine.tree
