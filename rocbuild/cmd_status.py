@@ -16,6 +16,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from rocbuild import launchers
 from rocbuild.build import BuildContext, Output
 from rocbuild.graph import load_stack
 from rocbuild.settings import Settings
@@ -78,6 +79,10 @@ def print_status(report: StatusReport, out: Console, requested: list[str]) -> No
     out.print(f"[bold]rocbuild status[/] — workdir {escape(str(report.workdir))}, "
               f"prefix {escape(str(report.prefix))}", soft_wrap=True)
     out.print(_table(report))
+    for comp in report.components:  # what the compiler cache (and distcc) did last compile
+        saved = launchers.status_text(report.workdir, comp.name)
+        if saved:
+            out.print(f"last compile of {escape(comp.name)}: {escape(saved)}", soft_wrap=True)
     for comp in report.components:
         if comp.job_cap:
             _print_cap(out, comp)

@@ -12,6 +12,7 @@ import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from rocbuild import launchers
 from rocbuild.graph import Component, Stack, venv_dir
 
 STEPS = ("fetch", "patch", "configure", "compile", "install")
@@ -40,6 +41,7 @@ def env_overrides(stack: Stack, component: Component) -> dict[str, str]:
     wins. PATH keeps a ``$PATH`` reference for printing; ``step_env`` expands it."""
     overrides = {"PATH": ":".join(path_head(stack)) + ":$PATH", "ROCM_PATH": str(stack.prefix),
                  "HIP_PLATFORM": "amd"}
+    overrides.update(launchers.step_env(stack.launch, stack, component, os.environ))
     overrides.update(component.env)
     return overrides
 
@@ -96,6 +98,7 @@ def configure_argv(stack: Stack, component: Component, jobs: Mapping[str, int] |
             str(component.build_dir), f"-DCMAKE_BUILD_TYPE={component.build_type}",
             f"-DCMAKE_INSTALL_PREFIX={component.install_prefix}",
             f"-DCMAKE_PREFIX_PATH={prefix_path}", *runpath, *recipe_args,
+            *launchers.cmake_args(stack.launch, component),
             *(component.render_job_args(jobs) if jobs is not None else [])]
 
 

@@ -9,6 +9,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from rocbuild.cost import summary_lines
 from rocbuild.plan import Plan, to_json
 from rocbuild.steps import shell_line
 
@@ -31,6 +32,8 @@ def print_plan(plan: Plan, out: Console) -> None:
     for name, entry in doc["settings"].items():
         value = entry["value"]
         text = ", ".join(value) if isinstance(value, list) else str(value)
+        if entry.get("effective"):  # what an `auto` or a host list came to on this machine
+            text = f"{text or '(none)'}: {entry['effective']}"
         source = escape(entry["source"])
         out.print(f"  {name:<12} {escape(text or '(none)'):<40} [dim]({source})[/]")
     table = Table(title=f"build order ({len(plan.components)} components)", title_justify="left")
@@ -45,6 +48,9 @@ def print_plan(plan: Plan, out: Console) -> None:
         table.add_row(str(i), escape(c.name), escape(ref), escape(", ".join(c.depends) or "-"),
                       escape(state), jobs)
     out.print(table)
+    if plan.cost is not None:
+        for line in summary_lines(plan.cost):
+            out.print(escape(line))
 
 
 def print_commands(plan: Plan, out: TextIO) -> None:

@@ -86,7 +86,9 @@ def test_a_replaced_build_tree_is_compiled_again(calc: Calc) -> None:
     """A build tree configured by hand (no build id of rocbuild's) is not trusted."""
     build(calc)
     shutil.rmtree(calc.build_dir)
-    subprocess.run(["cmake", "-G", "Ninja", "-S", str(calc.checkout), "-B", str(calc.build_dir)],
+    # (its own install prefix: if the check ever broke, the install must not reach /usr/local)
+    subprocess.run(["cmake", "-G", "Ninja", "-S", str(calc.checkout), "-B", str(calc.build_dir),
+                    f"-DCMAKE_INSTALL_PREFIX={calc.root / 'hand-prefix'}"],
                    check=True, capture_output=True)
     assert ran_steps(build(calc)) == {"configure", "compile", "install"}
 
