@@ -92,6 +92,17 @@ class Stack:
     def selected(self) -> list[Component]:
         return [self.components[n] for n in self.order]
 
+    def closure(self, name: str) -> list[str]:
+        """``name`` and everything it depends on, directly or not, in build order."""
+        seen: set[str] = set()
+        todo = [name]
+        while todo:
+            current = todo.pop()
+            if current not in seen:
+                seen.add(current)
+                todo.extend(self.components[current].depends)
+        return [n for n in self.order if n in seen] or [name]
+
     def python_needs(self) -> tuple[tuple[str, ...], tuple[str, ...]]:
         """(packages for the build venv, wheels for the wheelhouse) of the selected
         components, sorted and without repeats."""

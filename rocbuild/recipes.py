@@ -216,6 +216,7 @@ class Recipe:
     python_wheels: tuple[str, ...] = ()
     distribute: bool = False
     runpath: bool = True
+    runpath_reason: str = ""
 
     @property
     def builds(self) -> bool:
@@ -355,7 +356,8 @@ def load_recipe(file: Path) -> Recipe:
                   python_packages=python.get("packages", ()),
                   python_wheels=python.get("wheels", ()),
                   distribute=cmake.get("distribute", False),
-                  runpath=install.get("runpath", True))
+                  runpath=install.get("runpath", True),
+                  runpath_reason=install.get("runpath_reason", ""))
 
 
 def load_recipes(folder: Path) -> RecipeSet:

@@ -62,10 +62,13 @@ def step_env(stack: Stack, component: Component,
 def install_runpath(stack: Stack, component: Component) -> str:
     """The RUNPATH of the programs and libraries a component installs, relative to $ORIGIN so
     a prefix still works when copied or moved: the component's own lib/ first, then the
-    stack's lib/ and every other lib/ a component of the stack installs into (LLVM's
-    lib/llvm/lib). Relative to bin/, which is also right for lib/ (its sibling)."""
+    stack's lib/ and the lib/ of every component it depends on that installs elsewhere
+    (LLVM's lib/llvm/lib), never a folder of a component it does not use. Relative to bin/,
+    which is also right for lib/ (its sibling)."""
+    users_of = [stack.components[n] for n in stack.closure(component.name)
+                if n in stack.components]
     libs = [component.install_prefix / "lib", stack.prefix / "lib",
-            *sorted({c.install_prefix / "lib" for c in stack.components.values()})]
+            *(c.install_prefix / "lib" for c in users_of)]
     origin = component.install_prefix / "bin"
     entries: list[str] = []
     for lib in libs:

@@ -123,14 +123,7 @@ def component_tasks(ctx: BuildContext, comp: Component) -> list[dict[str, Any]]:
 
 def checkouts_needed(ctx: BuildContext, comp: Component) -> list[str]:
     """The checkouts of the component and of everything it depends on, in build order."""
-    closure: set[str] = set()
-    todo = [comp.name]
-    while todo:
-        name = todo.pop()
-        if name not in closure:
-            closure.add(name)
-            todo.extend(ctx.component(name).depends)
-    owners = {ctx.component(n).checkout for n in closure}
+    owners = {ctx.component(n).checkout for n in ctx.stack.closure(comp.name)}
     return [n for n in ctx.stack.order if n in owners]
 
 
