@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from typing import TextIO
 
@@ -15,10 +16,11 @@ from rocbuild.steps import shell_line
 
 
 def console(stream: TextIO | None = None) -> Console:
-    # width only matters for a pipe or a file: keep lines whole there
+    # width only matters for a pipe or a file: keep lines whole there, unless the user (or a
+    # script) says how wide with COLUMNS, which rich reads when no width is given
     stream = stream or sys.stdout
-    tty = stream.isatty()
-    return Console(file=stream, highlight=False, width=None if tty else 160)
+    sized = stream.isatty() or bool(os.environ.get("COLUMNS"))
+    return Console(file=stream, highlight=False, width=None if sized else 160)
 
 
 def print_plan(plan: Plan, out: Console) -> None:
