@@ -51,6 +51,9 @@ class Component:
     env: tuple[tuple[str, str], ...]
     patches: tuple[Patch, ...]
     fingerprint: str  # the whole rendered configuration plus dependency fingerprints
+    # the same with the prefix and workdir paths taken out: the binary cache's key (cache.py),
+    # equal on two machines that build the same recipes into other folders
+    portable_fingerprint: str = ""
     install_prefix: Path = Path("/")
     install_links: tuple[tuple[str, str], ...] = ()  # (path in prefix, link target)
     install_files: tuple[tuple[str, str], ...] = ()  # (path in prefix, text)
@@ -118,6 +121,15 @@ class Stack:
         packages = sorted({p for c in self.selected() for p in c.recipe.python_packages})
         wheels = sorted({w for c in self.selected() for w in c.recipe.python_wheels})
         return tuple(packages), tuple(wheels)
+
+
+def portable_text(stack: Stack, text: str) -> str:
+    """``text`` with the workdir and prefix paths as placeholders: what two machines that
+    build the same thing into other folders have in common (the binary cache's key)."""
+    places = {str(stack.workdir): "<workdir>", str(stack.prefix): "<prefix>"}
+    for path in sorted(places, key=len, reverse=True):  # one folder may hold the other
+        text = text.replace(path, places[path])
+    return text
 
 
 def venv_dir(workdir: Path) -> Path:
@@ -391,10 +403,13 @@ def _render_component(stack: Stack, recipe: Recipe, done: Mapping[str, Component
     if stack.base is not None:  # what is taken from it shapes every output built on it
         fingerprint_doc["base"] = stack.base.key()
     fingerprint = sha256_text(json.dumps(fingerprint_doc, sort_keys=True))
+    portable_doc = portable_text(stack, json.dumps({**fingerprint_doc, "deps": {
+        d: done[d].portable_fingerprint for d in deps}}, sort_keys=True))
     return Component(
         recipe=recipe, depends=deps, checkout=owner, url=url,
         fetch_url=rewrite_url(url, settings.mirror) if url else None, ref=ref,
         submodules=recipe.source.submodules, checkout_dir=checkout_dir, source_dir=source_dir,
         build_dir=build_dir, cmake_args=args, build_type=build_type, env=env, patches=patches,
-        fingerprint=fingerprint, install_prefix=install_prefix, install_links=links,
+        fingerprint=fingerprint, portable_fingerprint=sha256_text(portable_doc),
+        install_prefix=install_prefix, install_links=links,
         install_files=files, job_args=recipe.job_args, context=context)

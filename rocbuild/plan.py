@@ -27,6 +27,7 @@ class PlannedComponent:
     state: str
     jobs: dict[str, JobCount]  # kind -> count; "compile" always present for built components
     commands: list[StepCommands]
+    cache: str = ""  # what the binary cache does with it (cache.Choice.describe), "" no cache
 
     @property
     def name(self) -> str:
@@ -60,15 +61,18 @@ def component_jobs(component: Component, host: HostSnapshot, settings: Settings,
 def build_plan(stack: Stack, settings: Settings, host: HostSnapshot,
                state_of: Callable[[Component], str] = lambda c: "pending",
                pending: Collection[str] | None = None,
+               cache_of: Callable[[Component], str] = lambda c: "",
                requested: Iterable[str] = ()) -> Plan:
     """``pending``: the components a build would still run (default: every built one);
-    ``requested``: what the user asked for, for the two roads' estimate."""
+    ``cache_of``: what the binary cache does with each (cache.plan_lines); ``requested``:
+    what the user asked for, for the two roads' estimate."""
     planned = []
     for component in stack.selected():
         jobs = component_jobs(component, host, settings, stack.launch)
         counts = {kind: 1 for kind in JOB_MEMORY_KEYS} | {k: j.jobs for k, j in jobs.items()}
         planned.append(PlannedComponent(component, state_of(component), jobs,
-                                        commands_for(stack, component, counts)))
+                                        commands_for(stack, component, counts),
+                                        cache_of(component)))
     pending = [c.name for c in stack.selected() if c.builds] if pending is None else pending
     total = estimate(stack, host, pending, swap_weight=settings.swap_weight, cap=settings.jobs)
     return Plan(stack, settings, host, planned, total, roads(stack, requested))
@@ -116,6 +120,7 @@ def to_json(plan: Plan) -> dict[str, Any]:
             "env": dict(c.env),
             "jobs": {kind: {"jobs": jc.jobs, "reason": jc.reason} for kind, jc in p.jobs.items()},
             "fingerprint": c.fingerprint,
+            "cache": p.cache or None,
             "build_dir": str(c.build_dir) if c.builds else None,
         })
     return {

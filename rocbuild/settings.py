@@ -68,6 +68,16 @@ def _parse_fraction(text: str) -> float:
     return value
 
 
+def _parse_cache(text: str) -> str:
+    """A folder (made absolute) or an http(s)/file URL, kept as text (cache_store opens it)."""
+    scheme, sep, _ = text.partition("://")
+    if sep and scheme in ("http", "https", "file"):
+        return text
+    if sep:
+        raise ValueError(f"'{text}': a cache is a folder or an http(s):// URL")
+    return str(_parse_path(text))
+
+
 @dataclass(frozen=True)
 class Option:
     """One setting: its flag, environment variable and config key derive from ``name``."""
@@ -106,6 +116,8 @@ OPTIONS: tuple[Option, ...] = (
            parse_ccache_mode, "MODE"),
     Option("distcc", "distcc hosts for the components a recipe marks distributable, e.g. "
            "'box1/8 box2/4' (DISTCC_HOSTS syntax)", parse_distcc_hosts, "HOSTS"),
+    Option("cache", "binary cache of built components to install from (a folder or an "
+           "http(s):// URL serving one)", _parse_cache, "DIR_OR_URL"),
 )
 OPTION_BY_NAME = {o.name: o for o in OPTIONS}
 
@@ -224,6 +236,7 @@ def resolve(
         "swap_weight": 0.5,
         "ccache": "auto",
         "distcc": "",
+        "cache": None,
     }
     values: dict[str, Value] = {}
     for option in OPTIONS:

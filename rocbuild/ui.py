@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from typing import TextIO
 
@@ -16,10 +17,11 @@ from rocbuild.steps import shell_line
 
 
 def console(stream: TextIO | None = None) -> Console:
-    # width only matters for a pipe or a file: keep lines whole there
+    # width only matters for a pipe or a file: keep lines whole there, unless the user (or a
+    # script) says how wide with COLUMNS, which rich reads when no width is given
     stream = stream or sys.stdout
-    tty = stream.isatty()
-    return Console(file=stream, highlight=False, width=None if tty else 160)
+    sized = stream.isatty() or bool(os.environ.get("COLUMNS"))
+    return Console(file=stream, highlight=False, width=None if sized else 160)
 
 
 def print_plan(plan: Plan, out: Console) -> None:
@@ -45,8 +47,9 @@ def print_plan(plan: Plan, out: Console) -> None:
         ref = c.ref or f"(checkout of {c.checkout})"
         jobs = "\n".join(escape(j.reason) if kind == "compile" else f"{kind}: {escape(j.reason)}"
                          for kind, j in p.jobs.items()) or "source only"
+        state = f"{p.state}\n{p.cache}" if p.cache and p.state != "done" else p.state
         table.add_row(str(i), escape(c.name), escape(ref), escape(", ".join(c.depends) or "-"),
-                      escape(p.state), jobs)
+                      escape(state), jobs)
     out.print(table)
     if plan.cost is not None:
         for line in summary_lines(plan.cost):
