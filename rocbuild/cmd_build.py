@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from rocbuild import engine, prefixguard
+from rocbuild import cache_install, engine, prefixguard
 from rocbuild.build import BuildContext, Output
 from rocbuild.graph import load_stack
 from rocbuild.progress import LiveOutput
@@ -54,6 +54,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     ctx.output.say(f"rocbuild: {len(stack.order)} components for "
                    f"{', '.join(str(t) for t in stack.targets)} into {stack.prefix} "
                    f"(workdir {stack.workdir})")
+    cache_install.served(ctx)  # a bad --cache is bad input now, not an error inside doit
     components = list(args.components) or list(stack.order)
     return engine.build(ctx, components, parallel=settings.parallel,
                         keep_going=args.keep_going, verify=args.verify)

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from rocbuild import launchers
+from rocbuild.base import base_runpath, rpath_args
 from rocbuild.graph import Component, Stack, venv_dir
 
 STEPS = ("fetch", "patch", "configure", "compile", "install")
@@ -29,7 +30,7 @@ def steps_of(component: Component) -> tuple[str, ...]:
 def path_head(stack: Stack) -> list[str]:
     """What goes before the user's PATH: the prefix, then the build venv when recipes need
     Python packages (so `python3` in a build finds them, and the system Python is untouched)."""
-    head = [f"{stack.prefix}/bin"]
+    head = [f"{p}/bin" for p in stack.search_prefixes]  # the prefix, then a --base
     if stack.python_needs() != ((), ()):
         head.append(str(venv_dir(stack.workdir) / "bin"))
     return head
@@ -39,8 +40,11 @@ def env_overrides(stack: Stack, component: Component) -> dict[str, str]:
     """The variables rocbuild sets for a build step, in one place: the prefix (and the build
     venv) first on PATH, ROCM_PATH and HIP_PLATFORM=amd, then the recipe's own [env], which
     wins. PATH keeps a ``$PATH`` reference for printing; ``step_env`` expands it."""
-    overrides = {"PATH": ":".join(path_head(stack)) + ":$PATH", "ROCM_PATH": str(stack.prefix),
+    overrides = {"PATH": ":".join(path_head(stack)) + ":$PATH",
+                 "ROCM_PATH": str(stack.rocm_root),
                  "HIP_PLATFORM": "amd"}
+    if stack.base is not None:  # hipcc's HIP is the base's, whatever the user's shell says
+        overrides["HIP_PATH"] = str(stack.rocm_root)
     overrides.update(launchers.step_env(stack.launch, stack, component, os.environ))
     overrides.update(component.env)
     return overrides
@@ -75,6 +79,7 @@ def install_runpath(stack: Stack, component: Component) -> str:
         entry = "$ORIGIN/" + os.path.relpath(lib, origin)
         if entry not in entries:
             entries.append(entry)
+    entries += base_runpath(stack.base)  # a --base's lib dirs, absolute, after the prefix's
     return ";".join(entries)
 
 
@@ -88,7 +93,7 @@ def configure_argv(stack: Stack, component: Component, jobs: Mapping[str, int] |
     which change only the speed and so are not part of any fingerprint (None: leave them out).
     Every component gets an install RUNPATH (DESIGN 3.5) unless its recipe sets its own or
     opts out (install.runpath = false, with a reason)."""
-    prefix_path = str(stack.prefix)
+    prefix_path = ";".join(str(p) for p in stack.search_prefixes)  # the prefix, then a --base
     recipe_args: list[str] = []
     for arg in component.cmake_args:
         if arg.startswith("-DCMAKE_PREFIX_PATH="):  # the recipe's paths come after the prefix
@@ -100,8 +105,8 @@ def configure_argv(stack: Stack, component: Component, jobs: Mapping[str, int] |
     return ["cmake", "-G", "Ninja", "-S", str(component.source_dir), "-B",
             str(component.build_dir), f"-DCMAKE_BUILD_TYPE={component.build_type}",
             f"-DCMAKE_INSTALL_PREFIX={component.install_prefix}",
-            f"-DCMAKE_PREFIX_PATH={prefix_path}", *runpath, *recipe_args,
-            *launchers.cmake_args(stack.launch, component),
+            f"-DCMAKE_PREFIX_PATH={prefix_path}", *runpath, *rpath_args(stack.base),
+            *recipe_args, *launchers.cmake_args(stack.launch, component),
             *(component.render_job_args(jobs) if jobs is not None else [])]
 
 
