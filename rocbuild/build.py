@@ -481,8 +481,13 @@ class BuildContext:
         ownership.begin_install(prefix, comp)  # no link out; not complete while replaced
         self._remove_previous_install(comp, self._logger(log))
         self._run(comp, "install", install_argv(comp), log, outcome)
-        ownership.install_extras(prefix, comp, self._logger(log))
+        self._install_extras(comp, self._logger(log))
         ownership.finish_install(prefix, comp, self.stack.order, self._logger(log))
+
+    def _install_extras(self, comp: Component, log: Callable[[str], None]) -> None:
+        """The recipe's links and files (ownership.py never writes them through a link out of
+        the prefix)."""
+        ownership.install_extras(self.stack.prefix, comp, log)
 
     def _remove_previous_install(self, comp: Component, log: Callable[[str], None]) -> None:
         """Remove what this component installed last time before installing again: CMake
