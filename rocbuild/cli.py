@@ -71,7 +71,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         return _report(faults.explain(exc))
     except BrokenPipeError:  # `rocbuild plan | head`: the reader left, which is not an error
-        sys.stdout = None  # type: ignore[assignment]  # no flush of a closed pipe at exit
+        sys.stdout = None  # no flush of a closed pipe at exit
         return 0
     except KeyboardInterrupt:
         print("rocbuild: interrupted; what finished is kept, run the same command again to "

@@ -459,7 +459,8 @@ def check_aspm(ctx: Context) -> Check:
 
 
 def check_bar(ctx: Context) -> Check:
-    problems, fine = [], []
+    problems: list[str] = []
+    fine: list[str] = []
     for gpu in ctx.gpus:
         bar = gpu.vram_bar
         if bar is None:
@@ -685,12 +686,14 @@ def check_hsa_override(ctx: Context) -> Check:
         return Check("hsa-override", OK, "HSA_OVERRIDE_GFX_VERSION is not set")
     built = {t.processor for t in ctx.needs.targets} or \
         {t.processor for t in recommended_targets(ctx.gpus)}
-    bad, other = [], []
+    bad: list[tuple[Gpu, str, str]] = []
+    other: list[tuple[Gpu, str, str]] = []
     used: set[str] = set()
     for gpu in ctx.gpus:
         # libhsakmt reads HSA_OVERRIDE_GFX_VERSION_<KFD node> first, then the global one
         per_node = f"HSA_OVERRIDE_GFX_VERSION_{gpu.node}" if gpu.node is not None else None
-        var = per_node if per_node in env else "HSA_OVERRIDE_GFX_VERSION"
+        var = per_node if per_node is not None and per_node in env \
+            else "HSA_OVERRIDE_GFX_VERSION"
         if var not in env:
             continue
         used.add(var)

@@ -93,7 +93,7 @@ def cgroup_memory_room(root: Path) -> tuple[int | None, int | None]:
     else:
         limit = _int_or_none(_read(folder, "memory/memory.limit_in_bytes"))
         used = _int_or_none(_read(folder, "memory/memory.usage_in_bytes"))
-        swap_limit = swap_used = None
+        swap_limit, swap_used = None, 0
     # page cache counts in "current" but is reclaimable; take the usage as a safe upper bound
     mem_room = max(limit - (used or 0), 0) if limit is not None else None
     swap_room = max(swap_limit - swap_used, 0) if swap_limit is not None else None
