@@ -21,14 +21,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rocbuild.buildinfo import BuildInfo, info_path, now, read_build_info, write_atomic
-from rocbuild.errors import ConfigError, RocbuildError
+from rocbuild.errors import ActivationError, ConfigError
 
 DEFAULT_LINK = Path("/opt/rocm")
 LINK_ENV = "ROCBUILD_LINK"  # the link path when --link is not given
-
-
-class ActivationError(RocbuildError):
-    """The switch itself failed (permissions, filesystem); the old link is untouched."""
 
 
 def temp_link_path(link: Path) -> Path:

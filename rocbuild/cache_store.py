@@ -30,17 +30,13 @@ from typing import Any, Protocol
 
 from rocbuild.artifacts import Manifest, Progress, sha256_file
 from rocbuild.doctor import fmt_bytes
-from rocbuild.errors import ConfigError, RocbuildError
+from rocbuild.errors import CacheUnavailable, ConfigError
 from rocbuild.state import read_json, write_json_atomic
 
 INDEX = "index.json"
 INDEX_FORMAT = 1
 _CHUNK = 1 << 20
 HTTP_TIMEOUT = 60.0
-
-
-class CacheUnavailable(RocbuildError):
-    """The cache cannot be read or written (server down, folder gone, no permission)."""
 
 
 def manifest_path(component: str, key: str) -> str:

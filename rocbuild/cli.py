@@ -14,7 +14,7 @@ import sys
 from collections.abc import Sequence
 
 from rocbuild import __version__, faults, settings
-from rocbuild.errors import EXIT_INTERRUPTED, RocbuildError
+from rocbuild.errors import EXIT_INTERRUPTED, RocbuildError, report
 
 # Subcommand modules, in the order `rocbuild --help` lists them.
 COMMAND_MODULES = (
@@ -50,13 +50,6 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _report(exc: RocbuildError) -> int:
-    print(f"rocbuild: error: {exc}", file=sys.stderr)
-    if exc.tip:
-        print(f"TIP: {exc.tip}", file=sys.stderr)
-    return exc.exit_code
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -65,11 +58,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         resolved = settings.resolve(flags)
         return int(args.func(args, resolved))
     except RocbuildError as exc:
-        return _report(exc)
+        return report(exc, sys.stderr)
     except OSError as exc:  # a full disk or a read-only file system under rocbuild's own files
         if not faults.is_machine_fault(exc):
             raise
-        return _report(faults.explain(exc))
+        return report(faults.explain(exc), sys.stderr)
     except BrokenPipeError:  # `rocbuild plan | head`: the reader left, which is not an error
         sys.stdout = None  # no flush of a closed pipe at exit
         return 0

@@ -9,7 +9,7 @@ from doit import get_var
 
 from rocbuild.build import BuildContext, Output
 from rocbuild.engine import make_reporter
-from rocbuild.errors import RocbuildError
+from rocbuild.errors import RocbuildError, report
 from rocbuild.graph import load_stack
 from rocbuild.settings import resolve
 from rocbuild.tasks import make_namespace
@@ -21,10 +21,7 @@ def namespace_from_environment() -> dict[str, Any]:
         settings = resolve({k: v for k, v in flags.items() if v is not None})
         stack = load_stack(settings)
     except RocbuildError as exc:  # same one-line message and exit code as the CLI
-        print(f"rocbuild: error: {exc}", file=sys.stderr)
-        if exc.tip:
-            print(f"TIP: {exc.tip}", file=sys.stderr)
-        raise SystemExit(exc.exit_code) from None
+        raise SystemExit(report(exc, sys.stderr)) from None
     ctx = BuildContext(stack=stack, settings=settings, output=Output(sys.stdout))
     namespace = make_namespace(ctx)
     namespace["DOIT_CONFIG"]["reporter"] = make_reporter(ctx)

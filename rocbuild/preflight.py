@@ -14,15 +14,9 @@ from dataclasses import dataclass
 
 from rocbuild import cache_install, cost, hostreqs, launchers, sources
 from rocbuild.build import BuildContext
-from rocbuild.errors import BuildFailed, RocbuildError
+from rocbuild.errors import BuildFailed, PreflightError
 from rocbuild.resources import format_gib
 from rocbuild.steps import step_env, steps_of
-
-
-class PreflightError(RocbuildError):
-    """The build cannot start; nothing has run. Exit 2, like other input the user must fix."""
-
-    exit_code = 2
 
 
 @dataclass(frozen=True)
