@@ -147,12 +147,12 @@ class Needs:
 def needs_from(settings: Settings) -> Needs:
     """Read the stack for the doctor; a broken recipe is reported, not raised, so the host
     checks still run."""
-    base = {"workdir": settings.workdir, "swap_weight": settings.swap_weight}
     try:
         stack = load_stack(settings)
     except ConfigError as exc:
         return Needs(targets=settings.target or (), targets_source=settings.source("target"),
-                     prefix=settings.prefix, problem=str(exc), **base)
+                     workdir=settings.workdir, swap_weight=settings.swap_weight,
+                     prefix=settings.prefix, problem=str(exc))
     selected = stack.selected()
     link_mem = max((int(c.recipe.resources.get("link_mem", 0)) for c in selected), default=0)
     # the figure plan shows and preflight refuses on: components not installed yet
@@ -168,7 +168,8 @@ def needs_from(settings: Settings) -> Needs:
                  packages={c.name: c.recipe.system_packages for c in selected
                            if c.recipe.system_packages},
                  stack_summary=f"{stack.recipes.stack.name} {stack.version}, "
-                               f"{len(selected)} components", **base)
+                               f"{len(selected)} components",
+                 workdir=settings.workdir, swap_weight=settings.swap_weight)
 
 
 @dataclass(frozen=True)

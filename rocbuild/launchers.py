@@ -126,8 +126,8 @@ def resolve(settings: Settings, workdir: Path, build_disk: int,
     whole stack: the cache is sized to half of it (ccache compresses objects, and a build
     tree also holds the linked libraries the cache never stores), at least ccache's 5 GB."""
     env = os.environ if env is None else env
-    mode = getattr(settings, "ccache", "auto")
-    hosts = getattr(settings, "distcc", "") or ""
+    mode = settings.ccache
+    hosts = settings.distcc
     found = which("ccache")
     version = ccache_version(found) if found else None
     ccache: str | None = None
