@@ -397,11 +397,8 @@ class BuildContext:
         return launchers.split_jobs(self.stack.launch, comp, counts, self.host_snapshot(),
                                     swap_weight=self.settings.swap_weight, cap=cap)
 
-    def job_cap_path(self, name: str) -> Path:
-        return self.state.root / "caps" / f"{name}.json"
-
     def job_cap(self, name: str) -> int | None:
-        doc = read_json(self.job_cap_path(name))
+        doc = read_json(self.state.job_cap_path(name))
         jobs = doc.get("jobs") if doc else None  # a cap below 1 is damage, not a limit
         return jobs if isinstance(jobs, int) and not isinstance(jobs, bool) and jobs >= 1 else None
 
@@ -467,7 +464,7 @@ class BuildContext:
                     + f"; then `rocbuild build {comp.name}`")
             jobs = max(1, jobs // 2)
             outcome.oom_retries += 1
-            write_json_atomic(self.job_cap_path(comp.name), {
+            write_json_atomic(self.state.job_cap_path(comp.name), {
                 "jobs": jobs, "reason": f"OOM kill at {jobs * 2} jobs", "when": time.time()})
             self.output.say(f"  {comp.name}: a job was killed for memory; compiling again with "
                             f"{jobs} job{'s' if jobs > 1 else ''} (the build tree is kept)")

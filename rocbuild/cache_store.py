@@ -29,8 +29,8 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from rocbuild.artifacts import Manifest, Progress, sha256_file
-from rocbuild.doctor import fmt_bytes
 from rocbuild.errors import CacheUnavailable, ConfigError
+from rocbuild.resources import format_bytes
 from rocbuild.state import read_json, write_json_atomic
 
 INDEX = "index.json"
@@ -289,5 +289,5 @@ class ProgressLine:
 
 
 def fmt_size(n: float) -> str:
-    return fmt_bytes(n) if n >= 1 << 20 else f"{n / 1024:.0f} KiB"
+    return format_bytes(n)
 

@@ -19,6 +19,7 @@ from rich.table import Table
 from rocbuild import launchers
 from rocbuild.build import BuildContext, Output
 from rocbuild.graph import load_stack
+from rocbuild.resources import format_bytes
 from rocbuild.settings import Settings
 from rocbuild.status import (
     ComponentStatus,
@@ -71,8 +72,8 @@ def format_seconds(seconds: float | None) -> str:
     return f"{hours}h{minutes:02d}m"
 
 
-def format_gib(size: int | None) -> str:
-    return "-" if not size else f"{size / 2**30:.2f} GiB"
+def _peak(size: int | None) -> str:
+    return "-" if not size else format_bytes(size, "GiB", digits=2)
 
 
 def print_status(report: StatusReport, out: Console, requested: list[str]) -> None:
@@ -122,7 +123,7 @@ def _add_rows(table: Table, comp: ComponentStatus) -> None:
         last = i == len(comp.steps) - 1
         table.add_row(escape(comp.name) if i == 0 else "", step.step, _styled(step.state),
                       format_seconds(step.seconds), str(step.jobs or "-"),
-                      format_gib(step.peak_rss), _retries(step), escape(step.why),
+                      _peak(step.peak_rss), _retries(step), escape(step.why),
                       end_section=last)
 
 

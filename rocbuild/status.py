@@ -87,10 +87,6 @@ class StatusReport:
         return " ".join(["rocbuild", "build", *requested])
 
 
-def job_cap_path(workdir: Path, component: str) -> Path:
-    return workdir / "state" / "caps" / f"{component}.json"
-
-
 @dataclass
 class _Walk:
     """What is known so far while walking the components in build order."""
@@ -135,7 +131,7 @@ def _component_status(walk: _Walk, comp: Component) -> ComponentStatus:
                               found)
         steps.append(status)
     failed = _failure_status(comp, failure, found, steps)
-    cap = read_json(job_cap_path(ctx.stack.workdir, comp.name))
+    cap = read_json(ctx.state.job_cap_path(comp.name))
     shares = comp.checkout if not steps and comp.checkout != comp.name else None
     shared_state = walk.unsettled.get(shares, DONE) if shares else DONE
     return ComponentStatus(comp.name, steps, failed, cap, shares, shared_state)
