@@ -91,14 +91,7 @@ RunTool = Callable[[Sequence[str]], "tuple[int, str] | None"]
 
 
 run_tool = hostreqs.run_tool
-nearest_existing = hostreqs.nearest_existing
-
-
-def free_space(path: Path) -> tuple[int, int]:
-    """(filesystem id, bytes free to an unprivileged user) where ``path`` is or will be."""
-    probe = nearest_existing(path)
-    stats = os.statvfs(probe)
-    return os.stat(probe).st_dev, stats.f_bavail * stats.f_frsize
+free_space = hostreqs.free_space
 
 
 @dataclass(frozen=True)
@@ -592,8 +585,7 @@ def check_toolchain(ctx: Context) -> Check:
         return Check("toolchain", SKIP, "the build toolchain is not checked for a captured tree")
     findings = hostreqs.tool_findings(_requirements(ctx.needs), _probe(host))
     cmake = shutil.which("cmake", path=host.tools_path)
-    version = hostreqs.tool_version(cmake, _probe(host), r"cmake version (\d+)\.(\d+)") \
-        if cmake else None
+    version = hostreqs.cmake_version(cmake, _probe(host)) if cmake else None
     shown = f"cmake {'.'.join(map(str, version))}, " if version else ""
     return _as_check("toolchain", findings,
                      f"{shown}{', '.join(t for t in hostreqs.BASE_TOOLS if t != 'cmake')} found")

@@ -9,7 +9,6 @@ can already be checked. All problems are reported together, each with its fix.
 from __future__ import annotations
 
 import os
-import shutil
 from dataclasses import dataclass
 
 from rocbuild import cache_install, cost, hostreqs, launchers, sources
@@ -36,7 +35,7 @@ def check_disk(ctx: BuildContext) -> list[Problem]:
     for where, bytes_needed in ((ctx.stack.workdir, need.workdir),
                                 (ctx.stack.prefix, need.prefix)):
         base = hostreqs.nearest_existing(where)
-        free = shutil.disk_usage(base).free
+        free = hostreqs.free_space(where)[1]
         if bytes_needed > free:
             problems.append(Problem(
                 f"{where}: {format_gib(free)} free, the pending components need about "
