@@ -14,7 +14,6 @@ import contextlib
 import json
 import os
 import re
-import shlex
 import signal
 import subprocess
 import tempfile
@@ -24,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from rocbuild import gpu
+from rocbuild.steps import shell_line
 from rocbuild.targets import TargetId
 
 KFD_DEVICE = Path("dev/kfd")
@@ -244,10 +244,6 @@ def smoke_env(prefix: Path, base: Mapping[str, str] | None = None,
         "LD_LIBRARY_PATH": os.pathsep.join(lib_path),
     })
     return env
-
-
-def shell_line(argv: Sequence[str]) -> str:
-    return " ".join(shlex.quote(a) for a in argv)
 
 
 def _run(argv: Sequence[str], cwd: Path, env: Mapping[str, str],
