@@ -16,7 +16,7 @@ from typing import Any
 from rocbuild import inputcheck, launchers
 from rocbuild.base import Base, load_base
 from rocbuild.errors import ConfigError
-from rocbuild.recipes import Recipe, RecipeSet, load_recipes, suggest
+from rocbuild.recipes import Recipe, RecipeSet, load_recipes, unknown_component
 from rocbuild.render import render
 from rocbuild.settings import Settings, rewrite_url
 from rocbuild.targets import TargetError, TargetId, parse_target_list
@@ -270,11 +270,10 @@ def load_stack(settings: Settings, requested: Iterable[str] = ()) -> Stack:
     spec = recipes.stack
     explicit = bool(list(requested))
     requested = list(requested) or default_request(recipes)
-    known = sorted(recipes.recipes)
     for name in requested:
         if name not in recipes.recipes:
-            raise ConfigError(f"unknown component '{name}' (known: {', '.join(known)})."
-                              + suggest(name, known), tip="run `rocbuild plan` to see them all")
+            raise unknown_component(name, recipes.recipes,
+                                    tip="run `rocbuild plan` to see them all")
     targets = _resolve_targets(recipes, settings)
     target_names = [str(t) for t in targets]
     order = build_order(recipes, requested)
