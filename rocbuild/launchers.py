@@ -129,7 +129,7 @@ def resolve(settings: Settings, workdir: Path, build_disk: int,
     mode = settings.ccache
     hosts = settings.distcc
     found = which("ccache")
-    version = ccache_version(found) if found else None
+    version = ccache_version(found) if found and mode != "off" else None  # no probe when off
     ccache: str | None = None
     if mode == "off":
         state = f"off ({settings.source('ccache')})"
