@@ -22,12 +22,19 @@ from typing import Any, TextIO
 from rocbuild import patches, proc, resources, sources
 from rocbuild.diagnose import diagnose
 from rocbuild.errors import BuildFailed
-from rocbuild.graph import Component, Stack, sha256_text, venv_dir, wheelhouse_dir
+from rocbuild.graph import Component, Stack, sha256_text, venv_dir
 from rocbuild.lint import unused_cmake_variables
 from rocbuild.resources import GIB
 from rocbuild.settings import Settings
 from rocbuild.state import StateDir, read_json, write_json_atomic
-from rocbuild.steps import build_argv, configure_argv, install_argv, step_env, steps_of
+from rocbuild.steps import (
+    build_argv,
+    configure_argv,
+    install_argv,
+    step_env,
+    steps_of,
+    venv_commands,
+)
 
 MEMORY_DIAGNOSES = ("oom-killed", "tensile-oom")
 
@@ -297,21 +304,12 @@ class BuildContext:
         network is expected; later steps only read what is here (rocBLAS gets PIP_NO_INDEX
         and PIP_FIND_LINKS pointing at the wheelhouse through its recipe)."""
         inputs = self.python_inputs()
-        venv, wheels = venv_dir(self.stack.workdir), wheelhouse_dir(self.stack.workdir)
         log = log_path(self.stack.workdir, "_python", "venv")
         outcome = StepOutcome("(python)", "venv", "done", log=log)
         self.output.say(f"▶ build venv: {len(inputs['packages'])} packages, "
                         f"{len(inputs['wheels'])} wheels")
         started = time.monotonic()
-        commands = [[sys.executable, "-m", "venv", "--clear", str(venv)]]
-        python = str(venv / "bin" / "python")
-        if inputs["packages"]:
-            commands.append([python, "-m", "pip", "install", "--disable-pip-version-check",
-                             *inputs["packages"]])
-        if inputs["wheels"]:
-            commands.append([python, "-m", "pip", "download", "--disable-pip-version-check",
-                             "-d", str(wheels), *inputs["wheels"]])
-        for argv in commands:
+        for argv in venv_commands(self.stack, sys.executable):
             result = proc.run_logged(argv, log=log, registry=self.registry())
             outcome.tail = result.tail
             if not result.ok:

@@ -56,7 +56,8 @@ def build_plan(stack: Stack, settings: Settings, host: HostSnapshot,
         jobs = component_jobs(component, host, settings)
         counts = {kind: 1 for kind in JOB_MEMORY_KEYS} | {k: j.jobs for k, j in jobs.items()}
         planned.append(PlannedComponent(component, state_of(component), jobs,
-                                        commands_for(stack, component, counts)))
+                                        commands_for(stack, component, counts,
+                                                     settings.mirror)))
     return Plan(stack, settings, host, planned)
 
 
