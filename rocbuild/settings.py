@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from rocbuild.errors import ConfigError
-from rocbuild.targets import TargetError, TargetId, parse_target_list
+from rocbuild.recipes import suggest
+from rocbuild.targets import TargetError, TargetId, parse_target_list, product_note
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -132,6 +133,7 @@ class Settings:
     """Resolved settings. ``None`` values mean "use what the recipes say" (prefix, target)."""
 
     values: Mapping[str, Value] = field(default_factory=dict)
+    notes: tuple[str, ...] = ()  # said once on stderr, e.g. how a product name was read
 
     def __getattr__(self, name: str) -> Any:
         try:
@@ -143,14 +145,19 @@ class Settings:
         return self.values[name].source
 
     def with_value(self, name: str, value: Any, source: str) -> Settings:
-        return Settings({**self.values, name: Value(value, source)})
+        return Settings({**self.values, name: Value(value, source)}, self.notes)
 
 
-def add_flags(parser: argparse.ArgumentParser) -> None:
-    """Add every setting's flag. Defaults are suppressed so a flag given before the subcommand
-    is not overwritten by the subcommand's parser, and so unset flags are told apart."""
+def add_flags(parser: argparse.ArgumentParser, title: str | None = None,
+              description: str | None = None) -> None:
+    """Add every setting's flag, in one argument group when ``title`` is given (so each
+    subcommand's --help lists them once, apart from its own). Defaults are suppressed so a
+    flag given before the subcommand is not overwritten by the subcommand's parser, and so
+    unset flags are told apart."""
+    group: argparse._ActionsContainer = (
+        parser.add_argument_group(title, description) if title else parser)
     for option in OPTIONS:
-        parser.add_argument(
+        group.add_argument(
             option.flag,
             dest=option.name,
             metavar=option.metavar,
@@ -173,9 +180,14 @@ def _read_config_file(path: Path) -> dict[str, Any]:
         raise ConfigError(f"{path}: [rocbuild] must be a table")
     for key in section:
         if key not in OPTION_BY_NAME:
-            known = ", ".join(o.name for o in OPTIONS)
-            raise ConfigError(f"{path}: key '{key}' is not a setting (known settings: {known})",
-                              tip=f"fix the spelling or remove '{key}' from {path}")
+            known = [o.name for o in OPTIONS]
+            # people write the flag's spelling (swap-weight) as often as a typo (worksdir)
+            hint = (f" Did you mean '{key.replace('-', '_')}'?"
+                    if key.replace("-", "_") in OPTION_BY_NAME else suggest(key, known))
+            raise ConfigError(f"{path}: key '{key}' is not a setting.{hint} (known settings: "
+                              f"{', '.join(known)})",
+                              tip=f"fix the spelling or remove '{key}' from {path}; "
+                                  "`rocbuild --help` describes each setting")
     return section
 
 
@@ -216,6 +228,7 @@ def resolve(
         "swap_weight": 0.5,
     }
     values: dict[str, Value] = {}
+    notes: list[str] = []
     for option in OPTIONS:
         raw: Any = None
         where = ""
@@ -244,7 +257,10 @@ def resolve(
         else:
             value = parsed[-1]
         values[option.name] = Value(value, where)
-    return Settings(values)
+        if option.name == "target":
+            notes += [f"{where}: {note}" for item in items for part in str(item).split(",")
+                      if (note := product_note(part))]
+    return Settings(values, tuple(notes))
 
 
 def rewrite_url(url: str, rules: tuple[tuple[str, str], ...]) -> str:
