@@ -18,7 +18,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from rocbuild import smoke
-from rocbuild.errors import ConfigError
+from rocbuild.errors import EXIT_OK, EXIT_STEP_FAILED, EXIT_VERIFY_FAILED, ConfigError
 from rocbuild.graph import load_stack
 from rocbuild.settings import Settings
 from rocbuild.targets import TargetId
@@ -86,8 +86,9 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         print_report(report, out)
         if smoke_report is not None:
             print_smoke(smoke_report, out)
-    ok = report.ok and (smoke_report is None or smoke_report.ok)
-    return 0 if ok else 1
+    if not report.ok:  # missing GPU code is its own exit code, so scripts can tell
+        return EXIT_VERIFY_FAILED
+    return EXIT_OK if smoke_report is None or smoke_report.ok else EXIT_STEP_FAILED
 
 
 def _smoke(args: argparse.Namespace, report: VerifyReport, prefix: Path,

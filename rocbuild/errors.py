@@ -10,6 +10,7 @@ from __future__ import annotations
 EXIT_OK = 0
 EXIT_STEP_FAILED = 1
 EXIT_BAD_INPUT = 2
+EXIT_VERIFY_FAILED = 4  # verify found a library without code for a target (or unreadable)
 EXIT_INTERRUPTED = 130
 
 

@@ -318,7 +318,7 @@ def test_logs(chain: Chain, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["logs", *chain.flags(), "gamma"]) == 0
     assert capsys.readouterr().out == (logs / "gamma/patch.log").read_text()
 
-    assert main(["logs", *chain.flags(), "gamma", "configure"]) == 1
+    assert main(["logs", *chain.flags(), "gamma", "configure"]) == 2  # not there: bad input
     assert "no log for gamma: configure yet" in capsys.readouterr().err
     assert main(["logs", *chain.flags(), "delta"]) == 2
     assert "known: alpha, beta, gamma" in capsys.readouterr().err

@@ -80,7 +80,7 @@ def test_prefix_json_document(prefix: Path, tmp_path: Path,
 def test_prefix_fails_for_a_missing_target(prefix: Path,
                                            capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run(capsys, "--prefix", str(prefix), "--target", "gfx1030", "--no-smoke")
-    assert code == 1
+    assert code == 4  # missing GPU code
     assert "lib/libggml-hip.so.0.1: bundle #1 at 0x0 (kernels k1): no code object for gfx1030 " \
            "(has gfx906)" in out
     assert "verify: FAIL — 1 of 2 files fail" in out
@@ -90,7 +90,7 @@ def test_prefix_fails_for_a_missing_target(prefix: Path,
 def test_empty_prefix_fails(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     (tmp_path / "empty" / "lib").mkdir(parents=True)
     code, out, _ = run(capsys, "--prefix", str(tmp_path / "empty"), "--target", "gfx906")
-    assert code == 1 and "no library or program with GPU code under" in out
+    assert code == 4 and "no library or program with GPU code under" in out
     assert "smoke tests not run: fix the problems above first" in out
 
 
@@ -101,7 +101,7 @@ def test_paths_each_named_file_gets_a_row(prefix: Path, tmp_path: Path,
     code, out, _ = run(capsys, "--target", "gfx906", str(prefix / "lib" / "libggml-hip.so"),
                        str(notes), "--json")
     doc = json.loads(out)
-    assert code == 1  # a named file without GPU code does not carry gfx906
+    assert code == 4  # a named file without GPU code does not carry gfx906
     assert [(Path(f["path"]).name, f["verdict"]) for f in doc["files"]] == [
         ("libggml-hip.so", "pass"), ("notes.txt", "not-elf")]
     assert doc["smoke"] is None
@@ -137,4 +137,4 @@ def test_targets_default_to_the_recipes(prefix: Path, tmp_path: Path, write_reci
     """)
     code, out, _ = run(capsys, "--recipes", str(recipes), "--prefix", str(prefix), "--json",
                        "--no-smoke")
-    assert code == 1 and json.loads(out)["targets"] == ["gfx1030"]
+    assert code == 4 and json.loads(out)["targets"] == ["gfx1030"]
