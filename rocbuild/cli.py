@@ -30,6 +30,7 @@ COMMAND_MODULES = (
     "rocbuild.cmd_activate",
     "rocbuild.cmd_prefixes",
     "rocbuild.cmd_lint_recipes",
+    "rocbuild.cmd_clean",
 )
 
 

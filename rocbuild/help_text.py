@@ -62,7 +62,7 @@ EXAMPLES: dict[str, tuple[tuple[str, str], ...]] = {  # command -> (what it does
         ("every -D option against the checkouts", "rocbuild lint-recipes --sources"),
     ),
     "clean": (
-        ("what would be freed, and how much", "rocbuild clean --dry-run"),
+        ("what would be freed, and how much", "rocbuild clean --all --dry-run"),
         ("LLVM's build tree", "rocbuild clean llvm"),
         ("everything but the prefix", "rocbuild clean --all --sources --caches"),
     ),
