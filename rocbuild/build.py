@@ -11,9 +11,12 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import sys
 import threading
 import time
+import traceback
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,15 +29,15 @@ from rocbuild.graph import Component, Stack, sha256_text, venv_dir
 from rocbuild.lint import unused_cmake_variables
 from rocbuild.resources import GIB
 from rocbuild.settings import Settings
-from rocbuild.state import StateDir, read_json, write_json_atomic
-from rocbuild.steps import (
-    build_argv,
-    configure_argv,
-    install_argv,
-    step_env,
-    steps_of,
-    venv_commands,
+from rocbuild.state import (
+    StateDir,
+    prefix_lock,
+    read_json,
+    write_json_atomic,
+    write_text_atomic,
 )
+from rocbuild.steps import build_argv, configure_argv, install_argv, step_env, venv_commands
+from rocbuild.uptodate import BUILD_ID_FILE, Rule, build_id
 
 MEMORY_DIAGNOSES = ("oom-killed", "tensile-oom")
 
@@ -46,6 +49,39 @@ def died_of_memory(tail: list[str], oom_after: int | None, oom_before: int | Non
         return True
     found = diagnose(tail)
     return found is not None and found.id in MEMORY_DIAGNOSES
+
+
+def fresh_cache(build_dir: Path) -> list[str]:
+    """Forget what an earlier configure decided, so an option removed from a recipe gets its
+    default again instead of lingering in CMakeCache.txt. Keeps the object files: with Ninja
+    they live in CMakeFiles/<target>.dir/, which `cmake --fresh` deletes (tested with 3.25),
+    so this removes the cache and the rest of the top CMakeFiles/ (compiler checks, logs)."""
+    removed = []
+    cache = build_dir / "CMakeCache.txt"
+    if cache.is_file():
+        cache.unlink()
+        removed.append("CMakeCache.txt")
+    files = build_dir / "CMakeFiles"
+    if files.is_dir():
+        for entry in files.iterdir():
+            if entry.name.endswith(".dir") and entry.is_dir():
+                continue  # a target's object files
+            if entry.is_dir() and not entry.is_symlink():
+                shutil.rmtree(entry)
+            else:
+                entry.unlink()
+        removed.append("CMakeFiles/ (except the object folders)")
+    return removed
+
+
+def ensure_build_id(build_dir: Path) -> str:
+    """The token that says this build tree is the one rocbuild configured: kept while the
+    tree lives, new when the tree was deleted or replaced (then compile runs again)."""
+    current = build_id(build_dir)
+    if current is None:
+        current = uuid.uuid4().hex
+        write_text_atomic(build_dir / BUILD_ID_FILE, current + "\n")
+    return current
 
 
 def log_path(workdir: Path, component: str, step: str) -> Path:
@@ -63,7 +99,7 @@ class StepOutcome:
     message: str = ""
     log: Path | None = None
     tail: list[str] = field(default_factory=list)
-    fetched: sources.FetchResult | None = None
+    record: dict[str, Any] = field(default_factory=dict)  # step facts kept in its stamp
     oom_retries: int = 0
     warnings: list[str] = field(default_factory=list)
 
@@ -120,13 +156,19 @@ class BuildContext:
             self._held.pop(name, None)
 
     def ensure_ready(self) -> None:
-        """Take the workdir's run lock (held until ``release``) and end the leftovers of a
-        killed run, once per run. The CLI calls this before doit starts; plain ``doit``
-        reaches it through the first step that runs."""
+        """Take the workdir's run lock and the prefix lock (held until ``release``) and end
+        the leftovers of a killed run, once per run. The CLI calls this before doit starts;
+        plain ``doit`` reaches it through the first step that runs."""
         if self._lock is not None:
             return
         stack = contextlib.ExitStack()
-        stack.enter_context(self.state.lock())
+        try:
+            stack.enter_context(self.state.lock())
+            # then the prefix: two workdirs must not install into one prefix at once
+            stack.enter_context(prefix_lock(self.stack.prefix))
+        except BaseException:
+            stack.close()
+            raise
         self._lock = stack
         for command in self.registry().reap_leftovers():
             self.output.say(f"ended a leftover process of an earlier run: {command}")
@@ -146,71 +188,16 @@ class BuildContext:
     def component(self, name: str) -> Component:
         return self.stack.components[name]
 
-    # --- fingerprints: what each step's output depends on --------------------------------
+    # --- the up-to-date rule lives in uptodate.py; these delegate to it -----------------
+    @property
+    def rule(self) -> Rule:
+        return Rule(self.stack, self.state)
+
     def expected_inputs(self, comp: Component, step: str) -> dict[str, Any] | None:
-        """What the step's output depends on, by name; None while an input step has no stamp
-        yet (then the step is not current). Stamps keep this document, so `rocbuild status`
-        can say which input changed."""
-        state = self.state
-        if step == "fetch":
-            return {"url": comp.url, "ref": comp.ref, "submodules": comp.submodules}
-        if step == "patch":
-            fetched = state.read_stamp(comp.name, "fetch")
-            if fetched is None:
-                return None
-            return {"commit": fetched.get("commit"), "checkout": fetched.get("checkout_id"),
-                    "patches": {p.path.name: p.sha256 for p in comp.patches}}
-        if step == "configure":
-            source = state.read_stamp(comp.checkout, "patch")
-            deps = {d: self.final_fingerprint(self.component(d)) for d in comp.depends}
-            if source is None or None in deps.values():
-                return None
-            return {"recipe": comp.fingerprint, "source": source["fingerprint"], "deps": deps}
-        previous = {"compile": "configure", "install": "compile"}[step]
-        before = state.read_stamp(comp.name, previous)
-        return None if before is None else {previous: before["fingerprint"]}
-
-    def expected_fingerprint(self, comp: Component, step: str) -> str | None:
-        inputs = self.expected_inputs(comp, step)
-        if inputs is None:
-            return None
-        return sha256_text(json.dumps([step, inputs], sort_keys=True))
-
-    def final_fingerprint(self, comp: Component) -> str | None:
-        """The stamp fingerprint of the component's last step (install, or patch for a
-        source-only one), which is what its users are built against."""
-        last = steps_of(comp)[-1] if steps_of(comp) else None
-        if last is None:  # a source-only component that reuses another checkout
-            return self.final_fingerprint(self.component(comp.checkout))
-        stamp = self.state.read_stamp(comp.name, last)
-        return None if stamp is None else stamp["fingerprint"]
+        return self.rule.expected_inputs(comp, step)
 
     def is_current(self, comp: Component, step: str) -> bool:
-        expected = self.expected_fingerprint(comp, step)
-        if expected is None or not self.state.stamp_matches(comp.name, step, expected):
-            return False
-        return self._outputs_present(comp, step)
-
-    def _outputs_present(self, comp: Component, step: str) -> bool:
-        """A stamp is not enough when the user deleted what the step made."""
-        if step == "fetch":
-            stamp = self.state.read_stamp(comp.name, "fetch") or {}
-            return (sources.checkout_id(comp.checkout_dir) == stamp.get("checkout_id")
-                    and sources.checkout_commit(comp.checkout_dir) == stamp.get("commit"))
-        if step == "configure":
-            return (comp.build_dir / "CMakeCache.txt").is_file()
-        if step == "compile":
-            return (comp.build_dir / "build.ninja").is_file()
-        if step == "install":
-            manifest = comp.build_dir / "install_manifest.txt"
-            if not manifest.is_file():
-                return False
-            prefix = self.stack.prefix
-            return all(Path(line).exists() or Path(line).is_symlink()
-                       for line in manifest.read_text().splitlines() if line) and all(
-                (prefix / rel).is_symlink() or (prefix / rel).exists()
-                for rel, _ in (*comp.install_links, *comp.install_files))
-        return True
+        return self.rule.is_current(comp, step)
 
     # --- running -----------------------------------------------------------------------
     def run_step(self, name: str, step: str) -> StepOutcome:
@@ -223,24 +210,23 @@ class BuildContext:
         try:
             {"fetch": self._fetch, "patch": self._patch, "configure": self._configure,
              "compile": self._compile, "install": self._install}[step](comp, log, outcome)
+            if outcome.result == "done":
+                self._stamp(comp, step, outcome, time.monotonic() - started)
         except BuildFailed as exc:
             outcome.result, outcome.message = "failed", str(exc)
             if exc.tip:
                 outcome.message += f"\nTIP: {exc.tip}"
+        except Exception as exc:  # any error is still this step's failure
+            # rocbuild's own error, not the build's: the traceback goes into the step log,
+            # one line to the user, and the failure is recorded like any other
+            self._logger(log)("rocbuild error:\n" + traceback.format_exc().rstrip())
+            outcome.result = "failed"
+            outcome.message = (f"{name}: {step} failed: {type(exc).__name__}: {exc}"
+                               f"\n(an error inside rocbuild; the traceback is in {log})")
         finally:
             self.output.step_finished(name, step)
         outcome.seconds = time.monotonic() - started
         if outcome.result == "done":
-            inputs = self.expected_inputs(comp, step)
-            expected = self.expected_fingerprint(comp, step)
-            assert expected is not None, f"{name}:{step} ran before its inputs were stamped"
-            extra = {"seconds": round(outcome.seconds, 1), "jobs": outcome.jobs,
-                     "peak_rss": outcome.peak_rss, "inputs": inputs,
-                     "oom_retries": outcome.oom_retries, "warnings": outcome.warnings}
-            if step == "fetch":
-                extra.update(commit=outcome.fetched.commit,
-                             checkout_id=outcome.fetched.checkout_id)
-            self.state.write_stamp(name, step, expected, **extra)
             self.output.say(f"✔ {name}: {step} ({outcome.seconds:.1f}s)")
         else:
             self.state.record_failure(name, step, message=outcome.message, log=str(log),
@@ -251,6 +237,19 @@ class BuildContext:
             self.output.say(f"✘ {name}: {step} failed after {outcome.seconds:.1f}s — log: {log}")
         self.outcomes.append(outcome)
         return outcome
+
+    def _stamp(self, comp: Component, step: str, outcome: StepOutcome, seconds: float) -> None:
+        """Write the step's stamp: its inputs, a fresh run id (the next step's input) and
+        what status shows. Written last, atomically, so a kill never leaves it half-done."""
+        inputs = self.expected_inputs(comp, step)
+        expected = self.rule.expected_fingerprint(comp, step)
+        if inputs is None or expected is None:
+            raise BuildFailed(f"{comp.name}: {step} ran before its input steps were recorded")
+        extra: dict[str, Any] = {
+            "run": uuid.uuid4().hex, "seconds": round(seconds, 1), "jobs": outcome.jobs,
+            "peak_rss": outcome.peak_rss, "inputs": inputs, "oom_retries": outcome.oom_retries,
+            "warnings": outcome.warnings, **outcome.record}
+        self.state.write_stamp(comp.name, step, expected, **extra)
 
     def expected_seconds(self, comp: Component, step: str) -> float | None:
         """How long the step took last time on this host (its stamp, even a stale one), else
@@ -274,16 +273,36 @@ class BuildContext:
 
     def _fetch(self, comp: Component, log: Path, outcome: StepOutcome) -> None:
         assert comp.fetch_url is not None and comp.ref is not None
+        before = self.state.read_stamp(comp.name, "fetch") or {}
+        patched = self.state.read_stamp(comp.name, "patch") or {}
         req = sources.FetchRequest(
             name=comp.name, url=comp.fetch_url, ref=comp.ref, submodules=comp.submodules,
             checkout_dir=comp.checkout_dir, cache_root=self.stack.workdir / "cache" / "git",
-            mirror=self.settings.mirror, offline=self.offline)
-        outcome.fetched = sources.fetch(req, self._logger(log))
+            mirror=self.settings.mirror, offline=self.offline,
+            previous_commit=before.get("commit"), applied=patched.get("applied"),
+            save_root=self.saved_dir(comp))
+        fetched = sources.fetch(req, self._logger(log))
+        outcome.record.update(commit=fetched.commit, checkout_id=fetched.checkout_id)
+        if fetched.saved is not None:
+            outcome.warnings.append(f"the old checkout held edits or commits of yours; it was "
+                                    f"moved to {fetched.saved} instead of being deleted")
+
+    def saved_dir(self, comp: Component) -> Path:
+        """Where the user's edits of a checkout are kept before rocbuild resets it."""
+        return self.stack.workdir / "saved" / comp.checkout
 
     def _patch(self, comp: Component, log: Path, outcome: StepOutcome) -> None:
         fetched = self.state.read_stamp(comp.name, "fetch") or {}
-        patches.apply_series(comp.name, comp.checkout_dir, fetched["commit"],
-                             [p.path for p in comp.patches], self._logger(log))
+        before = self.state.read_stamp(comp.name, "patch") or {}
+        applied, saved = patches.apply_series(
+            comp.name, comp.checkout_dir, fetched["commit"], [p.path for p in comp.patches],
+            self._logger(log), applied_before=before.get("applied"),
+            save_root=self.saved_dir(comp))
+        outcome.record["applied"] = applied
+        if saved is not None:
+            outcome.warnings.append(f"your edits in {comp.checkout_dir} were saved to {saved} "
+                                    "before the checkout was reset (put them in patches/ to "
+                                    "keep them)")
 
     # --- the build venv: Python packages the recipes need, installed before any build --------
     PYTHON_STAMP = ("_python", "venv")
@@ -375,6 +394,11 @@ class BuildContext:
 
     def _configure(self, comp: Component, log: Path, outcome: StepOutcome) -> None:
         comp.build_dir.mkdir(parents=True, exist_ok=True)
+        removed = fresh_cache(comp.build_dir)
+        if removed:
+            self._logger(log)(f"fresh configure: removed {', '.join(removed)} (the objects "
+                              "are kept, so ninja redoes only what changed)")
+        outcome.record["build_id"] = ensure_build_id(comp.build_dir)
         counts = self.job_counts(comp)
         argv = configure_argv(self.stack, comp, {k: c.jobs for k, c in counts.items()})
         start = log.stat().st_size if log.exists() else 0

@@ -1,9 +1,9 @@
 """What `rocbuild clean` may remove, how much each frees, and removing it under the run lock.
 
 Kinds of things, each opt-in except build trees:
-- ``build``: ``<workdir>/build/<component>``. The configure, compile and install stamps are
-  checked against the build tree (build.BuildContext._outputs_present), so a removed tree
-  makes them not current and the next build configures again.
+- ``build``: ``<workdir>/build/<component>``. The configure stamp is checked against the
+  build tree (uptodate.py: its build id and CMakeCache.txt), and compile and install chain on
+  the configure run, so a removed tree makes all three not current.
 - ``sources``: checkouts ``<workdir>/src/<name>`` (and ``.partial``/``.old`` leftovers of a
   killed fetch); the next build checks out again from the git cache.
 - ``caches``: the bare git caches (``<workdir>/cache/git``), and for the whole workdir the
@@ -132,26 +132,10 @@ def locked(stack: Stack) -> contextlib.AbstractContextManager[None]:
     return StateDir(stack.workdir).lock()
 
 
-BUILD_STEPS = ("configure", "compile", "install")
-SOURCE_STEPS = ("fetch", "patch")
-
-
-def forget_stamps(stack: Stack, names: Iterable[str] | None, steps: Iterable[str]) -> None:
-    """Remove the stamps of ``steps`` (``names`` None: of every component), so status and the
-    next build see those steps as not run. The tree checks alone are not enough: configure
-    recreates build.ninja, which would make an old compile stamp look current again."""
-    state = StateDir(stack.workdir)
-    if names is None:
-        folder = state.root / "stamps"
-        names = [p.name for p in folder.iterdir()] if folder.is_dir() else []
-    for name in names:
-        for step in steps:
-            state.stamp_path(name, step).unlink(missing_ok=True)
-
-
-def remove(stack: Stack, items: list[Item], components: list[Component] | None) -> int:
-    """Remove what ``find`` listed for ``components`` (None: the whole workdir), and the
-    stamps of the steps whose output went; call it inside ``locked``. Returns bytes freed."""
+def remove(stack: Stack, items: list[Item]) -> int:
+    """Remove what ``find`` listed; call it inside ``locked``. Returns the bytes freed. The
+    stamps stay: uptodate.py checks each against what its step made (the build tree's id,
+    the checkout's token), so status names why a removed output's steps run again."""
     freed = 0
     for item in items:
         if not item.removable:
@@ -160,12 +144,4 @@ def remove(stack: Stack, items: list[Item], components: list[Component] | None) 
         freed += item.size
         if item.kind == "prefix":
             _prune_empty(item.path.parent, stack.prefix)
-    kinds = {i.kind for i in items if i.removable}
-    names = None if components is None else [c.name for c in components]
-    if "build" in kinds:
-        forget_stamps(stack, names, BUILD_STEPS)
-    if "sources" in kinds:
-        owners = None if components is None else [c.name for c in components
-                                                  if c.owns_checkout]
-        forget_stamps(stack, owners, SOURCE_STEPS)
     return freed

@@ -11,7 +11,7 @@ from rich.table import Table
 from rocbuild import clean
 from rocbuild.doctor import fmt_bytes
 from rocbuild.errors import ConfigError
-from rocbuild.graph import Component, Stack, load_stack
+from rocbuild.graph import Stack, load_stack
 from rocbuild.settings import Settings
 from rocbuild.ui import console
 
@@ -58,13 +58,12 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     stack = load_stack(settings, args.components)
     chosen = None if args.all else [stack.components[n] for n in args.components]
     if args.dry_run:
-        return report(stack, chosen, clean.find(stack, chosen, kinds), dry_run=True)
+        return report(stack, clean.find(stack, chosen, kinds), dry_run=True)
     with clean.locked(stack):  # refused (exit 3) while a build runs
-        return report(stack, chosen, clean.find(stack, chosen, kinds), dry_run=False)
+        return report(stack, clean.find(stack, chosen, kinds), dry_run=False)
 
 
-def report(stack: Stack, chosen: list[Component] | None, items: list[clean.Item], *,
-           dry_run: bool) -> int:
+def report(stack: Stack, items: list[clean.Item], *, dry_run: bool) -> int:
     """Show what is (or would be) removed with its size, then remove it unless dry_run."""
     out = console()
     removable = [i for i in items if i.removable]
@@ -85,6 +84,6 @@ def report(stack: Stack, chosen: list[Component] | None, items: list[clean.Item]
     if dry_run:
         out.print(f"would free {fmt_bytes(total)} (--dry-run: nothing removed)")
         return 0
-    freed = clean.remove(stack, removable, chosen)
+    freed = clean.remove(stack, removable)
     out.print(f"freed {fmt_bytes(freed)}")
     return 0

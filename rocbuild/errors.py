@@ -10,6 +10,7 @@ from __future__ import annotations
 EXIT_OK = 0
 EXIT_STEP_FAILED = 1
 EXIT_BAD_INPUT = 2
+EXIT_BUSY = 3  # another run holds the workdir or the prefix: retry later (cron wrappers do)
 EXIT_VERIFY_FAILED = 4  # verify found a library without code for a target (or unreadable)
 EXIT_INTERRUPTED = 130
 
@@ -37,6 +38,7 @@ class BuildFailed(RocbuildError):
 
 
 class BusyError(RocbuildError):
-    """Another rocbuild run holds the workdir's lock."""
+    """Another rocbuild run holds the workdir's or the prefix's lock: nothing is wrong with
+    the input, so a script may retry later."""
 
-    exit_code = EXIT_BAD_INPUT
+    exit_code = EXIT_BUSY

@@ -10,10 +10,13 @@ gives the same tree.
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import tempfile
-from collections.abc import Callable, Sequence
+import time
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from rocbuild.errors import BuildFailed
 
@@ -49,18 +52,122 @@ def check_series(component: str, checkout: Path, commit: str, patches: Sequence[
                     tip=f"refresh or remove {patch}; nothing has been built yet")
 
 
+Applied = dict[str, Any]  # {"changed": {path: blob or None}, "created": {path: blob}}
+PRISTINE = "pristine"  # a tracked file that is as the commit has it
+
+
+def _blobs(checkout: Path, paths: Sequence[str]) -> dict[str, str | None]:
+    """The git blob id of each file as it is now in the work tree; None when it is gone."""
+    present = [p for p in paths if (checkout / p).is_file() or (checkout / p).is_symlink()]
+    found: dict[str, str | None] = dict.fromkeys(paths)
+    if present:
+        out = subprocess.run(["git", "-C", str(checkout), "hash-object", "--no-filters",
+                              "--stdin-paths"], input="\n".join(present) + "\n",
+                             capture_output=True, text=True)
+        if out.returncode == 0:
+            found.update(zip(present, out.stdout.split(), strict=False))
+    return found
+
+
+def tracked_changes(checkout: Path) -> dict[str, str | None]:
+    """Tracked files that differ from the index (the pinned commit after our reset), with
+    their blob ids now. Untracked files are left out: builds leave some in source trees (egg
+    info, caches) and they are not the user's edits of the sources."""
+    if not (checkout / ".git").exists():
+        return {}
+    out = _git(checkout, ["status", "--porcelain=v1", "-z", "--untracked-files=no",
+                          "--no-renames", "--ignore-submodules=all"])
+    if out.returncode != 0:
+        return {}
+    paths = [entry[3:] for entry in out.stdout.split("\0") if len(entry) > 3]
+    return _blobs(checkout, paths)
+
+
+def applied_state(checkout: Path, patches: Sequence[Path]) -> Applied:
+    """What the patch series made of the checkout: every changed tracked file and every file
+    the series created, by content, so later edits by the user can be told apart."""
+    created = sorted({path for patch in patches for path in _created_by(checkout, patch)})
+    return {"changed": tracked_changes(checkout), "created": _blobs(checkout, created)}
+
+
+def _created_by(checkout: Path, patch: Path) -> list[str]:
+    out = _git(checkout, ["apply", "--summary", str(patch)])
+    return [line.split()[-1] for line in out.stdout.splitlines()
+            if line.strip().startswith("create mode")]
+
+
+def user_edits(checkout: Path, applied: Applied | None) -> dict[str, str | None]:
+    """The user's own changes: files whose content differs from what the patch series left
+    (``applied``; empty for a checkout without patches). path -> blob id now (None: deleted)."""
+    applied = applied or {}
+    changed: dict[str, Any] = dict(applied.get("changed") or {})
+    created: dict[str, Any] = dict(applied.get("created") or {})
+    now = tracked_changes(checkout)
+    edits = {p: blob for p, blob in now.items() if changed.get(p, PRISTINE) != blob}
+    edits.update({p: PRISTINE for p in changed if p not in now})  # a patched file reverted
+    for path, blob in _blobs(checkout, sorted(created)).items():
+        if blob != created[path]:
+            edits[path] = blob
+    return edits
+
+
+def save_edits(checkout: Path, edits: Mapping[str, str | None], save_root: Path) -> Path:
+    """Keep the user's edited files before the checkout is reset: a copy of each file as it
+    is now, and ``changes.patch`` (``git diff`` against the pinned commit, so it also holds
+    the patch series' hunks of those files). Returns the folder."""
+    dest = save_root / time.strftime("%Y%m%d-%H%M%S")
+    while dest.exists():
+        dest = dest.with_name(dest.name + "-1")
+    (dest / "files").mkdir(parents=True)
+    for rel in edits:
+        src = checkout / rel
+        if src.is_file():
+            target = dest / "files" / rel
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, target)
+    diff = _git(checkout, ["diff", "--binary", "HEAD", "--", *edits])
+    (dest / "changes.patch").write_text(diff.stdout)
+    (dest / "README").write_text(
+        f"Edits found in {checkout} before rocbuild reset it to the pinned commit.\n"
+        "files/: your files as they were; changes.patch: git diff against the pinned commit.\n"
+        "To keep an edit for good, put it in patches/<component>/NNNN-name.patch.\n")
+    return dest
+
+
 def apply_series(component: str, checkout: Path, commit: str, patches: Sequence[Path],
-                 log: Logger) -> None:
-    """Reset the checkout to ``commit`` and apply the series. ``git reset --hard`` rewrites
-    only files that differ, so unpatched sources keep their times and ninja stays incremental."""
+                 log: Logger, *, applied_before: Applied | None = None,
+                 save_root: Path | None = None) -> tuple[Applied, Path | None]:
+    """Reset the checkout to ``commit`` and apply the series; returns what the series made
+    (for the stamp) and the folder the user's edits were saved to, if there were any.
+    ``git reset --hard`` rewrites only files that differ, so unpatched sources keep their
+    times and ninja stays incremental. Nothing the user wrote is lost: edits beyond
+    ``applied_before`` are saved under ``save_root`` first, and instead of ``git clean``
+    only files that a patch series creates are removed."""
     check_series(component, checkout, commit, patches)
-    for args in (["reset", "-q", "--hard", commit], ["clean", "-q", "-fd"]):
-        result = _git(checkout, args)
-        log(f"$ git -C {checkout} {' '.join(args)}")
-        if result.returncode != 0:
-            raise BuildFailed(f"{component}: git {args[0]} failed: {result.stderr.strip()}")
+    saved = None
+    edits = user_edits(checkout, applied_before)
+    if edits:
+        if save_root is None:
+            raise BuildFailed(f"{component}: {checkout} has edits of yours "
+                              f"({', '.join(sorted(edits)[:5])}) and no place to save them",
+                              tip="commit or copy them away, then run the build again")
+        saved = save_edits(checkout, edits, save_root)
+        log(f"saved your edits of {', '.join(sorted(edits))} to {saved}")
+    created = set((applied_before or {}).get("created") or {})
+    created |= {path for patch in patches for path in _created_by(checkout, patch)}
+    for rel in sorted(created):
+        path = checkout / rel
+        if path.is_file() or path.is_symlink():
+            log(f"remove {rel} (created by a patch)")
+            path.unlink()
+    args = ["reset", "-q", "--hard", commit]
+    log(f"$ git -C {checkout} {' '.join(args)}")
+    result = _git(checkout, args)
+    if result.returncode != 0:
+        raise BuildFailed(f"{component}: git reset failed: {result.stderr.strip()}")
     for patch in patches:
         log(f"$ git -C {checkout} apply {patch}")
         result = _git(checkout, ["apply", str(patch)])
         if result.returncode != 0:
             raise BuildFailed(f"{component}: patch {patch} failed: {result.stderr.strip()}")
+    return applied_state(checkout, patches), saved

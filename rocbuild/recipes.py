@@ -73,7 +73,10 @@ RECIPE_SCHEMA: _Schema = {
         "job_args": "strlist",  # rendered with `jobs` when the step starts; never fingerprinted
     },
     # what AMD's packaging adds after `cmake --install`, as data: prefix-relative paths
-    "install": {"links": "strmap", "files": "strmap"},
+    "install": {"links": "strmap", "files": "strmap",
+                # installed programs get a RUNPATH relative to $ORIGIN unless this is false
+                # (then runpath_reason must say why: the DESIGN promise is broken on purpose)
+                "runpath": "bool", "runpath_reason": "str"},
     # Python needs, met before any build step so no build pip-installs from the network
     "python": {"packages": "strlist", "wheels": "strlist"},
     "env": "strmap",
@@ -202,6 +205,7 @@ class Recipe:
     install_files: Mapping[str, str] = field(default_factory=dict)
     python_packages: tuple[str, ...] = ()
     python_wheels: tuple[str, ...] = ()
+    runpath: bool = True
 
     @property
     def builds(self) -> bool:
@@ -312,6 +316,10 @@ def load_recipe(file: Path) -> Recipe:
                 raise ConfigError(f"{file}: key 'install.{table}.\"{rel}\"' must be a path "
                                   "inside the prefix, relative and without '..'",
                                   tip=f"fix 'install.{table}' in {file}")
+    if install.get("runpath") is False and not install.get("runpath_reason", "").strip():
+        raise ConfigError(f"{file}: key 'install.runpath' is false but 'install.runpath_reason' "
+                          "does not say why (installed programs then need env.sh to start)",
+                          tip=f"add install.runpath_reason to {file}, or remove install.runpath")
     python = data.get("python", {})
     return Recipe(name=name, file=file, summary=data.get("summary", ""), kind=kind,
                   depends=depends, source=source, cmake_args=cmake.get("args", ()),
@@ -322,7 +330,8 @@ def load_recipe(file: Path) -> Recipe:
                   job_args=cmake.get("job_args", ()),
                   install_links=install.get("links", {}), install_files=install.get("files", {}),
                   python_packages=python.get("packages", ()),
-                  python_wheels=python.get("wheels", ()))
+                  python_wheels=python.get("wheels", ()),
+                  runpath=install.get("runpath", True))
 
 
 def load_recipes(folder: Path) -> RecipeSet:

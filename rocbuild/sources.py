@@ -16,9 +16,11 @@ import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import git
 
+from rocbuild import patches
 from rocbuild.errors import BuildFailed
 
 _SHA_RE = re.compile(r"^[0-9a-f]{40}$")
@@ -42,11 +44,38 @@ class FetchRequest:
     offline: bool = False
     attempts: int = 3
     retry_delay: float = 2.0
+    # what the last fetch and patch left, to tell the user's own work in the old checkout
+    previous_commit: str | None = None
+    applied: dict[str, Any] | None = None
+    save_root: Path | None = None
 
 
 def _git_env() -> dict[str, str]:
     # never wait for a password prompt at 3 a.m.; fail and say so instead
     return {"GIT_TERMINAL_PROMPT": "0", "GIT_ASKPASS": "true"}
+
+
+class GitFailed(BuildFailed):
+    """A git command failed; the message keeps git's own lines that name the cause."""
+
+    def __init__(self, args: Sequence[str], where: Path, stderr: str) -> None:
+        self.stderr = stderr
+        cause = git_cause(stderr)
+        tip = None
+        if "safe.directory" in stderr:
+            tip = (f"git refuses a folder owned by another user: run the `git config --global "
+                   f"--add safe.directory` line above (or chown {where}), then build again")
+        super().__init__(f"git {args[0] if args else ''} failed in {where}:\n{cause}", tip=tip)
+
+
+def git_cause(stderr: str, limit: int = 12) -> str:
+    """git's lines that say what went wrong, not only the last one: "fatal: ... does not
+    appear to be a git repository" comes before "Please make sure you have the correct access
+    rights", and the dubious-ownership fix is on the lines after its "fatal:"."""
+    lines = [line.rstrip() for line in stderr.splitlines() if line.strip()]
+    lines = [line for line in lines if not line.startswith(("remote: Counting",
+                                                           "remote: Compressing"))]
+    return "\n".join(f"  {line.strip()}" for line in lines[:limit]) or "  (git printed nothing)"
 
 
 def _run(repo_dir: Path, args: Sequence[str], log: Logger) -> str:
@@ -58,7 +87,7 @@ def _run(repo_dir: Path, args: Sequence[str], log: Logger) -> str:
         for text in (exc.stdout, exc.stderr):
             if text:
                 log(str(text).strip())
-        raise
+        raise GitFailed(args, repo_dir, str(exc.stderr or exc)) from None
     for text in (out, err):
         if text:
             log(str(text).strip())
@@ -125,28 +154,30 @@ def fetch_into_cache(req: FetchRequest, log: Logger) -> str:
         raise BuildFailed(f"{req.name}: {req.ref} from {req.url} is not in the cache and "
                           "--offline forbids downloading it",
                           tip="run once without --offline, or add a --mirror that has it")
-    last_error = ""
-    for attempt in range(1, req.attempts + 1):
+    last_error, attempts = "", 0
+    while attempts < req.attempts:
+        attempts += 1
         try:
             _run(cache, ["fetch", "--depth", "1", "--no-tags", req.url, req.ref], log)
+            last_error = ""
             break
-        except git.GitCommandError as exc:
-            last_error = str(exc.stderr or exc).strip()
+        except GitFailed as exc:
+            last_error = exc.stderr.strip()
             transient = bool(_TRANSIENT.search(last_error))
             if cached and transient:
                 log(f"network failed; using the cached {req.ref} = {cached} (may be stale)")
                 return cached
-            if not transient or attempt == req.attempts:
+            if not transient or attempts == req.attempts:
                 break
-            log(f"attempt {attempt} failed; retrying in {req.retry_delay * attempt:.0f}s")
-            time.sleep(req.retry_delay * attempt)
-    else:  # pragma: no cover - the loop always breaks
-        pass
+            log(f"attempt {attempts} failed; retrying in {req.retry_delay * attempts:.0f}s")
+            time.sleep(req.retry_delay * attempts)
     if last_error:
-        hint = ("check the network or add a --mirror" if _TRANSIENT.search(last_error)
+        transient = bool(_TRANSIENT.search(last_error))
+        hint = ("check the network or add a --mirror" if transient
                 else f"check that '{req.ref}' exists in {req.url} (tag, branch or full commit)")
-        raise BuildFailed(f"{req.name}: cannot fetch {req.ref} from {req.url} after "
-                          f"{req.attempts} attempts: {last_error.splitlines()[-1]}", tip=hint)
+        tries = f" after {attempts} attempts" if attempts > 1 else ""
+        raise BuildFailed(f"{req.name}: cannot fetch {req.ref} from {req.url}{tries}:\n"
+                          f"{git_cause(last_error)}", tip=hint)
     repo = git.Repo(str(cache))
     commit = repo.git.rev_parse("FETCH_HEAD^{commit}")
     head_line = (cache / "FETCH_HEAD").read_text().splitlines()[0]
@@ -188,6 +219,18 @@ def _new_checkout_id(checkout: Path) -> str:
 class FetchResult:
     commit: str
     checkout_id: str
+    saved: Path | None = None  # where an old checkout with the user's work was moved
+
+
+def _holds_user_work(req: FetchRequest) -> bool:
+    """The checkout about to be replaced has commits or edits of the user's: its HEAD moved
+    away from what rocbuild checked out, or files differ from what the patches made."""
+    head = checkout_commit(req.checkout_dir)
+    if head is None:
+        return False
+    if req.previous_commit is not None and head != req.previous_commit:
+        return True
+    return bool(patches.user_edits(req.checkout_dir, req.applied))
 
 
 def fetch(req: FetchRequest, log: Logger) -> FetchResult:
@@ -209,14 +252,22 @@ def fetch(req: FetchRequest, log: Logger) -> FetchResult:
         _run(partial, [*insteadof_args(req.mirror), "submodule", "update", "--init",
                        "--recursive", "--depth", "1"], log)
     token = _new_checkout_id(partial)
+    saved = None
     if req.checkout_dir.exists():  # an older ref: replace the source, never a build tree
         old = req.checkout_dir.with_name(req.checkout_dir.name + ".old")
         if old.exists():
             shutil.rmtree(old)
+        keep = req.save_root is not None and _holds_user_work(req)
         req.checkout_dir.rename(old)
         partial.rename(req.checkout_dir)
-        shutil.rmtree(old)
+        if keep and req.save_root is not None:
+            saved = req.save_root / f"checkout-{time.strftime('%Y%m%d-%H%M%S')}"
+            saved.parent.mkdir(parents=True, exist_ok=True)
+            old.rename(saved)
+            log(f"the old checkout holds commits or edits of yours: moved to {saved}")
+        else:
+            shutil.rmtree(old)
     else:
         partial.rename(req.checkout_dir)
     log(f"checked out {commit} in {req.checkout_dir}")
-    return FetchResult(commit, token)
+    return FetchResult(commit, token, saved)

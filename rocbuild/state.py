@@ -23,14 +23,24 @@ from doit.dependency import SqliteDB
 from rocbuild.errors import BusyError
 
 
-def write_json_atomic(path: Path, doc: Any) -> None:
+def write_text_atomic(path: Path, text: str) -> None:
+    """Write ``path`` so that a reader (or a run after a kill) sees the old file or the new
+    one, never a part: a temp file in the same folder, fsynced, then renamed over it."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with tmp.open("w", encoding="utf-8") as f:
-        json.dump(doc, f, indent=1, sort_keys=True)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    try:
+        with tmp.open("w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            tmp.unlink()
+
+
+def write_json_atomic(path: Path, doc: Any) -> None:
+    write_text_atomic(path, json.dumps(doc, indent=1, sort_keys=True))
 
 
 def read_json(path: Path) -> dict[str, Any] | None:
@@ -107,6 +117,51 @@ class StateDir:
             yield
         finally:
             os.close(fd)  # closing releases the flock
+
+
+def _flock_holder(path: Path) -> str | None:
+    """Which process holds a flock on ``path``, from /proc/locks (nothing is written to the
+    locked folder, so this is how a second run learns who is installing)."""
+    try:
+        inode = path.stat().st_ino
+        locks = Path("/proc/locks").read_text()
+    except OSError:
+        return None
+    for line in locks.splitlines():
+        fields = line.split()
+        if len(fields) >= 6 and fields[1] == "FLOCK" and fields[5].endswith(f":{inode}"):
+            pid = fields[4]
+            try:
+                cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ")
+            except OSError:
+                return f"pid {pid}"
+            return f"pid {pid}: {cmdline.decode(errors='replace').strip()}"
+    return None
+
+
+@contextlib.contextmanager
+def prefix_lock(prefix: Path) -> Iterator[bool]:
+    """Hold a lock on the install prefix for a run, so two runs from different workdirs never
+    install into one prefix at once. The lock is a flock on the prefix folder itself: nothing
+    is written into a prefix the user may not have approved yet. Yields False (no lock) when
+    the prefix cannot be created; preflight then refuses the run with the fix."""
+    try:
+        prefix.mkdir(parents=True, exist_ok=True)
+        fd = os.open(prefix, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError:
+        yield False
+        return
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = _flock_holder(prefix) or "another process"
+            raise BusyError(f"another rocbuild run ({holder}) is installing into {prefix}",
+                            tip="wait for it to finish and run the same command again, or "
+                                "use another --prefix") from None
+        yield True
+    finally:
+        os.close(fd)
 
 
 class DurableSqliteDB(SqliteDB):

@@ -2,12 +2,12 @@
 stale, and why.
 
 Everything comes from the workdir's state (stamps, failure records, job caps) compared with
-what each step's inputs are now (``BuildContext.expected_inputs``). The walk follows the
-engine's rule (a step runs when it is not current once its input steps have run), so the
-steps shown as not done are the steps the next `rocbuild build` runs. Stamps keep their named
-inputs; comparing them key by key turns "the fingerprint differs" into "recipe options
-changed" or "dependency clr was rebuilt". Nothing here writes or locks: status is safe to run
-while a build is going.
+what each step's inputs are now. The walk applies uptodate.py's rule, the same one the build
+uses (a step runs when it is not current now or when one of its input steps runs first), so
+the steps shown as not done are exactly the steps the next `rocbuild build` runs. Stamps
+keep their named inputs; comparing them key by key turns "the fingerprint differs" into
+"recipe options changed" or "dependency clr was rebuilt". Nothing here writes or locks:
+status is safe to run while a build is going.
 """
 
 from __future__ import annotations
@@ -22,16 +22,10 @@ from rocbuild.diagnose import Diagnosis, diagnose
 from rocbuild.graph import Component
 from rocbuild.state import read_json
 from rocbuild.steps import steps_of
+from rocbuild.uptodate import Rule
 
 DONE, FAILED, PENDING, STALE = "done", "failed", "pending", "stale"
 
-# What a missing output means to the user, per step (BuildContext._outputs_present).
-_MISSING_OUTPUT = {
-    "fetch": "the checkout changed or was removed",
-    "configure": "CMakeCache.txt is missing from the build tree",
-    "compile": "build.ninja is missing from the build tree",
-    "install": "installed files are missing from the prefix",
-}
 
 
 @dataclass(frozen=True)
@@ -104,28 +98,18 @@ class _Walk:
     ctx: BuildContext
     unsettled: dict[str, str] = field(default_factory=dict)  # component -> state, not done
     changed: set[str] = field(default_factory=set)  # recorded inputs differ from now
-    # (component, step) -> the step runs in the next build and its fingerprint (what later
-    # steps and dependents recorded) will then differ from its stamp
-    moves: dict[tuple[str, str], bool] = field(default_factory=dict)
+    # (component, step) -> the step runs in the next build (uptodate.Rule.next_runs' rule)
+    runs: dict[tuple[str, str], bool] = field(default_factory=dict)
 
-    def final_moves(self, name: str) -> bool:
-        comp = self.ctx.component(name)
-        steps = steps_of(comp)
-        if not steps:  # reuses another checkout: its fingerprint is the owner's
-            return self.final_moves(comp.checkout)
-        return self.moves.get((name, steps[-1]), False)
+    @property
+    def rule(self) -> Rule:
+        return self.ctx.rule
 
-    def inputs_move(self, comp: Component, step: str, before: str | None) -> list[str]:
-        """The input steps of ``step`` whose fingerprint changes before it runs: the previous
-        step of the component, or for configure its checkout's patch step and dependencies."""
-        if step == "fetch":
-            return []
-        if step == "configure":
-            moving = [d for d in comp.depends if d != comp.checkout and self.final_moves(d)]
-            if self.moves.get((comp.checkout, "patch"), False):
-                moving.insert(0, "patch" if comp.checkout == comp.name else comp.checkout)
-            return moving
-        return [before] if before and self.moves.get((comp.name, before), False) else []
+    def moving_inputs(self, comp: Component, step: str) -> list[str]:
+        """The input steps of ``step`` that run first: a step name for this component's
+        own steps, a component name for a dependency (or the owner of a reused checkout)."""
+        return [s if c == comp.name else c for c, s in self.rule.input_steps(comp, step)
+                if self.runs.get((c, s), False)]
 
 
 def collect(ctx: BuildContext) -> StatusReport:
@@ -160,19 +144,17 @@ def _component_status(walk: _Walk, comp: Component) -> ComponentStatus:
 def _step_status(walk: _Walk, comp: Component, step: str, before: StepStatus | None,
                  failure: Mapping[str, Any] | None, found: Diagnosis | None) -> StepStatus:
     """Simulate the next build for one step: it runs when it is not current now or when an
-    input step's fingerprint changes first (then it is not current by the time it runs)."""
+    input step runs first (then its run id, an input here, changes)."""
     ctx = walk.ctx
     stamp = ctx.state.read_stamp(comp.name, step)
     log = log_path(ctx.stack.workdir, comp.name, step)
     recorded = _recorded(step, stamp, log)
-    moving = walk.inputs_move(comp, step, before.step if before else None)
-    current = not moving and ctx.is_current(comp, step)
+    moving = walk.moving_inputs(comp, step)
+    current = not moving and walk.rule.is_current(comp, step)
+    walk.runs[(comp.name, step)] = not current
     differs = stamp is not None and _inputs_differ(ctx, comp, step, stamp)
     if differs:
         walk.changed.add(comp.name)
-    # A fetch that runs makes a new checkout, so the patch step after it changes too.
-    walk.moves[(comp.name, step)] = not current and (
-        stamp is None or differs or bool(moving) or step == "fetch")
     if current:  # also when a failure record is older than the step's success
         return _with(recorded, DONE, "")
     if failure is not None:
@@ -184,7 +166,7 @@ def _step_status(walk: _Walk, comp: Component, step: str, before: StepStatus | N
         return StepStatus(step, PENDING, _why_pending(walk, comp, step, before),
                           log=recorded.log)
     reasons = [_why_stale(ctx, comp, step, stamp, walk.changed)] if differs else []
-    own = [m for m in moving if m not in comp.depends]  # a step of this component
+    own = [m for m in moving if m in steps_of(comp)]  # a step of this component
     if own:
         reasons.append(f"follows {own[0]}, which runs again")
     elif moving and not differs:
@@ -232,7 +214,7 @@ def _why_stale(ctx: BuildContext, comp: Component, step: str, stamp: Mapping[str
     if not isinstance(stored, dict):
         return "recorded by an older rocbuild (inputs unknown)"
     if stored == expected:
-        return _MISSING_OUTPUT.get(step, "its output is missing")
+        return ctx.rule.missing_output(comp, step) or "its output is missing"
     reasons = _input_changes(comp, stored, expected, changed)
     return "; ".join(reasons) or "inputs changed"
 
@@ -256,6 +238,17 @@ def _input_changes(comp: Component, old: Mapping[str, Any], new: Mapping[str, An
             reasons.append(f"new source commit {str(before)[:10]} -> {str(now)[:10]}")
         elif key == "checkout":
             reasons.append("the checkout was made again")
+        elif key == "fetch":
+            if "commit" not in differs and "checkout" not in differs:
+                reasons.append("fetch ran again")
+        elif key == "command":
+            if "recipe" not in differs:
+                reasons.append("rocbuild's configure command changed (a newer rocbuild)")
+        elif key == "edits":
+            paths = (now or {}).get("paths") or []
+            reasons.append("your edits in the checkout: " + ", ".join(paths[:4])
+                           + (f" and {len(paths) - 4} more" if len(paths) > 4 else "")
+                           if paths else "your edits in the checkout were undone")
         elif key == "patches":
             reasons.append("patches changed: " + _patch_changes(before or {}, now or {}))
         elif key == "recipe":

@@ -36,30 +36,55 @@ def path_head(stack: Stack) -> list[str]:
     return head
 
 
-def step_env(stack: Stack, component: Component,
-             base: Mapping[str, str] | None = None) -> dict[str, str]:
-    """The environment a build step runs in: the prefix first on PATH, ROCM_PATH and
-    HIP_PLATFORM=amd, then the recipe's own [env] (which wins)."""
-    env = dict(os.environ if base is None else base)
-    prefix = str(stack.prefix)
-    env["PATH"] = os.pathsep.join(p for p in (*path_head(stack), env.get("PATH", "")) if p)
-    env["ROCM_PATH"] = prefix
-    env["HIP_PLATFORM"] = "amd"
-    env.update(component.env)
-    return env
-
-
 def env_overrides(stack: Stack, component: Component) -> dict[str, str]:
-    """Only the variables rocbuild sets, for printing; PATH keeps a ``$PATH`` reference."""
+    """The variables rocbuild sets for a build step, in one place: the prefix (and the build
+    venv) first on PATH, ROCM_PATH and HIP_PLATFORM=amd, then the recipe's own [env], which
+    wins. PATH keeps a ``$PATH`` reference for printing; ``step_env`` expands it."""
     overrides = {"PATH": ":".join(path_head(stack)) + ":$PATH", "ROCM_PATH": str(stack.prefix),
                  "HIP_PLATFORM": "amd"}
     overrides.update(component.env)
     return overrides
 
 
-def configure_argv(stack: Stack, component: Component, jobs: Mapping[str, int]) -> list[str]:
+def step_env(stack: Stack, component: Component,
+             base: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The environment a build step really runs in: ``base`` (default: ours) plus
+    ``env_overrides``, with ``$PATH`` at the end of a value replaced by the base's PATH."""
+    env = dict(os.environ if base is None else base)
+    for key, value in env_overrides(stack, component).items():
+        if value.endswith(":$PATH"):
+            value = os.pathsep.join(p for p in (value[: -len(":$PATH")], env.get("PATH", ""))
+                                    if p)
+        env[key] = value
+    return env
+
+
+def install_runpath(stack: Stack, component: Component) -> str:
+    """The RUNPATH of the programs and libraries a component installs, relative to $ORIGIN so
+    a prefix still works when copied or moved: the component's own lib/ first, then the
+    stack's lib/ and every other lib/ a component of the stack installs into (LLVM's
+    lib/llvm/lib). Relative to bin/, which is also right for lib/ (its sibling)."""
+    libs = [component.install_prefix / "lib", stack.prefix / "lib",
+            *sorted({c.install_prefix / "lib" for c in stack.components.values()})]
+    origin = component.install_prefix / "bin"
+    entries: list[str] = []
+    for lib in libs:
+        entry = "$ORIGIN/" + os.path.relpath(lib, origin)
+        if entry not in entries:
+            entries.append(entry)
+    return ";".join(entries)
+
+
+def _sets_rpath(args: list[str]) -> bool:
+    return any(a.startswith(("-DCMAKE_INSTALL_RPATH=", "-DCMAKE_INSTALL_RPATH:")) for a in args)
+
+
+def configure_argv(stack: Stack, component: Component, jobs: Mapping[str, int] | None
+                   ) -> list[str]:
     """The cmake configure command; ``jobs`` (per kind of work) fills the recipe's job_args,
-    which change only the speed and so are not part of any fingerprint."""
+    which change only the speed and so are not part of any fingerprint (None: leave them out).
+    Every component gets an install RUNPATH (DESIGN 3.5) unless its recipe sets its own or
+    opts out (install.runpath = false, with a reason)."""
     prefix_path = str(stack.prefix)
     recipe_args: list[str] = []
     for arg in component.cmake_args:
@@ -67,11 +92,13 @@ def configure_argv(stack: Stack, component: Component, jobs: Mapping[str, int]) 
             prefix_path += ";" + arg.split("=", 1)[1]
         else:
             recipe_args.append(arg)
+    runpath = ([f"-DCMAKE_INSTALL_RPATH={install_runpath(stack, component)}"]
+               if component.recipe.runpath and not _sets_rpath(recipe_args) else [])
     return ["cmake", "-G", "Ninja", "-S", str(component.source_dir), "-B",
             str(component.build_dir), f"-DCMAKE_BUILD_TYPE={component.build_type}",
             f"-DCMAKE_INSTALL_PREFIX={component.install_prefix}",
-            f"-DCMAKE_PREFIX_PATH={prefix_path}", *recipe_args,
-            *component.render_job_args(jobs)]
+            f"-DCMAKE_PREFIX_PATH={prefix_path}", *runpath, *recipe_args,
+            *(component.render_job_args(jobs) if jobs is not None else [])]
 
 
 def build_argv(component: Component, jobs: int) -> list[str]:

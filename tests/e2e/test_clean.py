@@ -24,10 +24,11 @@ def built(chain: Chain) -> Chain:
     return chain
 
 
-def step_states(chain: Chain) -> dict[tuple[str, str], str]:
+def step_states(chain: Chain) -> dict[tuple[str, str], tuple[str, str]]:
     result = run_flags(chain.flags(), "status", "--json")
     doc = json.loads(result.stdout)
-    return {(c["name"], s["step"]): s["state"] for c in doc["components"] for s in c["steps"]}
+    return {(c["name"], s["step"]): (s["state"], s["why"])
+            for c in doc["components"] for s in c["steps"]}
 
 
 def test_clean_one_build_tree_frees_it_and_its_steps_run_again(built: Chain) -> None:
@@ -43,8 +44,9 @@ def test_clean_one_build_tree_frees_it_and_its_steps_run_again(built: Chain) -> 
     assert (built.workdir / "src" / "beta").is_dir()  # sources only when asked
     states = step_states(built)
     for step in ("configure", "compile", "install"):
-        assert states[("beta", step)] != "done", (step, states)
-    assert states[("beta", "fetch")] == "done" and states[("alpha", "install")] == "done"
+        assert states[("beta", step)][0] != "done", (step, states)
+    assert "build tree was removed" in states[("beta", "configure")][1]
+    assert states[("beta", "fetch")][0] == "done" and states[("alpha", "install")][0] == "done"
     rebuilt = run_flags(built.flags(), "build", "--quiet", "--no-verify", expect=0).stdout
     assert "▶ beta: configure" in rebuilt and "▶ alpha: configure" not in rebuilt
     assert built.run_gamma() == "gamma 11"

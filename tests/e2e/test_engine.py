@@ -144,7 +144,7 @@ def test_second_build_on_the_same_workdir_is_refused(
     with StateDir(chain.workdir).lock():
         rc = main(["build", *chain.flags(), "--quiet"])
     err = capsys.readouterr().err
-    assert rc == 2
+    assert rc == 3  # busy, not bad input (issue 10 #7)
     assert f"another rocbuild run (pid {os.getpid()}) is using the workdir" in err
 
 

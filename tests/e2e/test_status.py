@@ -4,6 +4,7 @@ and why, known causes found in real CMake output, and the JSON document."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 import shutil
@@ -175,25 +176,30 @@ def predicted_and_run(chain: Chain, capsys: pytest.CaptureFixture[str]
     return predicted, {tuple(m) for m in re.findall(r"^▶ (\S+): (\w+)$", out, re.M)}
 
 
+def _rebuilt_from(first: str, why: str) -> dict[tuple[str, str], str]:
+    """alpha runs again from ``first`` on (``why`` is that step's reason); beta and gamma
+    follow, because a step that runs gives the steps after it a new input (issue 10 #2)."""
+    steps = ["fetch", "patch", "configure", "compile", "install"]
+    expected = {("alpha", first): why}
+    for before, step in itertools.pairwise(steps):
+        if steps.index(step) > steps.index(first):
+            expected[("alpha", step)] = f"follows {before}, which runs again"
+    for user, dep in (("beta", "alpha"), ("gamma", "beta")):
+        expected[(user, "configure")] = f"dependency {dep} is rebuilt first"
+        expected[(user, "compile")] = "follows configure, which runs again"
+        expected[(user, "install")] = "follows compile, which runs again"
+    return expected
+
+
 @pytest.mark.parametrize(("damage", "expected"), [
-    # same inputs: configure runs again, its fingerprint does not change, nothing follows
-    ("build/alpha/CMakeCache.txt",
-     {("alpha", "configure"): "CMakeCache.txt is missing from the build tree"}),
+    # a configure that runs again is followed by compile and install (a stale artifact must
+    # never stay installed), and the components built on it follow
+    ("build/alpha/CMakeCache.txt", _rebuilt_from(
+        "configure", "the build tree was removed or replaced (CMakeCache.txt or its build id)")),
     ("prefix/lib/libalpha.so",
-     {("alpha", "install"): "installed files are missing from the prefix"}),
+     _rebuilt_from("install", "installed files are missing from the prefix")),
     # a new checkout: everything built from it, and everything built on that, runs again
-    ("work/src/alpha", {
-        ("alpha", "fetch"): "the checkout changed or was removed",
-        ("alpha", "patch"): "follows fetch, which runs again",
-        ("alpha", "configure"): "follows patch, which runs again",
-        ("alpha", "compile"): "follows configure, which runs again",
-        ("alpha", "install"): "follows compile, which runs again",
-        ("beta", "configure"): "dependency alpha is rebuilt first",
-        ("beta", "compile"): "follows configure, which runs again",
-        ("beta", "install"): "follows compile, which runs again",
-        ("gamma", "configure"): "dependency beta is rebuilt first",
-        ("gamma", "compile"): "follows configure, which runs again",
-        ("gamma", "install"): "follows compile, which runs again"}),
+    ("work/src/alpha", _rebuilt_from("fetch", "the checkout changed or was removed")),
 ])
 def test_status_predicts_the_steps_the_next_build_runs(
         chain: Chain, capsys: pytest.CaptureFixture[str], damage: str,
