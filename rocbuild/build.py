@@ -113,8 +113,8 @@ class Output:
         self._lock = threading.Lock()
 
     def say(self, text: str) -> None:
-        with self._lock:
-            self.stream.write(text + "\n")
+        with self._lock:  # plain lines go to pipes and files: each says when it happened
+            self.stream.write(f"{proc.clock()} {text}\n")
             self.stream.flush()
 
     def build_line(self, component: str, step: str, line: str) -> None:
@@ -267,12 +267,13 @@ class BuildContext:
 
         def write(text: str) -> None:
             with log.open("a", encoding="utf-8") as f:
-                f.write(text + "\n")
+                f.write(proc.stamped(text) + "\n")
 
         return write
 
     def _fetch(self, comp: Component, log: Path, outcome: StepOutcome) -> None:
         assert comp.fetch_url is not None and comp.ref is not None
+        proc.log_attempt(log, f"fetch {comp.fetch_url} {comp.ref} into {comp.checkout_dir}")
         before = self.state.read_stamp(comp.name, "fetch") or {}
         patched = self.state.read_stamp(comp.name, "patch") or {}
         req = sources.FetchRequest(
@@ -292,6 +293,7 @@ class BuildContext:
         return self.stack.workdir / "saved" / comp.checkout
 
     def _patch(self, comp: Component, log: Path, outcome: StepOutcome) -> None:
+        proc.log_attempt(log, f"patch {comp.checkout_dir} with {len(comp.patches)} patches")
         fetched = self.state.read_stamp(comp.name, "fetch") or {}
         before = self.state.read_stamp(comp.name, "patch") or {}
         applied, saved = patches.apply_series(

@@ -20,6 +20,8 @@ from tests.e2e.chain import Chain, git, make_chain
 
 pytestmark = pytest.mark.e2e
 
+# "15:20:03 ▶ beta: configure": a step starts (plain output carries the time)
+STEP_LINE = re.compile(r"^(?:[\d:]+ )?▶ (\S+): (\w+)$", re.M)
 STEPS = ["fetch", "patch", "configure", "compile", "install"]
 STEP_KEYS = {"step", "state", "why", "seconds", "peak_rss", "jobs", "oom_retries", "log"}
 
@@ -160,7 +162,7 @@ def test_a_recipe_change_marks_what_runs_again_and_says_why(
     stale = {k for k, s in steps_by_name(status_json(chain, capsys)).items()
              if s["state"] != "done"}
     rc = main(["build", *chain.flags(), "--quiet", "--no-verify"])
-    ran = {tuple(m) for m in re.findall(r"^▶ (\S+): (\w+)$", capsys.readouterr().out, re.M)}
+    ran = {tuple(m) for m in STEP_LINE.findall(capsys.readouterr().out)}
     assert rc == 0 and ran == stale
     assert chain.run_gamma() == "gamma 12"  # 1 * 2 + 10
     assert "everything is built and current" in status_text(chain, capsys)
@@ -173,7 +175,7 @@ def predicted_and_run(chain: Chain, capsys: pytest.CaptureFixture[str]
     predicted = {k: s["why"] for k, s in steps_by_name(doc).items() if s["state"] != "done"}
     rc, out = build(chain, capsys)
     assert rc == 0, out
-    return predicted, {tuple(m) for m in re.findall(r"^▶ (\S+): (\w+)$", out, re.M)}
+    return predicted, {tuple(m) for m in STEP_LINE.findall(out)}
 
 
 def _rebuilt_from(first: str, why: str) -> dict[tuple[str, str], str]:
