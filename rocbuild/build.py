@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from rocbuild import patches, proc, resources, sources
+from rocbuild import patches, proc, resources, running, sources
 from rocbuild.diagnose import diagnose
 from rocbuild.errors import BuildFailed
 from rocbuild.graph import Component, Stack, sha256_text, venv_dir
@@ -128,6 +128,16 @@ class Output:
     def step_finished(self, component: str, step: str) -> None:
         """The step ended (either way)."""
 
+    def run_planned(self, expected: dict[tuple[str, str], float | None]) -> None:
+        """The steps this run will start, each with its expected seconds (None: unknown);
+        plain output says the whole run's estimate once, progress.LiveOutput keeps a line."""
+        known = [s for s in expected.values() if s is not None]
+        if known:
+            total = sum(known)
+            at = time.strftime("%H:%M", time.localtime(time.time() + total))
+            self.say(f"expected: {len(expected)} steps, about {total / 60:.0f} min from this "
+                     f"host's history and the recipes' estimates (done about {at})")
+
 
 @dataclass
 class BuildContext:
@@ -135,6 +145,7 @@ class BuildContext:
     settings: Settings
     output: Output
     offline: bool = False
+    command: str | None = None  # the command line that continues this run (continuation.py)
     outcomes: list[StepOutcome] = field(default_factory=list)
     host_snapshot: Callable[[], resources.HostSnapshot] = resources.snapshot
     _lock: contextlib.ExitStack | None = None
@@ -208,8 +219,9 @@ class BuildContext:
         outcome = StepOutcome(name, step, "done", log=log)
         self.output.step_started(name, step, self.expected_seconds(comp, step))
         try:
-            {"fetch": self._fetch, "patch": self._patch, "configure": self._configure,
-             "compile": self._compile, "install": self._install}[step](comp, log, outcome)
+            with running.mark(self.stack.workdir, name, step):  # status shows it running
+                {"fetch": self._fetch, "patch": self._patch, "configure": self._configure,
+                 "compile": self._compile, "install": self._install}[step](comp, log, outcome)
             if outcome.result == "done":
                 self._stamp(comp, step, outcome, time.monotonic() - started)
         except BuildFailed as exc:

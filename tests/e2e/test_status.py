@@ -7,6 +7,7 @@ from __future__ import annotations
 import itertools
 import json
 import re
+import shlex
 import shutil
 from pathlib import Path
 from typing import Any
@@ -48,15 +49,16 @@ def build(chain: Chain, capsys: pytest.CaptureFixture[str], *args: str) -> tuple
 def status_text(chain: Chain, capsys: pytest.CaptureFixture[str], *args: str) -> str:
     rc = main(["status", *chain.flags(), *args])
     out = capsys.readouterr().out
-    assert rc == 0, out  # a report, whatever the state of the build
+    assert rc == (1 if "FAILED" in out else 0), out  # 1 when a step failed, for scripts
     return out
 
 
 def status_json(chain: Chain, capsys: pytest.CaptureFixture[str]) -> dict[str, Any]:
     rc = main(["status", *chain.flags(), "--json"])
     out = capsys.readouterr().out
-    assert rc == 0
-    return json.loads(out)
+    doc = json.loads(out)
+    assert rc == (1 if doc["failed"] else 0)
+    return doc
 
 
 def table_rows(text: str) -> dict[tuple[str, str], list[str]]:
@@ -102,7 +104,9 @@ def test_after_a_failed_build_status_shows_the_failure_and_what_waits(
     log = chain.workdir / "logs/beta/compile.log"
     assert "FAILED beta: compile" in out
     assert f"log:   {log}" in out
-    assert "continue with: rocbuild build beta" in out
+    # the command the build ran, whole (not narrowed to beta), with its flags
+    ran = shlex.join(["rocbuild", "build", *chain.flags(), "--quiet", "--no-verify"])
+    assert f"continue with: {ran}" in out
     # no known pattern for this error: the log's last lines are shown instead
     assert "not a known failure" in out
     assert "error: #error beta was configured to fail" in out
@@ -113,7 +117,8 @@ def test_json_document_has_a_stable_shape(chain: Chain,
     break_beta(chain)
     assert build(chain, capsys)[0] == 1
     doc = status_json(chain, capsys)
-    assert set(doc) == {"workdir", "prefix", "components"}
+    assert set(doc) == {"workdir", "prefix", "components", "verify", "running", "failed",
+                        "continue"}
     assert doc["workdir"] == str(chain.workdir) and doc["prefix"] == str(chain.prefix)
     assert [c["name"] for c in doc["components"]] == ["alpha", "beta", "gamma"]
     for comp in doc["components"]:
@@ -135,7 +140,8 @@ def test_json_document_has_a_stable_shape(chain: Chain,
     failure = beta["failure"]
     assert failure["step"] == "compile"
     assert failure["log"] == str(chain.workdir / "logs/beta/compile.log")
-    assert failure["continue"] == "rocbuild build beta"
+    assert failure["continue"] == shlex.join(["rocbuild", "build", *chain.flags(), "--quiet",
+                                              "--no-verify"])
     assert failure["diagnosis"] is None
     assert any("beta was configured to fail" in line for line in failure["tail"])
 
