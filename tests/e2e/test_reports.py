@@ -20,7 +20,7 @@ from rocbuild.graph import load_stack
 from rocbuild.settings import resolve
 from rocbuild.status import collect
 from tests.cli import child_env, run_cli, run_flags
-from tests.e2e.chain import Chain
+from tests.e2e.chain import Chain, add_gamma_patch
 from tests.e2e.test_engine import sleepers, slow_beta, wait_for
 from tests.e2e.test_status import break_beta, recipe
 
@@ -111,12 +111,7 @@ def test_a_failed_verify_is_a_failed_row_and_status_exits_1(chain: Chain) -> Non
 
 def test_a_patch_only_change_says_patches_changed(chain: Chain) -> None:
     run_flags(chain.flags(), "build", "--quiet", "--no-verify", expect=0)
-    patches = chain.recipes.parent / "patches" / "gamma"
-    patches.mkdir(parents=True)
-    (patches / "0001-say-hello.patch").write_text(
-        "--- a/main.c\n+++ b/main.c\n@@ -1,3 +1,3 @@\n #include <stdio.h>\n"
-        ' #include "beta.h"\n-int main(void) { printf("gamma %d\\n", beta_value()); return 0; }\n'
-        '+int main(void) { printf("hello %d\\n", beta_value()); return 0; }\n')
+    add_gamma_patch(chain)
     doc = json.loads(run_flags(chain.flags(), "status", "--json", expect=0).stdout)
     steps = {(c["name"], s["step"]): s for c in doc["components"] for s in c["steps"]}
     assert steps[("gamma", "patch")]["why"] == "patches changed: 0001-say-hello.patch (new)"

@@ -17,7 +17,7 @@ import pytest
 from rocbuild.cli import main
 from rocbuild.state import StateDir, write_json_atomic
 from tests.conftest import require_tool
-from tests.e2e.chain import Chain, git, make_chain
+from tests.e2e.chain import Chain, add_gamma_patch, git, make_chain
 
 pytestmark = pytest.mark.e2e
 
@@ -234,12 +234,7 @@ def test_a_rebuilt_dependency_and_a_new_patch_are_named(
     chain.write_recipe("beta", recipe("beta", ["alpha"], ["-DBETA_FACTOR=3"]))
     rc, out = build(chain, capsys, "beta")
     assert rc == 0, out  # beta only: gamma is left behind
-    patches = chain.recipes.parent / "patches" / "gamma"
-    patches.mkdir(parents=True)
-    (patches / "0001-say-hello.patch").write_text(
-        "--- a/main.c\n+++ b/main.c\n@@ -1,3 +1,3 @@\n #include <stdio.h>\n"
-        ' #include "beta.h"\n-int main(void) { printf("gamma %d\\n", beta_value()); return 0; }\n'
-        '+int main(void) { printf("hello %d\\n", beta_value()); return 0; }\n')
+    patch = add_gamma_patch(chain)
     steps = steps_by_name(status_json(chain, capsys))
     assert steps[("beta", "install")]["state"] == "done"
     assert steps[("gamma", "patch")]["state"] == "stale"
@@ -248,7 +243,7 @@ def test_a_rebuilt_dependency_and_a_new_patch_are_named(
     assert steps[("gamma", "configure")]["why"] == ("dependency beta was rebuilt; follows "
                                                     "patch, which runs again")
     # without the patch, the rebuilt dependency is the reason
-    (patches / "0001-say-hello.patch").unlink()
+    patch.unlink()
     steps = steps_by_name(status_json(chain, capsys))
     assert steps[("gamma", "patch")]["state"] == "done"
     assert steps[("gamma", "configure")]["why"] == "dependency beta was rebuilt"
