@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from rocbuild import patches, proc, resources, running, sources
+from rocbuild import launchers, patches, proc, resources, running, sources
 from rocbuild.diagnose import diagnose
 from rocbuild.errors import BuildFailed
 from rocbuild.graph import Component, Stack, sha256_text, venv_dir
@@ -396,7 +396,9 @@ class BuildContext:
             return {k: resources.JobCount(c.jobs, c.reason.replace(
                         f"--jobs {recorded}", f"cap {recorded} after an OOM kill"))
                     for k, c in counts.items()}
-        return resources.job_counts(comp.recipe.resources, self.host_snapshot(),
+        counts = resources.job_counts(comp.recipe.resources, self.host_snapshot(),
+                                      swap_weight=self.settings.swap_weight, cap=cap)
+        return launchers.split_jobs(self.stack.launch, comp, counts, self.host_snapshot(),
                                     swap_weight=self.settings.swap_weight, cap=cap)
 
     def job_cap_path(self, name: str) -> Path:
@@ -420,6 +422,10 @@ class BuildContext:
         with log.open("rb") as f:  # only this run's part of the (appended) log
             f.seek(start)
             unused = unused_cmake_variables(f.read().decode("utf-8", "replace"))
+        # only the recipe's own options: a project without targets (rocm-cmake) never reads
+        # the RUNPATH rocbuild passes to every project, which is no mistake of the recipe's
+        unused = [name for name in unused
+                  if any(a.startswith((f"-D{name}=", f"-D{name}:")) for a in comp.cmake_args)]
         if unused:
             outcome.warnings.append(
                 f"CMake did not use {', '.join(unused)}: the recipe passes options this "
@@ -434,7 +440,8 @@ class BuildContext:
         shared = "" if jobs == counts["compile"].jobs else f" (sharing: {jobs} left)"
         self.output.say(f"  {comp.name}: {counts['compile'].reason}{shared}")
         try:
-            self._compile_with_retries(comp, log, outcome, counts, jobs)
+            with launchers.observe(self.stack.launch, comp, outcome.warnings):
+                self._compile_with_retries(comp, log, outcome, counts, jobs)
         finally:
             self._return_jobs(comp.name)
 

@@ -25,6 +25,7 @@ COMMAND_MODULES = (
     "rocbuild.cmd_status",
     "rocbuild.cmd_logs",
     "rocbuild.cmd_verify",
+    "rocbuild.cmd_bench",
     "rocbuild.cmd_doctor",
     "rocbuild.cmd_env",
     "rocbuild.cmd_activate",

@@ -6,13 +6,13 @@ import argparse
 import json
 import sys
 
-from rocbuild import plan_table, resources, status
+from rocbuild import cost, plan_table, resources, status
 from rocbuild.build import BuildContext, Output
 from rocbuild.graph import load_stack
 from rocbuild.plan import build_plan, to_json
 from rocbuild.settings import Settings
 from rocbuild.steps import steps_of
-from rocbuild.ui import console, print_commands, print_plan
+from rocbuild.ui import console, print_commands, print_cost, print_plan
 
 
 def register(sub: argparse._SubParsersAction, parents: list[argparse.ArgumentParser]) -> None:
@@ -47,7 +47,8 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     # each component's state from the workdir's stamps (done / failed / stale / pending)
     ctx = BuildContext(stack=stack, settings=settings, output=Output(sys.stderr))
     states = {c.name: c.state for c in status.collect(ctx).components}
-    plan = build_plan(stack, settings, resources.snapshot(), lambda c: states[c.name])
+    pending = [c.name for c in cost.pending_components(stack, ctx.is_current)]
+    plan = build_plan(stack, settings, resources.snapshot(), lambda c: states[c.name], pending)
     if args.json:
         json.dump(to_json(plan), sys.stdout, indent=2)
         sys.stdout.write("\n")
@@ -57,4 +58,5 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         out = console()
         print_plan(plan, out)
         plan_table.print_table(plan, out, expected_seconds(ctx), why=args.why)
+        print_cost(plan, out)
     return 0

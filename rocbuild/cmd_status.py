@@ -18,6 +18,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from rocbuild import launchers
 from rocbuild.build import BuildContext, Output
 from rocbuild.errors import EXIT_OK, EXIT_STEP_FAILED
 from rocbuild.graph import load_stack
@@ -84,6 +85,10 @@ def print_status(report: StatusReport, out: Console, requested: list[str]) -> No
     out.print(f"[bold]rocbuild status[/] — workdir {escape(str(report.workdir))}, "
               f"prefix {escape(str(report.prefix))}", soft_wrap=True)
     out.print(_table(report, wide=out.width >= WIDE))
+    for comp in report.components:  # what the compiler cache (and distcc) did last compile
+        saved = launchers.status_text(report.workdir, comp.name)
+        if saved:
+            out.print(f"last compile of {escape(comp.name)}: {escape(saved)}", soft_wrap=True)
     for comp in report.components:
         if comp.job_cap:
             _print_cap(out, comp)
@@ -179,6 +184,9 @@ def _print_cap(out: Console, comp: ComponentStatus) -> None:
               f"{escape(reason)}", soft_wrap=True)
 
 
+MESSAGE_LINES = 14
+
+
 def _print_failure(out: Console, name: str, failure: FailureStatus, *,
                    show_command: bool = True) -> None:
     when = ""
@@ -186,8 +194,9 @@ def _print_failure(out: Console, name: str, failure: FailureStatus, *,
         when = time.strftime(" at %Y-%m-%d %H:%M", time.localtime(failure.when))
     out.print(f"\n[bold red]FAILED[/] {escape(name)}: {escape(failure.step)}{when}")
     # whole lines (soft_wrap): paths and commands stay searchable and pasteable
-    if failure.message:
-        out.print(f"  {escape(failure.message.splitlines()[0])}", soft_wrap=True)
+    # the whole message: git's cause lines follow its first line (issue 10 #5)
+    for line in failure.message.splitlines()[:MESSAGE_LINES]:
+        out.print(f"  {escape(line)}", soft_wrap=True)
     found = failure.diagnosis
     if found is not None:
         out.print(f"  cause: {escape(found.cause)}", soft_wrap=True)

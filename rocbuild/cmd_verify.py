@@ -1,9 +1,13 @@
-"""`rocbuild verify [PATH...]`: does every installed library carry code for the GPU targets?
+"""`rocbuild verify [PATH...]`: does every installed library carry code for the GPU targets,
+and does every installed program find its libraries on its own?
 
-Without PATH it checks the whole prefix (files with GPU code under lib/, lib64/, bin/ and the
-rocBLAS Tensile set), then runs the GPU smoke tests when this host has a GPU. With PATHs it
-checks just those files and folders. Exit 0 when everything passes, 1 when anything lacks a
-compatible code object, is broken or cannot be read, 2 for bad input.
+Without PATH it checks the whole prefix (files with GPU code under lib/, lib64/, bin/, the
+rocBLAS Tensile set, and the linkage of every host ELF file: each DT_NEEDED resolves with a
+bare environment, none of the stack's own libraries from outside the prefix), then runs the
+GPU smoke tests when this host has a GPU. With PATHs it checks just those files and folders.
+Exit 0 when everything passes, 4 when verify found the result wrong (a missing or unreadable
+code object, an incomplete Tensile set, a broken linkage, a failed smoke test), 2 for bad
+input.
 """
 
 from __future__ import annotations
@@ -17,8 +21,8 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from rocbuild import smoke
-from rocbuild.errors import EXIT_OK, EXIT_STEP_FAILED, EXIT_VERIFY_FAILED, ConfigError
+from rocbuild import linkage, smoke
+from rocbuild.errors import EXIT_OK, EXIT_VERIFY_FAILED, ConfigError
 from rocbuild.graph import load_stack
 from rocbuild.settings import Settings
 from rocbuild.targets import TargetId
@@ -35,8 +39,13 @@ def register(sub: argparse._SubParsersAction, parents: list[argparse.ArgumentPar
         help="check that installed files carry code objects for the GPU targets",
         description="Scan ELF files for HIP offload bundles (every translation unit) and the "
                     "rocBLAS Tensile files, and check them against the GPU targets without a "
-                    "GPU; on a host with an AMD GPU, then run smoke tests. Exit 0: all pass, "
-                    "1: something lacks code for a target, is broken or unreadable.")
+                    "GPU; check that every installed program and library finds its "
+                    "libraries without LD_LIBRARY_PATH (and none of the stack's own from "
+                    "outside the prefix); on a host with an AMD GPU, then run smoke tests. "
+                    "Exit 0: all pass; 4: verify found a problem (a file lacks code for a "
+                    "target or is broken or unreadable, the Tensile set is incomplete, a "
+                    "library does not resolve or resolves outside the prefix, a smoke test "
+                    "failed); 2: bad input.")
     parser.add_argument("paths", nargs="*", type=Path, metavar="PATH",
                         help="files or folders to check (default: the whole prefix)")
     parser.add_argument("--json", action="store_true", help="print a JSON document")
@@ -45,6 +54,9 @@ def register(sub: argparse._SubParsersAction, parents: list[argparse.ArgumentPar
     parser.add_argument("--no-smoke", action="store_true", help="skip the GPU smoke tests")
     parser.add_argument("--gpu-root", type=Path, metavar="DIR", default=Path("/"),
                         help="read /dev/kfd and /sys/class/kfd below DIR (default: /)")
+    parser.add_argument("--system-root", type=Path, metavar="DIR", default=Path("/"),
+                        help="resolve system libraries (/etc/ld.so.conf, /lib, /usr/lib) "
+                             "below DIR (default: /)")
     parser.set_defaults(func=run)
 
 
@@ -67,14 +79,19 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     if args.model is not None and not args.model.is_file():
         raise ConfigError(f"--model {args.model}: no such file",
                           tip="pass the path of a GGUF model file")
+    if not args.system_root.is_dir():
+        raise ConfigError(f"--system-root {args.system_root}: no such folder",
+                          tip="pass the folder that stands for / (default: /)")
+    system = linkage.System(args.system_root.absolute())
     targets, prefix = _targets_and_prefix(settings, need_prefix=not args.paths)
     if args.paths:
         known_prefix = prefix if prefix is not None and prefix.is_dir() else None
-        report = verify_paths([p.absolute() for p in args.paths], targets, prefix=known_prefix)
+        report = verify_paths([p.absolute() for p in args.paths], targets, prefix=known_prefix,
+                              system=system)
         smoke_report = None
     else:
         assert prefix is not None
-        report = verify_prefix(prefix, targets)
+        report = verify_prefix(prefix, targets, system=system)
         smoke_report = _smoke(args, report, prefix, targets)
     if args.json:
         doc = to_json(report)
@@ -86,9 +103,11 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         print_report(report, out)
         if smoke_report is not None:
             print_smoke(smoke_report, out)
-    if not report.ok:  # missing GPU code is its own exit code, so scripts can tell
-        return EXIT_VERIFY_FAILED
-    return EXIT_OK if smoke_report is None or smoke_report.ok else EXIT_STEP_FAILED
+    ok = report.ok and (smoke_report is None or smoke_report.ok)
+    # 4 (DESIGN 3.4) for every wrong result: a broken linkage is as wrong as missing GPU code
+    # (the program does not start, or runs another stack's library), and a cron wrapper
+    # tells both from a failed build step (1), bad input (2) and a busy prefix (3)
+    return EXIT_OK if ok else EXIT_VERIFY_FAILED
 
 
 def _smoke(args: argparse.Namespace, report: VerifyReport, prefix: Path,
@@ -122,24 +141,84 @@ def _bundles_cell(result: FileResult) -> str:
     return str(len(result.bundles)) + (f" ({', '.join(methods)})" if methods else "")
 
 
+def _linkage_cell(result: FileResult, links: dict[Path, linkage.FileLinkage]) -> str:
+    found = links.get(result.path)
+    if found is None:
+        return "-"
+    if found.ok:
+        return f"[green]ok[/] ({len(found.needed)})"
+    return f"[bold red]{len(found.problems)} of {len(found.needed)} broken[/]"
+
+
+def _needed_cell(needed: linkage.Needed, prefix: Path | None) -> str:
+    if needed.resolved is None:
+        text = linkage.NOT_FOUND
+        if needed.own_copy is not None:
+            text += (f" (the prefix has {_shown(needed.own_copy, prefix)}: a RUNPATH such "
+                     "as $ORIGIN/../lib finds it)")
+        return text
+    return (f"{needed.resolved} — {linkage.OUTSIDE} ({_shown(needed.own_copy, prefix)})"
+            if needed.own_copy is not None else str(needed.resolved))
+
+
+def print_linkage(report: VerifyReport, out: Console) -> None:
+    links = report.linkage
+    if links is None:
+        return
+    failing = links.failing
+    if failing:
+        table = Table(title="linkage (bare environment, no LD_LIBRARY_PATH)",
+                      title_justify="left")
+        for column in ("file", "needs", "resolves to", "search path"):
+            table.add_column(column, overflow="fold")
+        for result in failing:
+            shown = escape(_shown(result.path, report.prefix))
+            search = escape(f"RUNPATH {result.runpath}" if result.runpath is not None else
+                            f"RPATH {result.rpath}" if result.rpath is not None else
+                            "no RPATH/RUNPATH")
+            if result.error:
+                table.add_row(shown, "-", f"[red]{escape(result.error)}[/]", search)
+            for needed in result.problems:
+                table.add_row(shown, escape(needed.name),
+                              f"[red]{escape(_needed_cell(needed, report.prefix))}[/]", search)
+        out.print(table)
+    for result in links.files:
+        if result.exempt is not None and not all(n.ok for n in result.needed):
+            out.print(f"[yellow]![/] linkage of {escape(_shown(result.path, report.prefix))} not "
+                      f"checked: its recipe opts out of the RUNPATH ({escape(result.exempt)})",
+                      soft_wrap=True)
+    resolved = sum(len(f.needed) for f in links.files)
+    if links.ok:
+        out.print(f"[green]✓[/] linkage: {len(links.files)} programs and libraries, "
+                  f"{resolved} needed libraries, all resolve without LD_LIBRARY_PATH")
+    else:
+        broken = sum(len(f.problems) + bool(f.error) for f in failing)
+        out.print(f"  [red]✗[/] linkage: {len(failing)} of {len(links.files)} programs and "
+                  f"libraries do not find {broken} needed librar"
+                  f"{'y' if broken == 1 else 'ies'} as they should")
+
+
 def print_report(report: VerifyReport, out: Console) -> None:
     targets = ", ".join(str(t) for t in report.targets)
     where = f" in {escape(str(report.prefix))}" if report.prefix else ""
     out.print(f"[bold]rocbuild verify[/] — code objects for [bold]{escape(targets)}[/]{where}")
+    links = {f.path: f for f in report.linkage.files} if report.linkage else {}
     if report.files:
         table = Table(title_justify="left")
-        for column in ("file", "bundles", "targets found", "verdict"):
+        for column in ("file", "bundles", "targets found", "linkage", "verdict"):
             table.add_column(column, overflow="fold")
         for result in report.files:
             table.add_row(escape(_shown(result.path, report.prefix)), _bundles_cell(result),
-                          escape(", ".join(result.targets_found) or "-"), _verdict_cell(result))
+                          escape(", ".join(result.targets_found) or "-"),
+                          _linkage_cell(result, links), _verdict_cell(result))
         out.print(table)
     if report.skipped:
         out.print(f"[dim]{report.skipped} other files hold no GPU code[/]")
     for result in report.files:
         for problem in result.problems:
+            # one line each, never wrapped, so it can be grepped
             out.print(f"  [red]✗[/] {escape(_shown(result.path, report.prefix))}: "
-                      f"{escape(problem)}")
+                      f"{escape(problem)}", soft_wrap=True)
     for tensile in report.tensile:
         where = escape(_shown(tensile.library, report.prefix))
         if tensile.ok:
@@ -151,6 +230,7 @@ def print_report(report: VerifyReport, out: Console) -> None:
                       f"{escape(', '.join(tensile.missing))}")
     for problem in report.problems:
         out.print(f"  [red]✗[/] {escape(problem)}")
+    print_linkage(report, out)
     out.print(_summary(report))
 
 
@@ -168,6 +248,9 @@ def _summary(report: VerifyReport) -> str:
         parts.append("Tensile set incomplete for "
                      + ", ".join(t.processor for t in missing_sets))
     parts += [p.split(":")[0] for p in report.problems]
+    if report.linkage is not None and not report.linkage.ok:
+        count = len(report.linkage.failing)
+        parts.append(f"{count} file{'' if count == 1 else 's'} with broken linkage")
     return f"[bold red]verify: FAIL[/] — {escape('; '.join(parts))}"
 
 

@@ -18,13 +18,14 @@ import math
 import os
 import re
 import shutil
-import subprocess
+import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rocbuild import resources
+from rocbuild import cost, hostreqs, launchers, resources
+from rocbuild.build import BuildContext, Output
 from rocbuild.buildinfo import info_path
 from rocbuild.errors import ConfigError
 from rocbuild.gpu import (
@@ -51,7 +52,6 @@ REFERENCE_LINK_MEM = 8 * GIB
 # trees of this stack and for the installed prefix, not a measurement.
 REFERENCE_DISK_WORKDIR = 80 * GIB
 REFERENCE_DISK_PREFIX = 20 * GIB
-MIN_CMAKE = (3, 25)  # ROCm 6.4's build containers pin cmake 3.25.2 (rocm-6.4-components.md)
 
 # ROCm 6.4 "Supported operating systems": ROCm/rocm-install-on-linux
 # docs/reference/system-requirements.rst as published for 6.4.x (Ubuntu 24.04.2: 6.8 GA,
@@ -76,11 +76,6 @@ LIMITED_OS: dict[tuple[str, str], str] = {
 _KERNEL_PACKAGES = {"22.04": "linux-generic (5.15) or linux-generic-hwe-22.04 (6.8)",
                     "24.04": "linux-generic (6.8) or linux-generic-hwe-24.04"}
 
-# Tools every build step needs, with the Debian/Ubuntu package that provides each.
-TOOLS: dict[str, str] = {"cmake": "cmake", "ninja": "ninja-build", "git": "git",
-                         "python3": "python3", "perl": "perl", "pkg-config": "pkg-config"}
-
-
 @dataclass(frozen=True)
 class Check:
     id: str
@@ -95,21 +90,8 @@ class Check:
 RunTool = Callable[[Sequence[str]], "tuple[int, str] | None"]
 
 
-def run_tool(argv: Sequence[str]) -> tuple[int, str] | None:
-    """Run a read-only query (``cmake --version``, ``dpkg-query``): (exit code, stdout), or
-    None when it cannot start or hangs. Non-zero exits still return their output."""
-    try:
-        done = subprocess.run(list(argv), capture_output=True, text=True, timeout=30,
-                              check=False)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return done.returncode, done.stdout
-
-
-def nearest_existing(path: Path) -> Path:
-    while not path.exists() and path != path.parent:
-        path = path.parent
-    return path
+run_tool = hostreqs.run_tool
+nearest_existing = hostreqs.nearest_existing
 
 
 def free_space(path: Path) -> tuple[int, int]:
@@ -159,6 +141,7 @@ class Needs:
     swap_weight: float = 0.5
     stack_summary: str = ""
     problem: str | None = None  # the recipes could not be loaded
+    reqs: hostreqs.Requirements | None = None  # None: from ``packages`` alone
 
 
 def needs_from(settings: Settings) -> Needs:
@@ -172,12 +155,16 @@ def needs_from(settings: Settings) -> Needs:
                      prefix=settings.prefix, problem=str(exc), **base)
     selected = stack.selected()
     link_mem = max((int(c.recipe.resources.get("link_mem", 0)) for c in selected), default=0)
-    disk = sum(int(c.recipe.resources.get("disk", 0)) for c in selected)
+    # the figure plan shows and preflight refuses on: components not installed yet
+    ctx = BuildContext(stack=stack, settings=settings, output=Output(sys.stderr))
+    disk = cost.disk_needed(stack, [c.name for c in cost.pending_components(stack,
+                                                                            ctx.is_current)])
     source = settings.source("target") if settings.target is not None else \
         f"default of {stack.recipes.stack.file}"
     return Needs(targets=stack.targets, targets_source=source, prefix=stack.prefix,
                  link_mem=link_mem or REFERENCE_LINK_MEM,
-                 disk_workdir=disk or REFERENCE_DISK_WORKDIR,
+                 disk_workdir=disk.workdir, disk_prefix=disk.prefix,
+                 reqs=hostreqs.requirements(stack),
                  packages={c.name: c.recipe.system_packages for c in selected
                            if c.recipe.system_packages},
                  stack_summary=f"{stack.recipes.stack.name} {stack.version}, "
@@ -576,60 +563,77 @@ def check_disk(ctx: Context) -> Check:
     return Check("disk", OK, "; ".join(parts))
 
 
-def _cmake_version(host: Host, path: str) -> tuple[int, ...] | None:
-    result = host.run_tool([path, "--version"])
-    match = re.search(r"cmake version (\d+)\.(\d+)", result[1]) if result else None
-    return (int(match.group(1)), int(match.group(2))) if match else None
+def _probe(host: Host) -> hostreqs.Probe:
+    assert host.tools_path is not None
+    return hostreqs.Probe(path=host.tools_path, run=host.run_tool, env=host.env)
+
+
+def _requirements(needs: Needs) -> hostreqs.Requirements:
+    if needs.reqs is not None:
+        return needs.reqs
+    by_package: dict[str, list[str]] = {}
+    for component, packages in needs.packages.items():
+        for package in packages:
+            by_package.setdefault(package, []).append(component)
+    return hostreqs.Requirements(packages={p: tuple(c) for p, c in by_package.items()})
+
+
+def _as_check(check_id: str, findings: Sequence[hostreqs.Finding], ok: str) -> Check:
+    """The findings of one check (the same preflight refuses a build on) as one line."""
+    if not findings:
+        return Check(check_id, OK, ok)
+    status = FAIL if any(f.level == hostreqs.FAIL for f in findings) else WARN
+    return Check(check_id, status, "; ".join(f.what for f in findings),
+                 " / ".join(dict.fromkeys(f.fix for f in findings)))
 
 
 def check_toolchain(ctx: Context) -> Check:
     host = ctx.host
     if host.tools_path is None:
         return Check("toolchain", SKIP, "the build toolchain is not checked for a captured tree")
-    found = {tool: shutil.which(tool, path=host.tools_path) for tool in TOOLS}
-    missing = [tool for tool, path in found.items() if path is None]
-    if missing:
-        packages = " ".join(TOOLS[t] for t in missing)
-        return Check("toolchain", FAIL, f"missing: {', '.join(missing)}",
-                     f"sudo apt-get install -y {packages}")
-    version = _cmake_version(host, str(found["cmake"]))
-    if version is None:
-        return Check("toolchain", WARN, f"cannot read the version of {found['cmake']}",
-                     f"run `{found['cmake']} --version`; rocbuild needs cmake >= 3.25")
-    shown = ".".join(map(str, version))
-    if version < MIN_CMAKE:
-        return Check("toolchain", WARN, f"cmake {shown} is older than 3.25, which ROCm 6.4's "
-                                        "components are built with",
-                     "pip install --user 'cmake>=3.25' (or use Kitware's apt repository)")
-    return Check("toolchain", OK, f"cmake {shown}, ninja, git, python3, perl, pkg-config found")
+    findings = hostreqs.tool_findings(_requirements(ctx.needs), _probe(host))
+    cmake = shutil.which("cmake", path=host.tools_path)
+    version = hostreqs.tool_version(cmake, _probe(host), r"cmake version (\d+)\.(\d+)") \
+        if cmake else None
+    shown = f"cmake {'.'.join(map(str, version))}, " if version else ""
+    return _as_check("toolchain", findings,
+                     f"{shown}{', '.join(t for t in hostreqs.BASE_TOOLS if t != 'cmake')} found")
+
+
+def check_ccache(ctx: Context) -> Check:
+    """The compiler cache rocbuild uses by default (launchers.py decides what is enough)."""
+    if ctx.host.tools_path is None:
+        return Check("ccache", SKIP, "ccache is not checked for a captured tree")
+    path = shutil.which("ccache", path=ctx.host.tools_path)
+    result = ctx.host.run_tool([path, "--version"]) if path else None
+    version = launchers.parse_ccache_version(result[1]) if result else None
+    level, summary, fix = launchers.ccache_check(path, version)
+    return Check("ccache", level, summary, fix)
 
 
 def check_packages(ctx: Context) -> Check:
-    host, needs = ctx.host, ctx.needs
-    wanted: dict[str, list[str]] = {}
-    for component, packages in needs.packages.items():
-        for package in packages:
-            wanted.setdefault(package, []).append(component)
+    host, reqs = ctx.host, _requirements(ctx.needs)
     if host.tools_path is None:
         return Check("packages", SKIP, "system packages are not checked for a captured tree")
-    if not wanted:
+    if not reqs.packages:
         return Check("packages", SKIP, "the recipes list no system packages")
-    dpkg = shutil.which("dpkg-query", path=host.tools_path)
-    if dpkg is None:
-        return Check("packages", SKIP, "dpkg-query not found (not Debian/Ubuntu); check these "
-                                       f"with your package manager: {' '.join(sorted(wanted))}")
-    result = host.run_tool([dpkg, "-W", "-f=${Package}\t${db:Status-Abbrev}\n", *sorted(wanted)])
-    if result is None:
-        return Check("packages", WARN, "dpkg-query did not answer",
-                     f"check by hand: dpkg -l {' '.join(sorted(wanted))}")
-    installed = {line.split("\t")[0] for line in result[1].splitlines()
-                 if "\t" in line and line.split("\t")[1].startswith("ii")}
-    missing = [p for p in sorted(wanted) if p not in installed]
-    if missing:
-        users = "; ".join(f"{p} ({', '.join(wanted[p])})" for p in missing)
-        return Check("packages", FAIL, f"not installed: {users}",
-                     f"sudo apt-get install -y {' '.join(missing)}")
-    return Check("packages", OK, f"{len(wanted)} system packages the recipes list are installed")
+    findings, unchecked = hostreqs.package_findings(reqs, _probe(host))
+    if findings:
+        return _as_check("packages", findings, "")
+    if unchecked:
+        return Check("packages", SKIP, "dpkg-query not found (not Debian/Ubuntu) and no "
+                                       "system_checks probe in the recipes; check these with "
+                                       f"your package manager: {' '.join(unchecked)}")
+    return Check("packages", OK, f"{len(reqs.packages)} system packages the recipes list are "
+                                 "installed")
+
+
+def check_prefix(ctx: Context) -> Check:
+    host, prefix = ctx.host, ctx.needs.prefix
+    if host.tools_path is None or prefix is None:
+        return Check("prefix", SKIP, "the prefix is not checked for a captured tree")
+    return _as_check("prefix", hostreqs.prefix_findings(prefix, host.user),
+                     f"{prefix} can be created and written by {host.user}")
 
 
 def _rocbuild_prefix_behind(host: Host, link: Path) -> Path | None:
@@ -751,8 +755,8 @@ def check_target(ctx: Context) -> Check:
 CHECKS: tuple[Callable[[Context], Check], ...] = (
     check_os, check_amdgpu, check_devices, check_groups, check_gpus, check_pcie,
     check_firmware, check_aspm, check_bar, check_nouveau, check_memory, check_disk,
-    check_toolchain, check_packages, check_recipes, check_shadow, check_hsa_override,
-    check_target,
+    check_prefix, check_toolchain, check_ccache, check_packages, check_recipes, check_shadow,
+    check_hsa_override, check_target,
 )
 
 

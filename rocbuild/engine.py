@@ -20,7 +20,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from rocbuild import buildinfo, continuation, finish, preflight, proc
+from rocbuild import buildinfo, continuation, finish, launchers, optcheck, preflight, proc
 from rocbuild.build import BuildContext, StepOutcome
 from rocbuild.diagnose import diagnose
 from rocbuild.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_STEP_FAILED
@@ -121,7 +121,8 @@ def build(ctx: BuildContext, components: Sequence[str], *, parallel: int = 1,
     try:
         preflight.run(ctx)
         # every source first (a missing ref or a stale patch fails before any compiler runs)
-        tasks = [f"sources:{c}" for c in components] + [f"build:{c}" for c in components]
+        tasks = [f"sources:{c}" for c in components] + optcheck.tasks(ctx, components) \
+            + [f"build:{c}" for c in components]
         doit_rc = run_doit(ctx, tasks, parallel=parallel, keep_going=keep_going)
     except KeyboardInterrupt:
         print_summary(ctx, out, time.monotonic() - started, interrupted=True)
@@ -157,6 +158,9 @@ def print_summary(ctx: BuildContext, out: Console | None, seconds: float, *,
         out.print(table)
     elif not interrupted:
         out.print(f"rocbuild: all {len(current)} steps are current; nothing to do")
+    compiled = [o.component for o in ran if o.step == "compile"]
+    for line in launchers.summary_lines(ctx.stack.workdir, compiled):
+        out.print(f"compiled {escape(line)}", soft_wrap=True)
     for o in ctx.outcomes:
         for warning in o.warnings:
             out.print(f"[yellow]warning[/] {escape(o.component)}: {o.step}: {escape(warning)}",
@@ -166,7 +170,8 @@ def print_summary(ctx: BuildContext, out: Console | None, seconds: float, *,
             continue
         out.print(f"[bold red]FAILED[/] {escape(o.component)}: {o.step}")
         out.print(escape(o.message), soft_wrap=True)  # whole lines: paths stay searchable
-        out.print(f"log: {escape(str(o.log))}", soft_wrap=True)
+        if o.log is not None:  # a check before configure (options) has no log
+            out.print(f"log: {escape(str(o.log))}", soft_wrap=True)
         found = diagnose([*o.tail, *o.message.splitlines()],
                          context={"prefix": str(ctx.stack.prefix), "component": o.component,
                                   "workdir": str(ctx.stack.workdir)})

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rocbuild import launchers
 from rocbuild.errors import ConfigError
 from rocbuild.recipes import Recipe, RecipeSet, load_recipes, suggest
 from rocbuild.render import render
@@ -83,6 +84,7 @@ class Stack:
     workdir: Path
     components: Mapping[str, Component] = field(default_factory=dict)
     order: tuple[str, ...] = ()  # the selected closure, dependencies first
+    launch: launchers.Launch | None = None  # ccache/distcc: speed only, never fingerprinted
 
     def selected(self) -> list[Component]:
         return [self.components[n] for n in self.order]
@@ -196,6 +198,18 @@ def _resolve_targets(recipes: RecipeSet, settings: Settings) -> tuple[TargetId, 
                           tip=f"fix 'stack.targets' in {recipes.stack.file}") from None
 
 
+def prefix_problem(prefix: Path) -> str | None:
+    """Why ``prefix`` would fail at the end of a build, or None. A ':' splits PATH,
+    LD_LIBRARY_PATH and CMAKE_PREFIX_PATH-style lists (env files refuse it after the
+    compile); whitespace breaks unquoted uses in the generated scripts and build files."""
+    text = str(prefix)
+    if ":" in text:
+        return "contains ':', which PATH and LD_LIBRARY_PATH use as a separator"
+    if any(ch.isspace() or ord(ch) < 32 for ch in text):
+        return "contains whitespace or a control character"
+    return None
+
+
 def load_stack(settings: Settings, requested: Iterable[str] = ()) -> Stack:
     """Load recipes and resolve the Stack for ``requested`` components (default: the
     components listed in stack.toml, or every recipe when it lists none)."""
@@ -216,11 +230,19 @@ def load_stack(settings: Settings, requested: Iterable[str] = ()) -> Stack:
     base = {"version": spec.version, "series": spec.series, "targets": target_names}
     if settings.prefix is not None:
         prefix = settings.prefix
+        where, fix = f"the prefix from {settings.source('prefix')}", "give another --prefix"
     else:
         prefix = Path(render(spec.prefix, base, file=spec.file, key="stack.prefix"))
         if not prefix.is_absolute():
             raise ConfigError(f"{spec.file}: key 'stack.prefix' must render to an absolute "
                               f"path, got '{prefix}'", tip=f"fix 'stack.prefix' in {spec.file}")
+        where = f"{spec.file}: key 'stack.prefix' (for targets {','.join(target_names)})"
+        fix = (f"pass the targets through | pathsafe in 'stack.prefix' of {spec.file}, or "
+               "give --prefix")
+    bad = prefix_problem(prefix)
+    if bad:
+        # refused here, so `plan` shows it and `build` stops before the first fetch
+        raise ConfigError(f"{where}: {prefix} {bad}", tip=fix)
     workdir: Path = settings.workdir
     order = build_order(recipes, requested)
     stack = Stack(recipes=recipes, version=spec.version, series=spec.series, targets=targets,
@@ -228,8 +250,11 @@ def load_stack(settings: Settings, requested: Iterable[str] = ()) -> Stack:
     components: dict[str, Component] = {}
     for name in order:
         components[name] = _render_component(stack, recipes.recipes[name], components, settings)
+    build_disk = sum(int(r.resources.get("disk", 0)) for r in recipes.recipes.values()
+                     if r.builds)
     return Stack(recipes=recipes, version=spec.version, series=spec.series, targets=targets,
-                 prefix=prefix, workdir=workdir, components=components, order=order)
+                 prefix=prefix, workdir=workdir, components=components, order=order,
+                 launch=launchers.resolve(settings, workdir, build_disk))
 
 
 def _render_component(stack: Stack, recipe: Recipe, done: Mapping[str, Component],
@@ -270,6 +295,7 @@ def _render_component(stack: Stack, recipe: Recipe, done: Mapping[str, Component
     url = ref = None
     if recipe.source.git is not None:
         url, ref = r(recipe.source.git, "source.git"), r(recipe.source.ref or "", "source.ref")
+        context["ref"] = ref  # e.g. llama.cpp's build number comes from its release tag
     args = tuple(r(a, f"cmake.args[{i}]") for i, a in enumerate(recipe.cmake_args))
     for i, arg in enumerate(args):
         if arg.startswith(("-G", "-S", "-B", "-DCMAKE_INSTALL_PREFIX=")):

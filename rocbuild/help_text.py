@@ -61,6 +61,11 @@ EXAMPLES: dict[str, tuple[tuple[str, str], ...]] = {  # command -> (what it does
         ("the recipes alone", "rocbuild lint-recipes"),
         ("every -D option against the checkouts", "rocbuild lint-recipes --sources"),
     ),
+    "bench": (
+        ("llama-bench of each backend built, same settings", "rocbuild bench ~/models/m.gguf"),
+        ("HIP and Vulkan with flash attention, as JSON",
+         "rocbuild bench m.gguf --backends hip,vulkan -fa --json"),
+    ),
     "clean": (
         ("what would be freed, and how much", "rocbuild clean --all --dry-run"),
         ("LLVM's build tree", "rocbuild clean llvm"),
@@ -80,9 +85,10 @@ GLOBAL_DESCRIPTION = (
 
 EXIT_CODES = (
     "exit codes: 0 success; 1 a build step failed (build), a step has failed (status), a "
-    "host check failed (doctor), GPU smoke tests failed (verify); 2 bad input (recipe, "
+    "host check failed (doctor); 2 bad input (recipe, "
     "config, flag, value, a link you may not change, nothing to check); 3 busy (another run "
-    "holds the workdir or the prefix; retry later); 4 verify found missing GPU code; "
+    "holds the workdir or the prefix; retry later); 4 verify found missing GPU code (or "
+    "another wrong result: broken linkage, a failed smoke test); "
     "130 interrupted"
 )
 

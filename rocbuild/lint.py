@@ -328,6 +328,12 @@ def _check_component(stacks: Sequence[Stack], comp: Component, sources: Path,
     return check, findings
 
 
+def check_component_sources(stack: Stack, comp: Component, sources: Path,
+                            words: CMakeWords) -> tuple[SourceCheck, list[Finding]]:
+    """The source check of one component for one rendering (what a build runs, optcheck.py)."""
+    return _check_component([stack], comp, sources, words)
+
+
 def lint_sources(settings: Settings, sources: Path) -> LintReport:
     """``lint_recipes`` plus: every option a built recipe passes must be mentioned in the
     CMake files of its checkout under ``sources`` or of its dependencies' checkouts."""

@@ -2,16 +2,19 @@
 
 ``build_plan`` turns a Stack into plain data; ``to_json`` is the stable document behind
 ``rocbuild plan --json`` (top-level ``prefix``, ``targets``, ``settings``, ``components`` in
-build order). Rendering for a terminal lives in ui.py.
+build order, and ``cost``: disk in bytes, CPU-hours, expected wall hours, risky steps, for the
+components not yet installed; see cost.Cost.to_json). Rendering for a terminal lives in ui.py.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from typing import Any
 
+from rocbuild.cost import Cost, estimate
 from rocbuild.graph import Component, Stack
+from rocbuild.launchers import Launch, effective_settings, split_jobs
 from rocbuild.resources import JOB_MEMORY_KEYS, HostSnapshot, JobCount, job_counts
 from rocbuild.settings import OPTIONS, Settings
 from rocbuild.steps import StepCommands, commands_for, steps_of
@@ -35,14 +38,17 @@ class Plan:
     settings: Settings
     host: HostSnapshot
     components: list[PlannedComponent]
+    cost: Cost | None = None  # cost.py: disk, CPU-hours, wall time, risky steps
 
 
-def component_jobs(component: Component, host: HostSnapshot, settings: Settings
-                   ) -> dict[str, JobCount]:
+def component_jobs(component: Component, host: HostSnapshot, settings: Settings,
+                   launch: Launch | None = None) -> dict[str, JobCount]:
     """Job counts to show: compile always, and each other kind the recipe sizes or uses."""
     if not component.builds:
         return {}
     counts = job_counts(component.recipe.resources, host, swap_weight=settings.swap_weight,
+                        cap=settings.jobs)
+    counts = split_jobs(launch, component, counts, host, swap_weight=settings.swap_weight,
                         cap=settings.jobs)
     return {kind: count for kind, count in counts.items()
             if kind == "compile" or JOB_MEMORY_KEYS[kind] in component.recipe.resources
@@ -50,15 +56,19 @@ def component_jobs(component: Component, host: HostSnapshot, settings: Settings
 
 
 def build_plan(stack: Stack, settings: Settings, host: HostSnapshot,
-               state_of: Callable[[Component], str] = lambda c: "pending") -> Plan:
+               state_of: Callable[[Component], str] = lambda c: "pending",
+               pending: Collection[str] | None = None) -> Plan:
+    """``pending``: the components a build would still run (default: every built one)."""
     planned = []
     for component in stack.selected():
-        jobs = component_jobs(component, host, settings)
+        jobs = component_jobs(component, host, settings, stack.launch)
         counts = {kind: 1 for kind in JOB_MEMORY_KEYS} | {k: j.jobs for k, j in jobs.items()}
         planned.append(PlannedComponent(component, state_of(component), jobs,
                                         commands_for(stack, component, counts,
                                                      settings.mirror)))
-    return Plan(stack, settings, host, planned)
+    pending = [c.name for c in stack.selected() if c.builds] if pending is None else pending
+    total = estimate(stack, host, pending, swap_weight=settings.swap_weight, cap=settings.jobs)
+    return Plan(stack, settings, host, planned, total)
 
 
 def _json_value(value: Any) -> Any:
@@ -81,6 +91,8 @@ def to_json(plan: Plan) -> dict[str, Any]:
     settings["target"] = {"value": [str(t) for t in stack.targets],
                           "source": plan.settings.source("target")
                           if plan.settings.target is not None else "recipes (stack.targets)"}
+    for name, effective in effective_settings(stack.launch, stack.selected()).items():
+        settings[name]["effective"] = effective
     components = []
     for p in plan.components:
         c = p.component
@@ -114,4 +126,5 @@ def to_json(plan: Plan) -> dict[str, Any]:
                  "swap_free": plan.host.swap_free},
         "settings": settings,
         "components": components,
+        "cost": plan.cost.to_json() if plan.cost else None,
     }

@@ -9,24 +9,14 @@ can already be checked. All problems are reported together, each with its fix.
 from __future__ import annotations
 
 import os
-import re
 import shutil
-import subprocess
-from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
 
-from rocbuild import sources
+from rocbuild import cost, hostreqs, launchers, sources
 from rocbuild.build import BuildContext
 from rocbuild.errors import BuildFailed, RocbuildError
 from rocbuild.resources import format_gib
 from rocbuild.steps import step_env, steps_of
-
-MIN_CMAKE = (3, 22)  # rocprofiler-register's cmake_minimum_required (the highest seen, 6.4 line)
-PREFIX_SHARE = 0.25  # rocbuild rule of thumb: an install takes about a quarter of its build tree
-# Debian package -> the program preflight looks for (packages without one are doctor's job)
-PACKAGE_TOOLS = {"cmake": "cmake", "ninja-build": "ninja", "git": "git", "perl": "perl",
-                 "pkg-config": "pkg-config", "python3": "python3", "g++": "g++"}
 
 
 class PreflightError(RocbuildError):
@@ -41,42 +31,17 @@ class Problem:
     fix: str
 
 
-def nearest_existing(path: Path) -> Path:
-    for candidate in (path, *path.parents):
-        if candidate.exists():
-            return candidate
-    return Path("/")
-
-
-def check_prefix_writable(prefix: Path) -> list[Problem]:
-    base = nearest_existing(prefix)
-    user = os.environ.get("USER") or "$USER"
-    if not base.is_dir():
-        return [Problem(f"the prefix {prefix} cannot be created: {base} is not a folder",
-                        f"choose another --prefix, or move {base} away")]
-    if not os.access(base, os.W_OK | os.X_OK):
-        return [Problem(f"the prefix {prefix} is not writable by {user} ({base} belongs to "
-                        "someone else)",
-                        f"run once: sudo mkdir -p {prefix} && sudo chown {user}: {prefix}  "
-                        "(rocbuild never runs sudo itself), or pick a --prefix you own")]
-    return []
-
-
-def _disk_need(ctx: BuildContext) -> int:
-    """Build-tree bytes of the components whose install is not current yet."""
-    need = 0
-    for comp in ctx.stack.selected():
-        if comp.builds and not ctx.is_current(comp, "install"):
-            need += int(comp.recipe.resources.get("disk", 0))
-    return need
+def disk_needed(ctx: BuildContext) -> cost.DiskNeed:
+    pending = [c.name for c in cost.pending_components(ctx.stack, ctx.is_current)]
+    return cost.disk_needed(ctx.stack, pending)
 
 
 def check_disk(ctx: BuildContext) -> list[Problem]:
-    need = _disk_need(ctx)
+    need = disk_needed(ctx)
     problems = []
-    for where, bytes_needed in ((ctx.stack.workdir, need),
-                                (ctx.stack.prefix, int(need * PREFIX_SHARE))):
-        base = nearest_existing(where)
+    for where, bytes_needed in ((ctx.stack.workdir, need.workdir),
+                                (ctx.stack.prefix, need.prefix)):
+        base = hostreqs.nearest_existing(where)
         free = shutil.disk_usage(base).free
         if bytes_needed > free:
             problems.append(Problem(
@@ -87,37 +52,14 @@ def check_disk(ctx: BuildContext) -> list[Problem]:
     return problems
 
 
-def _cmake_version(env: Mapping[str, str]) -> tuple[int, ...] | None:
-    try:
-        out = subprocess.run(["cmake", "--version"], capture_output=True, text=True, env=dict(env),
-                             timeout=30).stdout
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    match = re.search(r"cmake version (\d+)\.(\d+)", out)
-    return tuple(int(x) for x in match.groups()) if match else None
-
-
-def check_tools(ctx: BuildContext) -> list[Problem]:
-    wanted = {"cmake", "ninja", "git"}
-    for comp in ctx.stack.selected():
-        wanted |= {PACKAGE_TOOLS[p] for p in comp.recipe.system_packages if p in PACKAGE_TOOLS}
+def host_findings(ctx: BuildContext) -> list[hostreqs.Finding]:
+    """The prefix, the tools and every system package, exactly as `doctor` checks them."""
     selected = ctx.stack.selected()
     env = step_env(ctx.stack, selected[0]) if selected else dict(os.environ)
-    problems = []
-    for tool in sorted(wanted):
-        if shutil.which(tool, path=env.get("PATH")) is None:
-            package = next((p for p, t in PACKAGE_TOOLS.items() if t == tool), tool)
-            problems.append(Problem(f"{tool} is not installed (or not on PATH)",
-                                    f"sudo apt-get install {package}"))
-    if "cmake" in wanted and shutil.which("cmake", path=env.get("PATH")):
-        version = _cmake_version(env)
-        if version is not None and version < MIN_CMAKE:
-            need = ".".join(map(str, MIN_CMAKE))
-            problems.append(Problem(
-                f"cmake {'.'.join(map(str, version))} is older than {need}, which the ROCm "
-                "6.4 components require", f"python3 -m pip install --user 'cmake>={need}' "
-                "(or Kitware's apt repository), then make sure it comes first on PATH"))
-    return problems
+    probe = hostreqs.Probe(path=env.get("PATH", os.defpath), env=env)
+    user = os.environ.get("USER") or "$USER"
+    return hostreqs.host_findings(hostreqs.requirements(ctx.stack), probe, ctx.stack.prefix,
+                                  user)
 
 
 def check_offline_sources(ctx: BuildContext) -> list[Problem]:
@@ -147,16 +89,25 @@ def check_patches(ctx: BuildContext) -> list[Problem]:
 
 def run(ctx: BuildContext) -> None:
     """Raise PreflightError listing every problem found; print one line when all is well."""
-    problems = [*check_prefix_writable(ctx.stack.prefix), *check_disk(ctx),
-                *check_tools(ctx), *check_patches(ctx)]
+    found = host_findings(ctx)
+    problems = [Problem(f.what, f.fix) for f in found if f.level == hostreqs.FAIL]
+    problems += [*check_disk(ctx), *check_patches(ctx),
+                 *(Problem(what, fix) for what, fix in
+                   launchers.preflight_problems(ctx.stack.launch, ctx.output.say))]
     if ctx.offline:
         problems += check_offline_sources(ctx)
     if problems:
         lines = [f"  - {p.what}\n    fix: {p.fix}" for p in problems]
+        install = hostreqs.one_install_line(found)
+        if install and sum(p.fix.startswith(hostreqs.APT_INSTALL) for p in problems) > 1:
+            lines.append(f"  all the packages at once: {install}")
         raise PreflightError(
             f"preflight found {len(problems)} problem{'s' if len(problems) > 1 else ''}; "
             "nothing was built:\n" + "\n".join(lines),
             tip="fix these, then run the same command again")
-    need = _disk_need(ctx)
-    ctx.output.say(f"preflight: ok (prefix writable, tools found, about {format_gib(need)} of "
-                   "build space needed)")
+    for f in found:
+        if f.level == hostreqs.WARN:
+            ctx.output.say(f"preflight: warning: {f.what}; {f.fix}")
+    need = disk_needed(ctx)
+    ctx.output.say(f"preflight: ok (prefix writable, tools and system packages found, about "
+                   f"{format_gib(need.workdir)} of build space needed)")

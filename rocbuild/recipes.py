@@ -24,6 +24,7 @@ else:  # pragma: no cover - exercised on Python 3.10 only
 
 STACK_FILE = "stack.toml"
 KINDS = ("cmake", "source-only")
+SYSTEM_CHECK_KINDS = ("header", "pkg-config", "tool")  # hostreqs.probe_passes knows each
 _NAME_RE = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
 _SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]i?B?|B)?\s*$", re.IGNORECASE)
 _SIZE_UNITS = {"": 1, "B": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
@@ -59,18 +60,24 @@ STACK_SCHEMA: _Schema = {
     },
 }
 
-RESOURCE_KEYS = ("compile_mem", "link_mem", "tensile_mem", "disk", "cpu_hours")
+RESOURCE_KEYS = ("compile_mem", "link_mem", "tensile_mem", "disk", "source_disk", "cpu_hours")
 RECIPE_SCHEMA: _Schema = {
     "summary": "str",
     "kind": "str",
     "depends": "strlist",
     "system_packages": "strlist",  # Debian/Ubuntu packages the build needs (doctor, preflight)
+    # how to tell a system_packages entry is there without dpkg: "header:gelf.h",
+    # "pkg-config:libdrm" or "tool:xxd" (hostreqs.py)
+    "system_checks": "strmap",
     "source": {"git": "str", "ref": "str", "submodules": "bool", "from": "str", "subdir": "str"},
     "cmake": {
         "args": "strlist",
         "build_type": "str",
         "install_prefix": "str",  # when not the stack prefix (LLVM goes to <prefix>/lib/llvm)
         "job_args": "strlist",  # rendered with `jobs` when the step starts; never fingerprinted
+        # its compiles are host C/C++ by a system compiler the other machines have too, so
+        # --distcc may send them away (launchers.py); never fingerprinted
+        "distribute": "bool",
     },
     # what AMD's packaging adds after `cmake --install`, as data: prefix-relative paths
     "install": {"links": "strmap", "files": "strmap",
@@ -85,6 +92,7 @@ RECIPE_SCHEMA: _Schema = {
         "link_mem": "size",
         "tensile_mem": "size",
         "disk": "size",
+        "source_disk": "size",  # the checkout and its cache, for the component owning it
         "cpu_hours": "float",
     },
 }
@@ -199,12 +207,14 @@ class Recipe:
     env: Mapping[str, str] = field(default_factory=dict)
     resources: Mapping[str, float] = field(default_factory=dict)
     system_packages: tuple[str, ...] = ()
+    system_checks: Mapping[str, str] = field(default_factory=dict)
     install_prefix: str = ""
     job_args: tuple[str, ...] = ()
     install_links: Mapping[str, str] = field(default_factory=dict)
     install_files: Mapping[str, str] = field(default_factory=dict)
     python_packages: tuple[str, ...] = ()
     python_wheels: tuple[str, ...] = ()
+    distribute: bool = False
     runpath: bool = True
 
     @property
@@ -316,6 +326,18 @@ def load_recipe(file: Path) -> Recipe:
                 raise ConfigError(f"{file}: key 'install.{table}.\"{rel}\"' must be a path "
                                   "inside the prefix, relative and without '..'",
                                   tip=f"fix 'install.{table}' in {file}")
+    system_checks = data.get("system_checks", {})
+    for package, spec in system_checks.items():
+        key = f"system_checks.{package}"
+        if package not in data.get("system_packages", ()):
+            raise ConfigError(f"{file}: key '{key}': '{package}' is not in system_packages",
+                              tip=f"add '{package}' to system_packages or remove '{key}' "
+                                  f"from {file}")
+        kind_, _, name_ = spec.partition(":")
+        if kind_ not in SYSTEM_CHECK_KINDS or not name_.strip():
+            raise ConfigError(f"{file}: key '{key}' must be header:<file>, pkg-config:<name> or "
+                              f"tool:<program>, got {spec!r}." + suggest(kind_, SYSTEM_CHECK_KINDS),
+                              tip=f"fix '{key}' in {file}")
     if install.get("runpath") is False and not install.get("runpath_reason", "").strip():
         raise ConfigError(f"{file}: key 'install.runpath' is false but 'install.runpath_reason' "
                           "does not say why (installed programs then need env.sh to start)",
@@ -326,11 +348,13 @@ def load_recipe(file: Path) -> Recipe:
                   build_type=cmake.get("build_type", "Release"), env=data.get("env", {}),
                   resources=data.get("resources", {}),
                   system_packages=data.get("system_packages", ()),
+                  system_checks=system_checks,
                   install_prefix=cmake.get("install_prefix", ""),
                   job_args=cmake.get("job_args", ()),
                   install_links=install.get("links", {}), install_files=install.get("files", {}),
                   python_packages=python.get("packages", ()),
                   python_wheels=python.get("wheels", ()),
+                  distribute=cmake.get("distribute", False),
                   runpath=install.get("runpath", True))
 
 

@@ -8,6 +8,7 @@ naming the file and key instead of an empty string in a six-hour build.
 from __future__ import annotations
 
 import functools
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,17 @@ from rocbuild.errors import ConfigError
 
 _ENV = SandboxedEnvironment(undefined=jinja2.StrictUndefined, autoescape=False,
                             keep_trailing_newline=True)
+_UNSAFE_IN_PATH = re.compile(r"[:\s]")
+
+
+def pathsafe(text: object) -> str:
+    """``gfx906:xnack-`` -> ``gfx906_xnack-``: a ':' would split PATH-like variables and
+    whitespace breaks unquoted shell use, so neither may reach a prefix. '_' keeps xnack+ and
+    xnack- apart (the same spelling the Lmod module name uses, envfiles.py)."""
+    return _UNSAFE_IN_PATH.sub("_", str(text))
+
+
+_ENV.filters["pathsafe"] = pathsafe
 
 
 @functools.lru_cache(maxsize=4096)

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from rocbuild.errors import ConfigError
+from rocbuild.launchers import parse_ccache_mode, parse_distcc_hosts
 from rocbuild.recipes import suggest
 from rocbuild.targets import TargetError, TargetId, parse_target_list, product_note
 
@@ -100,6 +101,10 @@ OPTIONS: tuple[Option, ...] = (
     Option("parallel", "components built at the same time", _parse_positive_int, "N"),
     Option("swap_weight", "share of free swap counted as memory when sizing jobs (0-1)",
            _parse_fraction, "F"),
+    Option("ccache", "compiler cache: on, off or auto (auto: on when ccache is installed)",
+           parse_ccache_mode, "MODE"),
+    Option("distcc", "distcc hosts for the components a recipe marks distributable, e.g. "
+           "'box1/8 box2/4' (DISTCC_HOSTS syntax)", parse_distcc_hosts, "HOSTS"),
 )
 OPTION_BY_NAME = {o.name: o for o in OPTIONS}
 
@@ -226,6 +231,8 @@ def resolve(
         "jobs": None,
         "parallel": 1,
         "swap_weight": 0.5,
+        "ccache": "auto",
+        "distcc": "",
     }
     values: dict[str, Value] = {}
     notes: list[str] = []

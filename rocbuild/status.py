@@ -122,7 +122,7 @@ class _Walk:
     running: dict[tuple[str, str], RunningStep] = field(default_factory=dict)
     unsettled: dict[str, str] = field(default_factory=dict)  # component -> state, not done
     changed: set[str] = field(default_factory=set)  # recorded inputs differ from now
-    # (component, step) -> the step runs in the next build (uptodate.Rule.next_runs' rule)
+    # (component, step) -> the step runs in the next build (uptodate.Rule.next_runs)
     runs: dict[tuple[str, str], bool] = field(default_factory=dict)
 
     @property
@@ -140,7 +140,8 @@ def collect(ctx: BuildContext, requested: list[str] | None = None) -> StatusRepo
     """The status of every selected component, in build order, with the steps running now,
     the run that holds the workdir, and the last verify."""
     workdir = ctx.stack.workdir
-    walk = _Walk(ctx, running=running.steps(workdir))
+    walk = _Walk(ctx, running=running.steps(workdir),
+                 runs=ctx.rule.next_runs(ctx.stack.selected()))
     command = (continuation.recorded(workdir)
                or continuation.fallback(ctx.settings, requested or []))
     report = StatusReport(workdir, ctx.stack.prefix, command=command,
@@ -198,8 +199,7 @@ def _step_status(walk: _Walk, comp: Component, step: str, before: StepStatus | N
         return _with(recorded, RUNNING, f"pid {now.pid}, since {since} "
                                         f"({format_duration(time.time() - now.since)})")
     moving = walk.moving_inputs(comp, step)
-    current = not moving and walk.rule.is_current(comp, step)
-    walk.runs[(comp.name, step)] = not current
+    current = not walk.runs[(comp.name, step)]
     differs = stamp is not None and _inputs_differ(ctx, comp, step, stamp)
     if differs:
         walk.changed.add(comp.name)

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from rocbuild import sources
+from rocbuild import launchers, sources
 from rocbuild.graph import Component, Stack, venv_dir, wheelhouse_dir
 
 STEPS = ("fetch", "patch", "configure", "compile", "install")
@@ -42,6 +42,7 @@ def env_overrides(stack: Stack, component: Component) -> dict[str, str]:
     wins. PATH keeps a ``$PATH`` reference for printing; ``step_env`` expands it."""
     overrides = {"PATH": ":".join(path_head(stack)) + ":$PATH", "ROCM_PATH": str(stack.prefix),
                  "HIP_PLATFORM": "amd"}
+    overrides.update(launchers.step_env(stack.launch, stack, component, os.environ))
     overrides.update(component.env)
     return overrides
 
@@ -98,6 +99,7 @@ def configure_argv(stack: Stack, component: Component, jobs: Mapping[str, int] |
             str(component.build_dir), f"-DCMAKE_BUILD_TYPE={component.build_type}",
             f"-DCMAKE_INSTALL_PREFIX={component.install_prefix}",
             f"-DCMAKE_PREFIX_PATH={prefix_path}", *runpath, *recipe_args,
+            *launchers.cmake_args(stack.launch, component),
             *(component.render_job_args(jobs) if jobs is not None else [])]
 
 

@@ -17,6 +17,7 @@ from typing import Any
 
 from doit.exceptions import TaskFailed
 
+from rocbuild import optcheck
 from rocbuild.build import BuildContext
 from rocbuild.graph import Component
 from rocbuild.steps import steps_of
@@ -35,6 +36,11 @@ def _action(ctx: BuildContext, name: str, step: str) -> TaskFailed | None:
 def _python_action(ctx: BuildContext) -> TaskFailed | None:
     ctx.ensure_ready()
     outcome = ctx.setup_python()
+    return TaskFailed(outcome.message) if outcome.result == "failed" else None
+
+
+def _options_action(ctx: BuildContext, name: str) -> TaskFailed | None:
+    outcome = optcheck.check(ctx, name)
     return TaskFailed(outcome.message) if outcome.result == "failed" else None
 
 
@@ -65,7 +71,7 @@ def component_tasks(ctx: BuildContext, comp: Component) -> list[dict[str, Any]]:
         elif step == "patch":
             deps = [f"fetch:{comp.name}"]
         elif step == "configure":
-            deps = [f"sources:{comp.name}", *(f"build:{d}" for d in comp.depends)]
+            deps = [f"options:{comp.name}", *(f"build:{d}" for d in comp.depends)]
         else:
             deps = [f"{previous}:{comp.name}"]
         out.append(_step_task(ctx, comp, step, deps))
@@ -79,6 +85,17 @@ def component_tasks(ctx: BuildContext, comp: Component) -> list[dict[str, Any]]:
         "task_dep": [f"patch:{owner}" for owner in checkouts_needed(ctx, comp)]
         + ([PYTHON_TASK] if ctx.stack.python_needs() != ((), ()) else []),
     })
+    if comp.builds:
+        out.append({
+            "basename": optcheck.STEP,
+            "name": comp.name,
+            "doc": f"check every -D option of {comp.name} against its fetched CMake files",
+            "actions": [(_options_action, [ctx, comp.name])],
+            # the options were accepted once the configure of this fingerprint succeeded
+            "uptodate": [(_uptodate, [ctx, comp.name, "configure"])],
+            "task_dep": [f"sources:{comp.name}"],
+            "verbosity": 2,
+        })
     out.append({
         "basename": "build",
         "name": comp.name,

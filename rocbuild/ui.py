@@ -9,6 +9,7 @@ from typing import TextIO
 from rich.console import Console
 from rich.markup import escape
 
+from rocbuild.cost import summary_lines
 from rocbuild.plan import Plan, to_json
 from rocbuild.steps import shell_line, venv_commands
 
@@ -35,8 +36,17 @@ def print_plan(plan: Plan, out: Console) -> None:
         text = ", ".join(value) if isinstance(value, list) else str(value)
         if name == "jobs" and value is None:
             text = "auto"  # sized per component from free memory and CPUs (the table)
+        if entry.get("effective"):  # what an `auto` or a host list came to on this machine
+            text = f"{text or '(none)'}: {entry['effective']}"
         source = escape(entry["source"])
         out.print(f"  {name:<12} {escape(text or '(none)'):<24} [dim]({source})[/]")
+
+
+def print_cost(plan: Plan, out: Console) -> None:
+    """The totals under the plan's table (cost.py)."""
+    if plan.cost is not None:
+        for line in summary_lines(plan.cost):
+            out.print(escape(line))
 
 
 def print_commands(plan: Plan, out: TextIO) -> None:

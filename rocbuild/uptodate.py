@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rocbuild import patches, sources
+from rocbuild import launchers, patches, sources
 from rocbuild.graph import Component, Stack, sha256_text
 from rocbuild.state import StateDir
 from rocbuild.steps import configure_argv, steps_of
@@ -195,6 +195,7 @@ class Rule:
 def command_key(stack: Stack, comp: Component) -> str:
     """The configure command as an input: the arguments rocbuild adds (generator, prefix,
     RUNPATH) change the result as much as the recipe's, so a new rule in rocbuild
-    reconfigures; the job counts are left out (they change only the speed)."""
-    argv = configure_argv(stack, comp, {})
+    reconfigures; the job counts and the compiler launchers are left out (they change only
+    the speed)."""
+    argv = launchers.without_launchers(configure_argv(stack, comp, {}))
     return sha256_text(json.dumps(argv))

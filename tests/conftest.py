@@ -16,7 +16,8 @@ REPO = Path(__file__).resolve().parent.parent
 def clean_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """No ROCBUILD_* variable, config file or cache of the developer's leaks into a test."""
     for name in list(os.environ):
-        if name.startswith("ROCBUILD_"):
+        # CCACHE_*/DISTCC_*: a developer's compiler cache or hosts would change what runs
+        if name.startswith(("ROCBUILD_", "CCACHE_", "DISTCC_")):
             monkeypatch.delenv(name)
     home = tmp_path / "home"
     home.mkdir()

@@ -57,7 +57,9 @@ def test_missing_tool(chain: Chain, capsys: pytest.CaptureFixture[str], tmp_path
         (bin_dir / tool).symlink_to(require_tool(tool))
     monkeypatch.setenv("PATH", str(bin_dir))
     err = refused(chain, capsys)
-    assert "ninja is not installed" in err and "sudo apt-get install ninja-build" in err
+    # the same finding, word for word, as `doctor`'s toolchain check (hostreqs.py)
+    assert "missing: ninja (not installed, or not on PATH)" in err
+    assert "sudo apt-get install -y ninja-build" in err
 
 
 def test_offline_without_cached_sources(chain: Chain, capsys: pytest.CaptureFixture[str]) -> None:

@@ -24,7 +24,8 @@ from rocbuild.targets import parse_target_list
 HOSTS = Path(__file__).resolve().parent.parent / "data" / "hosts"
 GIB = 1 << 30
 CHECK_IDS = ["os", "amdgpu", "devices", "groups", "gpus", "pcie", "firmware", "aspm", "bar",
-             "nouveau", "memory", "disk", "toolchain", "packages", "recipes", "shadow",
+             "nouveau", "memory", "disk", "prefix", "toolchain", "ccache", "packages", "recipes",
+             "shadow",
              "hsa-override", "target"]
 USERS = {"mi50": "ml", "radeon7": "anna", "nodriver": "ops", "rdna2": "dev"}
 

@@ -136,3 +136,23 @@ def test_attempt_markers_name_the_environment_and_an_interruption(tmp_path: Path
     assert "has no end line" not in text  # attempt 1 said it was interrupted
     log_attempt(log, "fetch again")  # attempt 2 never ended: the next marker says so
     assert "# attempt 2 has no end line" in log.read_text()
+
+
+def test_a_stamp_write_that_dies_midway_leaves_the_old_stamp_whole(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Kill the write between the data and the rename (where a SIGKILL or a full disk would
+    stop it): the stamp on disk must still be the old one, whole, and no temp file stays.
+    A write straight into the stamp file would leave it new or half-written."""
+    state = StateDir(tmp_path)
+    state.write_stamp("a", "install", "old", seconds=1.0)
+    before = state.stamp_path("a", "install").read_bytes()
+
+    def dies(*args: object) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr("rocbuild.state.os.replace", dies)
+    with pytest.raises(OSError):
+        state.write_stamp("a", "install", "new", seconds=2.0, big="x" * 100_000)
+    assert state.stamp_path("a", "install").read_bytes() == before
+    assert state.stamp_matches("a", "install", "old")
+    assert [p.name for p in state.stamp_path("a", "install").parent.iterdir()] == ["install.json"]

@@ -25,7 +25,8 @@ PAIRED = ("-G", "-S", "-B")  # options whose value is the next argument: kept on
 
 
 def shipped_stack(target: str) -> Stack:
-    settings = resolve({"workdir": WORKDIR, "target": target}, env={})
+    # ccache off: the launcher follows what this host has installed (tests/unit/test_launchers)
+    settings = resolve({"workdir": WORKDIR, "target": target, "ccache": "off"}, env={})
     return load_stack(settings, sorted(load_recipes(settings.recipes).recipes))
 
 

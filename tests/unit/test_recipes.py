@@ -45,6 +45,7 @@ def test_unknown_top_level_key(write_recipes) -> None:
      "key 'resources.compile_mem': 'lots' is not a size"),
     (OK_SOURCE + "[cmake]\n[env]\nX = 1\n", "key 'env.X' must be a string"),
     ('cmake = 3\n' + OK_SOURCE, "key 'cmake' must be a table"),
+    (OK_SOURCE + '[cmake]\ndistribute = "yes"\n', "key 'cmake.distribute' must be true or false"),
 ])
 def test_wrong_types(write_recipes, text: str, fragment: str) -> None:
     folder = write_recipes(a=text)

@@ -1,0 +1,130 @@
+"""The night's failures show up in the first minutes (issue 11): each refusal below happens
+before the step that would have failed hours later, in a real child process."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from rocbuild import patches
+from tests.cli import REPO, run_cli
+from tests.e2e.chain import git, make_chain, make_repo, one_component_stack
+
+pytestmark = pytest.mark.e2e
+
+CMAKE_PROJECT = {"CMakeLists.txt": "cmake_minimum_required(VERSION 3.20)\nproject(solo NONE)\n"
+                                   "option(SOLO_KNOWN \"read by this project\" OFF)\n"}
+SHIPPED_PATCH = REPO / "patches" / "llvm-project" / "0001-device-libs-cmake-4-compat.patch"
+
+
+def test_a_missing_dev_package_is_refused_before_fetch_with_the_install_line(
+        tmp_path: Path) -> None:
+    flags = one_component_stack(tmp_path, "solo", CMAKE_PROJECT)
+    recipe = tmp_path / "recipes" / "solo.toml"
+    recipe.write_text('system_packages = ["cmake", "rocbuild-fake-dev"]\n'
+                      'system_checks = { "rocbuild-fake-dev" = "header:rocbuild-fake.h" }\n'
+                      + recipe.read_text())
+    result = run_cli("build", *flags, "--no-verify", expect=2)
+    assert "not installed: rocbuild-fake-dev (solo)" in result.output, result.explain()
+    if shutil.which("dpkg-query"):
+        assert "sudo apt-get install -y rocbuild-fake-dev" in result.output
+    else:
+        assert "header:rocbuild-fake.h" in result.output
+    assert not (tmp_path / "work" / "logs").exists()  # nothing was fetched
+    doctor = run_cli("doctor", *flags, "--json", expect=1)  # the same finding from the same code
+    packages = next(c for c in json.loads(doctor.stdout)["checks"] if c["id"] == "packages")
+    assert packages["status"] == "fail" and "rocbuild-fake-dev (solo)" in packages["summary"]
+
+
+def _fake_cmake4(tmp_path: Path) -> dict[str, str]:
+    bin_dir = tmp_path / "fakebin"
+    bin_dir.mkdir()
+    cmake = bin_dir / "cmake"
+    cmake.write_text("#!/bin/sh\necho 'cmake version 4.0.0'\n")
+    cmake.chmod(0o755)
+    return {"PATH": f"{bin_dir}:{os.environ['PATH']}"}
+
+
+def test_cmake_4_is_refused_for_device_libs_without_the_backport(tmp_path: Path) -> None:
+    flags = one_component_stack(tmp_path, "device-libs", CMAKE_PROJECT)
+    env = _fake_cmake4(tmp_path)
+    result = run_cli("build", *flags, "--no-verify", env=env, expect=2)
+    assert "cmake 4.0 (" in result.output and "cannot configure device-libs" in result.output
+    assert "'cmake>=3.25,<4'" in result.output  # the advice no longer installs CMake 4
+    assert not (tmp_path / "work" / "logs").exists()
+    # with the backport in the owner's series CMake 4 is only a warning, in doctor as in build
+    series = tmp_path / "patches" / "device-libs"
+    series.mkdir(parents=True)
+    shutil.copy(SHIPPED_PATCH, series / SHIPPED_PATCH.name)
+    doctor = run_cli("doctor", *flags, "--json", env=env)
+    toolchain = next(c for c in json.loads(doctor.stdout)["checks"] if c["id"] == "toolchain")
+    assert toolchain["status"] == "warn" and "CMake 3.x" in toolchain["summary"]
+
+
+def test_the_carried_cmake_4_backport_applies_as_a_series(tmp_path: Path) -> None:
+    # amd/device-libs/cmake/OCL.cmake as the hunk's context gives it at 6.4.x (lines 9-15)
+    header = "".join(f"# line {i}\n" for i in range(1, 9))
+    ocl = header + textwrap.dedent("""\
+        # command-lines, but the only way to do this as part of the dependency graph is
+        # configure_file and we are included from multiple places. To get around this
+        # we `file(WRITE)` a file with an @variable reference and `configure_file` it.
+        cmake_policy(SET CMP0053 OLD)
+
+        if(${CMAKE_VERSION} VERSION_GREATER_EQUAL "3.20.0")
+          # The policy change was for handling of relative paths for
+        endif()
+        """)
+    bare = make_repo(tmp_path, "llvm-project", {"amd/device-libs/cmake/OCL.cmake": ocl})
+    checkout = tmp_path / "checkout"
+    git(tmp_path, "clone", "-q", str(bare), str(checkout))
+    commit = git(checkout, "rev-parse", "HEAD")
+    shipped = sorted((REPO / "patches" / "llvm-project").glob("*.patch"))
+    assert SHIPPED_PATCH in shipped
+    patches.check_series("llvm-project", checkout, commit, shipped)
+    patches.apply_series("llvm-project", checkout, commit, shipped, log=lambda _: None)
+    patched = (checkout / "amd/device-libs/cmake/OCL.cmake").read_text()
+    assert 'if(${CMAKE_VERSION} VERSION_LESS "4.0.0")\n  cmake_policy(SET CMP0053 OLD)' in patched
+
+
+def test_a_target_with_a_feature_flag_gets_a_valid_prefix(tmp_path: Path) -> None:
+    plan = run_cli("plan", "--workdir", str(tmp_path / "w"), "--target", "gfx906:xnack-",
+                   "--json", expect=0)
+    doc = json.loads(plan.stdout)
+    assert doc["prefix"] == "/opt/rocm-6.4-gfx906_xnack-"
+    assert set(doc["cost"]) >= {"disk", "cpu_hours", "wall_hours", "risky_steps"}
+    # a template that lets the ':' through is refused by plan, naming the key
+    recipes = tmp_path / "recipes"
+    shutil.copytree(REPO / "recipes", recipes)
+    stack = recipes / "stack.toml"
+    stack.write_text(stack.read_text().replace(" | pathsafe", ""))
+    bad = run_cli("plan", "--recipes", str(recipes), "--workdir", str(tmp_path / "w"),
+                  "--target", "gfx906:xnack-", expect=2)
+    assert "key 'stack.prefix'" in bad.output and "contains ':'" in bad.output
+
+
+def test_an_option_the_fetched_source_never_reads_stops_before_configure(
+        tmp_path: Path) -> None:
+    flags = one_component_stack(tmp_path, "solo", CMAKE_PROJECT, recipe_tail="""\
+        [cmake]
+        args = ["-DSOLO_KNOWN=ON", "-DSOLO_MISSPELT=ON"]
+        """)
+    result = run_cli("build", *flags, "--no-verify", expect=1)
+    assert "solo.toml: key 'cmake.args': -DSOLO_MISSPELT is never read" in result.output
+    assert "SOLO_KNOWN is never read" not in result.output
+    logs = tmp_path / "work" / "logs" / "solo"
+    assert (logs / "fetch.log").is_file() and not (logs / "configure.log").exists()
+
+
+def test_a_bad_option_anywhere_stops_the_build_before_the_first_configure(
+        tmp_path: Path) -> None:
+    chain = make_chain(tmp_path)
+    chain.set_args("gamma", "-DGAMMA_MISSPELT=ON")  # the last component of three
+    result = run_cli("build", *chain.flags(), "--no-verify", expect=1)
+    assert "gamma.toml: key 'cmake.args': -DGAMMA_MISSPELT is never read" in result.output
+    assert (chain.workdir / "logs" / "alpha" / "fetch.log").is_file()
+    assert not list(chain.workdir.glob("logs/*/configure.log"))  # no compiler ran anywhere

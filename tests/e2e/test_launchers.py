@@ -1,0 +1,243 @@
+"""ccache by default and distcc for distributable recipes, with real ccache, real distccd
+daemons on loopback ports and real builds of a small generated C project.
+
+The project's compiler is a wrapper script named ``gcc`` that appends each real compile to a
+file; ccache in front of it calls it only on a miss, so the file counts what the cache did
+not serve.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from tests.cli import run_cli
+from tests.conftest import require_tool
+from tests.e2e.chain import one_component_stack
+
+SOURCES = ("one", "two", "three")
+
+
+def project() -> dict[str, str]:
+    files = {f"{name}.c": f"int {name}(void) {{ return {i}; }}\n"
+             for i, name in enumerate(SOURCES, 1)}
+    files["CMakeLists.txt"] = (
+        "cmake_minimum_required(VERSION 3.20)\nproject(counted C)\n"
+        f"add_library(counted STATIC {' '.join(f'{n}.c' for n in SOURCES)})\n"
+        "install(TARGETS counted ARCHIVE DESTINATION lib)\n")
+    return files
+
+
+def counting_compiler(folder: Path, log: Path) -> Path:
+    """A ``gcc`` that notes every compile of a project source, then runs the real one."""
+    folder.mkdir(parents=True)
+    script = folder / "gcc"
+    real = shutil.which("gcc") or shutil.which("cc")
+    script.write_text(f"#!/bin/sh\ncase \" $* \" in *' -E '*) ;; *' -c '*) "
+                      f"echo \"$*\" >> {log} ;; esac\nexec {real} \"$@\"\n")
+    script.chmod(0o755)
+    return script
+
+
+def delete_build_tree(workdir: Path, name: str) -> None:
+    shutil.rmtree(workdir / "build" / name)
+
+
+def real_compiles(log: Path) -> int:
+    if not log.exists():
+        return 0
+    return sum(1 for line in log.read_text().splitlines()
+               if any(f"{name}.c" in line for name in SOURCES))
+
+
+@pytest.fixture
+def counted(tmp_path: Path) -> tuple[list[str], Path]:
+    for tool in ("git", "cmake", "ninja", "ccache", "gcc"):
+        require_tool(tool)
+    log = tmp_path / "compiles.log"
+    wrapper = counting_compiler(tmp_path / "wrap", log)
+    flags = one_component_stack(tmp_path, "counted", project(),
+                                f'[cmake]\nargs = ["-DCMAKE_C_COMPILER={wrapper}"]\n')
+    return flags, log
+
+
+def test_a_build_from_a_deleted_build_tree_is_served_from_the_cache(
+        counted: tuple[list[str], Path], tmp_path: Path) -> None:
+    flags, log = counted
+    plan = run_cli("plan", *flags, expect=0)
+    assert "ccache" in plan.stdout and "auto: on (ccache" in plan.stdout, plan.explain()
+    first = run_cli("build", *flags, "--no-verify", expect=0)
+    assert real_compiles(log) == len(SOURCES), first.explain()
+    cache = tmp_path / "work" / "cache" / "ccache"
+    assert cache.is_dir(), "the cache lives under the workdir by default"
+    launcher = (tmp_path / "work" / "build" / "counted" / "CMakeCache.txt").read_text()
+    assert "CMAKE_C_COMPILER_LAUNCHER:" in launcher and "ccache" in launcher
+
+    wrapper = tmp_path / "wrap" / "gcc"
+    os.utime(wrapper, (time.time() + 100, time.time() + 100))  # rebuilt, same content
+    delete_build_tree(tmp_path / "work", "counted")
+    second = run_cli("build", *flags, "--no-verify", expect=0)
+    assert real_compiles(log) == len(SOURCES), "the rebuild ran the compiler again"
+    assert "counted: ccache 100% hits (3/3)" in second.stdout, second.explain()
+    status = run_cli("status", *flags, expect=0)
+    assert "last compile of counted: ccache 100% hits (3/3)" in status.stdout, status.explain()
+
+    wrapper.write_text(wrapper.read_text() + "# a compiler that changed\n")
+    delete_build_tree(tmp_path / "work", "counted")
+    run_cli("build", *flags, "--no-verify", expect=0)
+    assert real_compiles(log) == 2 * len(SOURCES), "a changed compiler must not hit"
+
+
+def test_the_launchers_are_not_part_of_any_fingerprint(counted: tuple[list[str], Path]
+                                                       ) -> None:
+    flags, _ = counted
+    run_cli("build", *flags, "--no-verify", expect=0)
+    for toggle in (["--ccache", "off"], ["--distcc", "127.0.0.1:1/2"]):
+        again = run_cli("build", *flags, *toggle, "--no-verify", expect=0)
+        assert "steps are current; nothing to do" in again.stdout, again.explain()
+
+
+def test_ccache_off_puts_no_launcher_in_front(counted: tuple[list[str], Path],
+                                              tmp_path: Path) -> None:
+    flags, log = counted
+    plan = run_cli("plan", *flags, "--ccache", "off", expect=0)
+    assert "off (flag --ccache)" in plan.stdout, plan.explain()
+    for _ in range(2):
+        run_cli("build", *flags, "--ccache", "off", "--no-verify", expect=0)
+        delete_build_tree(tmp_path / "work", "counted")
+    assert real_compiles(log) == 2 * len(SOURCES)
+    assert not (tmp_path / "work" / "cache" / "ccache").exists()
+
+
+def test_ccache_on_with_a_too_old_ccache_stops_before_building(
+        counted: tuple[list[str], Path], tmp_path: Path) -> None:
+    flags, log = counted
+    old = tmp_path / "old-ccache"
+    old.mkdir()
+    (old / "ccache").write_text("#!/bin/sh\necho 'ccache version 3.7.12'\n")
+    (old / "ccache").chmod(0o755)
+    path = f"{old}{os.pathsep}{os.environ['PATH']}"
+    result = run_cli("build", *flags, "--ccache", "on", env={"PATH": path}, expect=2)
+    assert "--ccache on, but ccache 3.7.12 is older than 4.4" in result.output, result.explain()
+    assert "sudo apt-get install ccache" in result.output
+    assert real_compiles(log) == 0, "nothing may be built after a preflight refusal"
+    result = run_cli("build", *flags, "--ccache", "sometimes", expect=2)
+    assert "flag --ccache: 'sometimes' is not one of auto, on, off" in result.output
+    doctor = run_cli("doctor", env={"PATH": path})
+    assert "ccache 3.7.12 is older than 4.4" in doctor.output, doctor.explain()
+
+
+# --- distcc -------------------------------------------------------------------------------
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass
+class Daemon:
+    port: int
+    log: Path
+    process: subprocess.Popen[bytes]
+
+    @property
+    def host(self) -> str:
+        return f"127.0.0.1:{self.port}/2"
+
+    def jobs(self) -> list[str]:
+        return [line for line in self.log.read_text().splitlines() if "COMPILE_OK" in line]
+
+
+def start_distccd(folder: Path) -> Daemon:
+    port = free_port()
+    log = folder / f"distccd-{port}.log"
+    log.touch()
+    log.chmod(0o666)  # distccd started by root drops to the distcc user before it logs
+    argv = ["distccd", "--daemon", "--no-detach", "--port", str(port), "--listen", "127.0.0.1",
+            "--allow", "127.0.0.1", "--log-file", str(log), "--log-level", "info", "-j", "2"]
+    process = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL)
+    for _ in range(100):  # bounded: 10 s at most for the daemon to listen
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                return Daemon(port, log, process)
+        except OSError:
+            if process.poll() is not None:
+                break
+            time.sleep(0.1)
+    process.kill()
+    pytest.fail(f"distccd did not start on port {port}: {log.read_text()}")
+
+
+@pytest.fixture
+def distccd() -> Iterator[list[Daemon]]:
+    """Two real distccd daemons on 127.0.0.1, each on its own port, allowing only 127.0.0.1."""
+    for tool in ("distccd", "distcc", "git", "cmake", "ninja", "gcc"):
+        require_tool(tool)
+    folder = Path(tempfile.mkdtemp(prefix="rb-distccd-"))
+    folder.chmod(0o755)  # readable by the distcc user the daemon runs as
+    daemons: list[Daemon] = []
+    try:
+        daemons = [start_distccd(folder), start_distccd(folder)]
+        yield daemons
+    finally:
+        for daemon in daemons:
+            daemon.process.terminate()
+            try:
+                daemon.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                daemon.process.kill()
+                daemon.process.wait()
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def distributable_stack(tmp_path: Path) -> list[str]:
+    # the system's gcc: distccd only runs compilers it knows (Debian's /usr/lib/distcc list)
+    return one_component_stack(tmp_path, "counted", project(), "[cmake]\ndistribute = true\n")
+
+
+def test_compiles_go_through_the_distcc_hosts(distccd: list[Daemon], tmp_path: Path) -> None:
+    flags = distributable_stack(tmp_path)
+    hosts = " ".join(d.host for d in distccd)
+    plan = run_cli("plan", *flags, "--distcc", hosts, "--why", expect=0)  # the job arithmetic
+    assert "4 remote slots for counted" in plan.stdout, plan.explain()
+    assert "remote of 4 distcc slots" in plan.stdout
+    result = run_cli("build", *flags, "--distcc", hosts, "--no-verify", expect=0)
+    jobs = [line for d in distccd for line in d.jobs()]
+    served = {name for name in SOURCES if any(f"{name}.c" in line for line in jobs)}
+    assert served == set(SOURCES), result.explain() + "\n".join(jobs)
+    assert "distcc 3 remote, 0 fell back to local" in result.stdout, result.explain()
+    assert "fell back to local (a host" not in result.stdout
+
+
+def test_hosts_that_are_down_fall_back_to_local(tmp_path: Path) -> None:
+    for tool in ("distcc", "git", "cmake", "ninja", "gcc"):
+        require_tool(tool)
+    flags = distributable_stack(tmp_path)
+    down = f"127.0.0.1:{free_port()}/2"  # nothing listens there
+    result = run_cli("build", *flags, "--distcc", down, "--no-verify", expect=0)
+    assert "distcc 0 remote, 3 fell back to local" in result.stdout, result.explain()
+    assert f"3 compile(s) fell back to local (a host in '{down}' was down" in result.stdout
+
+
+def test_a_host_that_refuses_the_compiler_falls_back_to_local(distccd: list[Daemon],
+                                                              tmp_path: Path) -> None:
+    log = tmp_path / "compiles.log"
+    wrapper = counting_compiler(tmp_path / "wrap", log)  # not in distccd's compiler list
+    flags = one_component_stack(tmp_path, "counted", project(),
+                                f'[cmake]\ndistribute = true\nargs = ["-DCMAKE_C_COMPILER='
+                                f'{wrapper}"]\n')
+    result = run_cli("build", *flags, "--distcc", distccd[0].host, "--ccache", "off",
+                     "--no-verify", expect=0)
+    assert "distcc 0 remote, 3 fell back to local" in result.stdout, result.explain()
+    assert real_compiles(log) == len(SOURCES)
+    assert "cannot be an absolute path" in distccd[0].log.read_text()
