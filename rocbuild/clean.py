@@ -7,7 +7,8 @@ Kinds of things, each opt-in except build trees:
 - ``sources``: checkouts ``<workdir>/src/<name>`` (and ``.partial``/``.old`` leftovers of a
   killed fetch); the next build checks out again from the git cache.
 - ``caches``: the bare git caches (``<workdir>/cache/git``), and for the whole workdir the
-  build venv, the wheelhouse and the ccache folder; the next build downloads again.
+  build venv, the wheelhouse and rocbuild's compiler cache (``<workdir>/cache/ccache``; a
+  CCACHE_DIR of the user's is never touched); the next build downloads or compiles again.
 - ``prefix``: only rocbuild's own files in the prefix (build-info, env files, modulefiles),
   never anything a component installed; only when asked (``--prefix-files``).
 
@@ -25,7 +26,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from rocbuild import sources
+from rocbuild import launchers, sources
 from rocbuild.buildinfo import info_path
 from rocbuild.envfiles import SHELLS, relative_path, spec_for
 from rocbuild.graph import Component, Stack, venv_dir, wheelhouse_dir
@@ -89,7 +90,8 @@ def find(stack: Stack, components: list[Component] | None, kinds: set[str]) -> l
             items += _present("sources", [workdir / "src"])
         if "caches" in kinds:
             items += _present("caches", [workdir / "cache" / "git", venv_dir(workdir),
-                                         wheelhouse_dir(workdir), workdir / "ccache"])
+                                         wheelhouse_dir(workdir),
+                                         launchers.cache_dir_of(workdir)])
     else:
         for comp in components:
             if "build" in kinds and comp.builds:

@@ -56,8 +56,11 @@ def test_clean_all_with_sources_and_caches_keeps_the_prefix(built: Chain) -> Non
     cache = sources.cache_dir(built.workdir / "cache" / "git",
                               f"{built.repos.as_uri()}/alpha.git")
     assert cache.is_dir()
+    ccache = built.workdir / "cache" / "ccache"  # rocbuild's compiler cache (launchers.py)
+    ccache.mkdir(parents=True, exist_ok=True)
+    (ccache / "stats").write_text("0\n")
     run_flags(built.flags(), "clean", "--all", "--sources", "--caches", expect=0)
-    for gone in ("build", "src", "cache/git"):
+    for gone in ("build", "src", "cache/git", "cache/ccache"):
         assert not (built.workdir / gone).exists(), gone
     assert built.run_gamma() == "gamma 11"  # the prefix is untouched
     assert info_path(built.prefix).is_file() and (built.prefix / "env.sh").is_file()
