@@ -23,7 +23,7 @@ from rich.table import Table
 from rocbuild import buildinfo, continuation, finish, launchers, optcheck, preflight, proc
 from rocbuild.build import BuildContext, StepOutcome
 from rocbuild.diagnose import diagnose
-from rocbuild.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_STEP_FAILED
+from rocbuild.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_STEP_FAILED, EXIT_VERIFY_FAILED
 from rocbuild.tasks import make_namespace
 
 BACKENDS = {"BACKEND": {"durable": "rocbuild.state:DurableSqliteDB"}}
@@ -137,7 +137,7 @@ def build(ctx: BuildContext, components: Sequence[str], *, parallel: int = 1,
             ctx.output.say(f"rocbuild: doit stopped with exit code {doit_rc} (see above)")
         return EXIT_STEP_FAILED
     if not finish.finish(ctx, console, verify=verify, started=started_at):
-        return EXIT_STEP_FAILED
+        return EXIT_VERIFY_FAILED  # the exit-code table: 4 is what verify found wrong
     return EXIT_OK
 
 

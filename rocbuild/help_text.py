@@ -85,11 +85,10 @@ GLOBAL_DESCRIPTION = (
 
 EXIT_CODES = (
     "exit codes: 0 success; 1 a build step failed (build), a step has failed (status), a "
-    "host check failed (doctor); 2 bad input (recipe, "
-    "config, flag, value, a link you may not change, nothing to check); 3 busy (another run "
-    "holds the workdir or the prefix; retry later); 4 verify found missing GPU code (or "
-    "another wrong result: broken linkage, a failed smoke test); "
-    "130 interrupted"
+    "host check failed (doctor); 2 bad input (recipe, config, flag, value, a link you may "
+    "not change, nothing to check); 3 busy (another run holds the workdir or the prefix; "
+    "retry later); 4 verify found missing GPU code (verify, or the build's final verify; "
+    "also a broken linkage or a failed smoke test); 130 interrupted"
 )
 
 

@@ -94,8 +94,8 @@ def test_status_during_a_live_build_shows_running_and_no_continue_line(chain: Ch
 
 
 def test_a_failed_verify_is_a_failed_row_and_status_exits_1(chain: Chain) -> None:
-    # the chain has no GPU code, so the build's verify fails (exit 1; the prefix incomplete)
-    run_flags(chain.flags(), "build", "--quiet", expect=1)
+    # the chain has no GPU code, so the build's verify fails (exit 4; the prefix incomplete)
+    run_flags(chain.flags(), "build", "--quiet", expect=4)
     doc = json.loads(run_flags(chain.flags(), "status", "--json", expect=1).stdout)
     assert doc["verify"]["state"] == "failed" and doc["failed"] is True
     assert all(c["state"] == "done" for c in doc["components"])
