@@ -103,6 +103,15 @@ def check_prefix(prefix: Path) -> BuildInfo:
                           "activating it would expose a half-installed ROCm",
                           tip="run `rocbuild status` to see what is left, then `rocbuild "
                               "build` again to finish it")
+    base = info.extra.get("base")
+    if isinstance(base, dict):
+        # /opt/rocm is where other software looks for a whole ROCm (compilers, HIP, ROCr):
+        # a prefix built on a base holds only what the base lacked
+        raise ConfigError(f"{prefix} is only the top of a stack built on the base "
+                          f"{base.get('path')} (ROCm {base.get('version')}); pointing /opt/rocm "
+                          "at it would hide the compilers, HIP runtime and ROCr",
+                          tip=f"use it with `. {prefix}/env.sh` (or `module load`), which puts "
+                              "it before the base, or build a whole stack without --base")
     return info
 
 

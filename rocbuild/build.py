@@ -152,6 +152,7 @@ class BuildContext:
     # jobs held by compile steps running right now (--parallel): one budget for all of them
     _held: dict[str, int] = field(default_factory=dict)
     _held_lock: threading.Lock = field(default_factory=threading.Lock)
+    cache_choices: dict[str, Any] | None = None  # what --cache serves (cache_install.served)
 
     def _take_jobs(self, name: str, wanted: int) -> int:
         """Jobs for a compile step that starts while others run: what the host affords now

@@ -92,7 +92,16 @@ def new_build_info(stack: Stack, *, commits: Mapping[str, str] | None = None,
                      version=stack.version, series=stack.series,
                      targets=tuple(str(t) for t in stack.targets), prefix=str(stack.prefix),
                      recipe_fingerprint=recipe_fingerprint(stack), components=components,
-                     started=started or now())
+                     started=started or now(), extra=base_record(stack))
+
+
+def base_record(stack: Stack) -> dict[str, Any]:
+    """``{"base": {path, version, taken}}`` for a stack built on an installed ROCm: the prefix
+    is then only the top of a stack (activate reads this), else nothing."""
+    if stack.base is None:
+        return {}
+    return {"base": {"path": str(stack.base.path), "version": stack.base.version,
+                     "taken": sorted(stack.base.taken)}}
 
 
 def write_atomic(path: Path, text: str) -> None:

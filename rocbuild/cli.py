@@ -30,6 +30,7 @@ COMMAND_MODULES = (
     "rocbuild.cmd_env",
     "rocbuild.cmd_activate",
     "rocbuild.cmd_prefixes",
+    "rocbuild.cmd_cache",
     "rocbuild.cmd_lint_recipes",
     "rocbuild.cmd_clean",
 )

@@ -8,7 +8,7 @@ import sys
 
 from rich.console import Console
 
-from rocbuild import build_report, continuation, engine, status
+from rocbuild import build_report, cache_install, continuation, engine, status
 from rocbuild.build import BuildContext, Output
 from rocbuild.errors import RocbuildError
 from rocbuild.graph import load_stack
@@ -69,6 +69,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     ctx.output.say(f"rocbuild: {len(stack.order)} components for "
                    f"{', '.join(str(t) for t in stack.targets)} into {stack.prefix} "
                    f"(workdir {stack.workdir})")
+    cache_install.served(ctx)  # a bad --cache is bad input now, not an error inside doit
     components = list(args.components) or list(stack.order)
     ctx.output.run_planned(expected_steps(ctx, list(args.components)))
     if not args.json:

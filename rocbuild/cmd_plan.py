@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 
-from rocbuild import cost, plan_table, resources, status
+from rocbuild import cache, cost, plan_table, resources, status
 from rocbuild.build import BuildContext, Output
 from rocbuild.graph import load_stack
 from rocbuild.plan import build_plan, to_json
@@ -48,7 +48,9 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     ctx = BuildContext(stack=stack, settings=settings, output=Output(sys.stderr))
     states = {c.name: c.state for c in status.collect(ctx).components}
     pending = [c.name for c in cost.pending_components(stack, ctx.is_current)]
-    plan = build_plan(stack, settings, resources.snapshot(), lambda c: states[c.name], pending)
+    plan = build_plan(stack, settings, resources.snapshot(), lambda c: states[c.name], pending,
+                      cache.plan_lines(settings, stack, ctx.state),
+                      requested=args.components)
     if args.json:
         json.dump(to_json(plan), sys.stdout, indent=2)
         sys.stdout.write("\n")

@@ -21,7 +21,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from rocbuild import linkage, smoke
+from rocbuild import basescan, linkage, smoke
 from rocbuild.errors import EXIT_OK, EXIT_VERIFY_FAILED, ConfigError
 from rocbuild.graph import load_stack
 from rocbuild.settings import Settings
@@ -92,15 +92,22 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     else:
         assert prefix is not None
         report = verify_prefix(prefix, targets, system=system)
-        smoke_report = _smoke(args, report, prefix, targets)
+        smoke_report = _smoke(args, report, prefix, targets,
+                              basescan.base_to_scan(settings.base, prefix))
+    # findings on the base's own libraries; they inform, the prefix's report decides
+    base_scan = None if args.paths else basescan.scan_for(settings.base, prefix, targets,
+                                                          settings.recipes)
     if args.json:
         doc = to_json(report)
         doc["smoke"] = smoke.to_json(smoke_report) if smoke_report else None
+        doc["base"] = basescan.to_json(*base_scan) if base_scan else None
         json.dump(doc, sys.stdout, indent=2)
         sys.stdout.write("\n")
     else:
         out = console()
         print_report(report, out)
+        if base_scan is not None:
+            print_base_scan(*base_scan, out)
         if smoke_report is not None:
             print_smoke(smoke_report, out)
     ok = report.ok and (smoke_report is None or smoke_report.ok)
@@ -111,13 +118,14 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _smoke(args: argparse.Namespace, report: VerifyReport, prefix: Path,
-           targets: tuple[TargetId, ...]) -> smoke.SmokeReport:
+           targets: tuple[TargetId, ...], base: Path | None) -> smoke.SmokeReport:
     if args.no_smoke:
         return smoke.SmokeReport(skipped="smoke tests skipped: --no-smoke")
     if not report.ok:
         return smoke.SmokeReport(skipped="smoke tests not run: fix the problems above first")
     return smoke.run_smoke(prefix, targets, args.model, root=args.gpu_root,
-                           echo=lambda line: print(line, file=sys.stderr, flush=True))
+                           echo=lambda line: print(line, file=sys.stderr, flush=True),
+                           base=base)
 
 
 def _shown(path: Path, prefix: Path | None) -> str:
@@ -252,6 +260,14 @@ def _summary(report: VerifyReport) -> str:
         count = len(report.linkage.failing)
         parts.append(f"{count} file{'' if count == 1 else 's'} with broken linkage")
     return f"[bold red]verify: FAIL[/] — {escape('; '.join(parts))}"
+
+
+def print_base_scan(base: Path, findings: list[basescan.BaseFinding], out: Console) -> None:
+    if not findings:
+        out.print(f"[green]✓[/] base {escape(str(base))}: every library carries the targets")
+    for finding in findings:
+        mark = "[yellow]![/]" if finding.buildable else "[red]![/]"
+        out.print(f"  {mark} {escape(finding.text())}")
 
 
 def print_smoke(report: smoke.SmokeReport, out: Console) -> None:

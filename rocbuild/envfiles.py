@@ -73,6 +73,7 @@ class EnvSpec:
     series: str
     targets: tuple[str, ...]
     tune: bool = False
+    base: Path | None = None  # an installed ROCm the prefix was built on (--base)
     name: str = "rocm"  # the stack's name (stack.toml), the module's first part
 
     @property
@@ -99,23 +100,30 @@ def spec_for(stack: Stack, *, tune: bool = False) -> EnvSpec:
                           tip="choose a plain prefix (--prefix PATH)")
     return EnvSpec(prefix=prefix, version=stack.version, series=stack.series,
                    targets=tuple(str(t) for t in stack.targets), tune=tune,
+                   base=stack.base.path if stack.base else None,
                    name=stack.recipes.stack.name)
 
 
 def variables(spec: EnvSpec) -> list[EnvVar]:
+    """On a base, the compilers and HIP are the base's (ROCM_PATH, HIP_PATH), and each path
+    list gets the base's entry first and the prefix's in front of it, so the prefix wins."""
     p = str(spec.prefix)
+    rocm = str(spec.base) if spec.base else p
+    trees = [str(spec.base), p] if spec.base else [p]  # in prepend order: the prefix ends first
     return [
-        EnvVar("ROCM_PATH", p, "set", "where CMake projects (ggml-hip, rocBLAS) and hipcc look "
+        EnvVar("ROCM_PATH", rocm, "set", "where CMake projects (ggml-hip, rocBLAS) and hipcc look "
                "for ROCm"),
-        EnvVar("HIP_PATH", p, "set", "the HIP installation hipcc and hipconfig report"),
+        EnvVar("HIP_PATH", rocm, "set", "the HIP installation hipcc and hipconfig report"),
         EnvVar("HIP_PLATFORM", "amd", "set", "compile HIP for AMD GPUs (not the CUDA path)"),
-        EnvVar("HIP_DEVICE_LIB_PATH", f"{p}/{DEVICE_LIB_SUBDIR}", "set",
+        EnvVar("HIP_DEVICE_LIB_PATH", f"{rocm}/{DEVICE_LIB_SUBDIR}", "set",
                "device bitcode (oclc_*.bc) for clang when it cannot find it by itself"),
-        EnvVar("PATH", f"{p}/bin", "prepend", "hipcc, clang, rocminfo, llama.cpp tools"),
-        EnvVar("LD_LIBRARY_PATH", f"{p}/lib", "prepend",
-               "libamdhip64, librocblas and friends from this prefix before any other ROCm"),
-        EnvVar("CMAKE_PREFIX_PATH", p, "prepend",
-               "find_package(hip/rocblas/hipblas) finds this prefix first"),
+        *(EnvVar("PATH", f"{t}/bin", "prepend", "hipcc, clang, rocminfo, llama.cpp tools")
+          for t in trees),
+        *(EnvVar("LD_LIBRARY_PATH", f"{t}/lib", "prepend",
+                 "libamdhip64, librocblas and friends from this prefix before any other ROCm")
+          for t in trees),
+        *(EnvVar("CMAKE_PREFIX_PATH", t, "prepend",
+                 "find_package(hip/rocblas/hipblas) finds this prefix first") for t in trees),
     ]
 
 

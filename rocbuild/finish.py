@@ -8,6 +8,7 @@ build-info say ``complete``, which ``rocbuild activate`` requires.
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 from rich.console import Console
 
@@ -47,7 +48,7 @@ def record_verify(ctx: BuildContext, ok: bool, seconds: float, summary: str) -> 
 
 def finish(ctx: BuildContext, out: Console, *, verify: bool, started: str) -> bool:
     """Write env files and build-info; run verify when the whole stack is built. Returns
-    False when verify found a missing code object (the build then exits 1)."""
+    False when verify found a problem (missing code or linkage; the build then exits 4)."""
     prefix = ctx.stack.prefix
     written = envfiles.write_env_files(envfiles.spec_for(ctx.stack))
     out.print(f"environment: source {written[0]}", soft_wrap=True)
@@ -69,14 +70,33 @@ def finish(ctx: BuildContext, out: Console, *, verify: bool, started: str) -> bo
         out.print("[yellow]verify skipped (--no-verify)[/]: the prefix is complete but unproven")
         return True
     started_verify = time.monotonic()
-    report = verify_prefix(prefix, complete.targets)
+    report = verify_prefix(prefix, complete.targets, linkage_exempt=_runpath_opt_outs(complete))
     print_report(report, out)
     record_verify(ctx, report.ok, time.monotonic() - started_verify,
                   f"lacks code for {', '.join(str(t) for t in complete.targets)} "
                   "(`rocbuild verify` lists the files); the prefix is not complete")
     buildinfo.write_build_info(prefix, info.finish(verified=True) if report.ok else info)
     if not report.ok:
-        out.print("[bold red]verify failed[/]: the stack is built but lacks code for "
-                  f"{', '.join(str(t) for t in complete.targets)}; the prefix is not marked "
-                  "complete, so `rocbuild activate` refuses it")
+        what = []
+        if not report.code_ok:
+            what.append(f"lacks code for {', '.join(str(t) for t in complete.targets)}")
+        if report.linkage is not None and not report.linkage.ok:
+            what.append("has installed files that do not find their libraries with a bare "
+                        "environment (see the linkage table)")
+        out.print(f"[bold red]verify failed[/]: the stack is built but {' and '.join(what)}; "
+                  "the prefix is not marked complete, so `rocbuild activate` refuses it")
     return report.ok
+
+
+def _runpath_opt_outs(stack: Stack) -> dict[Path, str]:
+    """Installed files of recipes that opted out of the RUNPATH, with their reason: verify
+    shows them, and does not fail on them."""
+    exempt: dict[Path, str] = {}
+    for comp in stack.selected():
+        manifest = comp.build_dir / "install_manifest.txt"
+        if comp.recipe.runpath or not manifest.is_file():
+            continue
+        for line in manifest.read_text().splitlines():
+            if line:
+                exempt[Path(line)] = f"{comp.name}: {comp.recipe.runpath_reason}"
+    return exempt

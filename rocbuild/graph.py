@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from rocbuild import launchers
+from rocbuild.base import Base, load_base
 from rocbuild.errors import ConfigError
 from rocbuild.recipes import Recipe, RecipeSet, load_recipes, suggest
 from rocbuild.render import render
@@ -50,6 +51,9 @@ class Component:
     env: tuple[tuple[str, str], ...]
     patches: tuple[Patch, ...]
     fingerprint: str  # the whole rendered configuration plus dependency fingerprints
+    # the same with the prefix and workdir paths taken out: the binary cache's key (cache.py),
+    # equal on two machines that build the same recipes into other folders
+    portable_fingerprint: str = ""
     install_prefix: Path = Path("/")
     install_links: tuple[tuple[str, str], ...] = ()  # (path in prefix, link target)
     install_files: tuple[tuple[str, str], ...] = ()  # (path in prefix, text)
@@ -85,9 +89,31 @@ class Stack:
     components: Mapping[str, Component] = field(default_factory=dict)
     order: tuple[str, ...] = ()  # the selected closure, dependencies first
     launch: launchers.Launch | None = None  # ccache/distcc: speed only, never fingerprinted
+    base: Base | None = None  # an installed ROCm whose components are taken, not built
+
+    @property
+    def rocm_root(self) -> Path:
+        """The ROCm that builds compile against (compilers, HIP): the base, else the prefix."""
+        return self.base.path if self.base else self.prefix
+
+    @property
+    def search_prefixes(self) -> tuple[Path, ...]:
+        """Where dependencies are looked for: the prefix first, then the base."""
+        return (self.prefix, self.base.path) if self.base else (self.prefix,)
 
     def selected(self) -> list[Component]:
         return [self.components[n] for n in self.order]
+
+    def closure(self, name: str) -> list[str]:
+        """``name`` and everything it depends on, directly or not, in build order."""
+        seen: set[str] = set()
+        todo = [name]
+        while todo:
+            current = todo.pop()
+            if current not in seen:
+                seen.add(current)
+                todo.extend(self.components[current].depends)
+        return [n for n in self.order if n in seen] or [name]
 
     def python_needs(self) -> tuple[tuple[str, ...], tuple[str, ...]]:
         """(packages for the build venv, wheels for the wheelhouse) of the selected
@@ -95,6 +121,15 @@ class Stack:
         packages = sorted({p for c in self.selected() for p in c.recipe.python_packages})
         wheels = sorted({w for c in self.selected() for w in c.recipe.python_wheels})
         return tuple(packages), tuple(wheels)
+
+
+def portable_text(stack: Stack, text: str) -> str:
+    """``text`` with the workdir and prefix paths as placeholders: what two machines that
+    build the same thing into other folders have in common (the binary cache's key)."""
+    places = {str(stack.workdir): "<workdir>", str(stack.prefix): "<prefix>"}
+    for path in sorted(places, key=len, reverse=True):  # one folder may hold the other
+        text = text.replace(path, places[path])
+    return text
 
 
 def venv_dir(workdir: Path) -> Path:
@@ -140,11 +175,16 @@ def _find_cycle(graph: Mapping[str, tuple[str, ...]], nodes: Iterable[str]) -> l
     return []
 
 
-def build_order(recipes: RecipeSet, requested: Iterable[str]) -> tuple[str, ...]:
+def build_order(recipes: RecipeSet, requested: Iterable[str],
+                taken: Iterable[str] = ()) -> tuple[str, ...]:
     """The closure of ``requested`` in dependency order. Ties go by the order of
     ``stack.components`` in stack.toml, then by name, so the order never depends on the
-    filesystem. A cycle is a ConfigError that prints it."""
-    graph = {name: direct_deps(r) for name, r in recipes.recipes.items()}
+    filesystem. A cycle is a ConfigError that prints it. Components in ``taken`` (from a
+    base) are left out with everything only they need."""
+    cut = set(taken)
+    graph = {name: tuple(d for d in direct_deps(r) if d not in cut)
+             for name, r in recipes.recipes.items()}
+    requested = [n for n in requested if n not in cut]
     closure: set[str] = set()
     todo = list(requested)
     while todo:
@@ -178,6 +218,18 @@ def build_order(recipes: RecipeSet, requested: Iterable[str]) -> tuple[str, ...]
         raise ConfigError(f"dependency cycle: {' -> '.join(cycle)} (in 'depends' of {files})",
                           tip="remove one of these dependencies to break the cycle")
     return tuple(order)
+
+
+def default_request(recipes: RecipeSet) -> list[str]:
+    """What a bare `rocbuild build` builds: stack.components, else every recipe."""
+    return list(recipes.stack.components) or sorted(recipes.recipes)
+
+
+def drop_unused_sources(recipes: RecipeSet, order: tuple[str, ...]) -> tuple[str, ...]:
+    """Leave out source-only components nothing in ``order`` needs (on a base, the LLVM
+    checkout once the compilers come from the base)."""
+    needed = {d for n in order for d in direct_deps(recipes.recipes[n])}
+    return tuple(n for n in order if recipes.recipes[n].builds or n in needed)
 
 
 def find_patches(recipes: RecipeSet, name: str) -> tuple[Patch, ...]:
@@ -215,7 +267,8 @@ def load_stack(settings: Settings, requested: Iterable[str] = ()) -> Stack:
     components listed in stack.toml, or every recipe when it lists none)."""
     recipes = load_recipes(settings.recipes)
     spec = recipes.stack
-    requested = list(requested) or list(spec.components) or sorted(recipes.recipes)
+    explicit = bool(list(requested))
+    requested = list(requested) or default_request(recipes)
     known = sorted(recipes.recipes)
     for name in requested:
         if name not in recipes.recipes and looks_like_target(name):
@@ -227,7 +280,16 @@ def load_stack(settings: Settings, requested: Iterable[str] = ()) -> Stack:
                               + suggest(name, known), tip="run `rocbuild plan` to see them all")
     targets = _resolve_targets(recipes, settings)
     target_names = [str(t) for t in targets]
-    base = {"version": spec.version, "series": spec.series, "targets": target_names}
+    order = build_order(recipes, requested)
+    version, rocm_base = spec.version, None
+    if settings.base is not None:
+        rocm_base = load_base(settings.base, spec.series, recipes.recipes, order,
+                              {n: direct_deps(recipes.recipes[n]) for n in order}, targets)
+        version = rocm_base.version  # a 6.4.1 base builds what it lacks at rocm-6.4.1
+        order = build_order(recipes, requested, taken=rocm_base.taken)
+        if not explicit:
+            order = drop_unused_sources(recipes, order)
+    base = {"version": version, "series": spec.series, "targets": target_names}
     if settings.prefix is not None:
         prefix = settings.prefix
         where, fix = f"the prefix from {settings.source('prefix')}", "give another --prefix"
@@ -243,23 +305,27 @@ def load_stack(settings: Settings, requested: Iterable[str] = ()) -> Stack:
     if bad:
         # refused here, so `plan` shows it and `build` stops before the first fetch
         raise ConfigError(f"{where}: {prefix} {bad}", tip=fix)
+    if rocm_base is not None and prefix.absolute() == rocm_base.path:
+        raise ConfigError(f"the prefix {prefix} is the base itself; rocbuild never writes into "
+                          "an installed ROCm", tip="pass another --prefix (the default is "
+                          "versioned, e.g. /opt/rocm-6.4-gfx906)")
     workdir: Path = settings.workdir
-    order = build_order(recipes, requested)
-    stack = Stack(recipes=recipes, version=spec.version, series=spec.series, targets=targets,
-                  prefix=prefix, workdir=workdir)
+    stack = Stack(recipes=recipes, version=version, series=spec.series, targets=targets,
+                  prefix=prefix, workdir=workdir, base=rocm_base)
     components: dict[str, Component] = {}
     for name in order:
         components[name] = _render_component(stack, recipes.recipes[name], components, settings)
     build_disk = sum(int(r.resources.get("disk", 0)) for r in recipes.recipes.values()
                      if r.builds)
-    return Stack(recipes=recipes, version=spec.version, series=spec.series, targets=targets,
+    return Stack(recipes=recipes, version=version, series=spec.series, targets=targets,
                  prefix=prefix, workdir=workdir, components=components, order=order,
-                 launch=launchers.resolve(settings, workdir, build_disk))
+                 launch=launchers.resolve(settings, workdir, build_disk), base=rocm_base)
 
 
 def _render_component(stack: Stack, recipe: Recipe, done: Mapping[str, Component],
                       settings: Settings) -> Component:
-    deps = direct_deps(recipe)
+    taken = stack.base.taken if stack.base else {}
+    deps = tuple(d for d in direct_deps(recipe) if d not in taken)
     owner = recipe.source.from_component or recipe.name
     checkout_dir = stack.workdir / "src" / owner
     # A recipe may name the source folder of itself and of anything it depends on, directly
@@ -272,7 +338,11 @@ def _render_component(stack: Stack, recipe: Recipe, done: Mapping[str, Component
             reachable[dep] = done[dep]
             todo.extend(done[dep].depends)
     subdir_ctx = {"version": stack.version, "series": stack.series, "name": recipe.name,
-                  "targets": [str(t) for t in stack.targets], "prefix": str(stack.prefix)}
+                  "targets": [str(t) for t in stack.targets], "prefix": str(stack.prefix),
+                  # the ROCm to build against (compilers, HIP): the base, else the prefix; and
+                  # every installed tree to search, the prefix first
+                  "rocm": str(stack.rocm_root),
+                  "rocm_dirs": [str(p) for p in stack.search_prefixes]}
     subdir = render(recipe.source.subdir, subdir_ctx, file=recipe.file, key="source.subdir")
     source_dir = checkout_dir / subdir if subdir else checkout_dir
     build_dir = stack.workdir / "build" / recipe.name
@@ -294,7 +364,13 @@ def _render_component(stack: Stack, recipe: Recipe, done: Mapping[str, Component
 
     url = ref = None
     if recipe.source.git is not None:
-        url, ref = r(recipe.source.git, "source.git"), r(recipe.source.ref or "", "source.ref")
+        pinned = recipe.source.ref_for(stack.version)
+        if pinned is None:
+            raise ConfigError(
+                f"{recipe.file}: key 'source.refs' has no entry for ROCm {stack.version} "
+                f"(pinned: {', '.join(sorted(recipe.source.refs))})",
+                tip=f"add \"{stack.version}\" = \"<commit>\" under [source.refs] in {recipe.file}")
+        url, ref = r(recipe.source.git, "source.git"), r(pinned, "source.ref")
         context["ref"] = ref  # e.g. llama.cpp's build number comes from its release tag
     args = tuple(r(a, f"cmake.args[{i}]") for i, a in enumerate(recipe.cmake_args))
     for i, arg in enumerate(args):
@@ -328,11 +404,16 @@ def _render_component(stack: Stack, recipe: Recipe, done: Mapping[str, Component
         "patches": [(p.path.name, p.sha256) for p in patches],
         "deps": {d: done[d].fingerprint for d in deps},
     }
+    if stack.base is not None:  # what is taken from it shapes every output built on it
+        fingerprint_doc["base"] = stack.base.key()
     fingerprint = sha256_text(json.dumps(fingerprint_doc, sort_keys=True))
+    portable_doc = portable_text(stack, json.dumps({**fingerprint_doc, "deps": {
+        d: done[d].portable_fingerprint for d in deps}}, sort_keys=True))
     return Component(
         recipe=recipe, depends=deps, checkout=owner, url=url,
         fetch_url=rewrite_url(url, settings.mirror) if url else None, ref=ref,
         submodules=recipe.source.submodules, checkout_dir=checkout_dir, source_dir=source_dir,
         build_dir=build_dir, cmake_args=args, build_type=build_type, env=env, patches=patches,
-        fingerprint=fingerprint, install_prefix=install_prefix, install_links=links,
+        fingerprint=fingerprint, portable_fingerprint=sha256_text(portable_doc),
+        install_prefix=install_prefix, install_links=links,
         install_files=files, job_args=recipe.job_args, context=context)

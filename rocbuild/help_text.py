@@ -66,6 +66,11 @@ EXAMPLES: dict[str, tuple[tuple[str, str], ...]] = {  # command -> (what it does
         ("HIP and Vulkan with flash attention, as JSON",
          "rocbuild bench m.gguf --backends hip,vulkan -fa --json"),
     ),
+    "cache": (
+        ("store every built component in a shared folder", "rocbuild cache push --to /srv/rb"),
+        ("what a cache holds", "rocbuild cache list --cache /srv/rb"),
+        ("another machine installs from it", "rocbuild build --cache /srv/rb"),
+    ),
     "clean": (
         ("what would be freed, and how much", "rocbuild clean --all --dry-run"),
         ("LLVM's build tree", "rocbuild clean llvm"),
@@ -126,10 +131,14 @@ class Formatter(argparse.RawDescriptionHelpFormatter):
         return "\n".join(out)
 
 
-def attach(sub: argparse._SubParsersAction) -> None:
-    """Examples and the help formatter on every subcommand parser."""
+def attach(sub: argparse._SubParsersAction, prefix: str = "") -> None:
+    """Examples and the help formatter on every subcommand parser, nested ones too
+    (``rocbuild cache push``)."""
     for name, parser in sub.choices.items():
         parser.formatter_class = Formatter
-        text = epilog(name)
+        text = epilog(prefix + name)
         if text:
             parser.epilog = text
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                attach(action, f"{prefix}{name} ")

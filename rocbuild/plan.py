@@ -8,14 +8,15 @@ components not yet installed; see cost.Cost.to_json). Rendering for a terminal l
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection
-from dataclasses import dataclass
+from collections.abc import Callable, Collection, Iterable
+from dataclasses import dataclass, field
 from typing import Any
 
 from rocbuild.cost import Cost, estimate
 from rocbuild.graph import Component, Stack
 from rocbuild.launchers import Launch, effective_settings, split_jobs
 from rocbuild.resources import JOB_MEMORY_KEYS, HostSnapshot, JobCount, job_counts
+from rocbuild.roads import Road, roads
 from rocbuild.settings import OPTIONS, Settings
 from rocbuild.steps import StepCommands, commands_for, steps_of
 
@@ -26,6 +27,7 @@ class PlannedComponent:
     state: str
     jobs: dict[str, JobCount]  # kind -> count; "compile" always present for built components
     commands: list[StepCommands]
+    cache: str = ""  # what the binary cache does with it (cache.Choice.describe), "" no cache
 
     @property
     def name(self) -> str:
@@ -39,6 +41,7 @@ class Plan:
     host: HostSnapshot
     components: list[PlannedComponent]
     cost: Cost | None = None  # cost.py: disk, CPU-hours, wall time, risky steps
+    roads: tuple[Road, ...] = field(default_factory=tuple)  # from source, on a base
 
 
 def component_jobs(component: Component, host: HostSnapshot, settings: Settings,
@@ -57,18 +60,23 @@ def component_jobs(component: Component, host: HostSnapshot, settings: Settings,
 
 def build_plan(stack: Stack, settings: Settings, host: HostSnapshot,
                state_of: Callable[[Component], str] = lambda c: "pending",
-               pending: Collection[str] | None = None) -> Plan:
-    """``pending``: the components a build would still run (default: every built one)."""
+               pending: Collection[str] | None = None,
+               cache_of: Callable[[Component], str] = lambda c: "",
+               requested: Iterable[str] = ()) -> Plan:
+    """``pending``: the components a build would still run (default: every built one);
+    ``cache_of``: what the binary cache does with each (cache.plan_lines); ``requested``:
+    what the user asked for, for the two roads' estimate."""
     planned = []
     for component in stack.selected():
         jobs = component_jobs(component, host, settings, stack.launch)
         counts = {kind: 1 for kind in JOB_MEMORY_KEYS} | {k: j.jobs for k, j in jobs.items()}
         planned.append(PlannedComponent(component, state_of(component), jobs,
                                         commands_for(stack, component, counts,
-                                                     settings.mirror)))
+                                                     settings.mirror),
+                                        cache_of(component)))
     pending = [c.name for c in stack.selected() if c.builds] if pending is None else pending
     total = estimate(stack, host, pending, swap_weight=settings.swap_weight, cap=settings.jobs)
-    return Plan(stack, settings, host, planned, total)
+    return Plan(stack, settings, host, planned, total, roads(stack, requested))
 
 
 def _json_value(value: Any) -> Any:
@@ -113,6 +121,7 @@ def to_json(plan: Plan) -> dict[str, Any]:
             "env": dict(c.env),
             "jobs": {kind: {"jobs": jc.jobs, "reason": jc.reason} for kind, jc in p.jobs.items()},
             "fingerprint": c.fingerprint,
+            "cache": p.cache or None,
             "build_dir": str(c.build_dir) if c.builds else None,
         })
     return {
@@ -127,4 +136,19 @@ def to_json(plan: Plan) -> dict[str, Any]:
         "settings": settings,
         "components": components,
         "cost": plan.cost.to_json() if plan.cost else None,
+        "base": _base_json(stack),
+        "roads": {"full": plan.roads[0].to_json(), "base": plan.roads[1].to_json()}
+        if plan.roads else None,
     }
+
+
+def _base_json(stack: Stack) -> dict[str, Any] | None:
+    """The installed ROCm the stack builds on: what is taken from it (with the files that
+    showed it) and why each other component it knows is built."""
+    base = stack.base
+    if base is None:
+        return None
+    return {"path": str(base.path), "version": base.version,
+            "taken": {n: [str(p.relative_to(base.path)) for p in t.files]
+                      for n, t in base.taken.items()},
+            "built": {n: nt.reason for n, nt in base.not_taken.items()}}

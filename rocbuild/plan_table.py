@@ -88,5 +88,10 @@ def print_table(plan: Plan, out: Console, seconds: Mapping[str, float | None],
                 *, why: bool = False) -> None:
     out.print(table(plan, seconds))
     out.print(f"[dim]{escape(host_note(plan))}[/]")
+    cached = [p for p in plan.components if p.cache and p.state != "done"]
+    if cached:  # what --cache does with each, one line each, under the table
+        out.print("binary cache:")
+        for p in cached:
+            out.print(f"  {escape(p.name):<22} {escape(p.cache)}")
     if why:
         print_reasons(plan, out)

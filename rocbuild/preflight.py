@@ -12,7 +12,7 @@ import os
 import shutil
 from dataclasses import dataclass
 
-from rocbuild import cost, hostreqs, launchers, sources
+from rocbuild import cache_install, cost, hostreqs, launchers, sources
 from rocbuild.build import BuildContext
 from rocbuild.errors import BuildFailed, RocbuildError
 from rocbuild.resources import format_gib
@@ -65,7 +65,8 @@ def host_findings(ctx: BuildContext) -> list[hostreqs.Finding]:
 def check_offline_sources(ctx: BuildContext) -> list[Problem]:
     problems = []
     for comp in ctx.stack.selected():
-        if not comp.owns_checkout or ctx.is_current(comp, "fetch"):
+        if (not comp.owns_checkout or ctx.is_current(comp, "fetch")
+                or cache_install.is_served(ctx, comp.name)):  # --cache installs it
             continue
         assert comp.fetch_url is not None and comp.ref is not None
         cache = sources.cache_dir(ctx.stack.workdir / "cache" / "git", comp.fetch_url)

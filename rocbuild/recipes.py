@@ -69,7 +69,10 @@ RECIPE_SCHEMA: _Schema = {
     # how to tell a system_packages entry is there without dpkg: "header:gelf.h",
     # "pkg-config:libdrm" or "tool:xxd" (hostreqs.py)
     "system_checks": "strmap",
-    "source": {"git": "str", "ref": "str", "submodules": "bool", "from": "str", "subdir": "str"},
+    "source": {"git": "str", "ref": "str", "submodules": "bool", "from": "str", "subdir": "str",
+               # per stack version, for a repository without release tags (Tensile); the
+               # version comes from stack.toml or from --base's .info/version
+               "refs": "strmap"},
     "cmake": {
         "args": "strlist",
         "build_type": "str",
@@ -87,6 +90,10 @@ RECIPE_SCHEMA: _Schema = {
     # Python needs, met before any build step so no build pip-installs from the network
     "python": {"packages": "strlist", "wheels": "strlist"},
     "env": "strmap",
+    # how the component shows in an installed ROCm (--base): files that must exist (globs
+    # allowed), a folder holding the Tensile set for every target, and whether a base
+    # without it is refused (compilers, HIP runtime, ROCr) instead of building it
+    "base": {"provides": "strlist", "tensile": "str", "required": "bool"},
     "resources": {
         "compile_mem": "size",
         "link_mem": "size",
@@ -190,6 +197,10 @@ class SourceSpec:
     submodules: bool = False
     from_component: str | None = None
     subdir: str = ""
+    refs: Mapping[str, str] = field(default_factory=dict)  # stack version -> ref
+
+    def ref_for(self, version: str) -> str | None:
+        return self.refs.get(version, self.ref)
 
 
 @dataclass(frozen=True)
@@ -216,6 +227,10 @@ class Recipe:
     python_wheels: tuple[str, ...] = ()
     distribute: bool = False
     runpath: bool = True
+    runpath_reason: str = ""
+    base_provides: tuple[str, ...] = ()
+    base_tensile: str = ""
+    base_required: bool = False
 
     @property
     def builds(self) -> bool:
@@ -288,7 +303,7 @@ def load_recipe(file: Path) -> Recipe:
                           tip=f"fix 'kind' in {file}")
     source_data = _require(file, data, "source", "[source] with git + ref, or from")
     if "from" in source_data:
-        for clash in ("git", "ref", "submodules"):
+        for clash in ("git", "ref", "submodules", "refs"):
             if clash in source_data:
                 raise ConfigError(
                     f"{file}: key 'source.{clash}' cannot be combined with 'source.from' "
@@ -297,7 +312,7 @@ def load_recipe(file: Path) -> Recipe:
     else:
         _require(file, source_data, "git", "source.git: the repository URL")
         # key names in messages are full paths, so say 'source.ref'
-        if "ref" not in source_data:
+        if "ref" not in source_data and "refs" not in source_data:
             raise ConfigError(f"{file}: key 'source.ref' is missing (a tag, branch or commit)",
                               tip=f"add 'ref' under [source] in {file}")
     subdir = source_data.get("subdir", "")
@@ -306,7 +321,8 @@ def load_recipe(file: Path) -> Recipe:
                           f"checkout, got {subdir!r}", tip=f"fix 'source.subdir' in {file}")
     source = SourceSpec(git=source_data.get("git"), ref=source_data.get("ref"),
                         submodules=source_data.get("submodules", False),
-                        from_component=source_data.get("from"), subdir=subdir)
+                        from_component=source_data.get("from"), subdir=subdir,
+                        refs=source_data.get("refs", {}))
     cmake = data.get("cmake")
     if kind == "cmake" and cmake is None:
         raise ConfigError(f"{file}: a cmake component needs a [cmake] table (it may be empty)",
@@ -343,6 +359,15 @@ def load_recipe(file: Path) -> Recipe:
                           "does not say why (installed programs then need env.sh to start)",
                           tip=f"add install.runpath_reason to {file}, or remove install.runpath")
     python = data.get("python", {})
+    base = data.get("base", {})
+    for i, pattern in enumerate(base.get("provides", ())):
+        if not pattern or pattern.startswith("/") or ".." in Path(pattern).parts:
+            raise ConfigError(f"{file}: key 'base.provides[{i}]' must be a path inside the "
+                              f"installed ROCm, relative and without '..', got {pattern!r}",
+                              tip=f"fix 'base.provides' in {file}")
+    if ("tensile" in base or "required" in base) and not base.get("provides"):
+        raise ConfigError(f"{file}: [base] needs 'provides', the files that show the component "
+                          "in an installed ROCm", tip=f"add base.provides to {file}")
     return Recipe(name=name, file=file, summary=data.get("summary", ""), kind=kind,
                   depends=depends, source=source, cmake_args=cmake.get("args", ()),
                   build_type=cmake.get("build_type", "Release"), env=data.get("env", {}),
@@ -355,7 +380,10 @@ def load_recipe(file: Path) -> Recipe:
                   python_packages=python.get("packages", ()),
                   python_wheels=python.get("wheels", ()),
                   distribute=cmake.get("distribute", False),
-                  runpath=install.get("runpath", True))
+                  runpath=install.get("runpath", True),
+                  runpath_reason=install.get("runpath_reason", ""),
+                  base_provides=base.get("provides", ()), base_tensile=base.get("tensile", ""),
+                  base_required=base.get("required", False))
 
 
 def load_recipes(folder: Path) -> RecipeSet:

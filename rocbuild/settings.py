@@ -69,6 +69,16 @@ def _parse_fraction(text: str) -> float:
     return value
 
 
+def _parse_cache(text: str) -> str:
+    """A folder (made absolute) or an http(s)/file URL, kept as text (cache_store opens it)."""
+    scheme, sep, _ = text.partition("://")
+    if sep and scheme in ("http", "https", "file"):
+        return text
+    if sep:
+        raise ValueError(f"'{text}': a cache is a folder or an http(s):// URL")
+    return str(_parse_path(text))
+
+
 @dataclass(frozen=True)
 class Option:
     """One setting: its flag, environment variable and config key derive from ``name``."""
@@ -97,6 +107,8 @@ OPTIONS: tuple[Option, ...] = (
            "LIST"),
     Option("mirror", "rewrite a source URL prefix, like git's insteadOf (repeatable)",
            _parse_mirror_rules, "FROM=TO", repeatable=True),
+    Option("base", "an installed ROCm (e.g. /opt/rocm-6.4.3) whose components are used instead "
+           "of built; only what it lacks for the targets is built", _parse_path, "PATH"),
     Option("jobs", "upper bound on parallel jobs", _parse_positive_int, "N"),
     Option("parallel", "components built at the same time", _parse_positive_int, "N"),
     Option("swap_weight", "share of free swap counted as memory when sizing jobs (0-1)",
@@ -105,6 +117,8 @@ OPTIONS: tuple[Option, ...] = (
            parse_ccache_mode, "MODE"),
     Option("distcc", "distcc hosts for the components a recipe marks distributable, e.g. "
            "'box1/8 box2/4' (DISTCC_HOSTS syntax)", parse_distcc_hosts, "HOSTS"),
+    Option("cache", "binary cache of built components to install from (a folder or an "
+           "http(s):// URL serving one)", _parse_cache, "DIR_OR_URL"),
 )
 OPTION_BY_NAME = {o.name: o for o in OPTIONS}
 
@@ -228,11 +242,13 @@ def resolve(
         "prefix": None,
         "target": None,
         "mirror": (),
+        "base": None,
         "jobs": None,
         "parallel": 1,
         "swap_weight": 0.5,
         "ccache": "auto",
         "distcc": "",
+        "cache": None,
     }
     values: dict[str, Value] = {}
     notes: list[str] = []

@@ -202,13 +202,19 @@ def _check_bench(output: str) -> tuple[bool, str]:
     return True, "llama-bench (prompt/gen) " + ", ".join(parts)
 
 
-def plan_smoke(prefix: Path, gfx: str, model: Path | None = None) -> list[SmokeTest]:
-    """The tests for one GPU processor, as commands relative to a scratch folder."""
+def plan_smoke(prefix: Path, gfx: str, model: Path | None = None,
+               base: Path | None = None) -> list[SmokeTest]:
+    """The tests for one GPU processor, as commands relative to a scratch folder. On a
+    ``base`` (--base) hipcc and rocminfo are the base's, and the prefix's libraries and
+    headers come before the base's."""
     bin_dir, lib_dir = prefix / "bin", prefix / "lib"
-    hipcc = str(bin_dir / "hipcc")
-    link = [f"-L{lib_dir}", f"-Wl,-rpath,{lib_dir}"]
+    tools = (base or prefix) / "bin"
+    hipcc = str(tools / "hipcc")
+    lib_dirs = [lib_dir, *([base / "lib"] if base else [])]
+    link = [f"-L{d}" for d in lib_dirs] + [f"-Wl,-rpath,{d}" for d in lib_dirs]
+    includes = [f"-I{prefix / 'include'}", *([f"-I{base / 'include'}"] if base else [])]
     tests = [
-        SmokeTest("rocminfo", ((str(bin_dir / "rocminfo"),),),
+        SmokeTest("rocminfo", ((str(tools / "rocminfo"),),),
                   _expect(rf"^\s*Name:\s+{re.escape(gfx)}\b.*$", f"agent {gfx}"), timeout=120),
         SmokeTest("hip-hello",
                   ((hipcc, f"--offload-arch={gfx}", "-O2", "hello.hip", "-o", "hello", *link),
@@ -216,7 +222,7 @@ def plan_smoke(prefix: Path, gfx: str, model: Path | None = None) -> list[SmokeT
                   _expect(r"^hello OK on .*$", "'hello OK'"), files={"hello.hip": HELLO_HIP}),
         SmokeTest("rocblas-sgemm",
                   ((hipcc, f"--offload-arch={gfx}", "-O2", "sgemm.cpp", "-o", "sgemm",
-                    f"-I{prefix / 'include'}", *link, "-lrocblas"),
+                    *includes, *link, "-lrocblas"),
                    ("./sgemm",)),
                   _expect(r"^sgemm OK.*$", "'sgemm OK'"), files={"sgemm.cpp": SGEMM_CPP}),
     ]
@@ -227,17 +233,21 @@ def plan_smoke(prefix: Path, gfx: str, model: Path | None = None) -> list[SmokeT
     return tests
 
 
-def smoke_env(prefix: Path, base: Mapping[str, str] | None = None) -> dict[str, str]:
-    """The environment the tests run in: the prefix first on every search path."""
+def smoke_env(prefix: Path, base: Mapping[str, str] | None = None,
+              rocm_base: Path | None = None) -> dict[str, str]:
+    """The environment the tests run in: the prefix first on every search path, then a
+    ``rocm_base`` (--base), which is also ROCM_PATH/HIP_PATH (its compilers and HIP)."""
     env = dict(os.environ if base is None else base)
-    lib_path = [str(prefix / "lib"), str(prefix / "lib64")]
+    trees = [prefix, *([rocm_base] if rocm_base else [])]
+    lib_path = [str(t / d) for t in trees for d in ("lib", "lib64")]
     if env.get("LD_LIBRARY_PATH"):
         lib_path.append(env["LD_LIBRARY_PATH"])
+    rocm = str(rocm_base or prefix)
     env.update({
         "HIP_PLATFORM": "amd",  # hipcc must not pick CUDA when nvcc is also installed
-        "ROCM_PATH": str(prefix),
-        "HIP_PATH": str(prefix),
-        "PATH": os.pathsep.join([str(prefix / "bin"), env.get("PATH", "")]),
+        "ROCM_PATH": rocm,
+        "HIP_PATH": rocm,
+        "PATH": os.pathsep.join([*(str(t / "bin") for t in trees), env.get("PATH", "")]),
         "LD_LIBRARY_PATH": os.pathsep.join(lib_path),
     })
     return env
@@ -300,7 +310,7 @@ def select_agent(presence: GpuPresence, targets: Sequence[TargetId]) -> GpuAgent
 
 def run_smoke(prefix: Path, targets: Sequence[TargetId], model: Path | None = None,
               root: Path = Path("/"), echo: Callable[[str], None] = lambda _: None,
-              ) -> SmokeReport:
+              base: Path | None = None) -> SmokeReport:
     """Run the smoke tests on the first GPU whose processor is a requested target, or say
     in one line why they are skipped."""
     presence = detect_gpus(root)
@@ -313,10 +323,10 @@ def run_smoke(prefix: Path, targets: Sequence[TargetId], model: Path | None = No
         return SmokeReport(skipped=f"smoke tests skipped: the GPU here ({found}) is not a "
                                    f"requested target ({wanted})")
     gpu_index = presence.agents.index(agent)
-    env = {**smoke_env(prefix), "ROCR_VISIBLE_DEVICES": str(gpu_index)}
+    env = {**smoke_env(prefix, rocm_base=base), "ROCR_VISIBLE_DEVICES": str(gpu_index)}
     results = []
     with tempfile.TemporaryDirectory(prefix="rocbuild-smoke-") as scratch:
-        for test in plan_smoke(prefix, agent.gfx, model):
+        for test in plan_smoke(prefix, agent.gfx, model, base):
             results.append(run_test(test, Path(scratch), env, echo))
     return SmokeReport(tuple(results))
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rocbuild import launchers, sources
+from rocbuild.base import base_runpath, rpath_args
 from rocbuild.graph import Component, Stack, venv_dir, wheelhouse_dir
 
 STEPS = ("fetch", "patch", "configure", "compile", "install")
@@ -30,7 +31,7 @@ def steps_of(component: Component) -> tuple[str, ...]:
 def path_head(stack: Stack) -> list[str]:
     """What goes before the user's PATH: the prefix, then the build venv when recipes need
     Python packages (so `python3` in a build finds them, and the system Python is untouched)."""
-    head = [f"{stack.prefix}/bin"]
+    head = [f"{p}/bin" for p in stack.search_prefixes]  # the prefix, then a --base
     if stack.python_needs() != ((), ()):
         head.append(str(venv_dir(stack.workdir) / "bin"))
     return head
@@ -40,8 +41,11 @@ def env_overrides(stack: Stack, component: Component) -> dict[str, str]:
     """The variables rocbuild sets for a build step, in one place: the prefix (and the build
     venv) first on PATH, ROCM_PATH and HIP_PLATFORM=amd, then the recipe's own [env], which
     wins. PATH keeps a ``$PATH`` reference for printing; ``step_env`` expands it."""
-    overrides = {"PATH": ":".join(path_head(stack)) + ":$PATH", "ROCM_PATH": str(stack.prefix),
+    overrides = {"PATH": ":".join(path_head(stack)) + ":$PATH",
+                 "ROCM_PATH": str(stack.rocm_root),
                  "HIP_PLATFORM": "amd"}
+    if stack.base is not None:  # hipcc's HIP is the base's, whatever the user's shell says
+        overrides["HIP_PATH"] = str(stack.rocm_root)
     overrides.update(launchers.step_env(stack.launch, stack, component, os.environ))
     overrides.update(component.env)
     return overrides
@@ -63,16 +67,20 @@ def step_env(stack: Stack, component: Component,
 def install_runpath(stack: Stack, component: Component) -> str:
     """The RUNPATH of the programs and libraries a component installs, relative to $ORIGIN so
     a prefix still works when copied or moved: the component's own lib/ first, then the
-    stack's lib/ and every other lib/ a component of the stack installs into (LLVM's
-    lib/llvm/lib). Relative to bin/, which is also right for lib/ (its sibling)."""
+    stack's lib/ and the lib/ of every component it depends on that installs elsewhere
+    (LLVM's lib/llvm/lib), never a folder of a component it does not use. Relative to bin/,
+    which is also right for lib/ (its sibling)."""
+    users_of = [stack.components[n] for n in stack.closure(component.name)
+                if n in stack.components]
     libs = [component.install_prefix / "lib", stack.prefix / "lib",
-            *sorted({c.install_prefix / "lib" for c in stack.components.values()})]
+            *(c.install_prefix / "lib" for c in users_of)]
     origin = component.install_prefix / "bin"
     entries: list[str] = []
     for lib in libs:
         entry = "$ORIGIN/" + os.path.relpath(lib, origin)
         if entry not in entries:
             entries.append(entry)
+    entries += base_runpath(stack.base)  # a --base's lib dirs, absolute, after the prefix's
     return ";".join(entries)
 
 
@@ -86,7 +94,7 @@ def configure_argv(stack: Stack, component: Component, jobs: Mapping[str, int] |
     which change only the speed and so are not part of any fingerprint (None: leave them out).
     Every component gets an install RUNPATH (DESIGN 3.5) unless its recipe sets its own or
     opts out (install.runpath = false, with a reason)."""
-    prefix_path = str(stack.prefix)
+    prefix_path = ";".join(str(p) for p in stack.search_prefixes)  # the prefix, then a --base
     recipe_args: list[str] = []
     for arg in component.cmake_args:
         if arg.startswith("-DCMAKE_PREFIX_PATH="):  # the recipe's paths come after the prefix
@@ -98,8 +106,8 @@ def configure_argv(stack: Stack, component: Component, jobs: Mapping[str, int] |
     return ["cmake", "-G", "Ninja", "-S", str(component.source_dir), "-B",
             str(component.build_dir), f"-DCMAKE_BUILD_TYPE={component.build_type}",
             f"-DCMAKE_INSTALL_PREFIX={component.install_prefix}",
-            f"-DCMAKE_PREFIX_PATH={prefix_path}", *runpath, *recipe_args,
-            *launchers.cmake_args(stack.launch, component),
+            f"-DCMAKE_PREFIX_PATH={prefix_path}", *runpath, *rpath_args(stack.base),
+            *recipe_args, *launchers.cmake_args(stack.launch, component),
             *(component.render_job_args(jobs) if jobs is not None else [])]
 
 

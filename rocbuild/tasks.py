@@ -17,7 +17,7 @@ from typing import Any
 
 from doit.exceptions import TaskFailed
 
-from rocbuild import optcheck
+from rocbuild import cache_install, optcheck
 from rocbuild.build import BuildContext
 from rocbuild.graph import Component
 from rocbuild.steps import steps_of
@@ -65,6 +65,10 @@ def component_tasks(ctx: BuildContext, comp: Component) -> list[dict[str, Any]]:
     steps = steps_of(comp)
     out: list[dict[str, Any]] = []
     previous: str | None = None
+    # --cache: `cache:<name>` installs the artifact and stamps the steps before they run
+    cached = cache_install.is_served(ctx, comp.name)
+    if cached:
+        out.append(cache_install.task(ctx, comp))
     for step in steps:
         if step == "fetch":
             deps: list[str] = []
@@ -74,6 +78,10 @@ def component_tasks(ctx: BuildContext, comp: Component) -> list[dict[str, Any]]:
             deps = [f"options:{comp.name}", *(f"build:{d}" for d in comp.depends)]
         else:
             deps = [f"{previous}:{comp.name}"]
+        if cached and previous is None:
+            deps.append(f"{cache_install.STEP}:{comp.name}")
+        elif cached and step == "configure":  # its checkout left the sources-first phase
+            deps.append(f"{previous}:{comp.name}")
         out.append(_step_task(ctx, comp, step, deps))
         previous = step
     last = [f"{previous}:{comp.name}"] if previous else []
@@ -82,7 +90,8 @@ def component_tasks(ctx: BuildContext, comp: Component) -> list[dict[str, Any]]:
         "name": comp.name,
         "doc": f"fetch and patch every source {comp.name} needs",
         "actions": None,
-        "task_dep": [f"patch:{owner}" for owner in checkouts_needed(ctx, comp)]
+        "task_dep": [f"patch:{owner}" for owner in checkouts_needed(ctx, comp)
+                     if not cache_install.is_served(ctx, owner)]
         + ([PYTHON_TASK] if ctx.stack.python_needs() != ((), ()) else []),
     })
     if comp.builds:
@@ -93,7 +102,11 @@ def component_tasks(ctx: BuildContext, comp: Component) -> list[dict[str, Any]]:
             "actions": [(_options_action, [ctx, comp.name])],
             # the options were accepted once the configure of this fingerprint succeeded
             "uptodate": [(_uptodate, [ctx, comp.name, "configure"])],
-            "task_dep": [f"sources:{comp.name}"],
+            # served by --cache: after the cache step (then configure is current and this is
+            # skipped), and after the checkout the sources phase left out (if it was refused)
+            "task_dep": [f"sources:{comp.name}", *([f"{cache_install.STEP}:{comp.name}"]
+                         + ([f"patch:{comp.name}"] if "patch" in steps else [])
+                         if cached else [])],
             "verbosity": 2,
         })
     out.append({
@@ -110,14 +123,7 @@ def component_tasks(ctx: BuildContext, comp: Component) -> list[dict[str, Any]]:
 
 def checkouts_needed(ctx: BuildContext, comp: Component) -> list[str]:
     """The checkouts of the component and of everything it depends on, in build order."""
-    closure: set[str] = set()
-    todo = [comp.name]
-    while todo:
-        name = todo.pop()
-        if name not in closure:
-            closure.add(name)
-            todo.extend(ctx.component(name).depends)
-    owners = {ctx.component(n).checkout for n in closure}
+    owners = {ctx.component(n).checkout for n in ctx.stack.closure(comp.name)}
     return [n for n in ctx.stack.order if n in owners]
 
 

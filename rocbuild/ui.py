@@ -11,15 +11,16 @@ from rich.markup import escape
 
 from rocbuild.cost import summary_lines
 from rocbuild.plan import Plan, to_json
+from rocbuild.resources import format_gib
 from rocbuild.steps import shell_line, venv_commands
 
 
 def console(stream: TextIO | None = None) -> Console:
-    # width only matters for a pipe or a file: keep lines whole there, unless COLUMNS says
-    # how wide the reader is (rich reads it itself when width is None)
+    # width only matters for a pipe or a file: keep lines whole there, unless the user (or a
+    # script) says how wide with COLUMNS, which rich reads when no width is given
     stream = stream or sys.stdout
-    tty = stream.isatty() or os.environ.get("COLUMNS", "").isdigit()
-    return Console(file=stream, highlight=False, width=None if tty else 160)
+    sized = stream.isatty() or bool(os.environ.get("COLUMNS"))
+    return Console(file=stream, highlight=False, width=None if sized else 160)
 
 
 def print_plan(plan: Plan, out: Console) -> None:
@@ -43,10 +44,30 @@ def print_plan(plan: Plan, out: Console) -> None:
 
 
 def print_cost(plan: Plan, out: Console) -> None:
-    """The totals under the plan's table (cost.py)."""
+    """Under the plan's table: the totals (cost.py) and what a --base provides."""
     if plan.cost is not None:
         for line in summary_lines(plan.cost):
             out.print(escape(line))
+    print_base(plan, out)
+
+
+def print_base(plan: Plan, out: Console) -> None:
+    """What a --base provides, why the rest is built, and both roads' estimates."""
+    base = plan.stack.base
+    if base is not None:
+        where = escape(f"from base {base.path} ({base.version})")
+        for name in base.taken:
+            out.print(f"  [green]✓[/] {escape(name):<22} {where}")
+        for name, not_taken in base.not_taken.items():
+            if name in plan.stack.components:
+                out.print(f"  [yellow]↻[/] {escape(name):<22} built: {escape(not_taken.reason)}")
+    if plan.roads:
+        out.print(escape("both roads, whole stack (recipes' [resources]):"))
+        for road in plan.roads:
+            assumed = "(assumed: the base has every [base] component but the Tensile kernels)"
+            note = "" if road.measured else f" [dim]{escape(assumed)}[/]"
+            out.print(f"  {escape(road.name):<40} {len(road.components):>2} components, "
+                      f"{road.cpu_hours:5.1f} CPU-hours, {format_gib(road.disk)} disk{note}")
 
 
 def print_commands(plan: Plan, out: TextIO) -> None:

@@ -154,6 +154,8 @@ class Rule:
         enough when the user deleted or replaced the step's output."""
         stamp = self.state.read_stamp(comp.name, step) or {}
         missing = MISSING_OUTPUT.get(step)
+        if stamp.get("from_cache") and step != "install":
+            return self._cached_output(comp, step)
         if step == "fetch":
             same = (sources.checkout_id(comp.checkout_dir) == stamp.get("checkout_id")
                     and sources.checkout_commit(comp.checkout_dir) == stamp.get("commit"))
@@ -170,6 +172,15 @@ class Rule:
         if step == "install":
             return None if self._installed_files_present(comp) else missing
         return None
+
+    def _cached_output(self, comp: Component, step: str) -> str | None:
+        """A step stamped by the binary cache (cache_install.py) left no checkout or build
+        tree: it stands while every later step of the component is current, and is missing
+        once one of them must run again, since that one needs the real sources."""
+        steps = steps_of(comp)
+        if all(self.is_current(comp, later) for later in steps[steps.index(step) + 1:]):
+            return None
+        return "installed from the binary cache; building it again needs the sources"
 
     def _installed_files_present(self, comp: Component) -> bool:
         manifest = comp.build_dir / "install_manifest.txt"

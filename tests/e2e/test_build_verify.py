@@ -69,7 +69,7 @@ def test_verified_build_is_complete(tmp_path: Path, capsys: pytest.CaptureFixtur
 def test_missing_target_code_fails_the_build_and_blocks_activation(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     flags = stack(tmp_path, "gfx1030")  # the library is built, but not for gfx906
-    assert main(["build", *flags, "--quiet"]) == 4  # verify found missing GPU code
+    assert main(["build", *flags, "--quiet"]) == 4  # verify failed (exit codes table)
     out = capsys.readouterr().out
     assert "verify failed" in out and "libkern.so" in out
     info = build_info(tmp_path)

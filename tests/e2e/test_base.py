@@ -1,0 +1,234 @@
+"""The fast road: building on an installed ROCm (``--base``).
+
+A base made by rocbuild itself (the lower part of the generated chain, alpha and beta, built
+into prefix A) carries the rest (gamma, built with ``--base A`` into prefix B): B's program
+runs with a bare environment and loads A's libraries, and rebuilding A with a change makes B
+stale. Bad bases are refused before anything runs (exit 2, one message, no traceback). The
+shipped recipes are planned on a recorded AMD 6.4.3 layout (tests/data/rocm-6.4.3-files.txt).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.cli import run_cli, run_flags
+from tests.e2e.chain import Chain
+
+pytestmark = pytest.mark.e2e
+
+DATA = Path(__file__).resolve().parent.parent / "data"
+REPO_RECIPES = Path(__file__).resolve().parent.parent.parent / "recipes"
+
+# what alpha and beta look like once installed; alpha also writes the version file a base
+# needs (AMD's rocm-core does the same for /opt/rocm-X)
+BASE_TABLES = {
+    "alpha": ('[install.files]\n".info/version" = "{{ version }}\\n"\n'
+              '[base]\nprovides = ["lib/libalpha.so", "include/alpha.h"]\nrequired = true\n'),
+    "beta": '[base]\nprovides = ["lib/libbeta.so", "lib/cmake/beta/betaConfig.cmake"]\n',
+}
+
+
+def chain_with_base_tables(chain: Chain, alpha_args: tuple[str, ...] = ()) -> None:
+    chain.set_args("alpha", *alpha_args)
+    chain.set_args("beta")
+    for name, table in BASE_TABLES.items():
+        recipe = chain.recipes / f"{name}.toml"
+        recipe.write_text(recipe.read_text() + table)
+
+
+def base_flags(chain: Chain, prefix: str, work: str) -> list[str]:
+    return ["--recipes", str(chain.recipes), "--workdir", str(chain.root / work),
+            "--prefix", str(chain.root / prefix), "--mirror", chain.mirror]
+
+
+def plan_json(flags: list[str], *extra: str) -> dict:
+    return json.loads(run_flags(flags, "plan", "--json", *extra, expect=0).stdout)
+
+
+def test_chain_builds_on_a_base_made_by_rocbuild(chain: Chain) -> None:
+    chain_with_base_tables(chain)
+    lower = base_flags(chain, "A", "work-a")
+    run_flags(lower, "build", "alpha", "beta", "--quiet", "--no-verify", expect=0)
+    base = chain.root / "A"
+    assert (base / ".info/version").read_text() == "1.0\n"
+    upper = [*base_flags(chain, "B", "work-b"), "--base", str(base)]
+
+    plan = plan_json(upper)
+    assert [c["name"] for c in plan["components"]] == ["gamma"]
+    assert sorted(plan["base"]["taken"]) == ["alpha", "beta"]
+    assert plan["settings"]["base"] == {"value": str(base), "source": "flag --base"}
+    text = run_flags(upper, "plan", expect=0).stdout
+    assert f"from base {base} (1.0.0)" in text
+
+    run_flags(upper, "build", "--quiet", "--no-verify", expect=0)
+    gamma = chain.root / "B/bin/gamma"
+    assert not (chain.root / "B/lib/libbeta.so").exists()  # taken, not built again
+    # a bare environment: RUNPATH alone finds beta and alpha in A
+    done = subprocess.run([str(gamma)], env={}, capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "gamma 11"
+    assert plan_json(upper)["components"][0]["state"] == "done"
+    info = json.loads((chain.root / "B/.rocbuild/build-info.json").read_text())
+    assert info["base"] == {"path": str(base), "version": "1.0.0", "taken": ["alpha", "beta"]}
+    # B alone is not a whole stack: activate never points a link at it
+    link = chain.root / "rocm"
+    refused = run_cli("activate", str(chain.root / "B"), "--link", str(link), expect=2)
+    assert "only the top of a stack built on the base" in refused.stderr, refused.explain()
+    assert not link.is_symlink()
+    # verify finds the base from B's build-info (no --base) and scans it too; the chain has no
+    # GPU code, so the prefix itself fails (exit 4) and the base has nothing to report; the
+    # linkage check finds every library gamma needs (B's RUNPATH reaches A)
+    checked = run_cli("verify", "--json", "--prefix", str(chain.root / "B"), "--target",
+                      "gfx906", "--no-smoke", "--recipes", str(chain.recipes), expect=4)
+    doc = json.loads(checked.stdout)
+    assert doc["base"] == {"path": str(base), "findings": []}
+    assert doc["linkage"]["ok"] is True and doc["linkage"]["checked"] == 1
+
+    # an upgrade of the base (alpha rebuilt with another factor) makes gamma stale
+    chain_with_base_tables(chain, ("-DALPHA_FACTOR=2",))
+    run_flags(lower, "build", "alpha", "beta", "--quiet", "--no-verify", expect=0)
+    assert plan_json(upper)["components"][0]["state"] == "stale"
+    run_flags(upper, "build", "--quiet", "--no-verify", expect=0)
+    done = subprocess.run([str(gamma)], env={}, capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "gamma 12"
+
+
+def make_base(root: Path, version: str | None = "1.0.4",
+              files: tuple[str, ...] = ("lib/libalpha.so", "include/alpha.h")) -> Path:
+    base = root / "base"
+    for rel in files:
+        (base / rel).parent.mkdir(parents=True, exist_ok=True)
+        (base / rel).write_text("x")
+    base.mkdir(exist_ok=True)
+    if version is not None:
+        (base / ".info").mkdir()
+        (base / ".info/version").write_text(version + "\n")
+    return base
+
+
+@pytest.mark.parametrize("case, needle", [
+    ("missing", "does not exist"),
+    ("series", "is ROCm 2.0.1, but these recipes build the 1.0 series"),
+    ("no-version", "has no .info/version"),
+    ("unreadable", "cannot read .info/version"),
+    ("garbage", "not a version like 6.4.3"),
+    ("lacking", "lacks what the build needs from it: alpha (include/alpha.h)"),
+])
+def test_bad_base_is_refused_before_anything_runs(chain: Chain, case: str, needle: str) -> None:
+    chain_with_base_tables(chain)
+    if case == "missing":
+        base = chain.root / "no-such-rocm"
+    elif case == "series":
+        base = make_base(chain.root, "2.0.1")
+    elif case == "no-version":
+        base = make_base(chain.root, None)
+    elif case == "unreadable":  # a folder where the file should be (root reads any mode)
+        base = make_base(chain.root, None)
+        (base / ".info/version").mkdir(parents=True)
+    elif case == "garbage":
+        base = make_base(chain.root, "unknown")
+    else:
+        base = make_base(chain.root, files=("lib/libalpha.so",))
+    flags = [*chain.flags(), "--base", str(base)]
+    for command in ("plan", "build"):
+        result = run_flags(flags, command, expect=2)
+        assert needle in result.stderr, result.explain()
+        assert result.stderr.count("rocbuild:") == 1, result.explain()
+    assert not chain.workdir.exists() or not (chain.workdir / "src").exists()
+    assert not chain.prefix.exists()
+
+
+def test_base_from_the_environment_is_shown_with_its_source(chain: Chain) -> None:
+    chain_with_base_tables(chain)
+    base = make_base(chain.root)
+    plan = json.loads(run_cli("plan", "--json", *chain.flags(), expect=0,
+                              env={"ROCBUILD_BASE": str(base)}).stdout)
+    assert plan["settings"]["base"] == {"value": str(base), "source": "env ROCBUILD_BASE"}
+    assert plan["base"]["version"] == "1.0.4"
+    assert plan["version"] == "1.0.4"  # the base's version decides what is built
+    assert list(plan["base"]["taken"]) == ["alpha"]
+    assert plan["base"]["built"] == {"beta": "base lacks lib/libbeta.so, "
+                                             "lib/cmake/beta/betaConfig.cmake"}
+
+
+def amd_tree(root: Path, version: str = "6.4.3") -> Path:
+    """An empty-file copy of AMD's recorded 6.4.3 layout (paths only)."""
+    base = root / f"rocm-{version}"
+    for line in (DATA / "rocm-6.4.3-files.txt").read_text().splitlines():
+        if line and not line.startswith("#"):
+            (base / line).parent.mkdir(parents=True, exist_ok=True)
+            (base / line).write_text("x")
+    (base / ".info/version").write_text(f"{version}-128\n")
+    return base
+
+
+def amd_flags(tmp_path: Path, base: Path) -> list[str]:
+    return ["--base", str(base), "--target", "gfx906", "--workdir", str(tmp_path / "work"),
+            "--recipes", str(REPO_RECIPES)]
+
+
+def test_plan_on_a_recorded_amd_643_layout(tmp_path: Path) -> None:
+    base = amd_tree(tmp_path)
+    flags = amd_flags(tmp_path, base)
+    plan = plan_json(flags)
+    assert [c["name"] for c in plan["components"]] == ["tensile", "rocblas", "hipblas",
+                                                       "llama.cpp"]
+    taken = plan["base"]["taken"]
+    for name in ("llvm", "device-libs", "comgr", "hipcc", "rocr", "hip", "clr", "roctracer"):
+        assert name in taken
+    assert "gfx906 Tensile kernels" in plan["base"]["built"]["rocblas"]
+    assert plan["base"]["built"]["hipblas"] == "depends on rocblas, which is built"
+    rocblas = next(c for c in plan["components"] if c["name"] == "rocblas")
+    # the compilers and ROCM_PATH come from the base; the prefix comes first in the search
+    assert f"-DCMAKE_CXX_COMPILER={base}/bin/amdclang++" in rocblas["configure_args"]
+    assert f"-DCMAKE_PREFIX_PATH={plan['prefix']};{base}" in rocblas["configure_args"]
+    assert rocblas["env"]["TENSILE_ROCM_ASSEMBLER_PATH"] == f"{base}/lib/llvm/bin/clang++"
+    # installed files find the prefix's libraries first, then the base's, without env.sh
+    assert f"-DCMAKE_INSTALL_RPATH=$ORIGIN/../lib;{base}/lib" in rocblas["configure_args"]
+    roads = plan["roads"]
+    assert roads["base"]["components"] == ["rocblas", "hipblas", "llama.cpp"]
+    assert roads["full"]["cpu_hours"] > roads["base"]["cpu_hours"] > 0
+    assert roads["full"]["disk"] > roads["base"]["disk"] > 0
+
+    text = run_flags(flags, "plan", expect=0).stdout
+    assert f"clr                    from base {base} (6.4.3)" in text
+    assert "rocblas                built: base lacks gfx906 Tensile kernels" in text
+    assert "both roads, whole stack" in text and f"on base {base}" in text
+
+
+def test_base_version_decides_the_refs(tmp_path: Path) -> None:
+    plan = plan_json(amd_flags(tmp_path, amd_tree(tmp_path, "6.4.1")))
+    refs = {c["name"]: c["source"]["ref"] for c in plan["components"]}
+    assert refs["rocblas"] == refs["hipblas"] == "rocm-6.4.1"
+    assert refs["tensile"] == "be49885fce2a61b600ae4593f1c2d00c8b4fa11e"
+
+
+@pytest.mark.parametrize("version, needle", [
+    ("6.4.9", "key 'source.refs' has no entry for ROCm 6.4.9"),
+    ("7.0.2", "is ROCm 7.0.2, but these recipes build the 6.4 series"),
+    ("6.3.4", "is ROCm 6.3.4, but these recipes build the 6.4 series"),
+])
+def test_amd_base_of_unknown_version_is_refused(tmp_path: Path, version: str,
+                                                needle: str) -> None:
+    result = run_flags(amd_flags(tmp_path, amd_tree(tmp_path, version)), "plan", expect=2)
+    assert needle in result.stderr, result.explain()
+
+
+def test_amd_base_without_the_hip_runtime_is_refused(tmp_path: Path) -> None:
+    base = amd_tree(tmp_path)
+    os.remove(base / "lib/libamdhip64.so.6")
+    result = run_flags(amd_flags(tmp_path, base), "plan", expect=2)
+    assert "clr (lib/libamdhip64.so.6)" in result.stderr, result.explain()
+
+
+def test_plan_without_base_estimates_both_roads(tmp_path: Path) -> None:
+    flags = ["--target", "gfx906", "--workdir", str(tmp_path / "work"),
+             "--recipes", str(REPO_RECIPES)]
+    roads = plan_json(flags)["roads"]
+    assert roads["base"]["measured"] is False
+    assert roads["base"]["components"] == ["rocblas", "hipblas", "llama.cpp"]
+    assert "llvm" in roads["full"]["components"]
