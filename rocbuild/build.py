@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import shutil
 import sys
 import threading
@@ -22,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from rocbuild import launchers, patches, proc, resources, running, sources
+from rocbuild import launchers, leftovers, ownership, patches, proc, resources, running, sources
 from rocbuild.diagnose import diagnose
 from rocbuild.errors import BuildFailed
 from rocbuild.graph import Component, Stack, sha256_text, venv_dir
@@ -184,6 +183,7 @@ class BuildContext:
         self._lock = stack
         for command in self.registry().reap_leftovers():
             self.output.say(f"ended a leftover process of an earlier run: {command}")
+        leftovers.clean(self.stack.workdir, self.output.say)  # git locks, .old, stamp temps
 
     def release(self) -> None:
         if self._lock is not None:
@@ -407,7 +407,8 @@ class BuildContext:
 
     def job_cap(self, name: str) -> int | None:
         doc = read_json(self.job_cap_path(name))
-        return int(doc["jobs"]) if doc and isinstance(doc.get("jobs"), int) else None
+        jobs = doc.get("jobs") if doc else None  # a cap below 1 is damage, not a limit
+        return jobs if isinstance(jobs, int) and not isinstance(jobs, bool) and jobs >= 1 else None
 
     def _configure(self, comp: Component, log: Path, outcome: StepOutcome) -> None:
         comp.build_dir.mkdir(parents=True, exist_ok=True)
@@ -481,31 +482,17 @@ class BuildContext:
                           outcome)
 
     def _install(self, comp: Component, log: Path, outcome: StepOutcome) -> None:
+        prefix = self.stack.prefix
+        ownership.begin_install(prefix, comp)  # no link out; not complete while replaced
         self._remove_previous_install(comp, self._logger(log))
         self._run(comp, "install", install_argv(comp), log, outcome)
         self._install_extras(comp, self._logger(log))
+        ownership.finish_install(prefix, comp, self.stack.order, self._logger(log))
 
     def _install_extras(self, comp: Component, log: Callable[[str], None]) -> None:
-        """The links and files a recipe declares (what AMD's packages add after install,
-        e.g. <prefix>/llvm -> lib/llvm, bin/amdclang++, clang config files)."""
-        prefix = self.stack.prefix
-        for rel, target in comp.install_links:
-            path = prefix / rel
-            path.parent.mkdir(parents=True, exist_ok=True)
-            if path.is_symlink() or path.is_file():
-                path.unlink()
-            elif path.exists():
-                raise BuildFailed(f"{comp.name}: cannot create the link {path}: a folder is "
-                                  "in the way", tip=f"move {path} away and run the build again")
-            path.symlink_to(target)
-            log(f"link {path} -> {target}")
-        for rel, text in comp.install_files:
-            path = prefix / rel
-            path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_name(f".{path.name}.rocbuild-tmp")
-            tmp.write_text(text)
-            os.replace(tmp, path)
-            log(f"wrote {path}")
+        """The recipe's links and files (ownership.py never writes them through a link out of
+        the prefix)."""
+        ownership.install_extras(self.stack.prefix, comp, log)
 
     def _remove_previous_install(self, comp: Component, log: Callable[[str], None]) -> None:
         """Remove what this component installed last time before installing again: CMake

@@ -1,10 +1,11 @@
 """``<prefix>/.rocbuild/build-info.json``: what was built into a prefix, from which sources,
 and whether the build finished (``complete``) and passed ``rocbuild verify`` (``verified``).
 
-The install step writes it when a build starts (complete = false) and again when the last
-component is installed; ``activate`` refuses a prefix whose file is missing or not complete,
-and ``prefixes`` lists the prefixes that have one. Writes are atomic (temp file + rename in
-the same folder), so a reader never sees half a document, even after a crash.
+An install into a complete prefix first rewrites it with complete = false (mark_incomplete),
+and the build writes it again when the last component is installed; ``activate`` refuses a
+prefix whose file is missing or not complete, and ``prefixes`` lists the prefixes that have
+one. Writes are atomic (temp file + rename in the same folder), so a reader never sees half a
+document, even after a crash.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import hashlib
 import json
 import os
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
@@ -170,6 +171,27 @@ def read_build_info(prefix: Path) -> BuildInfo | None:
         raise ConfigError(f"{path}: not a rocbuild build-info file ({exc})",
                           tip=f"rebuild into {prefix}, or remove {path} if the prefix is not "
                               "rocbuild's") from None
+
+
+def read_build_info_lenient(prefix: Path, warn: Callable[[str], None]) -> BuildInfo | None:
+    """For a build that is about to write the record again: an unreadable one counts as
+    absent (with a warning), since the build's own result replaces it."""
+    try:
+        return read_build_info(prefix)
+    except ConfigError as exc:
+        warn(f"warning: {exc}; it is treated as absent and written again")
+        return None
+
+
+def mark_incomplete(prefix: Path) -> None:
+    """Before an install replaces files in a complete prefix: the prefix no longer claims to
+    be complete (``activate`` refuses it) until the build finishes again."""
+    try:
+        info = read_build_info(prefix)
+    except ConfigError:
+        info = None  # unreadable already counts as not complete
+    if info is not None and (info.complete or info.verified):
+        write_build_info(prefix, replace(info, complete=False, verified=False, finished=None))
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from rocbuild import cache
+from rocbuild import cache, ownership, prefixguard
 from rocbuild.artifacts import ArtifactRefused
 from rocbuild.build import BuildContext, StepOutcome, log_path
 from rocbuild.cache_store import CacheUnavailable, ProgressLine
@@ -99,10 +99,13 @@ def install_step(ctx: BuildContext, name: str) -> None:
     started = time.monotonic()
     outcome = StepOutcome(name, STEP, "done", log=log_file)
     try:
+        prefixguard.claim(ctx.stack.prefix)  # rocbuild's from its first install on
+        ownership.begin_install(ctx.stack.prefix, comp)  # no link out; not complete meanwhile
         ctx._remove_previous_install(comp, log)
         cache.install(store, ctx.stack, choice, log,
                       ProgressLine(ctx.output.say, f"{name}: pulling"))
         ctx._install_extras(comp, log)  # the recipe's links and files, for this prefix
+        ownership.finish_install(ctx.stack.prefix, comp, ctx.stack.order, log)
         for step in steps_of(comp):  # in order: each stamp's inputs name the one before
             _stamp(ctx, comp, step, choice)
     except (ArtifactRefused, CacheUnavailable, BuildFailed, OSError) as exc:

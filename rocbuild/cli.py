@@ -14,7 +14,7 @@ import sys
 from collections.abc import Sequence
 from typing import NoReturn
 
-from rocbuild import __version__, help_text, settings
+from rocbuild import __version__, faults, help_text, settings
 from rocbuild.errors import EXIT_INTERRUPTED, RocbuildError
 from rocbuild.targets import looks_like_target
 
@@ -68,6 +68,13 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _report(exc: RocbuildError) -> int:
+    print(f"rocbuild: error: {exc}", file=sys.stderr)
+    if exc.tip:
+        print(f"TIP: {exc.tip}", file=sys.stderr)
+    return exc.exit_code
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -79,10 +86,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"rocbuild: note: {note}", file=sys.stderr)
         return int(args.func(args, resolved))
     except RocbuildError as exc:
-        print(f"rocbuild: error: {exc}", file=sys.stderr)
-        if exc.tip:
-            print(f"TIP: {exc.tip}", file=sys.stderr)
-        return exc.exit_code
+        return _report(exc)
+    except OSError as exc:  # a full disk or a read-only file system under rocbuild's own files
+        if not faults.is_machine_fault(exc):
+            raise
+        return _report(faults.explain(exc))
     except BrokenPipeError:  # `rocbuild plan | head`: the reader left, which is not an error
         sys.stdout = None  # type: ignore[assignment]  # no flush of a closed pipe at exit
         return 0

@@ -8,7 +8,7 @@ import sys
 
 from rich.console import Console
 
-from rocbuild import build_report, cache_install, continuation, engine, status
+from rocbuild import build_report, cache_install, continuation, engine, prefixguard, status
 from rocbuild.build import BuildContext, Output
 from rocbuild.errors import RocbuildError
 from rocbuild.graph import load_stack
@@ -36,6 +36,9 @@ def register(sub: argparse._SubParsersAction, parents: list[argparse.ArgumentPar
                              "(the prefix is then complete but unproven)")
     parser.add_argument("--offline", action="store_true",
                         help="never download: use the source cache and mirrors only")
+    parser.add_argument(prefixguard.ALLOW_FLAG, action="store_true",
+                        help="install into an existing non-empty --prefix that rocbuild did "
+                             "not create (its files may be overwritten)")
     parser.add_argument("--json", action="store_true",
                         help="at the end, print the run's outcome as JSON on stdout (steps, "
                              "durations, results, logs, causes); step lines go to stderr")
@@ -63,6 +66,7 @@ def expected_steps(ctx: BuildContext, requested: list[str]) -> dict[tuple[str, s
 
 def run(args: argparse.Namespace, settings: Settings) -> int:
     stack = load_stack(settings, args.components)
+    prefixguard.check(stack.prefix, allow_existing=args.allow_existing_prefix)
     ctx = BuildContext(stack=stack, settings=settings, output=make_output(args),
                        offline=args.offline,
                        command=continuation.command_line(getattr(args, "argv", []), settings))

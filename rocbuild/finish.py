@@ -58,7 +58,7 @@ def finish(ctx: BuildContext, out: Console, *, verify: bool, started: str) -> bo
         out.print("build-info: part of the stack is built; run `rocbuild build` for the rest")
         return True
     info = _build_info(ctx, complete, started)  # the record names every component
-    previous = buildinfo.read_build_info(prefix)
+    previous = buildinfo.read_build_info_lenient(prefix, ctx.output.say)
     nothing_ran = all(o.result == "current" for o in ctx.outcomes)
     if (nothing_ran and previous is not None and previous.complete and previous.verified
             and previous.recipe_fingerprint == info.recipe_fingerprint):

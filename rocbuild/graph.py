@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rocbuild import launchers
+from rocbuild import inputcheck, launchers
 from rocbuild.base import Base, load_base
 from rocbuild.errors import ConfigError
 from rocbuild.recipes import Recipe, RecipeSet, load_recipes, suggest
@@ -343,7 +343,9 @@ def _render_component(stack: Stack, recipe: Recipe, done: Mapping[str, Component
                   # every installed tree to search, the prefix first
                   "rocm": str(stack.rocm_root),
                   "rocm_dirs": [str(p) for p in stack.search_prefixes]}
-    subdir = render(recipe.source.subdir, subdir_ctx, file=recipe.file, key="source.subdir")
+    where = str(recipe.file)
+    subdir = inputcheck.subdir_inside(where, "source.subdir", render(
+        recipe.source.subdir, subdir_ctx, file=recipe.file, key="source.subdir"))
     source_dir = checkout_dir / subdir if subdir else checkout_dir
     build_dir = stack.workdir / "build" / recipe.name
     context: dict[str, Any] = {
@@ -362,7 +364,7 @@ def _render_component(stack: Stack, recipe: Recipe, done: Mapping[str, Component
     def r(text: str, key: str) -> str:
         return render(text, context, file=recipe.file, key=key)
 
-    url = ref = None
+    url = ref = fetch_url = None
     if recipe.source.git is not None:
         pinned = recipe.source.ref_for(stack.version)
         if pinned is None:
@@ -370,19 +372,34 @@ def _render_component(stack: Stack, recipe: Recipe, done: Mapping[str, Component
                 f"{recipe.file}: key 'source.refs' has no entry for ROCm {stack.version} "
                 f"(pinned: {', '.join(sorted(recipe.source.refs))})",
                 tip=f"add \"{stack.version}\" = \"<commit>\" under [source.refs] in {recipe.file}")
-        url, ref = r(recipe.source.git, "source.git"), r(pinned, "source.ref")
+        url = inputcheck.git_url(where, "source.git", r(recipe.source.git, "source.git"))
+        ref_key = ("source.ref" if stack.version not in recipe.source.refs
+                   else f'source.refs."{stack.version}"')
+        ref = inputcheck.git_ref(where, ref_key, r(pinned, ref_key))
+        fetch_url = inputcheck.git_url(where, "source.git (after --mirror rules)",
+                                       rewrite_url(url, settings.mirror))
+    inputcheck.arg_list(where, "cmake.args", recipe.cmake_args)
+    inputcheck.arg_list(where, "cmake.job_args", recipe.job_args)
+    if ref is not None:
         context["ref"] = ref  # e.g. llama.cpp's build number comes from its release tag
     args = tuple(r(a, f"cmake.args[{i}]") for i, a in enumerate(recipe.cmake_args))
+    inputcheck.arg_list(where, "cmake.args", args)
     for i, arg in enumerate(args):
         if arg.startswith(("-G", "-S", "-B", "-DCMAKE_INSTALL_PREFIX=")):
             raise ConfigError(f"{recipe.file}: key 'cmake.args[{i}]': '{arg}' is set by rocbuild "
                               "itself (generator, source, build folder, install prefix)",
                               tip=f"remove it from {recipe.file}")
-    env = tuple(sorted((k, r(v, f"env.{k}")) for k, v in recipe.env.items()))
-    build_type = r(recipe.build_type, "cmake.build_type")
-    install_prefix = Path(r(recipe.install_prefix, "cmake.install_prefix")
-                          if recipe.install_prefix else str(stack.prefix))
-    links = tuple(sorted((path, r(target, f"install.links.{path}"))
+    env = tuple(sorted((k, inputcheck.no_nul(where, f"env.{k}", r(v, f"env.{k}")))
+                       for k, v in recipe.env.items()))
+    build_type = inputcheck.no_nul(where, "cmake.build_type",
+                                   r(recipe.build_type, "cmake.build_type"))
+    install_prefix = inputcheck.install_prefix_inside(
+        where, "cmake.install_prefix", stack.prefix,
+        Path(r(recipe.install_prefix, "cmake.install_prefix")
+             if recipe.install_prefix else str(stack.prefix)))
+    links = tuple(sorted((path, inputcheck.link_target_inside(
+                              where, f'install.links."{path}"', stack.prefix, path,
+                              r(target, f"install.links.{path}")))
                          for path, target in recipe.install_links.items()))
     files = tuple(sorted((path, r(text, f"install.files.{path}"))
                          for path, text in recipe.install_files.items()))
@@ -411,7 +428,7 @@ def _render_component(stack: Stack, recipe: Recipe, done: Mapping[str, Component
         d: done[d].portable_fingerprint for d in deps}}, sort_keys=True))
     return Component(
         recipe=recipe, depends=deps, checkout=owner, url=url,
-        fetch_url=rewrite_url(url, settings.mirror) if url else None, ref=ref,
+        fetch_url=fetch_url, ref=ref,
         submodules=recipe.source.submodules, checkout_dir=checkout_dir, source_dir=source_dir,
         build_dir=build_dir, cmake_args=args, build_type=build_type, env=env, patches=patches,
         fingerprint=fingerprint, portable_fingerprint=sha256_text(portable_doc),

@@ -304,6 +304,13 @@ def nearest_existing(path: Path) -> Path:
     return Path("/")
 
 
+def _read_only(path: Path) -> bool:
+    try:
+        return bool(os.statvfs(path).f_flag & os.ST_RDONLY)
+    except OSError:
+        return False
+
+
 def prefix_findings(prefix: Path, user: str) -> list[Finding]:
     bad = prefix_problem(prefix)
     if bad:
@@ -313,6 +320,10 @@ def prefix_findings(prefix: Path, user: str) -> list[Finding]:
     if not base.is_dir():
         return [Finding("prefix", FAIL, f"the prefix {prefix} cannot be created: {base} is not "
                         "a folder", f"choose another --prefix, or move {base} away")]
+    if _read_only(base):  # os.access says "not writable" too; the fix is not a chown
+        return [Finding("prefix", FAIL, f"the prefix {prefix} is on a read-only file system "
+                        f"({base})", f"remount {base}'s file system read-write, or pick a "
+                        "--prefix on a writable one")]
     if not os.access(base, os.W_OK | os.X_OK):
         return [Finding("prefix", FAIL, f"the prefix {prefix} is not writable by {user} ({base} "
                         "belongs to someone else)",

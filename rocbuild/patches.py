@@ -41,9 +41,9 @@ def check_series(component: str, checkout: Path, commit: str, patches: Sequence[
             raise BuildFailed(f"{component}: cannot read commit {commit} to check patches: "
                               f"{read.stderr.strip()}")
         for patch in patches:
-            result = _git(checkout, ["apply", "--cached", "--check", str(patch)], env)
+            result = _git(checkout, ["apply", "--cached", "--check", "--", str(patch)], env)
             if result.returncode == 0:
-                result = _git(checkout, ["apply", "--cached", str(patch)], env)
+                result = _git(checkout, ["apply", "--cached", "--", str(patch)], env)
             if result.returncode != 0:
                 detail = result.stderr.strip().splitlines()
                 raise BuildFailed(
@@ -91,7 +91,7 @@ def applied_state(checkout: Path, patches: Sequence[Path]) -> Applied:
 
 
 def _created_by(checkout: Path, patch: Path) -> list[str]:
-    out = _git(checkout, ["apply", "--summary", str(patch)])
+    out = _git(checkout, ["apply", "--summary", "--", str(patch)])
     return [line.split()[-1] for line in out.stdout.splitlines()
             if line.strip().startswith("create mode")]
 
@@ -167,7 +167,7 @@ def apply_series(component: str, checkout: Path, commit: str, patches: Sequence[
         raise BuildFailed(f"{component}: git reset failed: {result.stderr.strip()}")
     for patch in patches:
         log(f"$ git -C {checkout} apply {patch}")
-        result = _git(checkout, ["apply", str(patch)])
+        result = _git(checkout, ["apply", "--", str(patch)])
         if result.returncode != 0:
             raise BuildFailed(f"{component}: patch {patch} failed: {result.stderr.strip()}")
     return applied_state(checkout, patches), saved

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rocbuild import inputcheck
 from rocbuild.errors import ConfigError
 
 if sys.version_info >= (3, 11):
@@ -84,6 +85,8 @@ RECIPE_SCHEMA: _Schema = {
     },
     # what AMD's packaging adds after `cmake --install`, as data: prefix-relative paths
     "install": {"links": "strmap", "files": "strmap",
+                # components whose installed files this one may replace (ownership.py)
+                "overwrites": "strlist",
                 # installed programs get a RUNPATH relative to $ORIGIN unless this is false
                 # (then runpath_reason must say why: the DESIGN promise is broken on purpose)
                 "runpath": "bool", "runpath_reason": "str"},
@@ -128,14 +131,20 @@ def _check_value(file: Path, keypath: tuple[str, ...], tag: str, value: Any) -> 
     if tag == "float":
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise bad()
+        if not 0 <= value < float("inf"):
+            raise bad(" (a finite number, 0 or more)")
         return float(value)
     if tag == "size":
         if not isinstance(value, str):
             raise bad(" (write it like \"2GiB\")")
         try:
-            return parse_size(value)
+            size = parse_size(value)
         except ValueError as exc:
             raise ConfigError(f"{file}: key '{key}': {exc}", tip=f"fix '{key}' in {file}") from None
+        if size <= 0:  # jobs are sized by dividing memory by it
+            raise ConfigError(f"{file}: key '{key}' must be more than 0, got {value!r}",
+                              tip=f"fix '{key}' in {file}, e.g. \"2GiB\"")
+        return size
     if tag == "strlist":
         if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
             raise bad()
@@ -177,14 +186,21 @@ def validate(file: Path, data: Mapping[str, Any], schema: _Schema,
     return out
 
 
-def read_toml(file: Path) -> dict[str, Any]:
+def read_toml(file: Path, tip: str = "check --recipes / ROCBUILD_RECIPES") -> dict[str, Any]:
+    """Parse a TOML file; anything but a readable UTF-8 regular file is a ConfigError naming
+    it (a FIFO is refused before it is opened, so loading never blocks on one)."""
     try:
+        if not file.is_file():
+            raise ConfigError(f"{file}: not a regular file (a folder, FIFO or device named "
+                              "like a TOML file)", tip=f"remove or rename {file}")
         return tomllib.loads(file.read_text(encoding="utf-8"))
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{file}: invalid TOML: {exc}", tip=f"fix the syntax of {file}") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{file}: not UTF-8 text (byte {exc.start}: {exc.reason})",
+                          tip=f"save {file} as UTF-8") from None
     except OSError as exc:
-        raise ConfigError(f"{file}: cannot read: {exc.strerror}",
-                          tip="check --recipes / ROCBUILD_RECIPES") from None
+        raise ConfigError(f"{file}: cannot read: {exc.strerror}", tip=tip) from None
 
 
 # --- model ----------------------------------------------------------------------------------
@@ -223,6 +239,7 @@ class Recipe:
     job_args: tuple[str, ...] = ()
     install_links: Mapping[str, str] = field(default_factory=dict)
     install_files: Mapping[str, str] = field(default_factory=dict)
+    install_overwrites: tuple[str, ...] = ()
     python_packages: tuple[str, ...] = ()
     python_wheels: tuple[str, ...] = ()
     distribute: bool = False
@@ -296,6 +313,10 @@ def load_recipe(file: Path) -> Recipe:
     if not _NAME_RE.fullmatch(name):
         raise ConfigError(f"{file}: '{name}' is not a valid component name (use lower-case "
                           "letters, digits, '.', '_' and '-')", tip=f"rename {file}")
+    if name.endswith((".old", ".partial")):  # src/<c>.old and .partial are a run's leftovers
+        raise ConfigError(f"{file}: a component name may not end in '.old' or '.partial' "
+                          "(rocbuild uses those names for checkouts being replaced)",
+                          tip=f"rename {file}")
     data = validate(file, read_toml(file), RECIPE_SCHEMA)
     kind = data.get("kind", "cmake")
     if kind not in KINDS:
@@ -338,10 +359,9 @@ def load_recipe(file: Path) -> Recipe:
     install = data.get("install", {})
     for table in ("links", "files"):
         for rel in install.get(table, {}):
-            if rel.startswith("/") or ".." in Path(rel).parts or not rel:
-                raise ConfigError(f"{file}: key 'install.{table}.\"{rel}\"' must be a path "
-                                  "inside the prefix, relative and without '..'",
-                                  tip=f"fix 'install.{table}' in {file}")
+            inputcheck.relative_inside(str(file), f'install.{table}."{rel}"', rel)
+    for env_key in data.get("env", {}):
+        inputcheck.env_name(str(file), f'env."{env_key}"', env_key)
     system_checks = data.get("system_checks", {})
     for package, spec in system_checks.items():
         key = f"system_checks.{package}"
@@ -359,6 +379,8 @@ def load_recipe(file: Path) -> Recipe:
                           "does not say why (installed programs then need env.sh to start)",
                           tip=f"add install.runpath_reason to {file}, or remove install.runpath")
     python = data.get("python", {})
+    for table in ("packages", "wheels"):
+        inputcheck.requirements(str(file), f"python.{table}", python.get(table, ()))
     base = data.get("base", {})
     for i, pattern in enumerate(base.get("provides", ())):
         if not pattern or pattern.startswith("/") or ".." in Path(pattern).parts:
@@ -377,6 +399,7 @@ def load_recipe(file: Path) -> Recipe:
                   install_prefix=cmake.get("install_prefix", ""),
                   job_args=cmake.get("job_args", ()),
                   install_links=install.get("links", {}), install_files=install.get("files", {}),
+                  install_overwrites=install.get("overwrites", ()),
                   python_packages=python.get("packages", ()),
                   python_wheels=python.get("wheels", ()),
                   distribute=cmake.get("distribute", False),
@@ -406,6 +429,12 @@ def load_recipes(folder: Path) -> RecipeSet:
             if dep == recipe.name:
                 raise ConfigError(f"{recipe.file}: key 'depends': a component cannot depend on "
                                   "itself", tip=f"remove '{dep}' from 'depends' in {recipe.file}")
+        for other in recipe.install_overwrites:
+            if other not in recipes or other == recipe.name:
+                raise ConfigError(
+                    f"{recipe.file}: key 'install.overwrites': '{other}' is not another "
+                    f"component (known: {', '.join(names)})." + suggest(other, names),
+                    tip=f"fix 'install.overwrites' in {recipe.file}")
         owner = recipe.source.from_component
         if owner is not None:
             if owner not in recipes:

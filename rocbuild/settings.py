@@ -9,21 +9,16 @@ from __future__ import annotations
 import argparse
 import os
 import re
-import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rocbuild import inputcheck
 from rocbuild.errors import ConfigError
 from rocbuild.launchers import parse_ccache_mode, parse_distcc_hosts
-from rocbuild.recipes import suggest
+from rocbuild.recipes import read_toml, suggest
 from rocbuild.targets import TargetError, TargetId, parse_target_list, product_note
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - exercised on Python 3.10 only
-    import tomli as tomllib
 
 CONFIG_FILE_NAME = "rocbuild.toml"
 
@@ -45,6 +40,11 @@ def _parse_mirror_rules(text: str) -> tuple[tuple[str, str], ...]:
         if not sep or not source or not dest:
             raise ValueError(f"mirror rule '{rule}' is not FROM=TO (for example "
                              "https://github.com/=file:///srv/mirrors/)")
+        for part, url in (("FROM", source), ("TO", dest)):
+            try:  # the TO part becomes the URL git fetches from
+                inputcheck.git_url("mirror rule", part, url)
+            except ConfigError as exc:
+                raise ValueError(f"{exc} (in rule '{rule}')") from None
         rules.append((source, dest))
     return tuple(rules)
 
@@ -187,24 +187,26 @@ def add_flags(parser: argparse.ArgumentParser, title: str | None = None,
 
 
 def _read_config_file(path: Path) -> dict[str, Any]:
-    try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{path}: invalid TOML: {exc}",
-                          tip=f"fix the syntax of {path} or remove the file") from None
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read: {exc.strerror}") from None
+    data = read_toml(path, tip=f"fix or remove {path}")
+    names = [o.name for o in OPTIONS]
     section = data.get("rocbuild", data)
     if not isinstance(section, dict):
-        raise ConfigError(f"{path}: [rocbuild] must be a table")
+        raise ConfigError(f"{path}: [rocbuild] must be a table", tip=f"fix {path}")
+    if "rocbuild" in data:  # settings go in [rocbuild]; any other table is a mistake
+        for key in data:
+            if key != "rocbuild":
+                raise ConfigError(
+                    f"{path}: table or key '{key}' is not allowed beside [rocbuild] (rocbuild "
+                    "reads only [rocbuild])." + suggest(key, ["rocbuild", *names]),
+                    tip=f"move the settings into [rocbuild] or remove '{key}' from {path}")
     for key in section:
         if key not in OPTION_BY_NAME:
-            known = [o.name for o in OPTIONS]
+            kind = "table" if isinstance(section[key], dict) else "key"
             # people write the flag's spelling (swap-weight) as often as a typo (worksdir)
             hint = (f" Did you mean '{key.replace('-', '_')}'?"
-                    if key.replace("-", "_") in OPTION_BY_NAME else suggest(key, known))
-            raise ConfigError(f"{path}: key '{key}' is not a setting.{hint} (known settings: "
-                              f"{', '.join(known)})",
+                    if key.replace("-", "_") in OPTION_BY_NAME else suggest(key, names))
+            raise ConfigError(f"{path}: {kind} '{key}' is not a setting (known settings: "
+                              f"{', '.join(names)})." + hint,
                               tip=f"fix the spelling or remove '{key}' from {path}; "
                                   "`rocbuild --help` describes each setting")
     return section

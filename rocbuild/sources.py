@@ -158,7 +158,7 @@ def fetch_into_cache(req: FetchRequest, log: Logger) -> str:
     while attempts < req.attempts:
         attempts += 1
         try:
-            _run(cache, ["fetch", "--depth", "1", "--no-tags", req.url, req.ref], log)
+            _run(cache, ["fetch", "--depth", "1", "--no-tags", "--", req.url, req.ref], log)
             last_error = ""
             break
         except GitFailed as exc:
@@ -246,7 +246,7 @@ def fetch(req: FetchRequest, log: Logger) -> FetchResult:
     cache = cache_dir(req.cache_root, req.url)
     partial.mkdir(parents=True)
     git.Repo.init(str(partial))
-    _run(partial, ["fetch", "--depth", "1", "--no-tags", cache.as_uri(), commit], log)
+    _run(partial, ["fetch", "--depth", "1", "--no-tags", "--", cache.as_uri(), commit], log)
     _run(partial, ["checkout", "-q", "--detach", "FETCH_HEAD"], log)
     if req.submodules:
         _run(partial, [*insteadof_args(req.mirror), "submodule", "update", "--init",

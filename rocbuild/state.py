@@ -12,31 +12,36 @@ import contextlib
 import fcntl
 import json
 import os
+import sqlite3
+import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from doit.dependency import SqliteDB
+from doit.dependency import DatabaseException, SqliteDB
 
+from rocbuild import faults
 from rocbuild.errors import BusyError
 
 
 def write_text_atomic(path: Path, text: str) -> None:
     """Write ``path`` so that a reader (or a run after a kill) sees the old file or the new
-    one, never a part: a temp file in the same folder, fsynced, then renamed over it."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    one, never a part: a temp file in the same folder, fsynced, then renamed over it. A full
+    disk or a read-only file system is one message (faults.py)."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        with tmp.open("w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    finally:
-        with contextlib.suppress(FileNotFoundError):
-            tmp.unlink()
+    with faults.writing(path):
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with tmp.open("w", encoding="utf-8") as f:
+                f.write(text)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, path)
+        finally:
+            with contextlib.suppress(OSError):
+                tmp.unlink()
 
 
 def write_json_atomic(path: Path, doc: Any) -> None:
@@ -164,6 +169,15 @@ def prefix_lock(prefix: Path) -> Iterator[bool]:
         os.close(fd)
 
 
+def set_aside_corrupt_db(path: Path) -> Path:
+    """Move an unreadable DB (and its WAL files) to ``<name>.corrupt-<time>``."""
+    aside = path.with_name(f"{path.name}.corrupt-{int(time.time())}")
+    for suffix in ("", "-wal", "-shm"):
+        with contextlib.suppress(FileNotFoundError):
+            os.replace(f"{path}{suffix}", f"{aside}{suffix}")
+    return aside
+
+
 class DurableSqliteDB(SqliteDB):
     """doit's sqlite3 backend in WAL mode, committed after every task, so doit's record of a
     finished task survives a SIGKILL too (doit-notes A3.4; relies on doit 0.37 writing
@@ -173,22 +187,46 @@ class DurableSqliteDB(SqliteDB):
 
     def _sqlite3(self, name: str) -> Any:
         Path(name).parent.mkdir(parents=True, exist_ok=True)  # a fresh workdir has no state/
+        try:
+            return self._open_checked(name)
+        except (DatabaseException, sqlite3.DatabaseError) as exc:
+            # stamps are the truth (DESIGN 3.3): a garbage DB is set aside and started afresh
+            aside = set_aside_corrupt_db(Path(name))
+            sys.stderr.write(f"rocbuild: doit's DB {name} was unreadable ({exc}); moved it to "
+                             f"{aside} and started a new one (rocbuild's stamps keep what is "
+                             "built)\n")
+            return self._open_checked(name)
+
+    def _open_checked(self, name: str) -> Any:
         conn = super()._sqlite3(name)
         conn.execute("PRAGMA journal_mode=WAL")
         conn.execute("PRAGMA busy_timeout=10000")
+        conn.execute("select count(*) from doit").fetchone()  # a damaged page shows here
         return conn
 
     def _flush(self, task_id: str) -> None:
-        if task_id in self._cache:
-            self._conn.execute("insert or replace into doit values (?,?)",
-                               (task_id, self.codec.encode(self._cache[task_id])))
-        self._conn.commit()
+        try:
+            if task_id in self._cache:
+                self._conn.execute("insert or replace into doit values (?,?)",
+                                   (task_id, self.codec.encode(self._cache[task_id])))
+            self._conn.commit()
+        except sqlite3.OperationalError as exc:  # a full disk: the stamp is the record
+            sys.stderr.write(f"rocbuild: cannot save doit's record of {task_id} ({exc}); "
+                             "rocbuild's stamps still hold it\n")
+            return
         self._dirty.discard(task_id)
 
     def set(self, task_id: str, dependency: str, value: Any) -> None:
         super().set(task_id, dependency, value)
         if dependency in ("deps:", "ignore:"):
             self._flush(task_id)
+
+    def dump(self) -> None:
+        try:
+            super().dump()
+        except sqlite3.OperationalError as exc:  # a full disk at the end of a run
+            sys.stderr.write(f"rocbuild: cannot save doit's DB ({exc}); rocbuild's stamps "
+                             "still hold what is built\n")
 
     def remove(self, task_id: str) -> None:
         super().remove(task_id)

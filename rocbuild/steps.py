@@ -133,12 +133,12 @@ def fetch_argv(component: Component, workdir: Path,
     partial = where + ".partial"
     cmds = [["git", "init", "-q", "--bare", cache],
             ["git", "-C", cache, "config", "uploadpack.allowAnySHA1InWant", "true"],
-            ["git", "-C", cache, "fetch", "--depth", "1", "--no-tags", component.fetch_url,
-             component.ref],
+            ["git", "-C", cache, "fetch", "--depth", "1", "--no-tags", "--",
+             component.fetch_url, component.ref],
             ["git", "-C", cache, "update-ref", pinned, "FETCH_HEAD"],
             ["rm", "-rf", partial],
             ["git", "init", "-q", partial],
-            ["git", "-C", partial, "fetch", "--depth", "1", "--no-tags",
+            ["git", "-C", partial, "fetch", "--depth", "1", "--no-tags", "--",
              Path(cache).as_uri(), pinned],
             ["git", "-C", partial, "checkout", "-q", "--detach", "FETCH_HEAD"]]
     if component.submodules:
@@ -168,7 +168,7 @@ def venv_commands(stack: Stack, python: str) -> list[list[str]]:
 
 
 def patch_argv(component: Component) -> list[list[str]]:
-    return [["git", "-C", str(component.checkout_dir), "apply", str(p.path)]
+    return [["git", "-C", str(component.checkout_dir), "apply", "--", str(p.path)]
             for p in component.patches]
 
 

@@ -17,7 +17,7 @@ from typing import Any
 
 from doit.exceptions import TaskFailed
 
-from rocbuild import cache_install, optcheck
+from rocbuild import cache_install, faults, optcheck, prefixguard
 from rocbuild.build import BuildContext
 from rocbuild.graph import Component
 from rocbuild.steps import steps_of
@@ -27,7 +27,16 @@ PYTHON_TASK = "python-venv"
 
 def _action(ctx: BuildContext, name: str, step: str) -> TaskFailed | None:
     ctx.ensure_ready()
-    outcome = ctx.run_step(name, step)
+    try:
+        if step == "install":  # the prefix is rocbuild's from its first install on
+            prefixguard.claim(ctx.stack.prefix)
+        outcome = ctx.run_step(name, step)
+    except (faults.StateWriteError, OSError) as exc:  # the disk filled under a stamp or log
+        if isinstance(exc, OSError) and not faults.is_machine_fault(exc):
+            raise
+        error = exc if isinstance(exc, faults.StateWriteError) else faults.explain(exc)
+        ctx.output.say(f"✘ {name}: {step}: {error}\nTIP: {error.tip}")
+        return TaskFailed(str(error))
     if outcome.result == "failed":
         return TaskFailed(outcome.message)
     return None

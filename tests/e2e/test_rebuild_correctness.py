@@ -131,9 +131,10 @@ def test_a_submodule_git_error_is_recorded_with_gits_own_words(calc: Calc) -> No
 
 
 def test_an_unexpected_error_inside_a_step_is_that_steps_failure(calc: Calc) -> None:
-    # an [install.files] entry onto a folder that cmake --install created: rocbuild's own
-    # code raises an OSError, which must not escape as a traceback
-    calc.write_recipe(tail='[install.files]\n"bin" = "not a folder"\n')
+    # an [install.files] entry below a file that cmake --install created: rocbuild's own
+    # code raises an OSError, which must not escape as a traceback (a file onto a folder is
+    # a plain step failure since issue 15, ownership.py)
+    calc.write_recipe(tail='[install.files]\n"bin/calc-tool/x" = "under a file"\n')
     result = build(calc, expect=1)
     assert "FAILED calc: install" in result.stdout
     assert "an error inside rocbuild" in result.stdout

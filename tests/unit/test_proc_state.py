@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from rocbuild.errors import BusyError
+from rocbuild.faults import StateWriteError
 from rocbuild.proc import ChildRegistry, RunResult, run_logged
 from rocbuild.state import StateDir, read_json, write_json_atomic
 
@@ -151,7 +152,7 @@ def test_a_stamp_write_that_dies_midway_leaves_the_old_stamp_whole(
         raise OSError(28, "No space left on device")
 
     monkeypatch.setattr("rocbuild.state.os.replace", dies)
-    with pytest.raises(OSError):
+    with pytest.raises(StateWriteError, match="no space left"):  # one message (faults.py)
         state.write_stamp("a", "install", "new", seconds=2.0, big="x" * 100_000)
     assert state.stamp_path("a", "install").read_bytes() == before
     assert state.stamp_matches("a", "install", "old")

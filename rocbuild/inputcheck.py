@@ -1,0 +1,157 @@
+"""Rules for the strings a recipe, a config file or a flag hands to git, cmake and the prefix.
+
+Recipes are data a user may download, so every string that becomes an argument of a program
+or a path rocbuild writes is checked when the recipes load (exit 2, naming the file and key):
+git refs and URLs that git could read as options (``--upload-pack=...``) or as a transport
+that runs a command (``ext::``), NUL bytes (no argv or path can hold one), environment names
+the kernel cannot hold, argument lists too long for exec, and paths that leave the prefix.
+Each check raises ConfigError; this module knows nothing of git, doit or subprocesses.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Sequence
+from pathlib import Path, PurePosixPath
+
+from rocbuild.errors import ConfigError
+
+# what exec accepts: one string at most MAX_ARG_STRLEN (32 pages), all of them ~2 MiB
+MAX_ARG_BYTES = 128 * 1024 - 1
+MAX_ARGS = 4096  # far above any real recipe (LLVM's has about 60), far below exec's limit
+# a ref is a tag, a branch or a commit id: git's ref-name rules, minus what a shell or git's
+# option parser would treat specially (check-ref-format allows a few of these; no ROCm tag
+# uses them)
+_REF_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._/+@-]*$")
+# git's "<transport>::<address>" syntax runs a helper; ext:: runs any command
+_TRANSPORT_RE = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*::")
+_URL_FORBIDDEN = re.compile(r"[\s\x00-\x1f\x7f;|&$`<>'\"\\]")
+
+
+def _fail(where: str, key: str, detail: str, fix: str) -> ConfigError:
+    return ConfigError(f"{where}: key '{key}': {detail}", tip=fix)
+
+
+def no_nul(where: str, key: str, value: str) -> str:
+    """No argv element, path or environment value can hold a NUL byte."""
+    if "\x00" in value:
+        raise _fail(where, key, f"{value!r} contains a NUL byte (\\u0000)",
+                    f"remove the NUL byte from '{key}' in {where}")
+    return value
+
+
+def git_ref(where: str, key: str, ref: str) -> str:
+    """A tag, branch or full commit id that git cannot read as an option or a refspec trick."""
+    no_nul(where, key, ref)
+    if ref.startswith("-"):
+        raise _fail(where, key, f"{ref!r} starts with '-', so git would read it as an option",
+                    f"set '{key}' in {where} to a tag, branch or commit id")
+    if not _REF_RE.fullmatch(ref) or ".." in ref or "@{" in ref or ref.endswith((".", "/")):
+        raise _fail(where, key, f"{ref!r} is not a tag, branch or commit id (letters, digits "
+                    "and . _ / + @ - only; no spaces, '..' or shell characters)",
+                    f"fix '{key}' in {where}")
+    return ref
+
+
+def git_url(where: str, key: str, url: str) -> str:
+    """A repository URL or path git fetches from, never an option or a command transport."""
+    no_nul(where, key, url)
+    if not url:
+        raise _fail(where, key, "the URL is empty", f"set '{key}' in {where}")
+    if url.startswith("-"):
+        raise _fail(where, key, f"{url!r} starts with '-', so git would read it as an option",
+                    f"fix '{key}' in {where}")
+    if _TRANSPORT_RE.match(url):
+        raise _fail(where, key, f"{url!r} uses git's '<transport>::' form, which runs a helper "
+                    "program (ext:: runs any command)",
+                    f"use an https://, ssh://, git:// or file:// URL in '{key}' of {where}")
+    bad = _URL_FORBIDDEN.search(url)
+    if bad:
+        raise _fail(where, key, f"{url!r} contains {bad.group()!r} (spaces, control "
+                    "characters and shell characters have no place in a repository URL)",
+                    f"fix '{key}' in {where}")
+    return url
+
+
+def env_name(where: str, key: str, name: str) -> str:
+    if not name or "=" in name or "\x00" in name:
+        raise _fail(where, key, f"{name!r} is not an environment variable name (it must be "
+                    "non-empty, without '=' or NUL)", f"rename '{key}' in {where}")
+    return name
+
+
+def arg_list(where: str, key: str, args: Sequence[str]) -> None:
+    """Arguments exec can take: at most MAX_ARGS of them, each without NUL and short enough."""
+    if len(args) > MAX_ARGS:
+        raise _fail(where, key, f"{len(args)} arguments; rocbuild accepts at most {MAX_ARGS}",
+                    f"shorten '{key}' in {where}")
+    for i, arg in enumerate(args):
+        no_nul(where, f"{key}[{i}]", arg)
+        if len(arg.encode("utf-8", "surrogatepass")) > MAX_ARG_BYTES:
+            raise _fail(where, f"{key}[{i}]", f"an argument of {len(arg)} characters is longer "
+                        f"than exec allows ({MAX_ARG_BYTES} bytes)",
+                        f"shorten '{key}[{i}]' in {where}")
+
+
+def requirements(where: str, key: str, items: Sequence[str]) -> None:
+    """pip requirements: never an option (``--index-url=...`` would change where pip looks)."""
+    arg_list(where, key, items)
+    for i, item in enumerate(items):
+        if item.startswith("-") or not item.strip():
+            raise _fail(where, f"{key}[{i}]", f"{item!r} is not a requirement such as "
+                        "'msgpack>=1.0' (pip would read a leading '-' as an option)",
+                        f"fix '{key}[{i}]' in {where}")
+
+
+def relative_inside(where: str, key: str, rel: str) -> str:
+    """A prefix-relative path that names something below the prefix (not the prefix itself)."""
+    no_nul(where, key, rel)
+    parts = [p for p in PurePosixPath(rel).parts if p != "."]
+    if not rel or rel.startswith("/") or ".." in parts or not parts:
+        raise _fail(where, key, f"{rel!r} must be a path inside the prefix, relative, without "
+                    "'..' and not the prefix itself", f"fix '{key}' in {where}")
+    return rel
+
+
+def _normal(path: str) -> str:
+    return os.path.normpath(path)
+
+
+def is_within(path: str, root: str) -> bool:
+    """``path`` is ``root`` or below it, compared after normalising '..' (no file is read)."""
+    path, root = _normal(path), _normal(root)
+    return path == root or path.startswith(root.rstrip("/") + "/")
+
+
+def link_target_inside(where: str, key: str, prefix: Path, rel: str, target: str) -> str:
+    """A link at ``prefix/rel`` whose target stays inside the prefix: a link out of it would
+    let a later install write through it, outside (another component's too)."""
+    no_nul(where, key, target)
+    if not target:
+        raise _fail(where, key, "the link target is empty", f"fix '{key}' in {where}")
+    link_dir = _normal(os.path.join(str(prefix), os.path.dirname(rel)))
+    resolved = os.path.join(link_dir, target)  # an absolute target replaces link_dir
+    if not is_within(resolved, str(prefix)):
+        raise _fail(where, key, f"the link target {target!r} points outside the prefix "
+                    f"{prefix} (it resolves to {_normal(resolved)})",
+                    f"point '{key}' in {where} at a path inside the prefix, e.g. a relative one")
+    return target
+
+
+def install_prefix_inside(where: str, key: str, prefix: Path, install_prefix: Path) -> Path:
+    no_nul(where, key, str(install_prefix))
+    if not install_prefix.is_absolute() or not is_within(str(install_prefix), str(prefix)):
+        raise _fail(where, key, f"{str(install_prefix)!r} is not inside the prefix {prefix}",
+                    f"set '{key}' in {where} to a folder below {{{{ prefix }}}}, e.g. "
+                    "'{{ prefix }}/lib/llvm'")
+    return install_prefix
+
+
+def subdir_inside(where: str, key: str, subdir: str) -> str:
+    """A rendered source.subdir: relative and inside the checkout."""
+    no_nul(where, key, subdir)
+    if subdir.startswith("/") or ".." in PurePosixPath(subdir).parts:
+        raise _fail(where, key, f"must be a relative path inside the checkout, got {subdir!r}",
+                    f"fix '{key}' in {where}")
+    return subdir

@@ -1,0 +1,79 @@
+"""What a killed run leaves behind, cleared at the start of the next one.
+
+Called while the run lock is held (build.BuildContext.ensure_ready), which proves no other
+rocbuild uses the workdir, so every git lock file in the source cache and the checkouts is
+stale (a kill during a fetch leaves ``shallow.lock``, ``config.lock``, ``HEAD.lock`` or a ref
+lock, and every later git command there fails), an ``src/<c>.old`` or ``src/<c>.partial``
+is a half-done ref switch (gigabytes for llvm-project), and a ``.<name>.<pid>.tmp`` in the
+state folder is a stamp that was never renamed into place.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import shutil
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+Say = Callable[[str], None]
+_LOCK_FOLDERS = ("refs", "logs", "info")  # where git keeps per-ref lock files
+
+
+def _git_dirs(root: Path) -> Iterator[Path]:
+    """Bare caches (``cache/git/*.git``), checkouts' ``.git`` and their submodules' git dirs."""
+    yield from sorted((root / "cache" / "git").glob("*.git"))
+    for dot_git in sorted((root / "src").glob("*/.git")):
+        if dot_git.is_dir():
+            yield dot_git
+            yield from (m.parent for m in sorted((dot_git / "modules").rglob("HEAD"))
+                        if m.is_file())
+
+
+def stale_git_locks(workdir: Path) -> list[Path]:
+    found: list[Path] = []
+    for git_dir in _git_dirs(workdir):
+        found += [p for p in git_dir.glob("*.lock") if p.is_file()]
+        for folder in _LOCK_FOLDERS:
+            found += [p for p in (git_dir / folder).rglob("*.lock") if p.is_file()]
+    return found
+
+
+_BARE_RE = re.compile(r"^\s*bare\s*=\s*true\s*$", re.IGNORECASE | re.MULTILINE)
+
+
+def _is_whole_bare_repo(cache: Path) -> bool:
+    """``git init --bare`` writes HEAD, then the config one key at a time: a kill in between
+    leaves a folder git cannot open (no config, or one without core.bare)."""
+    if not all((cache / part).exists() for part in ("HEAD", "objects", "refs")):
+        return False
+    try:
+        return bool(_BARE_RE.search((cache / "config").read_text(errors="replace")))
+    except OSError:
+        return False
+
+
+def _half_made_caches(workdir: Path) -> list[Path]:
+    """Cache entries a kill cut short inside ``git init``; the next fetch makes them again."""
+    return [cache for cache in sorted((workdir / "cache" / "git").glob("*.git"))
+            if cache.is_dir() and not _is_whole_bare_repo(cache)]
+
+
+def clean(workdir: Path, say: Say) -> None:
+    """Remove what a killed run left; say what was removed."""
+    for cache in _half_made_caches(workdir):
+        shutil.rmtree(cache, ignore_errors=True)
+        say(f"removed a source cache a killed run left half-made: {cache}")
+    for lock in stale_git_locks(workdir):
+        with contextlib.suppress(FileNotFoundError):
+            lock.unlink()
+        say(f"removed a stale git lock left by a killed run: {lock}")
+    for leftover in sorted((workdir / "src").glob("*.old")) + sorted(
+            (workdir / "src").glob("*.partial")):
+        if leftover.is_dir() and not leftover.is_symlink():
+            shutil.rmtree(leftover, ignore_errors=True)
+            say(f"removed the half-switched checkout left by a killed run: {leftover}")
+    for tmp in (workdir / "state").rglob(".*.tmp"):
+        if tmp.is_file():
+            with contextlib.suppress(FileNotFoundError):
+                tmp.unlink()

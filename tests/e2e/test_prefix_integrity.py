@@ -1,0 +1,146 @@
+"""The prefix holds what the recipes say and nothing is written outside it (issue 15): extras
+dropped from a recipe are removed, one component overwriting another's file fails naming
+both unless declared, no write follows a link out of the prefix, and a prefix being rebuilt
+never claims to be complete."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from rocbuild.errors import BuildFailed
+from tests.cli import child_env, run_cli
+from tests.conftest import require_tool
+from tests.e2e.chain import FAKE_HOST, Chain, make_repo
+
+pytestmark = pytest.mark.e2e
+
+
+def _project(files: dict[str, str], extra_cmake: str = "") -> dict[str, str]:
+    installs = "".join(f"install(FILES {name} DESTINATION share)\n" for name in files)
+    return {"CMakeLists.txt": "cmake_minimum_required(VERSION 3.20)\nproject(p NONE)\n"
+                              + extra_cmake + installs, **files}
+
+
+def _stack(tmp_path: Path, components: dict[str, tuple[dict[str, str], str]]) -> list[str]:
+    """Components name -> (project files, recipe tail after [source]); returns flags."""
+    for tool in ("git", "cmake", "ninja"):
+        require_tool(tool)
+    repos, recipes = tmp_path / "repos", tmp_path / "recipes"
+    recipes.mkdir()
+    (recipes / "stack.toml").write_text(
+        '[stack]\nversion = "6.4.3"\ntargets = ["gfx906"]\nprefix = "/opt/unused"\n')
+    for name, (files, tail) in components.items():
+        make_repo(repos, name, files)
+        (recipes / f"{name}.toml").write_text(
+            f'[source]\ngit = "{FAKE_HOST}{name}.git"\nref = "v1"\n' + textwrap.dedent(tail))
+    return ["--recipes", str(recipes), "--workdir", str(tmp_path / "work"),
+            "--prefix", str(tmp_path / "prefix"), "--mirror", f"{FAKE_HOST}={repos.as_uri()}/"]
+
+
+def test_extras_dropped_from_a_recipe_are_removed(tmp_path: Path) -> None:
+    flags = _stack(tmp_path, {"a": (_project({"a.txt": "a\n"}), """\
+        [cmake]
+        [install.links]
+        "bin/a-link" = "../share/a.txt"
+        [install.files]
+        "etc/a.conf" = "x\\n"
+        "etc/keep.conf" = "keep\\n"
+        """)})
+    run_cli("build", *flags, "--no-verify", expect=0)
+    prefix = tmp_path / "prefix"
+    assert (prefix / "bin" / "a-link").is_symlink() and (prefix / "etc" / "a.conf").is_file()
+    record = json.loads((prefix / ".rocbuild" / "installed" / "a.json").read_text())
+    assert "share/a.txt" in record["files"] and "etc/a.conf" in record["extras"]
+    recipe = tmp_path / "recipes" / "a.toml"
+    recipe.write_text(recipe.read_text().replace('"bin/a-link" = "../share/a.txt"\n', "")
+                      .replace('"etc/a.conf" = "x\\n"\n', ""))
+    run_cli("build", *flags, "--no-verify", expect=0)
+    assert not (prefix / "bin" / "a-link").is_symlink()
+    assert not (prefix / "etc" / "a.conf").exists()
+    assert (prefix / "etc" / "keep.conf").read_text() == "keep\n"
+
+
+def test_overwriting_another_components_file_fails_unless_declared(tmp_path: Path) -> None:
+    flags = _stack(tmp_path, {
+        "a": (_project({"same.txt": "from a\n"}), "[cmake]\n"),
+        "b": (_project({"same.txt": "from b\n"}), 'depends = []\n[cmake]\n'),
+    })
+    recipe_b = tmp_path / "recipes" / "b.toml"
+    recipe_b.write_text('depends = ["a"]\n' + recipe_b.read_text().replace("depends = []\n", ""))
+    result = run_cli("build", *flags, "--no-verify", expect=1)
+    assert "b: its install overwrote 1 file(s) that a installed" in result.output, \
+        result.explain()
+    assert "share/same.txt" in result.output and 'install.overwrites = ["a"]' in result.output
+    recipe_b.write_text(recipe_b.read_text().replace("[cmake]\n",
+                                                     '[cmake]\n[install]\noverwrites = ["a"]\n'))
+    run_cli("build", *flags, "--no-verify", expect=0)
+    assert (tmp_path / "prefix" / "share" / "same.txt").read_text() == "from b\n"
+
+
+def test_no_write_follows_a_link_out_of_the_prefix(tmp_path: Path) -> None:
+    """A CMake-installed link that leads outside (which no recipe check can see) stops the
+    next install before it runs, and the write-time check refuses to write through it."""
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    make_link = (f'file(CREATE_LINK "{outside}" "${{CMAKE_BINARY_DIR}}/out" SYMBOLIC)\n'
+                 'install(FILES "${CMAKE_BINARY_DIR}/out" DESTINATION lib)\n')
+    flags = _stack(tmp_path, {
+        "a": (_project({"a.txt": "a\n"}, make_link), "[cmake]\n"),
+        "b": (_project({"b.txt": "b\n"}), '[cmake]\n[install.files]\n"lib/out/evil.txt" = "x"\n'),
+    })
+    recipe_b = tmp_path / "recipes" / "b.toml"
+    recipe_b.write_text('depends = ["a"]\n' + recipe_b.read_text())
+    result = run_cli("build", *flags, "--no-verify", expect=1)
+    assert (tmp_path / "prefix" / "lib" / "out").is_symlink()  # a's install made it
+    assert "which leads outside the prefix" in result.output, result.explain()
+    assert "(installed by a)" in result.output, result.explain()  # b's install never ran
+    assert not (outside / "evil.txt").exists()
+    # the write-time check holds on its own too: a link made after b's install started
+    from rocbuild import ownership
+    with pytest.raises(BuildFailed, match="leads outside the prefix"):
+        ownership.checked_path(tmp_path / "prefix", "lib/out/evil.txt", "b")
+
+
+def test_a_file_onto_a_folder_is_one_failure(tmp_path: Path) -> None:
+    flags = _stack(tmp_path, {"a": (_project({"a.txt": "a\n"}),
+                                    '[cmake]\n[install.files]\n"share" = "x"\n')})
+    result = run_cli("build", *flags, "--no-verify", expect=1)
+    assert "a: cannot write the file" in result.output and "a folder is in the way" in \
+        result.output, result.explain()
+    assert (tmp_path / "prefix" / "share" / "a.txt").is_file()
+
+
+def test_a_prefix_being_rebuilt_is_not_complete(chain: Chain) -> None:
+    """Killed in the middle of reinstalling into a complete prefix: build-info says
+    incomplete and `activate` refuses the prefix until a rerun finishes it."""
+    run_cli("build", *chain.flags(), "--no-verify", expect=0)
+    info = chain.prefix / ".rocbuild" / "build-info.json"
+    assert json.loads(info.read_text())["complete"] is True
+    chain.set_args("beta", "-DBETA_FACTOR=2")
+    log = chain.workdir / "logs" / "beta" / "install.log"
+    size = log.stat().st_size
+    argv = [sys.executable, "-m", "rocbuild", "build", *chain.flags(), "--no-verify", "--quiet"]
+    proc = subprocess.Popen(argv, cwd=chain.root, env=child_env(), stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, start_new_session=True)
+    while proc.poll() is None and log.stat().st_size == size:  # beta's reinstall has begun
+        time.sleep(0.002)
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    assert json.loads(info.read_text())["complete"] is False
+    link = chain.root / "rocm-current"
+    result = run_cli("activate", str(chain.prefix), "--link", str(link), expect=2)
+    assert "did not complete" in result.stderr
+    run_cli("build", *chain.flags(), "--no-verify", expect=0)
+    assert json.loads(info.read_text())["complete"] is True
+    assert chain.run_gamma() == "gamma 21"
+    run_cli("activate", str(chain.prefix), "--link", str(link), expect=0)
