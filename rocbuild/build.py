@@ -219,35 +219,38 @@ class BuildContext:
         started = time.monotonic()
         outcome = StepOutcome(name, step, "done", log=log)
         self.output.step_started(name, step, self.expected_seconds(comp, step))
-        try:
-            with running.mark(self.stack.workdir, name, step):  # status shows it running
+        # status shows the step running until its stamp or failure record is written (the
+        # marker's file is removed last, so it never frees the space a full disk lacks)
+        with running.mark(self.stack.workdir, name, step):
+            try:
                 {"fetch": self._fetch, "patch": self._patch, "configure": self._configure,
                  "compile": self._compile, "install": self._install}[step](comp, log, outcome)
+                if outcome.result == "done":
+                    self._stamp(comp, step, outcome, time.monotonic() - started)
+            except BuildFailed as exc:
+                outcome.result, outcome.message = "failed", str(exc)
+                if exc.tip:
+                    outcome.message += f"\nTIP: {exc.tip}"
+            except Exception as exc:  # any error is still this step's failure
+                # rocbuild's own error, not the build's: the traceback goes into the step log,
+                # one line to the user, and the failure is recorded like any other
+                self._logger(log)("rocbuild error:\n" + traceback.format_exc().rstrip())
+                outcome.result = "failed"
+                outcome.message = (f"{name}: {step} failed: {type(exc).__name__}: {exc}"
+                                   f"\n(an error inside rocbuild; the traceback is in {log})")
+            finally:
+                self.output.step_finished(name, step)
+            outcome.seconds = time.monotonic() - started
             if outcome.result == "done":
-                self._stamp(comp, step, outcome, time.monotonic() - started)
-        except BuildFailed as exc:
-            outcome.result, outcome.message = "failed", str(exc)
-            if exc.tip:
-                outcome.message += f"\nTIP: {exc.tip}"
-        except Exception as exc:  # any error is still this step's failure
-            # rocbuild's own error, not the build's: the traceback goes into the step log,
-            # one line to the user, and the failure is recorded like any other
-            self._logger(log)("rocbuild error:\n" + traceback.format_exc().rstrip())
-            outcome.result = "failed"
-            outcome.message = (f"{name}: {step} failed: {type(exc).__name__}: {exc}"
-                               f"\n(an error inside rocbuild; the traceback is in {log})")
-        finally:
-            self.output.step_finished(name, step)
-        outcome.seconds = time.monotonic() - started
-        if outcome.result == "done":
-            self.output.say(f"✔ {name}: {step} ({outcome.seconds:.1f}s)")
-        else:
-            self.state.record_failure(name, step, message=outcome.message, log=str(log),
-                                      tail=outcome.tail[-20:], jobs=outcome.jobs,
-                                      oom_retries=outcome.oom_retries,
-                                      seconds=round(outcome.seconds, 1),
-                                      peak_rss=outcome.peak_rss)
-            self.output.say(f"✘ {name}: {step} failed after {outcome.seconds:.1f}s — log: {log}")
+                self.output.say(f"✔ {name}: {step} ({outcome.seconds:.1f}s)")
+            else:
+                self.state.record_failure(name, step, message=outcome.message, log=str(log),
+                                          tail=outcome.tail[-20:], jobs=outcome.jobs,
+                                          oom_retries=outcome.oom_retries,
+                                          seconds=round(outcome.seconds, 1),
+                                          peak_rss=outcome.peak_rss)
+                self.output.say(f"✘ {name}: {step} failed after {outcome.seconds:.1f}s — "
+                                f"log: {log}")
         self.outcomes.append(outcome)
         return outcome
 
