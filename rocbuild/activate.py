@@ -12,6 +12,7 @@ directory at the link path (a packaged ROCm) is never replaced.
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import json
 import os
@@ -21,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rocbuild.buildinfo import PREFIX_FILE_MODE, BuildInfo, info_path, now, read_build_info
-from rocbuild.errors import ActivationError, ConfigError
+from rocbuild.errors import ActivationError, ConfigError, RocbuildError
 from rocbuild.state import write_text_atomic
 
 DEFAULT_LINK = Path("/opt/rocm")
@@ -166,10 +167,13 @@ def _switch(link: Path, target: Path, info: BuildInfo) -> Switch:
                 _write_state(link, current=target, previous=old)
             return Switch(link=link, target=target, previous=old, removed_stray=removed,
                           info=info)
-    except PermissionError as exc:
-        raise ActivationError(f"cannot change {link}: {exc.strerror} ({exc.filename})",
-                              tip="run it with sudo, or use --link with a path you own "
-                                  "(e.g. --link ~/.local/rocm)") from None
+    except OSError as exc:
+        message = f"cannot change {link}: {exc.strerror} ({exc.filename})"
+        if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):  # not this user's to change
+            raise ActivationError(message, tip="run it with sudo, or use --link with a path "
+                                               "you own (e.g. --link ~/.local/rocm)") from None
+        raise RocbuildError(message, tip="the link is unchanged; fix the cause and run the "
+                                         "same command again") from None
 
 
 def activate(prefix: Path, link: Path = DEFAULT_LINK) -> Switch:

@@ -198,8 +198,6 @@ class Report:
 
 
 # --- helpers -------------------------------------------------------------------------------
-def _size(n: float) -> str:  # doctor's figures: GiB, else whole MiB (never KiB)
-    return format_bytes(n, None if n >= GIB else "MiB")
 
 
 def parse_os_release(text: str | None) -> dict[str, str]:
@@ -461,10 +459,11 @@ def check_bar(ctx: Context) -> Check:
             continue
         window = gpu.visible_vram or bar.size
         if gpu.vram:
-            text = f"{gpu.bdf}: BAR{bar.index} {_size(bar.size)} for {_size(gpu.vram)} VRAM"
+            text = (f"{gpu.bdf}: BAR{bar.index} {format_bytes(bar.size)} for "
+                    f"{format_bytes(gpu.vram)} VRAM")
             (fine if window >= gpu.vram else problems).append(text)
         else:
-            text = f"{gpu.bdf}: BAR{bar.index} {_size(bar.size)} (VRAM size unknown)"
+            text = f"{gpu.bdf}: BAR{bar.index} {format_bytes(bar.size)} (VRAM size unknown)"
             (fine if bar.size >= 4 * GIB else problems).append(text)
     if problems:
         return Check("bar", WARN, "small BAR: " + "; ".join(problems + fine),
@@ -510,9 +509,9 @@ def check_memory(ctx: Context) -> Check:
         available, swap_free = snap.mem_available, snap.swap_free
     weight, reserve, need = needs.swap_weight, resources.DEFAULT_RESERVE, needs.link_mem
     budget = available + swap_free * weight - reserve
-    what = (f"{_size(available)} of {_size(total)} RAM available, swap "
-            f"{_size(swap_free)} free of {_size(swap_total)}")
-    job = f"one LLVM link job needs {_size(need)}"
+    what = (f"{format_bytes(available)} of {format_bytes(total)} RAM available, swap "
+            f"{format_bytes(swap_free)} free of {format_bytes(swap_total)}")
+    job = f"one LLVM link job needs {format_bytes(need)}"
     if budget >= need:
         return Check("memory", OK, f"{what}: {job}, which fits")
     if weight <= 0:
@@ -522,8 +521,8 @@ def check_memory(ctx: Context) -> Check:
     add_gib = max(1, math.ceil((swap_needed - swap_free) / GIB))
     status = FAIL if total + swap_total < need else WARN
     return Check("memory", status,
-                 f"{what}: {job} (+{_size(reserve)} reserve, swap counted at ×{weight:g}); "
-                 f"short by {_size(need - budget)}",
+                 f"{what}: {job} (+{format_bytes(reserve)} reserve, swap counted at ×{weight:g}); "
+                 f"short by {format_bytes(need - budget)}",
                  f"add a {add_gib} GiB swapfile: {_swap_commands(add_gib)}")
 
 
@@ -544,7 +543,7 @@ def check_disk(ctx: Context) -> Check:
     for fs, items in by_fs.items():
         need = sum(amount for _, _, amount in items)
         names = " and ".join(f"{label} {path}" for label, path, _ in items)
-        text = f"{names}: {_size(free_of[fs])} free, about {_size(need)} needed"
+        text = f"{names}: {format_bytes(free_of[fs])} free, about {format_bytes(need)} needed"
         parts.append(text)
         if free_of[fs] < need:
             short.append(text)

@@ -16,7 +16,7 @@ EXIT_OK = 0
 EXIT_STEP_FAILED = 1
 EXIT_BAD_INPUT = 2
 EXIT_BUSY = 3  # another run holds the workdir or the prefix: retry later (cron wrappers do)
-EXIT_VERIFY_FAILED = 4
+EXIT_VERIFY_FAILED = 4  # verify found a library without code for a target (or unreadable)
 EXIT_INTERRUPTED = 130
 
 # The documented table (README "Exit codes"): code -> what it tells a script.
@@ -70,10 +70,11 @@ class CacheUnavailable(RocbuildError):
     exit_code = EXIT_STEP_FAILED
 
 
-class ActivationError(RocbuildError):
-    """The switch itself failed (permissions, filesystem); the old link is untouched."""
+class ActivationError(ConfigError):
+    """The link may not be changed by this user; the old link is untouched. Bad input (exit
+    2), like any other path the user named that cannot be used: the fix is sudo or --link."""
 
-    exit_code = EXIT_STEP_FAILED
+    exit_code = EXIT_BAD_INPUT
 
 
 class BusyError(RocbuildError):

@@ -40,6 +40,6 @@ def test_human_plan_lists_components(tmp_path: Path) -> None:
     result = run_cli("plan", "--target", "gfx906", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     assert "prefix:  /opt/rocm-6.4-gfx906" in result.stdout
-    positions = [result.stdout.index(f" {n} ") for n in ("llvm", "hip", "rocblas", "hipblas",
+    positions = [result.stdout.index(f"\n{n} ") for n in ("llvm", "hip", "rocblas", "hipblas",
                                                           "llama.cpp")]
     assert positions == sorted(positions)
