@@ -7,11 +7,12 @@ import json
 import sys
 
 from rocbuild import cache, cost, resources, status
-from rocbuild.build import BuildContext, Output
 from rocbuild.graph import load_stack
 from rocbuild.plan import build_plan, to_json
 from rocbuild.settings import Settings
+from rocbuild.state import StateDir
 from rocbuild.ui import console, print_commands, print_plan
+from rocbuild.uptodate import Rule
 
 
 def register(sub: argparse._SubParsersAction, parents: list[argparse.ArgumentParser]) -> None:
@@ -30,11 +31,11 @@ def register(sub: argparse._SubParsersAction, parents: list[argparse.ArgumentPar
 def run(args: argparse.Namespace, settings: Settings) -> int:
     stack = load_stack(settings, args.components)
     # each component's state from the workdir's stamps (done / failed / stale / pending)
-    ctx = BuildContext(stack=stack, settings=settings, output=Output(sys.stderr))
-    states = {c.name: c.state for c in status.collect(ctx).components}
-    pending = [c.name for c in cost.pending_components(stack, ctx.is_current)]
+    rule = Rule(stack, StateDir(stack.workdir))
+    states = {c.name: c.state for c in status.collect(rule).components}
+    pending = [c.name for c in cost.pending_components(stack, rule.is_current)]
     plan = build_plan(stack, settings, resources.snapshot(), lambda c: states[c.name], pending,
-                      cache.plan_lines(settings, stack, ctx.state),
+                      cache.plan_lines(settings, stack, rule.state),
                       requested=args.components)
     if args.json:
         json.dump(to_json(plan), sys.stdout, indent=2)

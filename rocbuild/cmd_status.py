@@ -17,9 +17,9 @@ from rich.markup import escape
 from rich.table import Table
 
 from rocbuild import launchers
-from rocbuild.build import BuildContext, Output
 from rocbuild.graph import load_stack
 from rocbuild.settings import Settings
+from rocbuild.state import StateDir
 from rocbuild.status import (
     ComponentStatus,
     FailureStatus,
@@ -29,6 +29,7 @@ from rocbuild.status import (
     to_json,
 )
 from rocbuild.ui import console
+from rocbuild.uptodate import Rule
 
 STATE_STYLE = {"done": "green", "failed": "bold red", "stale": "yellow", "pending": "dim"}
 TAIL_LINES = 10  # of the log, shown when no known cause matched
@@ -49,8 +50,7 @@ def register(sub: argparse._SubParsersAction, parents: list[argparse.ArgumentPar
 
 def run(args: argparse.Namespace, settings: Settings) -> int:
     stack = load_stack(settings, args.components)
-    ctx = BuildContext(stack=stack, settings=settings, output=Output(sys.stdout))
-    report = collect(ctx)
+    report = collect(Rule(stack, StateDir(stack.workdir)))
     if args.json:
         json.dump(to_json(report), sys.stdout, indent=2)
         sys.stdout.write("\n")

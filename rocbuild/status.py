@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rocbuild.build import BuildContext, log_path
+from rocbuild.build import log_path
 from rocbuild.diagnose import Diagnosis, diagnose
 from rocbuild.graph import Component
 from rocbuild.state import read_json
@@ -95,7 +95,7 @@ def job_cap_path(workdir: Path, component: str) -> Path:
 class _Walk:
     """What is known so far while walking the components in build order."""
 
-    ctx: BuildContext
+    ctx: Rule
     unsettled: dict[str, str] = field(default_factory=dict)  # component -> state, not done
     changed: set[str] = field(default_factory=set)  # recorded inputs differ from now
     # (component, step) -> the step runs in the next build (uptodate.Rule.next_runs)
@@ -103,7 +103,7 @@ class _Walk:
 
     @property
     def rule(self) -> Rule:
-        return self.ctx.rule
+        return self.ctx
 
     def moving_inputs(self, comp: Component, step: str) -> list[str]:
         """The input steps of ``step`` that run first: a step name for this component's
@@ -112,9 +112,10 @@ class _Walk:
                 if self.runs.get((c, s), False)]
 
 
-def collect(ctx: BuildContext) -> StatusReport:
-    """The status of every selected component, in build order."""
-    walk = _Walk(ctx, runs=ctx.rule.next_runs(ctx.stack.selected()))
+def collect(ctx: Rule) -> StatusReport:
+    """The status of every selected component, in build order (read-only: the up-to-date rule
+    over the workdir's stamps, no build context)."""
+    walk = _Walk(ctx, runs=ctx.next_runs(ctx.stack.selected()))
     report = StatusReport(ctx.stack.workdir, ctx.stack.prefix)
     for comp in ctx.stack.selected():
         status = _component_status(walk, comp)
@@ -184,7 +185,7 @@ def _why_pending(walk: _Walk, comp: Component, step: str, before: StepStatus | N
     return "not run yet"
 
 
-def _inputs_differ(ctx: BuildContext, comp: Component, step: str,
+def _inputs_differ(ctx: Rule, comp: Component, step: str,
                    stamp: Mapping[str, Any]) -> bool:
     stored, expected = stamp.get("inputs"), ctx.expected_inputs(comp, step)
     return expected is None or not isinstance(stored, dict) or stored != expected
@@ -203,7 +204,7 @@ def _with(recorded: StepStatus, state: str, why: str) -> StepStatus:
                       recorded.jobs, recorded.oom_retries, recorded.log)
 
 
-def _why_stale(ctx: BuildContext, comp: Component, step: str, stamp: Mapping[str, Any],
+def _why_stale(ctx: Rule, comp: Component, step: str, stamp: Mapping[str, Any],
                changed: set[str]) -> str:
     """Which input of the step changed since its stamp was written."""
     stored = stamp.get("inputs")
@@ -213,7 +214,7 @@ def _why_stale(ctx: BuildContext, comp: Component, step: str, stamp: Mapping[str
     if not isinstance(stored, dict):
         return "recorded by an older rocbuild (inputs unknown)"
     if stored == expected:
-        return ctx.rule.missing_output(comp, step) or "its output is missing"
+        return ctx.missing_output(comp, step) or "its output is missing"
     reasons = _input_changes(comp, stored, expected, changed)
     return "; ".join(reasons) or "inputs changed"
 
@@ -283,7 +284,7 @@ def _recipe_change(comp: Component, changed: set[str], rebuilt: list[str]) -> li
     return ["recipe options changed"]
 
 
-def _diagnose_failure(ctx: BuildContext, comp: Component, failure: Mapping[str, Any]
+def _diagnose_failure(ctx: Rule, comp: Component, failure: Mapping[str, Any]
                       ) -> Diagnosis | None:
     tail = [str(line) for line in failure.get("tail") or []]
     message = str(failure.get("message") or "")
