@@ -20,6 +20,7 @@ from typing import Any
 from rocbuild.build import log_path
 from rocbuild.diagnose import Diagnosis, diagnose
 from rocbuild.graph import Component
+from rocbuild.jobs import job_cap_path
 from rocbuild.state import read_json
 from rocbuild.steps import steps_of
 from rocbuild.uptodate import Rule
@@ -85,10 +86,6 @@ class StatusReport:
         if all(c.state == DONE for c in self.components):
             return None
         return " ".join(["rocbuild", "build", *requested])
-
-
-def job_cap_path(workdir: Path, component: str) -> Path:
-    return workdir / "state" / "caps" / f"{component}.json"
 
 
 @dataclass
