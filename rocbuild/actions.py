@@ -17,11 +17,11 @@ from typing import TYPE_CHECKING, Any
 
 from rocbuild import jobs, ownership, patches, proc, sources
 from rocbuild.errors import BuildFailed
-from rocbuild.graph import Component, sha256_text, venv_dir, wheelhouse_dir
+from rocbuild.graph import Component, sha256_text, venv_dir
 from rocbuild.lint import unused_cmake_variables
 from rocbuild.outcome import StepOutcome, log_path, step_logger
 from rocbuild.state import write_text_atomic
-from rocbuild.steps import configure_argv, install_argv, step_env
+from rocbuild.steps import configure_argv, install_argv, step_env, venv_commands
 from rocbuild.uptodate import BUILD_ID_FILE, build_id
 
 if TYPE_CHECKING:
@@ -104,6 +104,7 @@ def run_tool(ctx: BuildContext, comp: Component, step: str, argv: list[str], log
 
 def fetch(ctx: BuildContext, comp: Component, log: Path, outcome: StepOutcome) -> None:
     assert comp.fetch_url is not None and comp.ref is not None
+    proc.log_attempt(log, f"fetch {comp.fetch_url} {comp.ref} into {comp.checkout_dir}")
     before = ctx.state.read_stamp(comp.name, "fetch") or {}
     patched = ctx.state.read_stamp(comp.name, "patch") or {}
     req = sources.FetchRequest(
@@ -120,6 +121,7 @@ def fetch(ctx: BuildContext, comp: Component, log: Path, outcome: StepOutcome) -
 
 
 def patch(ctx: BuildContext, comp: Component, log: Path, outcome: StepOutcome) -> None:
+    proc.log_attempt(log, f"patch {comp.checkout_dir} with {len(comp.patches)} patches")
     fetched = ctx.state.read_stamp(comp.name, "fetch") or {}
     before = ctx.state.read_stamp(comp.name, "patch") or {}
     applied, saved = patches.apply_series(
@@ -231,21 +233,12 @@ def setup_python(ctx: BuildContext) -> StepOutcome:
     network is expected; later steps only read what is here (rocBLAS gets PIP_NO_INDEX
     and PIP_FIND_LINKS pointing at the wheelhouse through its recipe)."""
     inputs = python_inputs(ctx)
-    venv, wheels = venv_dir(ctx.stack.workdir), wheelhouse_dir(ctx.stack.workdir)
     log = log_path(ctx.stack.workdir, "_python", "venv")
     outcome = StepOutcome("(python)", "venv", "done", log=log)
     ctx.output.say(f"▶ build venv: {len(inputs['packages'])} packages, "
                    f"{len(inputs['wheels'])} wheels")
     started = time.monotonic()
-    commands = [[sys.executable, "-m", "venv", "--clear", str(venv)]]
-    python = str(venv / "bin" / "python")
-    if inputs["packages"]:
-        commands.append([python, "-m", "pip", "install", "--disable-pip-version-check",
-                         *inputs["packages"]])
-    if inputs["wheels"]:
-        commands.append([python, "-m", "pip", "download", "--disable-pip-version-check",
-                         "-d", str(wheels), *inputs["wheels"]])
-    for argv in commands:
+    for argv in venv_commands(ctx.stack, sys.executable):
         result = proc.run_logged(argv, log=log, registry=ctx.registry())
         outcome.tail = result.tail
         if not result.ok:

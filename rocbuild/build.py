@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
-from rocbuild import actions, leftovers, proc, resources
+from rocbuild import actions, leftovers, outcome, proc, resources, running
 from rocbuild.errors import BuildFailed
 from rocbuild.graph import Component, Stack
 from rocbuild.jobs import JobBudget
@@ -40,8 +40,8 @@ class Output:
         self._lock = threading.Lock()
 
     def say(self, text: str) -> None:
-        with self._lock:
-            self.stream.write(text + "\n")
+        with self._lock:  # plain lines go to pipes and files: each says when it happened
+            self.stream.write(f"{proc.clock()} {text}\n")
             self.stream.flush()
 
     def build_line(self, component: str, step: str, line: str) -> None:
@@ -55,6 +55,16 @@ class Output:
     def step_finished(self, component: str, step: str) -> None:
         """The step ended (either way)."""
 
+    def run_planned(self, expected: dict[tuple[str, str], float | None]) -> None:
+        """The steps this run will start, each with its expected seconds (None: unknown);
+        plain output says the whole run's estimate once, progress.LiveOutput keeps a line."""
+        known = [s for s in expected.values() if s is not None]
+        if known:
+            total = sum(known)
+            at = time.strftime("%H:%M", time.localtime(time.time() + total))
+            self.say(f"expected: {len(expected)} steps, about {total / 60:.0f} min from this "
+                     f"host's history and the recipes' estimates (done about {at})")
+
 
 @dataclass
 class BuildContext:
@@ -62,6 +72,7 @@ class BuildContext:
     settings: Settings
     output: Output
     offline: bool = False
+    command: str | None = None  # the command line that continues this run (continuation.py)
     outcomes: list[StepOutcome] = field(default_factory=list)
     host_snapshot: Callable[[], resources.HostSnapshot] = resources.snapshot
     _lock: contextlib.ExitStack | None = None
@@ -122,43 +133,41 @@ class BuildContext:
         started = time.monotonic()
         outcome = StepOutcome(name, step, "done", log=log)
         self.output.step_started(name, step, self.expected_seconds(comp, step))
-        try:
-            actions.STEP_ACTIONS[step](self, comp, log, outcome)
+        # status shows the step running until its stamp or failure record is written (the
+        # marker's file is removed last, so it never frees the space a full disk lacks)
+        with running.mark(self.stack.workdir, name, step):
+            try:
+                actions.STEP_ACTIONS[step](self, comp, log, outcome)
+                if outcome.result == "done":
+                    actions.write_stamp(self, comp, step, outcome, time.monotonic() - started)
+            except BuildFailed as exc:
+                outcome.result, outcome.message = "failed", str(exc)
+                if exc.tip:
+                    outcome.message += f"\nTIP: {exc.tip}"
+            except Exception as exc:  # any error is still this step's failure
+                # rocbuild's own error, not the build's: the traceback goes into the step log,
+                # one line to the user, and the failure is recorded like any other
+                step_logger(log)("rocbuild error:\n" + traceback.format_exc().rstrip())
+                outcome.result = "failed"
+                outcome.message = (f"{name}: {step} failed: {type(exc).__name__}: {exc}"
+                                   f"\n(an error inside rocbuild; the traceback is in {log})")
+            finally:
+                self.output.step_finished(name, step)
+            outcome.seconds = time.monotonic() - started
             if outcome.result == "done":
-                actions.write_stamp(self, comp, step, outcome, time.monotonic() - started)
-        except BuildFailed as exc:
-            outcome.result, outcome.message = "failed", str(exc)
-            if exc.tip:
-                outcome.message += f"\nTIP: {exc.tip}"
-        except Exception as exc:  # any error is still this step's failure
-            # rocbuild's own error, not the build's: the traceback goes into the step log,
-            # one line to the user, and the failure is recorded like any other
-            step_logger(log)("rocbuild error:\n" + traceback.format_exc().rstrip())
-            outcome.result = "failed"
-            outcome.message = (f"{name}: {step} failed: {type(exc).__name__}: {exc}"
-                               f"\n(an error inside rocbuild; the traceback is in {log})")
-        finally:
-            self.output.step_finished(name, step)
-        outcome.seconds = time.monotonic() - started
-        if outcome.result == "done":
-            self.output.say(f"✔ {name}: {step} ({outcome.seconds:.1f}s)")
-        else:
-            self.state.record_failure(name, step, message=outcome.message, log=str(log),
-                                      tail=outcome.tail[-20:], jobs=outcome.jobs,
-                                      oom_retries=outcome.oom_retries,
-                                      seconds=round(outcome.seconds, 1),
-                                      peak_rss=outcome.peak_rss)
-            self.output.say(f"✘ {name}: {step} failed after {outcome.seconds:.1f}s — log: {log}")
+                self.output.say(f"✔ {name}: {step} ({outcome.seconds:.1f}s)")
+            else:
+                self.state.record_failure(name, step, message=outcome.message, log=str(log),
+                                          tail=outcome.tail[-20:], jobs=outcome.jobs,
+                                          oom_retries=outcome.oom_retries,
+                                          seconds=round(outcome.seconds, 1),
+                                          peak_rss=outcome.peak_rss)
+                self.output.say(f"✘ {name}: {step} failed after {outcome.seconds:.1f}s — "
+                                f"log: {log}")
         self.outcomes.append(outcome)
         return outcome
 
     def expected_seconds(self, comp: Component, step: str) -> float | None:
         """How long the step took last time on this host (its stamp, even a stale one), else
         for compile the recipe's CPU-hour estimate spread over this host's CPUs."""
-        stamp = self.state.read_stamp(comp.name, step)
-        if stamp and isinstance(stamp.get("seconds"), (int, float)):
-            return float(stamp["seconds"])
-        hours = comp.recipe.resources.get("cpu_hours")
-        if step == "compile" and hours:
-            return float(hours) * 3600 / max(self.host_snapshot().cpus, 1)
-        return None
+        return outcome.expected_seconds(self.state, comp, step, self.host_snapshot().cpus)

@@ -6,12 +6,13 @@ import argparse
 import json
 import sys
 
-from rocbuild import cache, cost, resources, status
+from rocbuild import cache, cost, outcome, plan_table, resources, status
 from rocbuild.graph import load_stack
 from rocbuild.plan import build_plan, to_json
 from rocbuild.settings import Settings
 from rocbuild.state import StateDir
-from rocbuild.ui import console, print_commands, print_plan
+from rocbuild.steps import steps_of
+from rocbuild.ui import console, print_commands, print_cost, print_plan
 from rocbuild.uptodate import Rule
 
 
@@ -25,16 +26,31 @@ def register(sub: argparse._SubParsersAction, parents: list[argparse.ArgumentPar
     out.add_argument("--json", action="store_true", help="print the plan as a JSON document")
     out.add_argument("--commands", action="store_true",
                      help="print the exact commands each step would run, ready to paste")
+    parser.add_argument("--why", action="store_true",
+                        help="under the table, each component's dependencies and the "
+                             "arithmetic behind its job counts")
     parser.set_defaults(func=run)
+
+
+def expected_seconds(rule: Rule, cpus: int) -> dict[str, float | None]:
+    """Each component's expected time: this host's last run of each step (stamps), else
+    the recipe's CPU-hour estimate (outcome.expected_seconds)."""
+    seconds: dict[str, float | None] = {}
+    for comp in rule.stack.selected():
+        known = [s for step in steps_of(comp)
+                 if (s := outcome.expected_seconds(rule.state, comp, step, cpus)) is not None]
+        seconds[comp.name] = sum(known) if known else None
+    return seconds
 
 
 def run(args: argparse.Namespace, settings: Settings) -> int:
     stack = load_stack(settings, args.components)
     # each component's state from the workdir's stamps (done / failed / stale / pending)
-    rule = Rule(stack, StateDir(stack.workdir))
-    states = {c.name: c.state for c in status.collect(rule).components}
+    rule = Rule(stack, StateDir(stack.workdir))  # read-only: no build context, no output
+    states = {c.name: c.state for c in status.collect(rule, settings).components}
     pending = [c.name for c in cost.pending_components(stack, rule.is_current)]
-    plan = build_plan(stack, settings, resources.snapshot(), lambda c: states[c.name], pending,
+    host = resources.snapshot()
+    plan = build_plan(stack, settings, host, lambda c: states[c.name], pending,
                       cache.plan_lines(settings, stack, rule.state),
                       requested=args.components)
     if args.json:
@@ -43,5 +59,8 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     elif args.commands:
         print_commands(plan, sys.stdout)
     else:
-        print_plan(plan, console())
+        out = console()
+        print_plan(plan, out)
+        plan_table.print_table(plan, out, expected_seconds(rule, host.cpus), why=args.why)
+        print_cost(plan, out)
     return 0

@@ -20,6 +20,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import BinaryIO
 
 import psutil
 
@@ -156,26 +157,105 @@ class _PeakSampler(threading.Thread):
         return self.peak
 
 
+ATTEMPT_MARK = "=== attempt "
+_END_MARKS = (b"\n# exit ", b"] exit ", b" interrupted")
+
+
+def now_stamp() -> str:
+    """Local time with the UTC offset, to the second: log lines of an overnight run sort and
+    compare across days and hosts."""
+    return time.strftime("%Y-%m-%d %H:%M:%S %z")
+
+
+def clock() -> str:
+    """Local time of day, for console lines."""
+    return time.strftime("%H:%M:%S")
+
+
+def stamped(text: str) -> str:
+    """Each line of ``text`` with the time in front, as rocbuild's own log lines carry it."""
+    stamp = f"[{now_stamp()}]"
+    return "\n".join(f"{stamp} {line}" for line in text.splitlines() or [""])
+
+
+def _previous_attempts(log: Path) -> tuple[int, bool]:
+    """How many attempts the log holds and whether the last one has an end line (exit or
+    interrupted); read in chunks, since a compile log can be large."""
+    count, last_mark, last_end, offset, carry = 0, -1, -1, 0, b""
+    mark = ("\n" + ATTEMPT_MARK).encode()
+    try:
+        with log.open("rb") as f:
+            while chunk := f.read(1 << 20):
+                data = carry + chunk
+                base = offset - len(carry)
+                count += data.count(mark) - carry.count(mark)
+                if (i := data.rfind(mark)) >= 0:
+                    last_mark = max(last_mark, base + i)
+                for end in _END_MARKS:
+                    if (i := data.rfind(end)) >= 0:
+                        last_end = max(last_end, base + i)
+                offset += len(chunk)
+                carry = data[-64:]
+    except OSError:
+        return 0, True
+    return count, count == 0 or last_end > last_mark
+
+
+def env_changes(env: Mapping[str, str] | None) -> list[str]:
+    """The variables a child's environment sets differently from rocbuild's own."""
+    if env is None:
+        return []
+    mine = os.environ
+    changed = [f"{k}={v}" for k, v in sorted(env.items()) if mine.get(k) != v]
+    return changed + [f"-{k} (unset)" for k in sorted(mine) if k not in env]
+
+
+def write_attempt_marker(logf: BinaryIO, log: Path, what: str,
+                         env: Mapping[str, str] | None = None, cwd: Path | None = None) -> int:
+    """Start an attempt in a step log: time, attempt number, the command and the environment
+    it runs with. Returns the attempt number. A previous attempt without an end line was cut
+    off (rocbuild killed, the host rebooted), and the marker says so."""
+    count, ended = _previous_attempts(log)
+    number = count + 1
+    lines = [f"\n{ATTEMPT_MARK}{number} · {now_stamp()} ===",
+             *([] if ended else [f"# attempt {count} has no end line: rocbuild was stopped "
+                                 "while it ran (killed, or the machine went down)"]),
+             f"$ {what}"]
+    if cwd:
+        lines.append(f"# in {cwd}")
+    changes = env_changes(env)
+    lines += [f"# env {c}" for c in changes] or ["# env: rocbuild's own, unchanged"]
+    logf.write(("\n".join(lines) + "\n").encode())
+    return number
+
+
+def log_attempt(log: Path, what: str) -> None:
+    """An attempt marker for a step rocbuild does itself (fetch, patch through gitpython)."""
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with log.open("ab", buffering=0) as logf:
+        write_attempt_marker(logf, log, what)
+
+
 def run_logged(argv: Sequence[str], *, log: Path, cwd: Path | None = None,
                env: Mapping[str, str] | None = None, on_line: LineSink | None = None,
                tail: int = 60, registry: ChildRegistry | None = None) -> RunResult:
-    """Run ``argv`` with output appended to ``log`` (one ``$ command`` header per run) and
-    passed line by line to ``on_line``. Memory stays small however long the log grows.
+    """Run ``argv`` with output appended to ``log`` and passed line by line to ``on_line``.
+    Each run starts with an attempt marker (write_attempt_marker) and ends with a timestamped
+    exit line, or says it was interrupted. Memory stays small however long the log grows.
     KeyboardInterrupt or SystemExit kills the whole process group, then propagates."""
     argv = [str(a) for a in argv]
     log.parent.mkdir(parents=True, exist_ok=True)
     last: collections.deque[str] = collections.deque(maxlen=tail)
     started = time.monotonic()
     with log.open("ab", buffering=0) as logf:
-        header = f"\n$ {shlex.join(argv)}\n" + (f"# in {cwd}\n" if cwd else "")
-        logf.write(header.encode())
+        attempt = write_attempt_marker(logf, log, shlex.join(argv), env, cwd)
         try:
             proc = subprocess.Popen(argv, cwd=cwd, env=dict(env) if env is not None else None,
                                     stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                     stderr=subprocess.STDOUT, start_new_session=True)
         except OSError as exc:
             message = f"cannot start {argv[0]}: {exc.strerror}"
-            logf.write((message + "\n").encode())
+            logf.write((stamped(f"exit 127: {message}") + "\n").encode())
             return RunResult(argv, 127, [message], 0.0, log=log)
         with _LIVE_LOCK:
             _LIVE.add(proc)
@@ -192,8 +272,13 @@ def run_logged(argv: Sequence[str], *, log: Path, cwd: Path | None = None,
                 if on_line is not None:
                     on_line(line)
             returncode = proc.wait()
-        except BaseException:
+        except BaseException as exc:
             kill_tree(proc)
+            why = type(exc).__name__
+            logf.write(("\n" + stamped(
+                f"attempt {attempt} interrupted ({why}) after "
+                f"{time.monotonic() - started:.1f}s; its process group was ended") + "\n"
+            ).encode())
             raise
         finally:
             peak = sampler.stop()
@@ -204,5 +289,5 @@ def run_logged(argv: Sequence[str], *, log: Path, cwd: Path | None = None,
             if proc.stdout is not None:
                 proc.stdout.close()
         seconds = time.monotonic() - started
-        logf.write(f"# exit {returncode} after {seconds:.1f}s\n".encode())
+        logf.write((stamped(f"exit {returncode} after {seconds:.1f}s") + "\n").encode())
     return RunResult(argv, returncode, list(last), seconds, peak, log)
