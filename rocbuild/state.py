@@ -86,10 +86,6 @@ class StateDir:
         stamp = self.read_stamp(component, step)
         return stamp is not None and stamp.get("fingerprint") == fingerprint
 
-    def job_cap_path(self, component: str) -> Path:
-        """The jobs cap an out-of-memory retry left for ``component`` (build and status)."""
-        return self.root / "caps" / f"{component}.json"
-
     def failure_path(self, component: str) -> Path:
         return self.root / "failures" / f"{component}.json"
 
