@@ -4,6 +4,6 @@ Settings come from the same ROCBUILD_* variables and config file as the CLI; `do
 target=gfx90a` sets the GPU targets (like --target). `doit list --all` shows every step.
 """
 
-from rocbuild.doit_entry import namespace_from_environment
+from rocbuild.cli.doit_entry import namespace_from_environment
 
 globals().update(namespace_from_environment())

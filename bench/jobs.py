@@ -15,8 +15,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from rocbuild.recipes import load_recipes
-from rocbuild.resources import GIB, HostSnapshot, job_counts
+from rocbuild.model.recipes import load_recipes
+from rocbuild.model.resources import GIB, HostSnapshot, job_counts
 
 HOSTS = (("16 cores / 32 GiB RAM / 8 GiB swap", 16, 32, 8),
          ("8 cores / 16 GiB RAM / 4 GiB swap", 8, 16, 4))

@@ -65,7 +65,7 @@ def main() -> int:
         build = [sys.executable, "-m", "rocbuild", "build", "--quiet", "--no-verify"]
         first = timed(build, env)
         print(f"first build of {args.components} components: {first:.2f}s")
-        startup = [sys.executable, "-c", "import rocbuild.cli, rocbuild.engine"]
+        startup = [sys.executable, "-c", "import rocbuild.cli.main, rocbuild.run.engine"]
         noop, bare = [], []
         for _ in range(args.runs):
             noop.append(timed(build, env))

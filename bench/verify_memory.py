@@ -31,10 +31,10 @@ MIB = 1 << 20
 CHILD = """
 import json, resource, sys
 from pathlib import Path
-from rocbuild.bundles import Decoders, scan_fatbin, zstandard_decoder
-from rocbuild.elf import open_source, parse_sections
-from rocbuild.targets import parse_target
-from rocbuild.verify import verify_file
+from rocbuild.checks.bundles import Decoders, scan_fatbin, zstandard_decoder
+from rocbuild.checks.elf import open_source, parse_sections
+from rocbuild.model.targets import parse_target
+from rocbuild.checks.verify import verify_file
 mode, path = sys.argv[1], Path(sys.argv[2])
 decoders = Decoders(zstd=zstandard_decoder())
 count = 0

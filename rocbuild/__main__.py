@@ -2,6 +2,6 @@
 
 import sys
 
-from rocbuild.cli import main
+from rocbuild.cli.main import main
 
 sys.exit(main())

@@ -22,7 +22,7 @@ from rocbuild.bench.llamabench import BenchSettings
 from rocbuild.bench.model import read_model
 from rocbuild.bench.runner import Limits
 from rocbuild.bench.session import BenchResult, choose_binaries, run_session
-from rocbuild.buildinfo import BuildInfo, ComponentInfo, read_build_info, write_build_info
+from rocbuild.prefix.buildinfo import BuildInfo, ComponentInfo, read_build_info, write_build_info
 
 DATA = Path(__file__).resolve().parent / "data"
 RECORDED = DATA / "llama-bench"

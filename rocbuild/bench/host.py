@@ -18,9 +18,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rocbuild import doctor, gpu
-from rocbuild.buildinfo import BuildInfo
-from rocbuild.envfiles import TUNE_VARIABLES
+from rocbuild.checks import doctor, gpu
+from rocbuild.prefix.buildinfo import BuildInfo
+from rocbuild.prefix.envfiles import TUNE_VARIABLES
 
 POWER_FILE = "power_dpm_force_performance_level"
 VRAM_USED_FILE = "mem_info_vram_used"

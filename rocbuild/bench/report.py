@@ -15,8 +15,8 @@ from rocbuild.bench import stats
 from rocbuild.bench.host import POWER_FILE
 from rocbuild.bench.runner import OK, BackendRun
 from rocbuild.bench.session import BenchResult
-from rocbuild.gpu import format_speed
-from rocbuild.resources import format_bytes
+from rocbuild.checks.gpu import format_speed
+from rocbuild.model.resources import format_bytes
 
 
 def _gts(speed: float | None) -> str:

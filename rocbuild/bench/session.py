@@ -9,15 +9,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rocbuild import smoke
 from rocbuild.bench import llamabench, published, stats
 from rocbuild.bench.host import HostRecord, HostWarning, VramWatcher, host_warnings
 from rocbuild.bench.llamabench import GPU_BACKENDS, BenchSettings
 from rocbuild.bench.model import ModelInfo
 from rocbuild.bench.runner import OK, BackendRun, Echo, Limits, RunSpec, run_all
-from rocbuild.buildinfo import now
-from rocbuild.envfiles import TUNE_VARIABLES
+from rocbuild.checks import smoke
 from rocbuild.errors import ConfigError
+from rocbuild.prefix.buildinfo import now
+from rocbuild.prefix.envfiles import TUNE_VARIABLES
 
 SCHEMA = 1
 TUNE_ALL = "all tuning"

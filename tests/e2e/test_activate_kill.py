@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from rocbuild import activate
+from rocbuild.prefix import activate
 from tests.unit.test_activate import make_prefix
 
 pytestmark = pytest.mark.e2e
@@ -21,7 +21,7 @@ pytestmark = pytest.mark.e2e
 CHILD = """
 import os, signal, sys
 from pathlib import Path
-import rocbuild.activate as a
+import rocbuild.prefix.activate as a
 
 def die(src, dst):
     os.kill(os.getpid(), signal.SIGKILL)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from rocbuild.envfiles import EnvSpec, write_env_files
+from rocbuild.prefix.envfiles import EnvSpec, write_env_files
 from tests.e2e.test_envfiles_shell import BASE_PATH, LMOD_STUB, in_bash, in_fish
 
 pytestmark = pytest.mark.e2e

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from rocbuild import smoke
-from rocbuild.targets import parse_target_list
-from rocbuild.verify import Verdict, verify_file
+from rocbuild.checks import smoke
+from rocbuild.checks.verify import Verdict, verify_file
+from rocbuild.model.targets import parse_target_list
 from tests.cli import run_flags
 from tests.conftest import require_tool
 from tests.e2e.chain import one_component_stack

@@ -16,7 +16,7 @@ import psutil
 import pytest
 
 from rocbuild.bench.runner import Limits
-from rocbuild.envfiles import TUNE_VARIABLES
+from rocbuild.prefix.envfiles import TUNE_VARIABLES
 from tests.benchkit import IDLE_VRAM, bench, make_rig, samples, write_model
 from tests.cli import run_cli
 

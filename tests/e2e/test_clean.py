@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from rocbuild import sources
-from rocbuild.buildinfo import info_path
-from rocbuild.state import StateDir
+from rocbuild.prefix.buildinfo import info_path
+from rocbuild.run import sources
+from rocbuild.run.state import StateDir
 from tests.cli import run_flags
 from tests.e2e.chain import Chain
 

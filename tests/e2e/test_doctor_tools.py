@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from rocbuild import doctor
-from rocbuild.doctor import FAIL, OK, SKIP, WARN, Host, Needs
+from rocbuild.checks import doctor
+from rocbuild.checks.doctor import FAIL, OK, SKIP, WARN, Host, Needs
 from tests.conftest import require_tool
 
 pytestmark = pytest.mark.e2e

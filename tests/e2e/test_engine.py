@@ -16,8 +16,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from rocbuild.cli import main
-from rocbuild.state import StateDir
+from rocbuild.cli.main import main
+from rocbuild.run.state import StateDir
 from tests.cli import run_cli
 from tests.conftest import REPO, require_tool
 from tests.e2e.chain import Chain, git, make_chain

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from rocbuild.envfiles import EnvSpec, write_env_files
+from rocbuild.prefix.envfiles import EnvSpec, write_env_files
 
 pytestmark = pytest.mark.e2e
 
@@ -207,7 +207,7 @@ def test_tcl_quoting_keeps_odd_values_literal(odd: str, tmp_path: Path) -> None:
     tclsh = shutil.which("tclsh")
     if tclsh is None:
         pytest.skip("no tclsh")
-    from rocbuild.envfiles import quote_tcl
+    from rocbuild.prefix.envfiles import quote_tcl
     script = tmp_path / "q.tcl"
     script.write_text(f"puts -nonewline {quote_tcl(odd)}\n")
     done = subprocess.run([tclsh, str(script)], capture_output=True, text=True, check=True)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from rocbuild import patches
+from rocbuild.run import patches
 from tests.cli import REPO, run_cli
 from tests.e2e.chain import git, make_chain, make_repo, one_component_stack
 

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from rocbuild import sources
 from rocbuild.errors import BuildFailed
+from rocbuild.run import sources
 from tests.cli import run_cli
 from tests.conftest import require_tool
 from tests.e2e.chain import make_repo

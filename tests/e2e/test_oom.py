@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from rocbuild.cli import main
+from rocbuild.cli.main import main
 from tests.conftest import require_tool
 from tests.e2e.chain import one_component_stack
 

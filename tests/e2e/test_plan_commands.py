@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from rocbuild import sources
+from rocbuild.run import sources
 from tests.cli import run_flags
 from tests.e2e.chain import FAKE_HOST, Chain
 

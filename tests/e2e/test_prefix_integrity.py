@@ -105,7 +105,7 @@ def test_no_write_follows_a_link_out_of_the_prefix(tmp_path: Path) -> None:
     assert "(installed by a)" in result.output, result.explain()  # b's install never ran
     assert not (outside / "evil.txt").exists()
     # the write-time check holds on its own too: a link made after b's install started
-    from rocbuild import ownership
+    from rocbuild.prefix import ownership
     with pytest.raises(BuildFailed, match="leads outside the prefix"):
         ownership.checked_path(tmp_path / "prefix", "lib/out/evil.txt", "b")
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from rocbuild.state import prefix_lock
+from rocbuild.run.state import prefix_lock
 from tests.cli import CliResult, run_cli
 from tests.conftest import require_tool
 from tests.e2e.calc import CALC_C, Calc, make_calc, value_patch
@@ -190,7 +190,7 @@ def test_two_runs_never_install_into_one_prefix_at_once(calc: Calc, tmp_path: Pa
 
 
 def test_a_busy_workdir_exits_3(calc: Calc) -> None:
-    from rocbuild.state import StateDir
+    from rocbuild.run.state import StateDir
 
     with StateDir(calc.workdir).lock():
         result = run_cli("build", *calc.flags(), "--no-verify", expect=3)
@@ -250,8 +250,8 @@ def test_rocm_path_in_the_steps_environment_is_the_prefix(calc: Calc) -> None:
 def test_the_fetch_itself_refuses_to_download_when_offline(calc: Calc) -> None:
     """The second guard behind preflight's: sources.fetch never downloads with offline set,
     even when the URL would answer (plain `doit` runs skip preflight)."""
-    from rocbuild import sources
     from rocbuild.errors import BuildFailed
+    from rocbuild.run import sources
 
     req = sources.FetchRequest(
         name="calc", url=(calc.repos / "calc.git").as_uri(), ref="v1", submodules=False,

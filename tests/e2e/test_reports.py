@@ -14,12 +14,12 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from rocbuild import cmd_status
-from rocbuild.graph import load_stack
-from rocbuild.settings import resolve
-from rocbuild.state import StateDir
-from rocbuild.status import collect
-from rocbuild.uptodate import Rule
+from rocbuild.cli import cmd_status
+from rocbuild.model.graph import load_stack
+from rocbuild.model.settings import resolve
+from rocbuild.run.state import StateDir
+from rocbuild.run.status import collect
+from rocbuild.run.uptodate import Rule
 from tests.cli import child_env, run_cli, run_flags
 from tests.e2e.chain import Chain, add_gamma_patch
 from tests.e2e.test_engine import sleepers, slow_beta, wait_for

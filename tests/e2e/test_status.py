@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from rocbuild.cli import main
-from rocbuild.state import StateDir, write_json_atomic
+from rocbuild.cli.main import main
+from rocbuild.run.state import StateDir, write_json_atomic
 from tests.cli import run_cli
 from tests.conftest import require_tool
 from tests.e2e.chain import Chain, add_gamma_patch, git, make_chain

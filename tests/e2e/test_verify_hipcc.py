@@ -22,10 +22,8 @@ from pathlib import Path
 
 import pytest
 
-from rocbuild import smoke
-from rocbuild.cli import main
-from rocbuild.targets import parse_target_list
-from rocbuild.verify import (
+from rocbuild.checks import smoke
+from rocbuild.checks.verify import (
     BUNDLE_MAGIC,
     Decoders,
     Verdict,
@@ -33,6 +31,8 @@ from rocbuild.verify import (
     default_decoders,
     verify_file,
 )
+from rocbuild.cli.main import main
+from rocbuild.model.targets import parse_target_list
 from tests.cli import run_cli
 from tests.conftest import require_tool
 from tests.unit.test_verify_scan import ccob, fatbin

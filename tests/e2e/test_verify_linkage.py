@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from rocbuild import linkage
-from rocbuild.elf import dynamic_info, open_source
-from rocbuild.targets import parse_target
-from rocbuild.verify import to_json, verify_prefix
+from rocbuild.checks import linkage
+from rocbuild.checks.elf import dynamic_info, open_source
+from rocbuild.checks.verify import to_json, verify_prefix
+from rocbuild.model.targets import parse_target
 from tests.cli import run_cli
 from tests.conftest import require_tool
 from tests.unit.test_verify_scan import elf_with_fatbin, tu

@@ -9,12 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from rocbuild import activate, buildinfo, cli, cmd_prefixes
-from rocbuild.activate import activate_previous, current_target, temp_link_path
-from rocbuild.buildinfo import BuildInfo, ComponentInfo, read_build_info, write_build_info
+from rocbuild.cli import cmd_prefixes
+from rocbuild.cli import main as cli
 from rocbuild.errors import ConfigError, RocbuildError
-from rocbuild.graph import load_stack
-from rocbuild.settings import resolve
+from rocbuild.model.graph import load_stack
+from rocbuild.model.settings import resolve
+from rocbuild.prefix import activate, buildinfo
+from rocbuild.prefix.activate import activate_previous, current_target, temp_link_path
+from rocbuild.prefix.buildinfo import BuildInfo, ComponentInfo, read_build_info, write_build_info
 
 
 def make_prefix(base: Path, name: str, *, complete: bool = True, targets: tuple[str, ...] = (

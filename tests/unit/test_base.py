@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from rocbuild.base import read_version
 from rocbuild.errors import ConfigError
-from rocbuild.graph import load_stack
-from rocbuild.roads import roads
-from rocbuild.settings import resolve
+from rocbuild.model.base import read_version
+from rocbuild.model.graph import load_stack
+from rocbuild.model.roads import roads
+from rocbuild.model.settings import resolve
 from tests.unit.test_recipes import OK_SOURCE, error_of, settings_for
 
 LOW = OK_SOURCE + '[cmake]\n[base]\nprovides = ["lib/liblow.so", "include/low/*.h"]\n'

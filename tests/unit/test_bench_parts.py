@@ -13,10 +13,10 @@ from rocbuild.bench import llamabench, published, stats
 from rocbuild.bench.host import VRAM_SLACK, VramWatcher, host_warnings, read_host
 from rocbuild.bench.llamabench import BenchSettings
 from rocbuild.bench.model import read_model
-from rocbuild.buildinfo import read_build_info
 from rocbuild.errors import ConfigError
-from rocbuild.graph import load_stack
-from rocbuild.settings import resolve
+from rocbuild.model.graph import load_stack
+from rocbuild.model.settings import resolve
+from rocbuild.prefix.buildinfo import read_build_info
 from tests.benchkit import HAND_MADE, HOSTS, IDLE_VRAM, RECORDED, make_rig, write_model
 
 

@@ -8,13 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from rocbuild import cache
-from rocbuild.artifacts import FileEntry, Manifest
-from rocbuild.cache_store import FolderStore
 from rocbuild.errors import ConfigError
-from rocbuild.graph import Stack, load_stack
-from rocbuild.settings import resolve
-from rocbuild.state import StateDir
+from rocbuild.model.graph import Stack, load_stack
+from rocbuild.model.settings import resolve
+from rocbuild.run import cache
+from rocbuild.run.artifacts import FileEntry, Manifest
+from rocbuild.run.cache_store import FolderStore
+from rocbuild.run.state import StateDir
 
 SRC = '[source]\ngit = "https://example.com/{{ name }}.git"\nref = "v1"\n'
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from rocbuild.cli import main
+from rocbuild.cli.main import main
 
 REPO = Path(__file__).resolve().parents[2]
 

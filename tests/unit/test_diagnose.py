@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from rocbuild.diagnose import PATTERNS, Diagnosis, diagnose
+from rocbuild.checks.diagnose import PATTERNS, Diagnosis, diagnose
 
 NINJA_STOP = "ninja: build stopped: subcommand failed."
 

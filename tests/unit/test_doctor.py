@@ -15,11 +15,13 @@ from pathlib import Path
 
 import pytest
 
-from rocbuild import cli, doctor
-from rocbuild.buildinfo import BuildInfo, write_build_info
-from rocbuild.doctor import FAIL, OK, SKIP, WARN, Host, Needs
-from rocbuild.settings import resolve
-from rocbuild.targets import parse_target_list
+from rocbuild.checks import doctor
+from rocbuild.checks.doctor import FAIL, OK, SKIP, WARN, Host, Needs
+from rocbuild.cli import cmd_doctor
+from rocbuild.cli import main as cli
+from rocbuild.model.settings import resolve
+from rocbuild.model.targets import parse_target_list
+from rocbuild.prefix.buildinfo import BuildInfo, write_build_info
 
 HOSTS = Path(__file__).resolve().parent.parent / "data" / "hosts"
 GIB = 1 << 30
@@ -239,7 +241,7 @@ def test_needs_come_from_the_recipes(write_recipes) -> None:
         link_mem = "12GiB"
     """)
     settings = resolve({"recipes": str(folder), "prefix": "/opt/x"}, env={})
-    got = doctor.needs_from(settings)
+    got = cmd_doctor.needs_from(settings)
     assert got.problem is None
     assert got.link_mem == 12 * GIB
     assert dict(got.packages) == {"llvm": ("libelf-dev", "zlib1g-dev")}
@@ -250,7 +252,7 @@ def test_needs_come_from_the_recipes(write_recipes) -> None:
 def test_broken_recipes_are_a_warning_not_a_crash(write_recipes) -> None:
     folder = write_recipes(bad="this is = not toml [")
     settings = resolve({"recipes": str(folder)}, env={})
-    got = doctor.needs_from(settings)
+    got = cmd_doctor.needs_from(settings)
     assert got.problem and "bad.toml" in got.problem
     report = doctor.run(Host(root=HOSTS / "mi50", user="ml"), got)
     assert report.check("recipes").status == WARN

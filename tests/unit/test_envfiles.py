@@ -8,11 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from rocbuild import cli, envfiles
-from rocbuild.envfiles import EnvSpec, render, spec_for, write_env_files
+from rocbuild.cli import main as cli
 from rocbuild.errors import ConfigError
-from rocbuild.graph import load_stack
-from rocbuild.settings import resolve
+from rocbuild.model.graph import load_stack
+from rocbuild.model.settings import resolve
+from rocbuild.prefix import envfiles
+from rocbuild.prefix.envfiles import EnvSpec, render, spec_for, write_env_files
 
 PREFIX = Path("/opt/rocm-6.4-gfx906")
 SPEC = EnvSpec(prefix=PREFIX, version="6.4.3", series="6.4", targets=("gfx906",))

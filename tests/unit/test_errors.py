@@ -46,7 +46,9 @@ def test_the_exit_code_table_is_the_readme_table():
 
 def test_user_facing_classes_are_declared_in_errors_module():
     # the old homes re-export them, so `from rocbuild.faults import StateWriteError` works
-    from rocbuild import activate, cache_store, faults, preflight
+    from rocbuild import faults
+    from rocbuild.prefix import activate
+    from rocbuild.run import cache_store, preflight
     assert preflight.PreflightError is errors.PreflightError
     assert faults.StateWriteError is errors.StateWriteError
     assert cache_store.CacheUnavailable is errors.CacheUnavailable

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from rocbuild import gpu
-from rocbuild.gpu import (
+from rocbuild.checks import gpu
+from rocbuild.checks.gpu import (
     Gpu,
     bdf_from_location,
     decode_gfx_target_version,
@@ -18,7 +18,7 @@ from rocbuild.gpu import (
     parse_link_speed,
     recommended_targets,
 )
-from rocbuild.targets import PROCESSOR_FEATURES
+from rocbuild.model.targets import PROCESSOR_FEATURES
 
 HOSTS = Path(__file__).resolve().parent.parent / "data" / "hosts"
 GIB = 1 << 30

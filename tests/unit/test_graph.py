@@ -2,8 +2,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from rocbuild.graph import load_stack
-from rocbuild.settings import resolve
+from rocbuild.model.graph import load_stack
+from rocbuild.model.settings import resolve
 
 SRC = '[source]\ngit = "https://example.com/{{ name }}.git"\nref = "v1"\n'
 

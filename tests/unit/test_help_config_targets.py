@@ -7,9 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from rocbuild import cli, help_text
-from rocbuild.settings import OPTIONS
-from rocbuild.targets import TargetError, parse_target, parse_target_list
+from rocbuild.cli import help_text
+from rocbuild.cli import main as cli
+from rocbuild.model.settings import OPTIONS
+from rocbuild.model.targets import TargetError, parse_target, parse_target_list
 from tests.cli import run_cli
 
 

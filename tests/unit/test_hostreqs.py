@@ -7,13 +7,15 @@ from pathlib import Path
 
 import pytest
 
-from rocbuild import cost, doctor, hostreqs
+from rocbuild.checks import hostreqs
+from rocbuild.checks.hostreqs import FAIL, WARN, Probe, Requirements
+from rocbuild.cli import cmd_doctor
 from rocbuild.errors import ConfigError
-from rocbuild.graph import load_stack
-from rocbuild.hostreqs import FAIL, WARN, Probe, Requirements
-from rocbuild.recipes import load_recipe
-from rocbuild.resources import GIB, HostSnapshot
-from rocbuild.settings import resolve
+from rocbuild.model import cost
+from rocbuild.model.graph import load_stack
+from rocbuild.model.recipes import load_recipe
+from rocbuild.model.resources import GIB, HostSnapshot
+from rocbuild.model.settings import resolve
 
 
 def probe_answering(tmp_path: Path, answers: dict[str, str]) -> Probe:
@@ -119,7 +121,7 @@ def test_doctor_and_plan_agree_on_the_disk_needed(write_recipes, tmp_path: Path)
     host = HostSnapshot(cpus=4, cpu_reason="4 CPUs", mem_available=32 * GIB, swap_free=0,
                         mem_reason="memory")
     estimate = cost.estimate(stack, host, ["big"], swap_weight=0.5, cap=None)
-    needs = doctor.needs_from(settings)
+    needs = cmd_doctor.needs_from(settings)
     assert (needs.disk_workdir, needs.disk_prefix) == \
         (estimate.disk.workdir, estimate.disk.prefix) == (13 * GIB, int(2.5 * GIB))
     assert estimate.cpu_hours == 4.0 and estimate.wall_hours == pytest.approx(4.0 / 4)

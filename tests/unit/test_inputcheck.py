@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from rocbuild import inputcheck
 from rocbuild.errors import ConfigError
+from rocbuild.model import inputcheck
 
 
 @pytest.mark.parametrize("ref", ["rocm-6.4.3", "v1", "release/rocm-rel-6.4", "b520bc8",

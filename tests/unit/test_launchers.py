@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from rocbuild import launchers
 from rocbuild.errors import ConfigError
-from rocbuild.graph import load_stack
-from rocbuild.resources import GIB, HostSnapshot, job_counts
-from rocbuild.settings import resolve
+from rocbuild.model import launchers
+from rocbuild.model.graph import load_stack
+from rocbuild.model.resources import GIB, HostSnapshot, job_counts
+from rocbuild.model.settings import resolve
 
 RECIPE = '[source]\ngit = "https://example.com/x.git"\nref = "v1"\n[cmake]\n'
 TOOLS = {"ccache": "/usr/bin/ccache", "distcc": "/usr/bin/distcc"}

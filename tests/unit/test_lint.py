@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from rocbuild.cli import main
-from rocbuild.lint import cmake_defines, lint_recipes, lint_sources, unused_cmake_variables
-from rocbuild.settings import resolve
+from rocbuild.checks.lint import cmake_defines, lint_recipes, lint_sources, unused_cmake_variables
+from rocbuild.cli.main import main
+from rocbuild.model.settings import resolve
 
 SRC = '[source]\ngit = "https://example.com/{{ name }}.git"\nref = "v1"\n'
 GOOD = ('summary = "s"\nsystem_packages = ["cmake"]\n' + SRC

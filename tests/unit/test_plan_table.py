@@ -8,14 +8,14 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from rocbuild import cmd_plan, plan_table, ui
-from rocbuild.cli import main
-from rocbuild.graph import load_stack
-from rocbuild.plan import build_plan
-from rocbuild.resources import GIB, HostSnapshot
-from rocbuild.settings import resolve
-from rocbuild.state import StateDir
-from rocbuild.uptodate import Rule
+from rocbuild.cli import cmd_plan, plan_table, ui
+from rocbuild.cli.main import main
+from rocbuild.model.graph import load_stack
+from rocbuild.model.plan import build_plan
+from rocbuild.model.resources import GIB, HostSnapshot
+from rocbuild.model.settings import resolve
+from rocbuild.run.state import StateDir
+from rocbuild.run.uptodate import Rule
 
 
 def host(cpus: int, mem_gib: float) -> HostSnapshot:
@@ -71,7 +71,7 @@ def test_jobs_setting_reads_auto_and_why_shows_the_arithmetic(tmp_path: Path) ->
 
 
 def test_time_column_uses_this_hosts_history(tmp_path: Path) -> None:
-    from rocbuild.state import StateDir
+    from rocbuild.run.state import StateDir
 
     StateDir(tmp_path / "wd").write_stamp("hipblas", "compile", "x", seconds=7 * 3600 + 60)
     text, _ = render(tmp_path, host(8, 16))

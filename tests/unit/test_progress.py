@@ -4,7 +4,7 @@ import io
 
 from rich.console import Console
 
-from rocbuild.progress import LiveOutput, eta_seconds, format_eta, ninja_progress
+from rocbuild.cli.progress import LiveOutput, eta_seconds, format_eta, ninja_progress
 
 
 def test_ninja_status_lines() -> None:
@@ -37,7 +37,7 @@ def test_live_output_draws_a_bar_with_counts_and_eta() -> None:
 
 
 def test_whole_run_eta_from_the_steps_still_to_run() -> None:
-    from rocbuild.progress import run_eta
+    from rocbuild.cli.progress import run_eta
 
     expected = {("a", "configure"): 60.0, ("a", "compile"): 600.0, ("b", "compile"): None}
     assert run_eta(expected, set(), {}) == 660.0
@@ -60,7 +60,7 @@ def test_live_output_shows_the_whole_run_line() -> None:
 
 
 def test_plain_output_says_the_whole_runs_estimate_once() -> None:
-    from rocbuild.build import Output
+    from rocbuild.run.build import Output
 
     buffer = io.StringIO()
     Output(buffer).run_planned({("a", "compile"): 1800.0, ("b", "compile"): None})

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from rocbuild.graph import Component, Stack, load_stack
-from rocbuild.recipes import load_recipes
-from rocbuild.settings import resolve
-from rocbuild.steps import configure_argv, env_overrides
+from rocbuild.model.graph import Component, Stack, load_stack
+from rocbuild.model.recipes import load_recipes
+from rocbuild.model.settings import resolve
+from rocbuild.model.steps import configure_argv, env_overrides
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden"
 WORKDIR = "/work/rb"

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from rocbuild.graph import load_stack
-from rocbuild.settings import resolve
+from rocbuild.model.graph import load_stack
+from rocbuild.model.settings import resolve
 from tests.conftest import RecipeWriter
 
 

@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 
 from rocbuild.errors import ConfigError
-from rocbuild.graph import load_stack
-from rocbuild.recipes import load_recipes, parse_size
-from rocbuild.settings import resolve
+from rocbuild.model.graph import load_stack
+from rocbuild.model.recipes import load_recipes, parse_size
+from rocbuild.model.settings import resolve
 
 OK_SOURCE = '[source]\ngit = "https://example.com/{{ name }}.git"\nref = "rocm-{{ version }}"\n'
 

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from rocbuild.resources import (
+from rocbuild.model.resources import (
     GIB,
     HostSnapshot,
     cgroup_cpu_quota,
@@ -57,7 +57,7 @@ def test_cgroup_without_limits(tmp_path: Path) -> None:
 
 
 def test_link_and_compile_pools_share_one_budget() -> None:
-    from rocbuild.resources import job_counts
+    from rocbuild.model.resources import job_counts
 
     sixteen = host(cpus=16, mem_gib=28.8, swap_gib=8)  # 16 cores, 32 GiB, idle desktop
     counts = job_counts({"compile_mem": 1.5 * GIB, "link_mem": 6 * GIB}, sixteen,
@@ -70,7 +70,7 @@ def test_link_and_compile_pools_share_one_budget() -> None:
 
 
 def test_kernel_oom_lines_after_the_step_started(tmp_path: Path) -> None:
-    from rocbuild.resources import kernel_oom_kills_since
+    from rocbuild.model.resources import kernel_oom_kills_since
 
     kmsg = tmp_path / "kmsg"
     kmsg.write_text(
@@ -87,7 +87,7 @@ def test_kernel_oom_lines_after_the_step_started(tmp_path: Path) -> None:
 
 
 def test_format_bytes_is_the_one_byte_formatter() -> None:
-    from rocbuild.resources import GIB, format_bytes, format_gib
+    from rocbuild.model.resources import GIB, format_bytes, format_gib
     assert format_bytes(16 * GIB) == "16.0 GiB"
     assert format_bytes(256 << 20) == "256 MiB"
     assert format_bytes(3 << 10) == "3 KiB"

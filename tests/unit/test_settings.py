@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 
 from rocbuild.errors import ConfigError
-from rocbuild.settings import resolve, rewrite_url
+from rocbuild.model.settings import resolve, rewrite_url
 
 
 def test_precedence_flag_over_env_over_config_over_default(tmp_path: Path) -> None:
@@ -70,7 +70,7 @@ def test_settings_has_one_typed_field_per_option_and_defaults_come_from_the_opti
     import dataclasses
     import typing
 
-    from rocbuild import settings as settings_module
+    from rocbuild.model import settings as settings_module
     fields = [f.name for f in dataclasses.fields(settings_module.Settings)
               if f.name not in ("sources", "notes")]
     assert fields == [o.name for o in settings_module.OPTIONS]

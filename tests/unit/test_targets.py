@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from rocbuild.targets import TargetError, parse_target, parse_target_list, runs_on
+from rocbuild.model.targets import TargetError, parse_target, parse_target_list, runs_on
 
 
 @pytest.mark.parametrize("text, canonical", [

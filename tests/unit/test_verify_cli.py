@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from rocbuild.cli import main
+from rocbuild.cli.main import main
 from tests.unit.test_verify_scan import elf_with_fatbin, make_elf, tu
 from tests.unit.test_verify_smoke import host_tree
 

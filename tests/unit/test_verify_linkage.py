@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from rocbuild import linkage
-from rocbuild.elf import Dynamic
+from rocbuild.checks import linkage
+from rocbuild.checks.elf import Dynamic
 from tests.unit.test_verify_scan import make_elf
 
 ABI = (2, 1, 62)  # ELF64, little-endian, x86_64

@@ -11,8 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from rocbuild.targets import parse_target
-from rocbuild.verify import (
+from rocbuild.checks.verify import (
     BUNDLE_MAGIC,
     Decoders,
     Entry,
@@ -21,6 +20,7 @@ from rocbuild.verify import (
     scan_fatbin,
     verify_file,
 )
+from rocbuild.model.targets import parse_target
 
 HOST = "host-x86_64-unknown-linux-gnu-"
 GFX906 = (parse_target("gfx906"),)
@@ -195,7 +195,7 @@ def test_zstd_without_a_decoder_is_unknown_not_a_crash(tmp_path: Path) -> None:
 
 def test_zstd_with_zstandard(tmp_path: Path) -> None:
     zstandard = pytest.importorskip("zstandard", reason="the zstandard module is not installed")
-    from rocbuild.verify import zstandard_decoder
+    from rocbuild.checks.verify import zstandard_decoder
 
     inner = tu("gfx906", kernels=("kzstd",))
     blob = fatbin(ccob(inner, 3, method=1, data=zstandard.ZstdCompressor().compress(inner)))

@@ -8,8 +8,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from rocbuild import smoke
-from rocbuild.targets import parse_target_list
+from rocbuild.checks import smoke
+from rocbuild.model.targets import parse_target_list
 
 CPU_NODE = "cpu_cores_count 16\nsimd_count 0\ngfx_target_version 0\n"
 

@@ -9,10 +9,10 @@ import tracemalloc
 import zlib
 from pathlib import Path
 
-from rocbuild.bundles import CHUNK, Decoders, scan_fatbin, zstandard_decoder
-from rocbuild.elf import Source
-from rocbuild.targets import parse_target
-from rocbuild.verify import Verdict, verify_file
+from rocbuild.checks.bundles import CHUNK, Decoders, scan_fatbin, zstandard_decoder
+from rocbuild.checks.elf import Source
+from rocbuild.checks.verify import Verdict, verify_file
+from rocbuild.model.targets import parse_target
 from tests.unit.test_verify_scan import HOST, ccob, code_object, plain_bundle
 
 GFX906 = (parse_target("gfx906"),)

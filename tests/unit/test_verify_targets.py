@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from rocbuild.targets import parse_target, parse_target_list
-from rocbuild.verify import Bundle, Entry, describe_missing, device_modes, missing_in_bundle
+from rocbuild.checks.verify import Bundle, Entry, describe_missing, device_modes, missing_in_bundle
+from rocbuild.model.targets import parse_target, parse_target_list
 
 
 def bundle(*targets: str) -> Bundle:

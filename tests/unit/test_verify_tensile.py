@@ -5,8 +5,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from rocbuild.targets import parse_target_list
-from rocbuild.verify import Verdict, check_tensile, verify_prefix
+from rocbuild.checks.verify import Verdict, check_tensile, verify_prefix
+from rocbuild.model.targets import parse_target_list
 from tests.unit.test_verify_scan import elf_with_fatbin, tu
 
 COMPLETE = ("TensileLibrary_lazy_gfx906.dat",

@@ -1,0 +1,368 @@
+"""What the selected recipes ask of the host, checked the same way by `build` and `doctor`.
+
+preflight.py refuses a build on any ``fail`` finding before the first fetch; doctor.py shows
+the very same findings as its "packages", "toolchain" and "prefix" checks. Both build the
+inputs with ``requirements(stack)`` and ask the host through a ``Probe`` (the PATH to search
+and a way to run a read-only query), so a test can hand in a PATH with a fake tool.
+
+- system packages: every ``system_packages`` entry. On Debian/Ubuntu through dpkg-query; an
+  entry is also met when the recipe's ``system_checks`` probe for it passes (a header, a
+  pkg-config name or a tool), which is how other distributions and tools installed outside the
+  package manager (a pip cmake) are checked. One finding lists everything missing, with the
+  one apt-get line.
+- tools in a window, not only a floor: CMake, Ninja, GCC, and the Python that rocBLAS makes
+  Tensile's venv from.
+- the prefix: writable by this user (rocbuild never runs sudo), no ':' or whitespace.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import re
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from rocbuild.model.graph import Stack, prefix_problem
+
+FAIL, WARN = "fail", "warn"
+APT_INSTALL = "sudo apt-get install -y "
+# Tools every build runs (configure, compile, fetch), whatever the recipes list.
+BASE_TOOLS = ("cmake", "ninja", "git")
+# Debian/Ubuntu package -> the program it provides; such an entry is also met by the program
+# on PATH (a cmake from pip, a distribution that names the package otherwise).
+PACKAGE_TOOLS = {"cmake": "cmake", "ninja-build": "ninja", "git": "git", "perl": "perl",
+                 "pkg-config": "pkg-config", "python3": "python3", "g++": "g++", "xxd": "xxd",
+                 "glslc": "glslc"}
+TOOL_PACKAGES = {tool: package for package, tool in PACKAGE_TOOLS.items()}
+
+# CMake window. Floor: rocprofiler-register 6.4's cmake_minimum_required(VERSION 3.22); AMD's
+# ROCm 6.4 build images pin 3.25.2 (reference/rocm-6.4-components.md §1), below that a warning.
+# CMake 4 removed policies older than 3.5 and refuses cmake_policy(SET CMP0053 OLD), which
+# device-libs' cmake/OCL.cmake runs at 6.4.x (fixed upstream by ROCm/llvm-project a18cc4c).
+CMAKE_FLOOR, CMAKE_TESTED, CMAKE_BREAKS = (3, 22), (3, 25), (4, 0)
+CMAKE_ADVICE = ("python3 -m pip install --user 'cmake>=3.25,<4' (or Kitware's apt repository "
+                "pinned to 3.x), then make sure ~/.local/bin comes first on PATH")
+# Components whose 6.4 sources stop under CMake 4 unless a patch of their checkout carries
+# the fix; the value is a word only the fixing patch contains.
+CMAKE4_FIXES = {"device-libs": "CMP0053"}
+# CMake puts `install` in Ninja's "console" pool (CMake docs, prop_gbl/JOB_POOLS), a pool Ninja
+# has since 1.5 (cmake-developers list, 2014-10, "Ninja: Use 'console' pool"); LLVM's
+# LLVM_PARALLEL_LINK_JOBS is a job pool too. CMake itself stops below Ninja 1.3.
+NINJA_FLOOR = (1, 5)
+# GCC 15 no longer includes <cstdint> through other headers: ROCR-Runtime stops with
+# "'uint64_t' does not name a type" (ROCm/ROCR-Runtime#227, fixed upstream 2025-05 in 5cc61b7;
+# the FireBurn/Overlay rocr-runtime-6.4.3 ebuild still applies a gcc15-stdint patch), and
+# TheRock lists more components (ROCm/TheRock#3517). A warning: the way out is g++-14.
+GCC_BREAKS = (15, 0)
+# The Python rocBLAS makes Tensile's venv from: find_package(Python3) (rocBLAS CMakeLists.txt:
+# 46-47) and `${python} -m venv` (cmake/virtualenv.cmake:4-20, rocBLAS@b520bc8), i.e. the first
+# python3 on the build's PATH, which is rocbuild's build venv (made from rocbuild's own
+# interpreter, build.py) when the recipes need Python packages. Tensile asks for >= 3.5
+# (setup.py:55, Tensile@be49885); Gentoo's Tensile-6.4.3 ebuild is tested with 3.12 and 3.13
+# (PYTHON_COMPAT, gentoo/gentoo@7b6f2e6); Ubuntu 22.04's 3.10 is the oldest rocbuild runs on.
+TENSILE_PYTHON = ((3, 10), (3, 14))
+
+
+@dataclass(frozen=True)
+class Finding:
+    check: str  # the doctor check it belongs to: packages, toolchain or prefix
+    level: str  # FAIL stops a build; WARN is shown and lets it go on
+    what: str
+    fix: str
+
+
+@dataclass(frozen=True)
+class Requirements:
+    """What the selected components ask of the host (from the recipes)."""
+
+    packages: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # pkg -> components
+    checks: Mapping[str, str] = field(default_factory=dict)  # pkg -> "header:zlib.h" etc.
+    cmake4_blockers: tuple[str, ...] = ()  # components that stop under CMake 4
+    tensile_python: bool = False  # a selected component builds Tensile's venv
+    venv_python: str | None = None  # the interpreter of rocbuild's build venv, when one is made
+
+
+RunTool = Callable[[Sequence[str]], "tuple[int, str] | None"]
+
+
+def run_tool(argv: Sequence[str]) -> tuple[int, str] | None:
+    """Run a read-only query (``cmake --version``, ``dpkg-query``): (exit code, stdout), or
+    None when it cannot start or hangs. Non-zero exits still return their output."""
+    try:
+        done = subprocess.run(list(argv), capture_output=True, text=True, timeout=30,
+                              check=False, stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return done.returncode, done.stdout
+
+
+@dataclass(frozen=True)
+class Probe:
+    path: str  # the PATH the build will run with
+    run: RunTool = run_tool
+    env: Mapping[str, str] = field(default_factory=dict)  # for CPATH and friends
+
+    def which(self, tool: str) -> str | None:
+        return shutil.which(tool, path=self.path)
+
+
+def requirements(stack: Stack) -> Requirements:
+    packages: dict[str, list[str]] = {}
+    checks: dict[str, str] = {}
+    blockers = []
+    for comp in stack.selected():
+        for package in comp.recipe.system_packages:
+            packages.setdefault(package, []).append(comp.name)
+        checks.update(comp.recipe.system_checks)
+        word = CMAKE4_FIXES.get(comp.name)
+        if word and not any(word in p.path.read_text(errors="replace")
+                            for p in stack.components[comp.checkout].patches):
+            blockers.append(comp.name)
+    return Requirements(packages={p: tuple(c) for p, c in packages.items()}, checks=checks,
+                        cmake4_blockers=tuple(blockers),
+                        tensile_python=any("tensile" in c.depends for c in stack.selected()),
+                        venv_python=sys.executable if stack.python_needs() != ((), ()) else None)
+
+
+# --- system packages ---------------------------------------------------------------------
+def _include_dirs(env: Mapping[str, str]) -> list[Path]:
+    dirs = [d for var in ("CPATH", "C_INCLUDE_PATH", "CPLUS_INCLUDE_PATH")
+            for d in env.get(var, "").split(":") if d]
+    dirs += ["/usr/local/include", "/usr/include", *sorted(glob.glob("/usr/include/*-linux-*"))]
+    return [Path(d) for d in dirs]
+
+
+def probe_passes(spec: str, probe: Probe) -> bool:
+    kind, _, name = spec.partition(":")
+    if kind == "tool":
+        return probe.which(name) is not None
+    if kind == "header":
+        return any((d / name).is_file() for d in _include_dirs(probe.env))
+    if kind == "pkg-config":
+        tool = probe.which("pkg-config")
+        result = probe.run([tool, "--exists", name]) if tool else None
+        return result is not None and result[0] == 0
+    return False
+
+
+def _dpkg_installed(packages: Sequence[str], probe: Probe) -> set[str] | None:
+    dpkg = probe.which("dpkg-query")
+    if dpkg is None:
+        return None
+    result = probe.run([dpkg, "-W", "-f=${Package}\t${db:Status-Abbrev}\n", *packages])
+    if result is None:
+        return None
+    return {line.split("\t")[0] for line in result[1].splitlines()
+            if "\t" in line and line.split("\t")[1].startswith("ii")}
+
+
+def package_findings(reqs: Requirements, probe: Probe) -> tuple[list[Finding], list[str]]:
+    """(findings, packages that could not be checked on this host)."""
+    # the base tools are the toolchain check's (one finding each, not two)
+    wanted = sorted(p for p in reqs.packages if PACKAGE_TOOLS.get(p) not in BASE_TOOLS)
+    if not wanted:
+        return [], []
+    installed = _dpkg_installed(wanted, probe)
+    missing, unchecked = [], []
+    for package in wanted:
+        spec = reqs.checks.get(package) or (
+            f"tool:{PACKAGE_TOOLS[package]}" if package in PACKAGE_TOOLS else None)
+        if installed is not None and package in installed:
+            continue
+        if spec is not None and probe_passes(spec, probe):
+            continue
+        if installed is None and spec is None:
+            unchecked.append(package)
+        else:
+            missing.append(package)
+    if not missing:
+        return [], unchecked
+    users = "; ".join(f"{p} ({', '.join(reqs.packages[p])})" for p in missing)
+    if installed is not None:
+        fix = APT_INSTALL + " ".join(missing)
+    else:
+        probes = ", ".join(f"{p}: {reqs.checks.get(p) or 'tool:' + PACKAGE_TOOLS[p]}"
+                           for p in missing)
+        fix = f"install your distribution's packages for: {probes}"
+    return [Finding("packages", FAIL, f"not installed: {users}", fix)], unchecked
+
+
+# --- tool versions -------------------------------------------------------------------------
+def tool_version(tool: str, probe: Probe, pattern: str) -> tuple[int, ...] | None:
+    result = probe.run([tool, "--version"])
+    match = re.search(pattern, result[1]) if result else None
+    return tuple(int(x) for x in match.groups()) if match else None
+
+
+def _shown(version: tuple[int, ...]) -> str:
+    return ".".join(map(str, version))
+
+
+def cmake_version(path: str, probe: Probe) -> tuple[int, ...] | None:
+    """(major, minor) of the cmake at ``path``: the one probe of doctor and preflight."""
+    return tool_version(path, probe, r"cmake version (\d+)\.(\d+)")
+
+
+def _cmake(path: str, reqs: Requirements, probe: Probe) -> list[Finding]:
+    version = cmake_version(path, probe)
+    if version is None:
+        return [Finding("toolchain", WARN, f"cannot read the version of {path}",
+                        f"run `{path} --version`; rocbuild needs cmake >= 3.25 and < 4")]
+    shown = _shown(version)
+    if version < CMAKE_FLOOR:
+        return [Finding("toolchain", FAIL, f"cmake {shown} is older than "
+                        f"{_shown(CMAKE_FLOOR)}, which the ROCm 6.4 components require",
+                        CMAKE_ADVICE)]
+    if version < CMAKE_TESTED:
+        return [Finding("toolchain", WARN, f"cmake {shown} is older than 3.25, which ROCm "
+                        "6.4's components are built with", CMAKE_ADVICE)]
+    if version >= CMAKE_BREAKS:
+        if reqs.cmake4_blockers:
+            return [Finding(
+                "toolchain", FAIL,
+                f"cmake {shown} ({path}) cannot configure {', '.join(reqs.cmake4_blockers)}: "
+                "its 6.4 cmake/OCL.cmake sets policy CMP0053, which CMake 4 removed",
+                f"{CMAKE_ADVICE}; or carry the backport of ROCm/llvm-project a18cc4c in "
+                "the patches of the checkout it uses (rocbuild ships it in "
+                "patches/llvm-project/)")]
+        # e.g. clr's hiprtc-config.cmake.in asks for 3.3 (the FireBurn/Overlay hip-6.4.3 ebuild
+        # raises it to 3.5 with sed)
+        return [Finding("toolchain", WARN, f"cmake {shown}: ROCm 6.4 is built and tested with "
+                        "CMake 3.x; CMake 4 rejects projects that ask for policies older "
+                        "than 3.5", f"if a configure stops on a policy, {CMAKE_ADVICE}")]
+    return []
+
+
+def _ninja(path: str, probe: Probe) -> list[Finding]:
+    version = tool_version(path, probe, r"^(\d+)\.(\d+)")
+    if version is not None and version < NINJA_FLOOR:
+        return [Finding("toolchain", FAIL, f"ninja {_shown(version)} is older than 1.5, which "
+                        "job pools (LLVM_PARALLEL_LINK_JOBS) need",
+                        "python3 -m pip install --user ninja, or sudo apt-get install "
+                        "ninja-build from a newer release")]
+    return []
+
+
+def _gcc(probe: Probe) -> list[Finding]:
+    compiler = probe.env.get("CXX") or "g++"
+    path = probe.which(compiler)
+    if path is None:
+        return []
+    result = probe.run([path, "-dumpfullversion"])
+    match = re.match(r"(\d+)\.(\d+)", result[1].strip()) if result else None
+    if match is None or "clang" in (probe.run([path, "--version"]) or (0, ""))[1]:
+        return []
+    version = (int(match.group(1)), int(match.group(2)))
+    if version >= GCC_BREAKS:
+        return [Finding("toolchain", WARN, f"{compiler} {_shown(version)}: GCC 15 breaks parts "
+                        "of the ROCm 6.x sources (headers they relied on no longer come along)",
+                        "build the host code with an older GCC: sudo apt-get install g++-14, "
+                        "then CC=gcc-14 CXX=g++-14 rocbuild build ...")]
+    return []
+
+
+def _tensile_python(reqs: Requirements, probe: Probe) -> list[Finding]:
+    path = reqs.venv_python or probe.which("python3")
+    if path is None:
+        return []
+    version = tool_version(path, probe, r"Python (\d+)\.(\d+)")
+    low, high = TENSILE_PYTHON
+    if version is None or low <= version < high:
+        return []
+    way_out = ("run rocbuild itself with a Python in that range (pipx install --python "
+               "python3.12 .)" if reqs.venv_python else
+               "put a python3 in that range first on PATH for the build")
+    return [Finding("toolchain", WARN, f"Python {_shown(version)} ({path}) makes Tensile's "
+                    f"venv; Tensile 6.4 is known to work with {_shown(low)} to "
+                    f"{high[0]}.{high[1] - 1}", way_out)]
+
+
+def tool_findings(reqs: Requirements, probe: Probe) -> list[Finding]:
+    wanted = list(BASE_TOOLS)
+    found = {tool: probe.which(tool) for tool in wanted}
+    missing = [tool for tool in wanted if found[tool] is None]
+    findings = []
+    if missing:
+        packages = " ".join(TOOL_PACKAGES.get(t, t) for t in missing)
+        findings.append(Finding("toolchain", FAIL, f"missing: {', '.join(missing)} (not "
+                                "installed, or not on PATH)", APT_INSTALL + packages))
+    if found.get("cmake"):
+        findings += _cmake(str(found["cmake"]), reqs, probe)
+    if found.get("ninja"):
+        findings += _ninja(str(found["ninja"]), probe)
+    findings += _gcc(probe)
+    if reqs.tensile_python:
+        findings += _tensile_python(reqs, probe)
+    return findings
+
+
+# --- prefix --------------------------------------------------------------------------------
+def nearest_existing(path: Path) -> Path:
+    for candidate in (path, *path.parents):
+        if candidate.exists():
+            return candidate
+    return Path("/")
+
+
+def free_space(path: Path) -> tuple[int, int]:
+    """(filesystem id, bytes free to an unprivileged user) where ``path`` is or will be: the
+    one disk probe of doctor and preflight."""
+    probe = nearest_existing(path)
+    stats = os.statvfs(probe)
+    return os.stat(probe).st_dev, stats.f_bavail * stats.f_frsize
+
+
+def _read_only(path: Path) -> bool:
+    try:
+        return bool(os.statvfs(path).f_flag & os.ST_RDONLY)
+    except OSError:
+        return False
+
+
+def prefix_findings(prefix: Path, user: str) -> list[Finding]:
+    bad = prefix_problem(prefix)
+    if bad:
+        return [Finding("prefix", FAIL, f"the prefix {prefix} {bad}",
+                        "choose another --prefix")]
+    base = nearest_existing(prefix)
+    if not base.is_dir():
+        return [Finding("prefix", FAIL, f"the prefix {prefix} cannot be created: {base} is not "
+                        "a folder", f"choose another --prefix, or move {base} away")]
+    if _read_only(base):  # os.access says "not writable" too; the fix is not a chown
+        return [Finding("prefix", FAIL, f"the prefix {prefix} is on a read-only file system "
+                        f"({base})", f"remount {base}'s file system read-write, or pick a "
+                        "--prefix on a writable one")]
+    if not os.access(base, os.W_OK | os.X_OK):
+        return [Finding("prefix", FAIL, f"the prefix {prefix} is not writable by {user} ({base} "
+                        "belongs to someone else)",
+                        f"run once: sudo mkdir -p {prefix} && sudo chown {user}: {prefix}  "
+                        "(rocbuild never runs sudo itself), or pick a --prefix you own")]
+    return []
+
+
+def host_findings(reqs: Requirements, probe: Probe, prefix: Path | None,
+                  user: str) -> list[Finding]:
+    """Everything above, in the order a user fixes it: prefix, tools, packages."""
+    findings = prefix_findings(prefix, user) if prefix is not None else []
+    findings += tool_findings(reqs, probe)
+    missing, unchecked = package_findings(reqs, probe)
+    findings += missing
+    if unchecked:  # doctor shows the same list as its skipped "packages" check
+        findings.append(Finding("packages", WARN, "not checked (no dpkg-query, and no "
+                                f"system_checks probe in the recipes): {' '.join(unchecked)}",
+                                "make sure your package manager has installed them"))
+    return findings
+
+
+def one_install_line(findings: Sequence[Finding]) -> str | None:
+    """The apt-get lines of several findings as one command, or None when there is none."""
+    names: list[str] = []
+    for f in findings:
+        if f.level == FAIL and f.fix.startswith(APT_INSTALL):
+            names += [n for n in f.fix[len(APT_INSTALL):].split() if n not in names]
+    return APT_INSTALL + " ".join(names) if names else None

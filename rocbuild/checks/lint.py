@@ -1,0 +1,338 @@
+"""Recipe lint: render every recipe for several target lists, flag weak spots, and (with real
+checkouts) prove that each ``-D`` option a recipe passes is read by some CMake file.
+
+A recipe error (bad key, undefined template variable, bad target, cycle) is a ConfigError
+raised by the loader, as everywhere else. Everything found here is a ``Finding``: an
+``error`` fails the lint (an option nobody reads), a ``warning`` does not (a missing summary).
+No subprocess; the source check only reads files.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from rocbuild.model.graph import Component, Stack, load_stack
+from rocbuild.model.recipes import load_recipes
+from rocbuild.model.settings import Settings
+from rocbuild.model.steps import configure_argv
+from rocbuild.model.targets import parse_target_list
+
+# Job counts only fill job_args (speed, never output); fixed so every rendering is the same.
+LINT_JOBS: Mapping[str, int] = {"compile": 4, "link": 2, "tensile": 4}
+TWO_TARGETS = "gfx906,gfx90a"
+# configure_argv adds these to every project; a recipe repeating one is a duplicate, but the
+# engine's own are not the recipe's options to prove.
+ENGINE_DEFINES = frozenset({"CMAKE_BUILD_TYPE", "CMAKE_INSTALL_PREFIX", "CMAKE_PREFIX_PATH"})
+# Read by CMake itself (add_library's default), whether or not a project mentions it.
+CMAKE_OWN_DEFINES = frozenset({"BUILD_SHARED_LIBS"})
+# Variables whose value must be the chosen GPU targets, never a hard-coded list.
+TARGET_VARIABLES = ("GPU_TARGETS", "AMDGPU_TARGETS", "CMAKE_HIP_ARCHITECTURES",
+                    "Tensile_ARCHITECTURE")
+RESOURCE_ESTIMATES = ("disk", "cpu_hours")  # what the README's disk/time table is built from
+UNUSED_HEADER = "Manually-specified variables were not used by the project:"
+
+_WORD_RE = re.compile(rb"[A-Za-z0-9_]+")
+# A whole-line comment (`# set(FOO ON)`) does not read FOO. Comments after code are kept:
+# telling `#` in a quoted string from a comment would need a CMake tokenizer.
+_COMMENT_LINE_RE = re.compile(rb"^[ \t]*#(?!\[=*\[)[^\n]*", re.MULTILINE)
+_IDENT_RE = re.compile(r"[A-Za-z0-9_]+")
+
+
+@dataclass(frozen=True)
+class Finding:
+    level: str  # "error" fails the lint, "warning" and "note" do not
+    component: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.component}: {self.message}"
+
+
+@dataclass(frozen=True)
+class SourceCheck:
+    """The outcome of the option check for one built component."""
+
+    component: str
+    source_dir: Path
+    checked: bool  # False when there is no checkout to read
+    options: tuple[str, ...] = ()
+    unread: tuple[str, ...] = ()
+    searched: tuple[str, ...] = ()  # components whose trees were read (itself first)
+    missing: tuple[str, ...] = ()  # dependencies without a checkout (not searched)
+    read_by: tuple[tuple[str, str], ...] = ()  # (option, first component whose files read it)
+
+
+@dataclass(frozen=True)
+class LintReport:
+    components: tuple[str, ...]
+    targets: tuple[str, ...]  # the target lists every component was rendered for
+    findings: tuple[Finding, ...] = ()
+    sources: tuple[SourceCheck, ...] = field(default_factory=tuple)
+
+    @property
+    def errors(self) -> list[Finding]:
+        return [f for f in self.findings if f.level == "error"]
+
+    @property
+    def warnings(self) -> list[Finding]:
+        return [f for f in self.findings if f.level == "warning"]
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "ok": not self.errors,
+            "components": list(self.components),
+            "targets": list(self.targets),
+            "findings": [{"level": f.level, "component": f.component, "message": f.message}
+                         for f in self.findings],
+            "sources": [{"component": s.component, "source_dir": str(s.source_dir),
+                         "checked": s.checked, "options": list(s.options),
+                         "unread": list(s.unread), "searched": list(s.searched),
+                         "missing": list(s.missing), "read_by": dict(s.read_by)}
+                        for s in self.sources],
+        }
+
+
+# --- parsing -------------------------------------------------------------------------------
+def cmake_defines(argv: Sequence[str]) -> list[tuple[str, str]]:
+    """Every ``-DNAME[:TYPE]=VALUE`` (or ``-D NAME=VALUE``) of a cmake command line, in order."""
+    out: list[tuple[str, str]] = []
+    i = 0
+    while i < len(argv):
+        arg = argv[i]
+        if arg == "-D" and i + 1 < len(argv):
+            i += 1
+            arg = "-D" + argv[i]
+        if arg.startswith("-D") and "=" in arg:
+            name, value = arg[2:].split("=", 1)
+            out.append((name.split(":", 1)[0], value))
+        i += 1
+    return out
+
+
+def unused_cmake_variables(log_text: str) -> list[str]:
+    """The names in CMake's "Manually-specified variables were not used by the project"
+    warning(s) of a configure log, in order, without repeats. The block is the header, one
+    blank line, then one indented name per line up to the next blank line."""
+    names: list[str] = []
+    lines = log_text.splitlines()
+    for i, line in enumerate(lines):
+        if UNUSED_HEADER not in line:
+            continue
+        j = i + 1
+        while j < len(lines) and not lines[j].strip():  # blank line(s) after the header
+            j += 1
+        while j < len(lines) and lines[j].startswith((" ", "\t")) and lines[j].strip():
+            name = lines[j].strip()
+            if name not in names:
+                names.append(name)
+            j += 1
+    return names
+
+
+# --- rendering -----------------------------------------------------------------------------
+def render_stacks(settings: Settings) -> list[Stack]:
+    """Every recipe in the folder, rendered for the stack's default targets and for two
+    targets; any recipe error is raised here as a ConfigError naming file and key."""
+    names = sorted(load_recipes(settings.recipes).recipes)
+    stacks = [load_stack(settings.with_value("target", None, "lint: stack default"), names)]
+    two = parse_target_list([TWO_TARGETS])
+    if tuple(stacks[0].targets) != two:
+        stacks.append(load_stack(settings.with_value("target", two, "lint"), names))
+    return stacks
+
+
+def _argv(stack: Stack, comp: Component) -> list[str]:
+    return configure_argv(stack, comp, LINT_JOBS)
+
+
+def _recipe_options(stack: Stack, comp: Component) -> list[tuple[str, str]]:
+    """The -D options the recipe itself passes (args and job_args), not the engine's."""
+    defines = cmake_defines([*comp.cmake_args, *comp.render_job_args(LINT_JOBS)])
+    return [(n, v) for n, v in defines if n != "CMAKE_PREFIX_PATH"]
+
+
+# --- static checks -------------------------------------------------------------------------
+def _check_recipe_data(comp: Component) -> list[Finding]:
+    recipe, out = comp.recipe, []
+    if not recipe.summary.strip():
+        out.append(Finding("warning", comp.name, "no 'summary' (plan and doctor show it)"))
+    if recipe.builds and not recipe.system_packages:
+        out.append(Finding("warning", comp.name, "no 'system_packages' (doctor cannot check "
+                                                 "the build's Debian/Ubuntu needs)"))
+    if recipe.builds:
+        missing = [k for k in RESOURCE_ESTIMATES if k not in recipe.resources]
+        if missing:
+            out.append(Finding("warning", comp.name,
+                               f"[resources] has no {' or '.join(missing)} estimate"))
+    return out
+
+
+def _check_duplicates(stack: Stack, comp: Component) -> list[Finding]:
+    seen: dict[str, str] = {}
+    out = []
+    for name, value in cmake_defines(_argv(stack, comp)):
+        if name in seen:
+            out.append(Finding("warning", comp.name,
+                               f"-D{name} is given twice ({seen[name]!r} and {value!r}); "
+                               "CMake keeps the last one"))
+        seen[name] = value
+    return out
+
+
+def _target_entries(value: str) -> set[str]:
+    return {t for t in re.split(r"[;,\s]+", value) if t}
+
+
+def _check_targets(stacks: Sequence[Stack], comp_name: str) -> list[Finding]:
+    """A target variable must list exactly the chosen targets in every rendering; one that
+    does not follow the target list was written by hand and would build the wrong code."""
+    out, reported = [], set()
+    for stack in stacks:
+        expected = {str(t) for t in stack.targets}
+        for name, value in _recipe_options(stack, stack.components[comp_name]):
+            if name in TARGET_VARIABLES and name not in reported and \
+                    _target_entries(value) != expected:
+                reported.add(name)
+                out.append(Finding(
+                    "warning", comp_name,
+                    f"-D{name}={value} does not follow the chosen targets "
+                    f"({','.join(sorted(expected))}); write it as "
+                    "{{ targets | join(';') }}"))
+    return out
+
+
+def lint_recipes(settings: Settings, stacks: Sequence[Stack] | None = None) -> LintReport:
+    """Render every recipe for the default and a two-target list and collect warnings."""
+    stacks = stacks or render_stacks(settings)
+    base = stacks[0]
+    findings: list[Finding] = []
+    for comp in base.selected():
+        findings += _check_recipe_data(comp)
+        if comp.builds:
+            findings += _check_duplicates(base, comp)
+            findings += _check_targets(stacks, comp.name)
+    return LintReport(components=base.order,
+                      targets=tuple(",".join(map(str, s.targets)) for s in stacks),
+                      findings=tuple(findings))
+
+
+# --- source check --------------------------------------------------------------------------
+def is_cmake_file(name: str) -> bool:
+    return name == "CMakeLists.txt" or name.endswith((".cmake", ".cmake.in"))
+
+
+class CMakeWords:
+    """The identifiers in the CMake files under a folder. Each directory is read once and
+    remembered, so trees that nest (llvm-project and its llvm/ subfolder) cost one read."""
+
+    def __init__(self) -> None:
+        self._dirs: dict[str, frozenset[str]] = {}
+        self.files_read = 0
+
+    def _read_dir(self, dirpath: str, filenames: Iterable[str]) -> frozenset[str]:
+        words: set[bytes] = set()
+        for name in filenames:
+            if is_cmake_file(name):
+                try:
+                    with open(os.path.join(dirpath, name), "rb") as fh:
+                        text = _COMMENT_LINE_RE.sub(b"", fh.read())
+                    words.update(_WORD_RE.findall(text))
+                except OSError:  # a dangling link in a checkout says nothing about options
+                    continue
+                self.files_read += 1
+        return frozenset(w.decode("ascii") for w in words)
+
+    def under(self, root: Path) -> set[str]:
+        found: set[str] = set()
+        for dirpath, dirnames, filenames in os.walk(root):
+            dirnames[:] = [d for d in dirnames if d != ".git"]
+            if dirpath not in self._dirs:
+                self._dirs[dirpath] = self._read_dir(dirpath, filenames)
+            found |= self._dirs[dirpath]
+        return found
+
+
+def is_read(name: str, words: set[str]) -> bool:
+    """Does a CMake file mention ``name`` as a whole word? ``<Pkg>_DIR``/``<Pkg>_ROOT`` are
+    read by ``find_package(<Pkg>)``, so the package name counts for them."""
+    if name in words or name in CMAKE_OWN_DEFINES:
+        return True
+    match = re.fullmatch(r"(\w+)_(DIR|ROOT)", name)
+    return bool(match and match.group(1) in words)
+
+
+def options_to_prove(stacks: Sequence[Stack], comp_name: str) -> list[str]:
+    """Names of the recipe's -D options in any rendering, without CMake's own CMAKE_*
+    variables (documented by CMake, read by CMake itself)."""
+    names: list[str] = []
+    for stack in stacks:
+        for name, _ in _recipe_options(stack, stack.components[comp_name]):
+            if name not in ENGINE_DEFINES and not name.startswith("CMAKE_") and \
+                    name not in names:
+                names.append(name)
+    return names
+
+
+def source_root(comp: Component, sources: Path) -> Path:
+    """The component's source folder inside ``sources`` (laid out like <workdir>/src)."""
+    return sources / comp.checkout / comp.source_dir.relative_to(comp.checkout_dir)
+
+
+def _check_component(stacks: Sequence[Stack], comp: Component, sources: Path,
+                     words: CMakeWords) -> tuple[SourceCheck, list[Finding]]:
+    stack = stacks[0]
+    root = source_root(comp, sources)
+    options = tuple(options_to_prove(stacks, comp.name))
+    if not root.is_dir():
+        note = Finding("note", comp.name, f"not checked (no checkout at {root})")
+        return SourceCheck(comp.name, root, checked=False, options=options), [note]
+    trees, missing = [(comp.name, words.under(root))], []
+    for dep in (n for n in stack.closure(comp.name) if n != comp.name):
+        dep_root = source_root(stack.components[dep], sources)
+        if dep_root.is_dir():
+            trees.append((dep, words.under(dep_root)))
+        else:
+            missing.append(dep)
+    searched = [name for name, _ in trees]
+    read_by = tuple((n, next(c for c, w in trees if is_read(n, w))) for n in options
+                    if _IDENT_RE.fullmatch(n) and any(is_read(n, w) for _, w in trees))
+    unread = tuple(n for n in options if _IDENT_RE.fullmatch(n) and n not in dict(read_by))
+    # A dependency without a checkout is named, not trusted: with LLVM (10 GB) left out,
+    # every ROCm component would otherwise pass unchecked.
+    unseen = f" (not searched: {', '.join(missing)}, no checkout)" if missing else ""
+    findings = [Finding("error", comp.name, f"-D{name} is never read by {comp.name}'s CMake "
+                                            f"files (nor its dependencies'){unseen}")
+                for name in unread]
+    for name in options:
+        if not _IDENT_RE.fullmatch(name):
+            findings.append(Finding("note", comp.name,
+                                    f"-D{name} is not a plain CMake identifier; not checked"))
+    check = SourceCheck(comp.name, root, checked=True, options=options, unread=unread,
+                        searched=tuple(searched), missing=tuple(missing), read_by=read_by)
+    return check, findings
+
+
+def check_component_sources(stack: Stack, comp: Component, sources: Path,
+                            words: CMakeWords) -> tuple[SourceCheck, list[Finding]]:
+    """The source check of one component for one rendering (what a build runs, optcheck.py)."""
+    return _check_component([stack], comp, sources, words)
+
+
+def lint_sources(settings: Settings, sources: Path) -> LintReport:
+    """``lint_recipes`` plus: every option a built recipe passes must be mentioned in the
+    CMake files of its checkout under ``sources`` or of its dependencies' checkouts."""
+    stacks = render_stacks(settings)
+    report = lint_recipes(settings, stacks)
+    words = CMakeWords()
+    checks, findings = [], list(report.findings)
+    for comp in stacks[0].selected():
+        if comp.builds:
+            check, found = _check_component(stacks, comp, sources, words)
+            checks.append(check)
+            findings += found
+    return LintReport(components=report.components, targets=report.targets,
+                      findings=tuple(findings), sources=tuple(checks))

@@ -1,0 +1,472 @@
+"""Prove, without a GPU, that installed files carry code objects for the requested targets,
+and that the installed programs and libraries find their libraries on their own.
+
+HIP programs and libraries keep their device code in the ELF section ``.hip_fatbin``: a
+concatenation of offload bundles, one per translation unit (``clang-offload-bundler --list``
+reads only the first, so a library where one TU lacks gfx906 looks fine to it and fails at
+run time with "invalid device function"). This module walks every bundle (``bundles.py``
+streams them: a section is never read whole) and checks each one against the requested
+targets with the loader's target-ID rules. It also checks the rocBLAS/Tensile file set per
+target (gfx906-facts.md section 5) and, for a prefix, the linkage of every host ELF file
+(``linkage.py``: each DT_NEEDED resolves with a bare environment, and nothing the stack
+installs resolves to a copy outside the prefix).
+
+Layers, top to bottom: ELF reading (``elf.py``), bundle parsing (``bundles.py``), target
+matching (``device_modes``, ``missing_in_bundle``), one file (``verify_file``), the Tensile
+set (``check_tensile``), linkage (``linkage.py``), whole trees (``verify_prefix``,
+``verify_paths``) and the JSON document (``to_json``). Only the optional
+clang-offload-bundler fallback for zstd runs a subprocess; every error in a file becomes that
+file's verdict, never an exception.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, replace
+from enum import Enum
+from pathlib import Path
+from typing import Any
+
+from rocbuild.checks import linkage
+from rocbuild.checks.bundles import (
+    BUNDLE_MAGIC,
+    COMPRESSED_MAGIC,
+    Bundle,
+    DecodeError,
+    Decoders,
+    Entry,
+    bundler_lister,
+    default_decoders,
+    find_bundler,
+    scan_fatbin,
+    zstandard_decoder,
+)
+from rocbuild.checks.elf import (
+    ELF_MAGIC,
+    FormatError,
+    NotElf,
+    UnsupportedElf,
+    kernel_names,
+    open_source,
+    parse_sections,
+    section_window,
+)
+from rocbuild.errors import ConfigError
+from rocbuild.model.targets import PROCESSOR_FEATURES, TargetId, runs_on
+from rocbuild.model.tensile import TensileResult, check_tensile
+
+# 2: "ok" also covers linkage; files carry "linkage", bundles "number" (as in the text)
+JSON_SCHEMA = 2
+_JSON_KERNELS = 10
+_LISTED_BUNDLES = 8  # bundle numbers named in a missing-target line
+
+
+# ---------------------------------------------------------------------------------------------
+# Target matching
+
+# Processors whose kernel driver runs them with XNACK off unless the user opts in
+# (amdgpu.noretry=0 plus HSA_XNACK=1): the kernel's noretry default covers GC 9.0.1 (gfx900),
+# 9.4.x (gfx906 = Vega 20, gfx908, gfx90a, gfx94x, gfx950) and every gfx10.3+ part.
+_XNACK_OFF_BY_DEFAULT = frozenset(
+    {"gfx900", "gfx906", "gfx908", "gfx90a", "gfx940", "gfx941", "gfx942", "gfx950"})
+
+
+def device_modes(request: TargetId) -> tuple[TargetId, ...]:
+    """The device configurations a requested target stands for; a bundle must hold a code
+    object that runs on each of them.
+
+    A feature the request leaves out means "the devices users actually have":
+    - xnack: the default mode of the processor, off for gfx906 (MI50, MI60 and Radeon VII run
+      with xnack- unless the user opts in), so ``gfx906:xnack+`` code alone does not satisfy
+      a plain ``gfx906`` request. Where the default is not known, either setting passes.
+    - sramecc: both settings, because it is a property of the board, not a user choice: MI50
+      and MI60 report ``gfx906:sramecc+:xnack-``, a Radeon VII ``gfx906:sramecc-:xnack-``
+      (ollama/ollama#4780). So code for only ``gfx906:sramecc+`` fails a plain ``gfx906``
+      request (it would not load on a Radeon VII); request ``gfx906:sramecc+`` to check for
+      MI50/MI60 only. Plain ``gfx906`` code objects, what GPU_TARGETS=gfx906 builds, pass.
+    An explicit feature in the request is taken as given.
+    """
+    features = dict(request.features)
+    allowed = PROCESSOR_FEATURES.get(request.processor, frozenset())
+    if "xnack" in allowed and "xnack" not in features and \
+            request.processor in _XNACK_OFF_BY_DEFAULT:
+        features["xnack"] = False
+    modes = [features]
+    if "sramecc" in allowed and "sramecc" not in features:
+        modes = [{**m, "sramecc": on} for m in modes for on in (True, False)]
+    return tuple(TargetId(request.processor, tuple(sorted(m.items()))) for m in modes)
+
+
+def missing_in_bundle(bundle: Bundle, requests: Sequence[TargetId],
+                      ) -> list[tuple[TargetId, list[TargetId]]]:
+    """(request, its device modes that no code object of the bundle runs on), for each
+    request the bundle does not fully satisfy."""
+    found = [t for t in (e.target for e in bundle.amdgcn) if t is not None]
+    result = []
+    for request in requests:
+        modes = [m for m in device_modes(request) if not any(runs_on(c, m) for c in found)]
+        if modes:
+            result.append((request, modes))
+    return result
+
+
+def describe_missing(missing: list[tuple[TargetId, list[TargetId]]]) -> str:
+    """``no gfx906 code object`` when nothing fits, else the device modes left out."""
+    parts = []
+    for request, modes in missing:
+        if len(modes) == len(device_modes(request)):
+            parts.append(f"no code object for {request}")
+        else:
+            parts.append(f"no {request} code object that runs on "
+                         f"{' or '.join(map(str, modes))}")
+    return "; ".join(parts)
+
+
+# ---------------------------------------------------------------------------------------------
+# One file
+
+
+class Verdict(str, Enum):
+    """Per-file result; the value is the stable JSON spelling, ``label`` the table's."""
+
+    PASS = "pass"
+    FAIL = "fail"
+    UNKNOWN = "unknown"
+    CORRUPT = "corrupt"
+    NOT_ELF = "not-elf"
+    NO_GPU_CODE = "no-gpu-code"
+    UNSUPPORTED = "unsupported"
+
+    @property
+    def label(self) -> str:
+        return {"not-elf": "not ELF", "no-gpu-code": "no GPU code"}.get(self.value, self.value)
+
+
+# Verdicts of files that hold no GPU code at all: a tree scan counts and skips them.
+NO_CODE_VERDICTS = frozenset({Verdict.NOT_ELF, Verdict.NO_GPU_CODE, Verdict.UNSUPPORTED})
+
+
+@dataclass(frozen=True)
+class FileResult:
+    path: Path
+    verdict: Verdict
+    bundles: tuple[Bundle, ...] = ()
+    problems: tuple[str, ...] = ()  # one line per thing wrong, naming the bundle
+    note: str = ""  # why a file has no verdict on its code (not ELF, no .hip_fatbin, ...)
+
+    @property
+    def targets_found(self) -> tuple[str, ...]:
+        """Every amdgcn target ID in the file, unparsed ones as written."""
+        names = {str(e.target or e.target_text) for b in self.bundles for e in b.amdgcn}
+        return tuple(sorted(names))
+
+
+def verify_file(path: Path, targets: Sequence[TargetId],
+                decoders: Decoders | None = None) -> FileResult:
+    """Check one file; every failure becomes the verdict, never an exception. The
+    ``.hip_fatbin`` section is streamed from the file, never read whole."""
+    try:
+        with open_source(path) as src:
+            sections = parse_sections(src)
+            fatbin = sections.get(".hip_fatbin")
+            if fatbin is None:
+                note = "no .hip_fatbin section" if sections else "no section table"
+                return FileResult(path, Verdict.NO_GPU_CODE, note=note)
+            window = section_window(src, fatbin)
+            bundles = scan_fatbin(window, decoders)
+    except NotElf:
+        return FileResult(path, Verdict.NOT_ELF, note="not an ELF file")
+    except UnsupportedElf as exc:
+        return FileResult(path, Verdict.UNSUPPORTED, note=f"{exc}: only 64-bit little-endian "
+                          "ELF files are read")
+    except FormatError as exc:
+        return FileResult(path, Verdict.CORRUPT, problems=(f"corrupt: {exc}",))
+    except OSError as exc:
+        return FileResult(path, Verdict.UNKNOWN,
+                          problems=(f"cannot read: {exc.strerror or exc}",))
+    return judge(path, bundles, targets, window.size)
+
+
+def judge(path: Path, bundles: list[Bundle], targets: Sequence[TargetId],
+          section_size: int) -> FileResult:
+    """The verdict of a file from its bundles."""
+    problems = [f"corrupt: {b.corrupt}" for b in bundles if b.corrupt]
+    if not bundles:
+        if section_size == 0:
+            return FileResult(path, Verdict.NO_GPU_CODE, note="empty .hip_fatbin section")
+        problems.append(f"corrupt: no offload bundle in .hip_fatbin ({section_size} bytes)")
+    gpu = [b for b in bundles if b.amdgcn]
+    unreadable = [b for b in bundles if b.unreadable]
+    if not problems and not gpu and not unreadable:
+        others = sorted({e.id for b in bundles for e in b.entries if e.kind != "host"})
+        note = "no amdgcn code object in .hip_fatbin"
+        return FileResult(path, Verdict.NO_GPU_CODE, tuple(bundles),
+                          note=note + (f" (only {', '.join(others)})" if others else ""))
+    missing_lines = missing_by_file(gpu, targets)
+    missing_any = bool(missing_lines)
+    problems += missing_lines
+    problems += [f"{b.label()}: {b.unreadable}" for b in unreadable]
+    if any(b.corrupt for b in bundles) or not bundles:
+        verdict = Verdict.CORRUPT
+    elif missing_any:
+        verdict = Verdict.FAIL
+    elif unreadable:
+        verdict = Verdict.UNKNOWN
+    else:
+        verdict = Verdict.PASS
+    return FileResult(path, verdict, tuple(bundles), tuple(problems))
+
+
+def _targets_of(bundles: Iterable[Bundle]) -> str:
+    return ", ".join(sorted({str(e.target or e.target_text) for b in bundles for e in b.amdgcn}))
+
+
+def missing_by_file(gpu: Sequence[Bundle], targets: Sequence[TargetId]) -> list[str]:
+    """One line per kind of missing code in a file, not one per bundle (a library has
+    hundreds): "no code object for gfx906 (47 bundles, all for gfx90a)", or which bundles
+    lack it, by the number --json gives them, with the first one's kernels to find its TU."""
+    groups: dict[str, list[Bundle]] = {}
+    for bundle in gpu:
+        missing = missing_in_bundle(bundle, targets)
+        if missing:
+            groups.setdefault(describe_missing(missing), []).append(bundle)
+    lines = []
+    for text, bundles in groups.items():
+        have = _targets_of(bundles)
+        if len(bundles) == len(gpu):
+            count = "1 bundle," if len(gpu) == 1 else f"{len(gpu)} bundles, all"
+            lines.append(f"{text} ({count} for {have or 'unknown targets'})")
+            continue
+        numbers = ", ".join(f"#{b.number}" for b in bundles[:_LISTED_BUNDLES])
+        more = ", …" if len(bundles) > _LISTED_BUNDLES else ""
+        first = bundles[0]
+        kernels = (f"; #{first.number} has kernels {', '.join(first.kernels[:3])}"
+                   f"{', …' if len(first.kernels) > 3 else ''}") if first.kernels else ""
+        lines.append(f"{text} in {len(bundles)} of {len(gpu)} bundles: {numbers}{more} "
+                     f"(they have {have or 'unknown targets'}{kernels})")
+    return lines
+
+
+# ---------------------------------------------------------------------------------------------
+# Trees and the report
+
+
+@dataclass(frozen=True)
+class VerifyReport:
+    targets: tuple[TargetId, ...]
+    prefix: Path | None
+    files: tuple[FileResult, ...]  # files with GPU code, broken files, and files named directly
+    skipped: int = 0  # files in scanned folders that hold no GPU code
+    tensile: tuple[TensileResult, ...] = ()
+    problems: tuple[str, ...] = ()  # report-level: e.g. nothing with GPU code was found
+    linkage: linkage.LinkageReport | None = None  # None: not checked
+
+    @property
+    def code_ok(self) -> bool:
+        """Every file carries code for every target (the Tensile set included)."""
+        return (not self.problems and all(f.verdict is Verdict.PASS for f in self.files)
+                and all(t.ok for t in self.tensile))
+
+    @property
+    def ok(self) -> bool:
+        return self.code_ok and (self.linkage is None or self.linkage.ok)
+
+
+def iter_files(roots: Iterable[Path]) -> Iterator[Path]:
+    """Regular files under ``roots``, sorted, each inode once. Inside folders symlinks are
+    skipped (lib/libfoo.so -> libfoo.so.1 -> libfoo.so.1.2 is one library) and symlinked
+    folders are not entered; a root itself is followed (lib64 -> lib, a named .so link)."""
+    seen: set[tuple[int, int]] = set()
+    for root in roots:
+        for path, follow in _walk(root):
+            try:
+                info = path.stat() if follow else path.lstat()
+            except OSError:
+                continue
+            key = (info.st_dev, info.st_ino)
+            if stat.S_ISREG(info.st_mode) and key not in seen:
+                seen.add(key)
+                yield path
+
+
+def _walk(root: Path) -> Iterator[tuple[Path, bool]]:
+    """(path, follow symlink) for a root file, or every file in a root folder."""
+    if not root.is_dir():
+        yield root, True
+        return
+    for folder, dirs, files in os.walk(root):
+        dirs.sort()
+        for name in sorted(files):
+            yield Path(folder) / name, False
+
+
+def _scan(paths: Iterable[Path], targets: Sequence[TargetId], decoders: Decoders,
+          keep_no_code: bool) -> tuple[list[FileResult], int]:
+    results, skipped = [], 0
+    for path in iter_files(paths):
+        result = verify_file(path, targets, decoders)
+        if result.verdict in NO_CODE_VERDICTS and not keep_no_code:
+            skipped += 1
+        else:
+            results.append(result)
+    return results, skipped
+
+
+def verify_prefix(prefix: Path, targets: tuple[TargetId, ...],
+                  decoders: Decoders | None = None,
+                  system: linkage.System | None = None,
+                  linkage_exempt: Mapping[Path, str] | None = None) -> VerifyReport:
+    """Check an installed stack: every file with GPU code under lib/, lib64/ and bin/, the
+    Tensile set when rocBLAS is installed, and the linkage of every host ELF file in the
+    prefix. ``linkage_exempt``: installed files of recipes with ``install.runpath = false``,
+    with the recipe's reason (shown, never failing). ``report.ok`` is the build's gate."""
+    if not prefix.is_dir():
+        raise ConfigError(f"prefix {prefix} does not exist or is not a folder",
+                          tip="pass --prefix PATH of an installed stack, or run "
+                              "`rocbuild build` first")
+    if not targets:
+        raise ConfigError("no GPU target to verify", tip="pass --target, e.g. --target gfx906")
+    decoders = decoders or default_decoders(prefix)
+    roots = [prefix / d for d in ("lib", "lib64", "bin") if (prefix / d).exists()]
+    files, skipped = _scan(roots, targets, decoders, keep_no_code=False)
+    problems = []
+    if not files:
+        problems.append(f"no library or program with GPU code under {prefix} (lib/, lib64/, "
+                        "bin/): nothing proves the stack can run on the GPU")
+    tensile: tuple[TensileResult, ...] = ()
+    if any((prefix / "lib").glob("librocblas.so*")):
+        library = prefix / "lib" / "rocblas" / "library"
+        processors = dict.fromkeys(t.processor for t in targets)
+        tensile = tuple(check_tensile(library, p) for p in processors)
+    links = linkage.check_linkage(iter_files([prefix]), prefix, system,
+                                  exempt=linkage_exempt)
+    return VerifyReport(targets, prefix, tuple(files), skipped, tensile, tuple(problems),
+                        links)
+
+
+NO_CODE_PROBLEM = "no GPU code: this file has no .hip_fatbin/offload bundle"
+
+
+def _named(result: FileResult) -> FileResult:
+    """A file named on the command line that holds no GPU code says so as its problem."""
+    if result.verdict not in NO_CODE_VERDICTS:
+        return result
+    why = f" ({result.note})" if result.note else ""
+    return replace(result, problems=(*result.problems, NO_CODE_PROBLEM + why))
+
+
+def verify_paths(paths: Sequence[Path], targets: tuple[TargetId, ...],
+                 decoders: Decoders | None = None, prefix: Path | None = None,
+                 system: linkage.System | None = None) -> VerifyReport:
+    """Check the given files (each gets a row, whatever it holds) and folders (scanned like a
+    prefix: only files with GPU code get a row), and the linkage of the host ELF files among
+    them. ``prefix`` supplies its clang-offload-bundler for zstd bundles and its libraries
+    for the "outside the prefix" rule."""
+    decoders = decoders or default_decoders(prefix)
+    files: list[FileResult] = []
+    skipped = 0
+    problems = []
+    for path in paths:
+        if not path.exists():
+            raise ConfigError(f"path {path} does not exist",
+                              tip="pass files or folders to check, e.g. "
+                                  "`rocbuild verify /opt/rocm-6.4-gfx906/lib/libggml-hip.so`")
+        found, no_code = _scan([path], targets, decoders, keep_no_code=not path.is_dir())
+        files += found if path.is_dir() else [_named(r) for r in found]
+        skipped += no_code
+        if path.is_dir() and not found:
+            problems.append(f"no file with GPU code under {path}")
+    prefix_files = list(iter_files([prefix])) if prefix is not None else None
+    links = linkage.check_linkage(iter_files(paths), prefix, system, prefix_files)
+    return VerifyReport(targets, None, tuple(files), skipped, (), tuple(problems), links)
+
+
+# ---------------------------------------------------------------------------------------------
+# JSON
+
+
+def _bundle_json(bundle: Bundle, targets: Sequence[TargetId]) -> dict[str, Any]:
+    return {
+        "index": bundle.index,
+        "number": bundle.number,  # as problem lines and the table name it: "bundle #3"
+        "offset": bundle.offset,
+        "compression": bundle.compression,
+        "entries": [{"id": e.id, "size": e.size,
+                     "target": (str(e.target or e.target_text) if e.is_amdgcn else None)}
+                    for e in bundle.entries],
+        "kernels": list(bundle.kernels[:_JSON_KERNELS]),  # enough to tell which TU it is
+        "kernel_count": len(bundle.kernels),
+        "missing": [{"target": str(request), "device_modes": [str(m) for m in modes]}
+                    for request, modes in missing_in_bundle(bundle, targets)]
+        if bundle.amdgcn else [],
+        "unreadable": bundle.unreadable,
+        "corrupt": bundle.corrupt,
+    }
+
+
+def to_json(report: VerifyReport) -> dict[str, Any]:
+    """The stable ``--json`` document (``schema`` changes when a key changes meaning)."""
+    links = {f.path: f for f in report.linkage.files} if report.linkage else {}
+    return {
+        "schema": JSON_SCHEMA,
+        "ok": report.ok,
+        "targets": [str(t) for t in report.targets],
+        "prefix": str(report.prefix) if report.prefix else None,
+        "files": [{
+            "path": str(f.path),
+            "verdict": f.verdict.value,
+            "targets_found": list(f.targets_found),
+            "problems": list(f.problems),
+            "note": f.note or None,
+            "bundles": [_bundle_json(b, report.targets) for b in f.bundles],
+            "linkage": _file_linkage_json(links.get(f.path)),
+        } for f in report.files],
+        "skipped_without_gpu_code": report.skipped,
+        "tensile": [{"library": str(t.library), "target": t.processor, "ok": t.ok,
+                     "missing": list(t.missing), "code_objects": t.code_objects}
+                    for t in report.tensile],
+        "problems": list(report.problems),
+        "linkage": _linkage_json(report.linkage),
+    }
+
+
+def _file_linkage_json(result: linkage.FileLinkage | None) -> dict[str, Any] | None:
+    """needed -> resolved path, "not found" or "outside the prefix, the prefix has its own
+    copy"; ``details`` adds how each was found and the prefix's copy."""
+    if result is None:
+        return None
+    return {
+        "path": str(result.path),
+        "ok": result.ok,
+        "runpath": result.runpath,
+        "rpath": result.rpath,
+        "error": result.error,
+        "exempt": result.exempt,
+        "needed": {n.name: n.describe() for n in result.needed},
+        "details": [{"name": n.name, "resolved": str(n.resolved) if n.resolved else None,
+                     "via": n.via, "own_copy": str(n.own_copy) if n.own_copy else None,
+                     "ok": n.ok} for n in result.needed],
+    }
+
+
+def _linkage_json(report: linkage.LinkageReport | None) -> dict[str, Any] | None:
+    if report is None:
+        return None
+    return {
+        "ok": report.ok,
+        "system_root": str(report.system_root),
+        "checked": len(report.files),
+        "other_abi": report.other_abi,
+        "files": [_file_linkage_json(f) for f in report.files],
+    }
+
+
+__all__ = [
+    "BUNDLE_MAGIC", "COMPRESSED_MAGIC", "ELF_MAGIC", "NO_CODE_PROBLEM", "Bundle", "DecodeError",
+    "Decoders", "Entry", "FileResult", "TensileResult", "Verdict", "VerifyReport",
+    "bundler_lister", "check_tensile", "default_decoders", "describe_missing", "device_modes",
+    "find_bundler", "kernel_names", "missing_by_file", "missing_in_bundle", "scan_fatbin",
+    "to_json", "verify_file", "verify_paths", "verify_prefix", "zstandard_decoder",
+]

@@ -1,0 +1,2 @@
+"""The command line: argparse, one module per command, and all rich rendering.
+"""

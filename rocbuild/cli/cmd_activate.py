@@ -1,0 +1,62 @@
+"""`rocbuild activate PREFIX | --previous [--link PATH]`: switch the stable link (default
+/opt/rocm) to a finished prefix, atomically, or back to the one before."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+
+from rich.markup import escape
+
+from rocbuild.cli.ui import console
+from rocbuild.errors import ConfigError
+from rocbuild.model.settings import Settings
+from rocbuild.prefix import activate
+
+
+def register(sub: argparse._SubParsersAction, parents: list[argparse.ArgumentParser]) -> None:
+    parser = sub.add_parser(
+        "activate", parents=parents, help="point /opt/rocm (or --link) at a built prefix",
+        description="Point a stable link at a prefix whose build completed, by an atomic "
+                    "rename, remembering the previous target; --previous switches back. A real "
+                    "directory at the link path (a packaged ROCm) is never replaced.")
+    which = parser.add_mutually_exclusive_group(required=True)
+    which.add_argument("prefix", nargs="?", type=Path, metavar="PREFIX",
+                       help="the prefix to activate, e.g. /opt/rocm-6.4-gfx906")
+    which.add_argument("--previous", action="store_true",
+                       help="switch back to what the link pointed at before the last switch")
+    parser.add_argument("--link", type=Path, default=None, metavar="PATH",
+                        help=f"the stable link (default {activate.DEFAULT_LINK}) "
+                             f"[env {activate.LINK_ENV}]")
+    parser.set_defaults(func=run)
+
+
+def link_path(args: argparse.Namespace) -> Path:
+    if args.link is not None:
+        return args.link.expanduser()
+    from_env = os.environ.get(activate.LINK_ENV)
+    return Path(from_env).expanduser() if from_env else activate.DEFAULT_LINK
+
+
+def run(args: argparse.Namespace, settings: Settings) -> int:
+    link = link_path(args)
+    if args.previous:
+        switch = activate.activate_previous(link)
+    elif args.prefix is not None:
+        switch = activate.activate(args.prefix.expanduser(), link)
+    else:  # pragma: no cover - argparse requires one of them
+        raise ConfigError("name a PREFIX or --previous")
+    out = console()
+    if switch.removed_stray:
+        out.print(f"removed {escape(str(activate.temp_link_path(switch.link)))}, left by an "
+                  "interrupted switch")
+    targets = ", ".join(switch.info.targets)
+    if switch.previous == switch.target:
+        out.print(f"{escape(str(switch.link))} already points at {escape(str(switch.target))}")
+    else:
+        before = f" (was {escape(str(switch.previous))})" if switch.previous else ""
+        out.print(f"{escape(str(switch.link))} -> {escape(str(switch.target))}{before}")
+    out.print(f"ROCm {escape(switch.info.version)} for {escape(targets)}; load it with: "
+              f". {escape(str(switch.target))}/env.sh")
+    return 0

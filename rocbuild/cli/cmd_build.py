@@ -1,0 +1,102 @@
+"""`rocbuild build [COMPONENT...]`: build (or continue building) into the prefix."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from rich.console import Console
+
+from rocbuild.cli import build_report, cmd_verify, ui
+from rocbuild.cli.progress import LiveOutput
+from rocbuild.errors import RocbuildError
+from rocbuild.model.graph import load_stack
+from rocbuild.model.settings import Settings
+from rocbuild.prefix import prefixguard
+from rocbuild.run import cache_install, continuation, engine, status
+from rocbuild.run.build import BuildContext, Output
+
+
+def register(sub: argparse._SubParsersAction, parents: list[argparse.ArgumentParser]) -> None:
+    parser = sub.add_parser(
+        "build", parents=parents, help="build the stack (run it again after any failure)",
+        description="Fetch, patch, configure, compile and install each component with "
+                    "everything it needs. Finished steps are kept: after a failure or a kill, "
+                    "the same command continues where it stopped.")
+    parser.add_argument("components", nargs="*", metavar="COMPONENT",
+                        help="components to build (default: the whole stack)")
+    parser.add_argument("--keep-going", action="store_true",
+                        help="after a failure, go on with what does not depend on it")
+    parser.add_argument("--quiet", action="store_true",
+                        help="show rocbuild's step lines only, not the build output (it is "
+                             "always in the logs)")
+    parser.add_argument("--verbose", action="store_true",
+                        help="on a terminal, stream the build output instead of progress bars")
+    parser.add_argument("--no-verify", dest="verify", action="store_false",
+                        help="do not check the installed libraries for GPU code at the end "
+                             "(the prefix is then complete but unproven)")
+    parser.add_argument("--offline", action="store_true",
+                        help="never download: use the source cache and mirrors only")
+    parser.add_argument(prefixguard.ALLOW_FLAG, action="store_true",
+                        help="install into an existing non-empty --prefix that rocbuild did "
+                             "not create (its files may be overwritten)")
+    parser.add_argument("--json", action="store_true",
+                        help="at the end, print the run's outcome as JSON on stdout (steps, "
+                             "durations, results, logs, causes); step lines go to stderr")
+    parser.set_defaults(func=run)
+
+
+def make_output(args: argparse.Namespace) -> Output:
+    """Bars on a terminal; plain lines (the build output too, unless --quiet) elsewhere, so
+    CI logs and nohup files read well."""
+    if getattr(args, "json", False):  # stdout is the JSON document's
+        return Output(sys.stderr, show_build_output=not args.quiet)
+    if sys.stdout.isatty() and not args.verbose:
+        return LiveOutput(sys.stdout)
+    return Output(sys.stdout, show_build_output=not args.quiet)
+
+
+def expected_steps(ctx: BuildContext, requested: list[str]) -> dict[tuple[str, str],
+                                                                     float | None]:
+    """The steps this run will start (those status shows as not done; the same rule the
+    build uses) with each one's expected seconds, for the whole-run ETA."""
+    report = status.collect(ctx.rule, ctx.settings, requested)
+    return {(c.name, s.step): ctx.expected_seconds(ctx.component(c.name), s.step)
+            for c in report.components for s in c.steps if s.state != status.DONE}
+
+
+def reports() -> engine.Reports:
+    """How a build's end is shown: ui's summary table and the verify command's report."""
+    return engine.Reports(summary=ui.print_build_summary, verify=cmd_verify.print_report)
+
+
+def run(args: argparse.Namespace, settings: Settings) -> int:
+    stack = load_stack(settings, args.components)
+    # the whole default set, once: the end of the run tells whether all of it is built
+    whole = load_stack(settings) if args.components else stack
+    prefixguard.check(stack.prefix, allow_existing=args.allow_existing_prefix)
+    ctx = BuildContext(stack=stack, settings=settings, output=make_output(args),
+                       offline=args.offline,
+                       command=continuation.command_line(getattr(args, "argv", []), settings))
+    ctx.output.say(f"rocbuild: {len(stack.order)} components for "
+                   f"{', '.join(str(t) for t in stack.targets)} into {stack.prefix} "
+                   f"(workdir {stack.workdir})")
+    cache_install.served(ctx)  # a bad --cache is bad input now, not an error inside doit
+    components = list(args.components) or list(stack.order)
+    ctx.output.run_planned(expected_steps(ctx, list(args.components)))
+    if not args.json:
+        return engine.build(ctx, components, whole, reports(), parallel=settings.parallel,
+                            keep_going=args.keep_going, verify=args.verify)
+    summary = Console(file=sys.stderr, highlight=False, width=120)
+    try:
+        code = engine.build(ctx, components, whole, reports(), parallel=settings.parallel,
+                            keep_going=args.keep_going, verify=args.verify, out=summary)
+    except RocbuildError as exc:  # busy, preflight: still one document for the script
+        code = exc.exit_code
+        json.dump(build_report.to_json(ctx, code), sys.stdout, indent=2)
+        sys.stdout.write("\n")
+        raise
+    json.dump(build_report.to_json(ctx, code), sys.stdout, indent=2)
+    sys.stdout.write("\n")
+    return code

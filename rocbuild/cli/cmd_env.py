@@ -1,0 +1,40 @@
+"""`rocbuild env [--shell bash|zsh|fish|lmod] [--tune]`: print the environment file the install
+step writes into the prefix, for the stack as configured now."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from rocbuild.model.graph import load_stack
+from rocbuild.model.settings import Settings
+from rocbuild.prefix import envfiles
+
+
+def default_shell() -> str:
+    """The login shell when rocbuild has a file for it, else bash."""
+    name = os.path.basename(os.environ.get("SHELL", ""))
+    return name if name in envfiles.SHELLS else "bash"
+
+
+def register(sub: argparse._SubParsersAction, parents: list[argparse.ArgumentParser]) -> None:
+    parser = sub.add_parser(
+        "env", parents=parents, help="print the prefix's environment file for a shell",
+        description="Print env.sh (bash, zsh), env.fish, the Lmod or the Tcl modulefile as the "
+                    "install step writes it into the prefix. It sets ROCM_PATH, HIP_PATH, "
+                    "HIP_PLATFORM, HIP_DEVICE_LIB_PATH and puts the prefix first in PATH, "
+                    "LD_LIBRARY_PATH and CMAKE_PREFIX_PATH; never HSA_OVERRIDE_GFX_VERSION.")
+    parser.add_argument("--shell", choices=envfiles.SHELLS, default=None,
+                        help="which file (default: your login shell, else bash)")
+    parser.add_argument("--tune", action="store_true",
+                        help="add the runtime tuning variables from the source article "
+                             "(opt-in, each with a comment; measure them with llama-bench)")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace, settings: Settings) -> int:
+    spec = envfiles.spec_for(load_stack(settings), tune=args.tune)
+    shell = args.shell or default_shell()
+    sys.stdout.write(envfiles.render(spec, shell))
+    return 0

@@ -1,0 +1,68 @@
+"""`rocbuild plan [COMPONENT...]`: what would be built, in which order, with how many jobs."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from rocbuild.cli import plan_table
+from rocbuild.cli.ui import console, print_commands, print_cost, print_plan
+from rocbuild.model import cost, resources
+from rocbuild.model.graph import load_stack
+from rocbuild.model.plan import build_plan, to_json
+from rocbuild.model.settings import Settings
+from rocbuild.model.steps import steps_of
+from rocbuild.run import cache, outcome, status
+from rocbuild.run.state import StateDir
+from rocbuild.run.uptodate import Rule
+
+
+def register(sub: argparse._SubParsersAction, parents: list[argparse.ArgumentParser]) -> None:
+    parser = sub.add_parser("plan", parents=parents, help="show what would be built and how",
+                            description="Show the build order, every setting with its source, "
+                                        "and the job count each component would get now.")
+    parser.add_argument("components", nargs="*", metavar="COMPONENT",
+                        help="components to plan (default: the whole stack)")
+    out = parser.add_mutually_exclusive_group()
+    out.add_argument("--json", action="store_true", help="print the plan as a JSON document")
+    out.add_argument("--commands", action="store_true",
+                     help="print the exact commands each step would run, ready to paste")
+    parser.add_argument("--why", action="store_true",
+                        help="under the table, each component's dependencies and the "
+                             "arithmetic behind its job counts")
+    parser.set_defaults(func=run)
+
+
+def expected_seconds(rule: Rule, cpus: int) -> dict[str, float | None]:
+    """Each component's expected time: this host's last run of each step (stamps), else
+    the recipe's CPU-hour estimate (outcome.expected_seconds)."""
+    seconds: dict[str, float | None] = {}
+    for comp in rule.stack.selected():
+        known = [s for step in steps_of(comp)
+                 if (s := outcome.expected_seconds(rule.state, comp, step, cpus)) is not None]
+        seconds[comp.name] = sum(known) if known else None
+    return seconds
+
+
+def run(args: argparse.Namespace, settings: Settings) -> int:
+    stack = load_stack(settings, args.components)
+    # each component's state from the workdir's stamps (done / failed / stale / pending)
+    rule = Rule(stack, StateDir(stack.workdir))  # read-only: no build context, no output
+    states = {c.name: c.state for c in status.collect(rule, settings).components}
+    pending = [c.name for c in cost.pending_components(stack, rule.is_current)]
+    host = resources.snapshot()
+    plan = build_plan(stack, settings, host, lambda c: states[c.name], pending,
+                      cache.plan_lines(settings, stack, rule.state),
+                      requested=args.components)
+    if args.json:
+        json.dump(to_json(plan), sys.stdout, indent=2)
+        sys.stdout.write("\n")
+    elif args.commands:
+        print_commands(plan, sys.stdout)
+    else:
+        out = console()
+        print_plan(plan, out)
+        plan_table.print_table(plan, out, expected_seconds(rule, host.cpus), why=args.why)
+        print_cost(plan, out)
+    return 0

@@ -1,0 +1,298 @@
+"""`rocbuild verify [PATH...]`: does every installed library carry code for the GPU targets,
+and does every installed program find its libraries on its own?
+
+Without PATH it checks the whole prefix (files with GPU code under lib/, lib64/, bin/, the
+rocBLAS Tensile set, and the linkage of every host ELF file: each DT_NEEDED resolves with a
+bare environment, none of the stack's own libraries from outside the prefix), then runs the
+GPU smoke tests when this host has a GPU. With PATHs it checks just those files and folders.
+Exit 0 when everything passes, 4 when verify found the result wrong (a missing or unreadable
+code object, an incomplete Tensile set, a broken linkage, a failed smoke test), 2 for bad
+input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from rocbuild.checks import basescan, linkage, smoke
+from rocbuild.checks.verify import (
+    FileResult,
+    Verdict,
+    VerifyReport,
+    to_json,
+    verify_paths,
+    verify_prefix,
+)
+from rocbuild.cli.ui import console
+from rocbuild.errors import EXIT_OK, EXIT_VERIFY_FAILED, ConfigError
+from rocbuild.model.graph import load_stack
+from rocbuild.model.settings import Settings
+from rocbuild.model.targets import TargetId
+from rocbuild.prefix.buildinfo import read_build_info
+
+_STYLE = {Verdict.PASS: "green", Verdict.FAIL: "bold red", Verdict.CORRUPT: "bold red",
+          Verdict.UNKNOWN: "yellow"}
+
+
+def register(sub: argparse._SubParsersAction, parents: list[argparse.ArgumentParser]) -> None:
+    parser = sub.add_parser(
+        "verify", parents=parents,
+        help="check that installed files carry code objects for the GPU targets",
+        description="Scan ELF files for HIP offload bundles (every translation unit) and the "
+                    "rocBLAS Tensile files, and check them against the GPU targets without a "
+                    "GPU; check that every installed program and library finds its "
+                    "libraries without LD_LIBRARY_PATH (and none of the stack's own from "
+                    "outside the prefix); on a host with an AMD GPU, then run smoke tests. "
+                    "Exit 0: all pass; 4: verify found a problem (a file lacks code for a "
+                    "target or is broken or unreadable, the Tensile set is incomplete, a "
+                    "library does not resolve or resolves outside the prefix, a smoke test "
+                    "failed); 2: bad input.")
+    parser.add_argument("paths", nargs="*", type=Path, metavar="PATH",
+                        help="files or folders to check (default: the whole prefix)")
+    parser.add_argument("--json", action="store_true", help="print a JSON document")
+    parser.add_argument("--model", type=Path, metavar="FILE",
+                        help="GGUF model for a llama-bench smoke run (GPU hosts only)")
+    parser.add_argument("--no-smoke", action="store_true", help="skip the GPU smoke tests")
+    parser.add_argument("--gpu-root", type=Path, metavar="DIR", default=Path("/"),
+                        help="read /dev/kfd and /sys/class/kfd below DIR (default: /)")
+    parser.add_argument("--system-root", type=Path, metavar="DIR", default=Path("/"),
+                        help="resolve system libraries (/etc/ld.so.conf, /lib, /usr/lib) "
+                             "below DIR (default: /)")
+    parser.set_defaults(func=run)
+
+
+def _targets_and_prefix(settings: Settings, need_prefix: bool,
+                        ) -> tuple[tuple[TargetId, ...], Path | None]:
+    """Flags first; the recipes' defaults only when a value is missing (loading them can
+    fail on a broken recipe, which should not stop `verify --target X --prefix Y`)."""
+    targets, prefix = settings.target, settings.prefix
+    if targets is None or (prefix is None and need_prefix):
+        stack = load_stack(settings)
+        targets = targets or stack.targets
+        prefix = prefix or stack.prefix
+    return targets, prefix
+
+
+def run(args: argparse.Namespace, settings: Settings) -> int:
+    if args.model is not None and args.paths:
+        raise ConfigError("--model runs llama-bench from the prefix; it cannot be combined "
+                          "with PATH arguments", tip="drop the PATHs, or drop --model")
+    if args.model is not None and not args.model.is_file():
+        raise ConfigError(f"--model {args.model}: no such file",
+                          tip="pass the path of a GGUF model file")
+    if not args.system_root.is_dir():
+        raise ConfigError(f"--system-root {args.system_root}: no such folder",
+                          tip="pass the folder that stands for / (default: /)")
+    system = linkage.System(args.system_root.absolute())
+    targets, prefix = _targets_and_prefix(settings, need_prefix=not args.paths)
+    if args.paths:
+        known_prefix = prefix if prefix is not None and prefix.is_dir() else None
+        report = verify_paths([p.absolute() for p in args.paths], targets, prefix=known_prefix,
+                              system=system)
+        smoke_report = None
+    else:
+        assert prefix is not None
+        report = verify_prefix(prefix, targets, system=system)
+        smoke_report = _smoke(args, report, prefix, targets,
+                              base_to_scan(settings.base, prefix))
+    # findings on the base's own libraries; they inform, the prefix's report decides
+    base_scan = None if args.paths else basescan.scan_for(
+        base_to_scan(settings.base, prefix), targets, settings.recipes)
+    if args.json:
+        doc = to_json(report)
+        doc["smoke"] = smoke.to_json(smoke_report) if smoke_report else None
+        doc["base"] = basescan.to_json(*base_scan) if base_scan else None
+        json.dump(doc, sys.stdout, indent=2)
+        sys.stdout.write("\n")
+    else:
+        out = console()
+        print_report(report, out)
+        if base_scan is not None:
+            print_base_scan(*base_scan, out)
+        if smoke_report is not None:
+            print_smoke(smoke_report, out)
+    ok = report.ok and (smoke_report is None or smoke_report.ok)
+    # 4 (DESIGN 3.4) for every wrong result: a broken linkage is as wrong as missing GPU code
+    # (the program does not start, or runs another stack's library), and a cron wrapper
+    # tells both from a failed build step (1), bad input (2) and a busy prefix (3)
+    return EXIT_OK if ok else EXIT_VERIFY_FAILED
+
+
+def _smoke(args: argparse.Namespace, report: VerifyReport, prefix: Path,
+           targets: tuple[TargetId, ...], base: Path | None) -> smoke.SmokeReport:
+    if args.no_smoke:
+        return smoke.SmokeReport(skipped="smoke tests skipped: --no-smoke")
+    if not report.ok:
+        return smoke.SmokeReport(skipped="smoke tests not run: fix the problems above first")
+    return smoke.run_smoke(prefix, targets, args.model, root=args.gpu_root,
+                           echo=lambda line: print(line, file=sys.stderr, flush=True),
+                           base=base)
+
+
+def _shown(path: Path, prefix: Path | None) -> str:
+    if prefix is not None and path.is_relative_to(prefix):
+        return str(path.relative_to(prefix))
+    return str(path)
+
+
+def _verdict_cell(result: FileResult) -> str:
+    style = _STYLE.get(result.verdict, "dim")
+    text = result.verdict.label
+    if result.note:
+        text += f" ({result.note})"
+    return f"[{style}]{escape(text)}[/]"
+
+
+def _bundles_cell(result: FileResult) -> str:
+    if not result.bundles:
+        return "-"
+    methods = sorted({b.compression for b in result.bundles if b.compression})
+    return str(len(result.bundles)) + (f" ({', '.join(methods)})" if methods else "")
+
+
+def _linkage_cell(result: FileResult, links: dict[Path, linkage.FileLinkage]) -> str:
+    found = links.get(result.path)
+    if found is None:
+        return "-"
+    if found.ok:
+        return f"[green]ok[/] ({len(found.needed)})"
+    return f"[bold red]{len(found.problems)} of {len(found.needed)} broken[/]"
+
+
+def _needed_cell(needed: linkage.Needed, prefix: Path | None) -> str:
+    if needed.resolved is None:
+        text = linkage.NOT_FOUND
+        if needed.own_copy is not None:
+            text += (f" (the prefix has {_shown(needed.own_copy, prefix)}: a RUNPATH such "
+                     "as $ORIGIN/../lib finds it)")
+        return text
+    return (f"{needed.resolved} — {linkage.OUTSIDE} ({_shown(needed.own_copy, prefix)})"
+            if needed.own_copy is not None else str(needed.resolved))
+
+
+def print_linkage(report: VerifyReport, out: Console) -> None:
+    links = report.linkage
+    if links is None:
+        return
+    failing = links.failing
+    if failing:
+        table = Table(title="linkage (bare environment, no LD_LIBRARY_PATH)",
+                      title_justify="left")
+        for column in ("file", "needs", "resolves to", "search path"):
+            table.add_column(column, overflow="fold")
+        for result in failing:
+            shown = escape(_shown(result.path, report.prefix))
+            search = escape(f"RUNPATH {result.runpath}" if result.runpath is not None else
+                            f"RPATH {result.rpath}" if result.rpath is not None else
+                            "no RPATH/RUNPATH")
+            if result.error:
+                table.add_row(shown, "-", f"[red]{escape(result.error)}[/]", search)
+            for needed in result.problems:
+                table.add_row(shown, escape(needed.name),
+                              f"[red]{escape(_needed_cell(needed, report.prefix))}[/]", search)
+        out.print(table)
+    for result in links.files:
+        if result.exempt is not None and not all(n.ok for n in result.needed):
+            out.print(f"[yellow]![/] linkage of {escape(_shown(result.path, report.prefix))} not "
+                      f"checked: its recipe opts out of the RUNPATH ({escape(result.exempt)})",
+                      soft_wrap=True)
+    resolved = sum(len(f.needed) for f in links.files)
+    if links.ok:
+        out.print(f"[green]✓[/] linkage: {len(links.files)} programs and libraries, "
+                  f"{resolved} needed libraries, all resolve without LD_LIBRARY_PATH")
+    else:
+        broken = sum(len(f.problems) + bool(f.error) for f in failing)
+        out.print(f"  [red]✗[/] linkage: {len(failing)} of {len(links.files)} programs and "
+                  f"libraries do not find {broken} needed librar"
+                  f"{'y' if broken == 1 else 'ies'} as they should")
+
+
+def print_report(report: VerifyReport, out: Console) -> None:
+    targets = ", ".join(str(t) for t in report.targets)
+    where = f" in {escape(str(report.prefix))}" if report.prefix else ""
+    out.print(f"[bold]rocbuild verify[/] — code objects for [bold]{escape(targets)}[/]{where}")
+    links = {f.path: f for f in report.linkage.files} if report.linkage else {}
+    if report.files:
+        table = Table(title_justify="left")
+        for column in ("file", "bundles", "targets found", "linkage", "verdict"):
+            table.add_column(column, overflow="fold")
+        for result in report.files:
+            table.add_row(escape(_shown(result.path, report.prefix)), _bundles_cell(result),
+                          escape(", ".join(result.targets_found) or "-"),
+                          _linkage_cell(result, links), _verdict_cell(result))
+        out.print(table)
+    if report.skipped:
+        out.print(f"[dim]{report.skipped} other files hold no GPU code[/]")
+    for result in report.files:
+        for problem in result.problems:
+            # one line each, never wrapped, so it can be grepped
+            out.print(f"  [red]✗[/] {escape(_shown(result.path, report.prefix))}: "
+                      f"{escape(problem)}", soft_wrap=True)
+    for tensile in report.tensile:
+        where = escape(_shown(tensile.library, report.prefix))
+        if tensile.ok:
+            count = tensile.code_objects
+            out.print(f"[green]✓[/] Tensile {tensile.processor} ({where}): complete, "
+                      f"{count} code object file{'' if count == 1 else 's'}")
+        else:
+            out.print(f"  [red]✗[/] Tensile {tensile.processor} ({where}): missing "
+                      f"{escape(', '.join(tensile.missing))}")
+    for problem in report.problems:
+        out.print(f"  [red]✗[/] {escape(problem)}")
+    print_linkage(report, out)
+    out.print(_summary(report))
+
+
+def _summary(report: VerifyReport) -> str:
+    bad = [f for f in report.files if f.verdict is not Verdict.PASS]
+    targets = ", ".join(str(t) for t in report.targets)
+    if report.ok:
+        return (f"[bold green]verify: PASS[/] — {len(report.files)} files with GPU code, "
+                f"each translation unit carries {escape(targets)}")
+    parts = []
+    if bad:
+        parts.append(f"{len(bad)} of {len(report.files)} files fail")
+    missing_sets = [t for t in report.tensile if not t.ok]
+    if missing_sets:
+        parts.append("Tensile set incomplete for "
+                     + ", ".join(t.processor for t in missing_sets))
+    parts += [p.split(":")[0] for p in report.problems]
+    if report.linkage is not None and not report.linkage.ok:
+        count = len(report.linkage.failing)
+        parts.append(f"{count} file{'' if count == 1 else 's'} with broken linkage")
+    return f"[bold red]verify: FAIL[/] — {escape('; '.join(parts))}"
+
+
+def print_base_scan(base: Path, findings: list[basescan.BaseFinding], out: Console) -> None:
+    if not findings:
+        out.print(f"[green]✓[/] base {escape(str(base))}: every library carries the targets")
+    for finding in findings:
+        mark = "[yellow]![/]" if finding.buildable else "[red]![/]"
+        out.print(f"  {mark} {escape(finding.text())}")
+
+
+def print_smoke(report: smoke.SmokeReport, out: Console) -> None:
+    if report.skipped:
+        out.print(escape(report.skipped))
+        return
+    for result in report.results:
+        mark = "[green]✓[/]" if result.ok else "[red]✗[/]"
+        out.print(f"{mark} smoke {result.name}: {escape(result.detail)}")
+        if not result.ok:
+            out.print(f"    command: {escape(result.command)}")
+
+
+def base_to_scan(flag: Path | None, prefix: Path | None) -> Path | None:
+    """--base when given, else the base the prefix was built on (its build-info)."""
+    if flag is not None:
+        return flag
+    info = read_build_info(prefix) if prefix is not None and prefix.is_dir() else None
+    base = info.extra.get("base") if info else None
+    return Path(base["path"]) if isinstance(base, dict) and base.get("path") else None

@@ -1,0 +1,146 @@
+"""Live progress on a terminal: the running steps, their elapsed time, ninja's ``[n/m]`` as a
+bar, and an ETA from this host's last run of the step (or the recipe's estimate before there
+is one). Off a terminal (CI logs, nohup) rocbuild prints plain lines instead (build.Output).
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+import time
+from dataclasses import dataclass
+from typing import TextIO
+
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
+
+from rocbuild.run.build import Output
+
+_NINJA = re.compile(r"^\[(\d+)/(\d+)\]")
+
+
+def ninja_progress(line: str) -> tuple[int, int] | None:
+    """(done, total) from a ninja status line such as ``[1234/5678] Building CXX ...``."""
+    match = _NINJA.match(line)
+    if not match:
+        return None
+    done, total = int(match.group(1)), int(match.group(2))
+    return (done, total) if total > 0 else None
+
+
+def eta_seconds(elapsed: float, fraction: float | None, expected: float | None) -> float | None:
+    """Seconds left. Once ninja has done a tenth of the work its own pace is the better guide;
+    before that, the step's recorded (or estimated) duration."""
+    if fraction is not None and fraction >= 0.1:
+        return max(elapsed / fraction - elapsed, 0.0)
+    if expected is not None:
+        return max(expected - elapsed, 0.0)
+    return None
+
+
+def format_eta(seconds: float | None) -> str:
+    if seconds is None:
+        return "ETA ?"
+    if seconds < 60:  # "ETA 0m" for the last minute said nothing
+        return f"ETA {int(seconds)}s"
+    minutes = int(seconds // 60)
+    return f"ETA {minutes // 60}h{minutes % 60:02d}m" if minutes >= 60 else f"ETA {minutes}m"
+
+
+def run_eta(expected: dict[tuple[str, str], float | None], finished: set[tuple[str, str]],
+            running: dict[tuple[str, str], float | None]) -> float | None:
+    """Seconds left in the whole run: the expected time of each step still to start, plus
+    what each running step has left (``running``: its own ETA). None when nothing is known."""
+    known = [v for k, v in expected.items()
+             if k not in finished and k not in running and v is not None]
+    left = [v for v in running.values() if v is not None]
+    return sum(known) + sum(left) if known or left else None
+
+
+def finish_clock(seconds: float | None) -> str:
+    """'ETA 3h02m, done about 04:15' for the whole run."""
+    if seconds is None:
+        return "ETA ?"
+    at = time.strftime("%H:%M", time.localtime(time.time() + seconds))
+    return f"{format_eta(seconds)}, done about {at}"
+
+
+@dataclass
+class _Running:
+    task: TaskID
+    started: float
+    expected: float | None
+    fraction: float | None = None
+
+
+class LiveOutput(Output):
+    """Output for a terminal: rocbuild's own lines scroll above a live panel of bars."""
+
+    def __init__(self, stream: TextIO, console: Console | None = None) -> None:
+        super().__init__(stream, show_build_output=False)
+        self.console = console or Console(file=stream)
+        self.progress = Progress(TextColumn("{task.description}"), BarColumn(),
+                                 TextColumn("{task.fields[counts]}"), TimeElapsedColumn(),
+                                 TextColumn("{task.fields[eta]}"), console=self.console,
+                                 transient=True, refresh_per_second=4)
+        self._running: dict[tuple[str, str], _Running] = {}
+        self._guard = threading.Lock()
+        # the whole run: each step's expected time (run_planned), and which have ended
+        self._expected: dict[tuple[str, str], float | None] = {}
+        self._finished: set[tuple[str, str]] = set()
+        self._run_task: TaskID | None = None
+
+    def run_planned(self, expected: dict[tuple[str, str], float | None]) -> None:
+        with self._guard:
+            self._expected = dict(expected)
+
+    def _update_run(self) -> None:
+        """The whole-run line above the steps (call with the guard held)."""
+        if not self._expected:
+            return
+        now = time.monotonic()
+        left = {k: eta_seconds(now - r.started, r.fraction, r.expected)
+                for k, r in self._running.items()}
+        text = finish_clock(run_eta(self._expected, self._finished, left))
+        done = len(self._finished & set(self._expected))
+        if self._run_task is None:
+            self._run_task = self.progress.add_task("whole run", total=len(self._expected),
+                                                    counts="", eta="")
+        self.progress.update(self._run_task, completed=done,
+                             counts=f"{done}/{len(self._expected)} steps", eta=text)
+
+    def say(self, text: str) -> None:
+        self.progress.console.print(text, markup=False, highlight=False, soft_wrap=True)
+
+    def step_started(self, component: str, step: str, expected: float | None) -> None:
+        with self._guard:
+            if not self._running:
+                self.progress.start()
+            task = self.progress.add_task(f"{component}: {step}", total=None, counts="",
+                                          eta=format_eta(expected))
+            self._running[(component, step)] = _Running(task, time.monotonic(), expected)
+            self._update_run()
+
+    def step_finished(self, component: str, step: str) -> None:
+        with self._guard:
+            running = self._running.pop((component, step), None)
+            self._finished.add((component, step))
+            if running is not None:
+                self.progress.remove_task(running.task)
+            self._update_run()
+            if not self._running:
+                self.progress.stop()
+
+    def build_line(self, component: str, step: str, line: str) -> None:
+        counts = ninja_progress(line)
+        with self._guard:
+            running = self._running.get((component, step))
+            if running is None or counts is None:
+                return
+            done, total = counts
+            running.fraction = done / total
+            eta = eta_seconds(time.monotonic() - running.started, running.fraction,
+                              running.expected)
+            self.progress.update(running.task, completed=done, total=total,
+                                 counts=f"{done}/{total}", eta=format_eta(eta))
+            self._update_run()

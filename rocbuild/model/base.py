@@ -1,0 +1,181 @@
+"""An installed ROCm used as the base of a build (``--base /opt/rocm-6.4.3``): the fast road.
+
+What a recipe's component looks like in an installed ROCm is data in the recipe (``[base]``:
+``provides`` = files that must exist, globs allowed; ``tensile`` = a folder that must hold the
+rocBLAS Tensile set for every target; ``required`` = the build cannot go on without it). This
+module reads the base's version, decides per component whether the base provides it for the
+targets, and computes the content key that goes into the fingerprints built on it. It knows
+nothing of doit or subprocesses.
+
+A component is taken from the base only when everything it depends on is taken too: a base
+hipBLAS would load the base's rocBLAS, so once rocBLAS is built, hipBLAS is built as well.
+"""
+
+from __future__ import annotations
+
+import glob
+import hashlib
+import json
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from rocbuild.errors import ConfigError
+from rocbuild.model.recipes import Recipe
+from rocbuild.model.targets import TargetId
+from rocbuild.model.tensile import check_tensile
+
+VERSION_FILE = ".info/version"  # written by AMD's rocm-core package, and by rocbuild's
+_VERSION_RE = re.compile(r"^\s*(\d+)\.(\d+)(?:\.(\d+))?")
+TIP = "pass --base the folder of an installed ROCm, e.g. --base /opt/rocm-6.4.3"
+
+
+@dataclass(frozen=True)
+class Taken:
+    """A component the base provides: the files that showed it (the base's content key)."""
+
+    name: str
+    files: tuple[Path, ...]
+
+
+@dataclass(frozen=True)
+class NotTaken:
+    """A component the base has a recipe entry for but cannot provide, and why."""
+
+    name: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class Base:
+    path: Path
+    version: str  # "6.4.3", from .info/version
+    taken: Mapping[str, Taken] = field(default_factory=dict)
+    not_taken: Mapping[str, NotTaken] = field(default_factory=dict)
+
+    @property
+    def series(self) -> str:
+        return ".".join(self.version.split(".")[:2])
+
+    @property
+    def lib_dirs(self) -> tuple[Path, ...]:
+        """Where the base's shared libraries are, searched after the prefix's."""
+        return (self.path / "lib",)
+
+    def key(self) -> str:
+        """Path, version and size + mtime of every file that showed a taken component: an
+        upgrade of the base's packages changes it, and so every fingerprint built on it."""
+        doc: dict[str, object] = {"path": str(self.path), "version": self.version}
+        files = []
+        for taken in self.taken.values():
+            for path in taken.files:
+                info = path.stat()
+                files.append([str(path.relative_to(self.path)), info.st_size, info.st_mtime_ns])
+        doc["files"] = sorted(files)
+        return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()
+
+
+def read_version(path: Path) -> str:
+    """The base's ROCm version (``6.4.3``) from ``.info/version``; ConfigError naming the
+    path and what is wrong otherwise."""
+    if not path.is_dir():
+        raise ConfigError(f"base {path} does not exist or is not a folder", tip=TIP)
+    file = path / VERSION_FILE
+    try:
+        text = file.read_text(encoding="utf-8", errors="replace")
+    except FileNotFoundError:
+        raise ConfigError(f"base {path} has no {VERSION_FILE}, so it is not an installed ROCm "
+                          "(AMD's rocm-core package writes that file)", tip=TIP) from None
+    except OSError as exc:
+        raise ConfigError(f"base {path}: cannot read {VERSION_FILE}: {exc.strerror}",
+                          tip=f"check the permissions of {file}") from None
+    match = _VERSION_RE.match(text)
+    if not match:
+        raise ConfigError(f"base {path}: {VERSION_FILE} holds {text.strip()[:40]!r}, not a "
+                          "version like 6.4.3", tip=TIP)
+    major, minor, patch = match.groups()
+    return f"{major}.{minor}.{patch or 0}"
+
+
+def _matches(root: Path, pattern: str) -> list[Path]:
+    if glob.has_magic(pattern):
+        return sorted(Path(p) for p in glob.glob(str(root / pattern)) if Path(p).is_file())
+    path = root / pattern
+    return [path] if path.is_file() else []
+
+
+def _check(root: Path, recipe: Recipe, targets: Sequence[TargetId]
+           ) -> tuple[list[Path], list[str]]:
+    """(files found, what is missing) for one recipe's [base] table."""
+    found: list[Path] = []
+    missing: list[str] = []
+    for pattern in recipe.base_provides:
+        hits = _matches(root, pattern)
+        found += hits
+        if not hits:
+            missing.append(pattern)
+    if recipe.base_tensile and not missing:
+        library = root / recipe.base_tensile
+        for processor in dict.fromkeys(t.processor for t in targets):
+            result = check_tensile(library, processor)
+            if not result.ok:
+                missing.append(f"{processor} Tensile kernels in {recipe.base_tensile} "
+                               f"({result.missing[0]} not found)")
+    return found, missing
+
+
+def load_base(path: Path, series: str, recipes: Mapping[str, Recipe],
+              order: Iterable[str], deps: Mapping[str, tuple[str, ...]],
+              targets: Sequence[TargetId]) -> Base:
+    """Read the base and decide, in build order, which components it provides. Refuses a
+    base of another series, and one that lacks a component marked ``required`` (compilers,
+    HIP runtime, ROCr), naming the files it lacks."""
+    path = path.absolute()
+    version = read_version(path)
+    base_series = ".".join(version.split(".")[:2])
+    if base_series != series:
+        raise ConfigError(f"base {path} is ROCm {version}, but these recipes build the "
+                          f"{series} series; rocbuild only builds on a base of the same series",
+                          tip=f"install AMD's ROCm {series} packages and pass that folder, or "
+                              "build without --base")
+    taken: dict[str, Taken] = {}
+    not_taken: dict[str, NotTaken] = {}
+    lacking: list[str] = []
+    for name in order:
+        recipe = recipes[name]
+        if not recipe.base_provides:
+            continue
+        found, missing = _check(path, recipe, targets)
+        if missing and recipe.base_required:
+            lacking.append(f"{name} ({', '.join(missing)})")
+            continue
+        # a source-only dependency (Tensile) is consumed by a build, not installed: it does
+        # not make the base's copy stale
+        built = [d for d in deps[name] if d not in taken and recipes[d].builds]
+        if missing:
+            not_taken[name] = NotTaken(name, "base lacks " + ", ".join(missing))
+        elif built:
+            not_taken[name] = NotTaken(name, f"depends on {', '.join(built)}, which is built")
+        else:
+            taken[name] = Taken(name, tuple(found))
+    if lacking:
+        raise ConfigError(f"base {path} (ROCm {version}) lacks what the build needs from it: "
+                          + "; ".join(lacking),
+                          tip="install the missing ROCm packages (e.g. `apt install rocm-hip-sdk`)"
+                              " or pass the folder of a complete ROCm")
+    return Base(path=path, version=version, taken=taken, not_taken=not_taken)
+
+
+def base_runpath(base: Base | None) -> list[str]:
+    """The base's lib dirs for the install RUNPATH steps.py gives every component: absolute
+    (the base does not move with the prefix) and after the prefix's own entries."""
+    return [] if base is None else [str(d) for d in base.lib_dirs]
+
+
+def rpath_args(base: Base | None) -> list[str]:
+    """On a base, every installed file also keeps in its RUNPATH the folders outside the
+    project it was linked against (the base's lib/), after its install RPATH: CMake's
+    INSTALL_RPATH_USE_LINK_PATH. This covers projects that set CMAKE_INSTALL_RPATH themselves
+    (a normal variable hides rocbuild's cache entry), so no env.sh is needed to reach the base."""
+    return [] if base is None else ["-DCMAKE_INSTALL_RPATH_USE_LINK_PATH=ON"]

@@ -1,0 +1,130 @@
+"""What a build will cost before it starts: disk, CPU-hours, expected wall time, risky steps.
+
+One model for every command that speaks of it: ``plan`` shows it (and ``plan --json`` under
+``"cost"``), ``doctor`` compares ``disk_needed`` with the free space, preflight refuses a
+build on the same figure. All figures come from the recipes' ``[resources]`` estimates (disk,
+source_disk, cpu_hours, link_mem, tensile_mem) and the host snapshot of resources.py; only
+components whose install is not current count.
+"""
+
+from __future__ import annotations
+
+import textwrap
+from collections.abc import Callable, Collection, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from rocbuild.model.graph import Component, Stack
+from rocbuild.model.resources import GIB, HostSnapshot, format_gib, job_counts
+
+PREFIX_SHARE = 0.25  # rocbuild rule of thumb: an install takes about a quarter of its build tree
+DEFAULT_SOURCE_DISK = 200 << 20  # a checkout whose recipe gives no source_disk (estimate)
+RISKY_LINK_MEM = 4 * GIB  # TheRock: "4-8 GB of RAM per link job" for LLVM
+
+
+@dataclass(frozen=True)
+class DiskNeed:
+    sources: int  # checkouts and their cache, in the workdir
+    build: int  # build trees, in the workdir
+    prefix: int  # the installs
+
+    @property
+    def workdir(self) -> int:
+        return self.sources + self.build
+
+
+@dataclass(frozen=True)
+class Risk:
+    component: str
+    step: str
+    why: str
+
+
+@dataclass(frozen=True)
+class Cost:
+    pending: tuple[str, ...]
+    disk: DiskNeed
+    cpu_hours: float
+    wall_hours: float
+    wall_basis: str
+    risks: tuple[Risk, ...] = field(default_factory=tuple)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "pending": list(self.pending),
+            "disk": {"sources": self.disk.sources, "build": self.disk.build,
+                     "workdir": self.disk.workdir, "prefix": self.disk.prefix},
+            "cpu_hours": round(self.cpu_hours, 2),
+            "wall_hours": round(self.wall_hours, 2),
+            "wall_basis": self.wall_basis,
+            "risky_steps": [{"component": r.component, "step": r.step, "why": r.why}
+                            for r in self.risks],
+        }
+
+
+def pending_components(stack: Stack, is_current: Callable[[Component, str], bool]
+                       ) -> list[Component]:
+    """Built components whose install is not current (what a build would still do)."""
+    return [c for c in stack.selected() if c.builds and not is_current(c, "install")]
+
+
+def disk_needed(stack: Stack, pending: Collection[str]) -> DiskNeed:
+    """Disk for the ``pending`` components: their build trees, the checkouts they need that
+    are not there yet, and their installs."""
+    build = sum(int(stack.components[n].recipe.resources.get("disk", 0)) for n in pending)
+    owners = {stack.components[n].checkout for n in pending}
+    sources = sum(int(stack.components[o].recipe.resources.get("source_disk",
+                                                                DEFAULT_SOURCE_DISK))
+                  for o in owners if not stack.components[o].checkout_dir.is_dir())
+    return DiskNeed(sources=sources, build=build, prefix=int(build * PREFIX_SHARE))
+
+
+def _risks(comp: Component, jobs: Mapping[str, int]) -> list[Risk]:
+    res, out = comp.recipe.resources, []
+    link_mem = int(res.get("link_mem", 0))
+    if link_mem >= RISKY_LINK_MEM:
+        out.append(Risk(comp.name, "compile", f"links take about {format_gib(link_mem)} each, "
+                        f"{jobs['link']} at once; an OOM kill here is the usual night failure"))
+    if "tensile_mem" in res:
+        out.append(Risk(comp.name, "compile", f"the Tensile step runs {jobs['tensile']} "
+                        f"workers of about {format_gib(res['tensile_mem'])} each and shows no "
+                        "progress for a long time"))
+    return out
+
+
+def estimate(stack: Stack, host: HostSnapshot, pending: Collection[str], *,
+             swap_weight: float, cap: int | None) -> Cost:
+    cpu = wall = 0.0
+    risks: list[Risk] = []
+    names = [c.name for c in stack.selected() if c.name in pending]
+    for name in names:
+        comp = stack.components[name]
+        hours = float(comp.recipe.resources.get("cpu_hours", 0.0))
+        counts = job_counts(comp.recipe.resources, host, swap_weight=swap_weight, cap=cap)
+        jobs = {kind: count.jobs for kind, count in counts.items()}
+        cpu += hours
+        wall += hours / max(jobs["compile"], 1)
+        risks += _risks(comp, jobs)
+    basis = (f"components one after another, each with its compile jobs on {host.cpu_reason} "
+             "(recipes' cpu_hours estimates)")
+    return Cost(pending=tuple(names), disk=disk_needed(stack, names), cpu_hours=cpu,
+                wall_hours=wall, wall_basis=basis, risks=tuple(risks))
+
+
+def hours_text(hours: float) -> str:
+    return f"{hours * 60:.0f} min" if hours < 1 else f"{hours:.1f} h"
+
+
+def summary_lines(cost: Cost) -> list[str]:
+    """The plain-text block `plan` prints under its table (each line under 80 columns)."""
+    d = cost.disk
+    lines = [f"cost of the {len(cost.pending)} pending components (recipe estimates):",
+             f"  disk:  {format_gib(d.workdir)} in the workdir ({format_gib(d.sources)} "
+             f"sources, {format_gib(d.build)} build trees)",
+             f"         {format_gib(d.prefix)} in the prefix",
+             f"  CPU:   {cost.cpu_hours:.1f} CPU-hours",
+             f"  wall:  about {hours_text(cost.wall_hours)} on this host"]
+    for risk in cost.risks:
+        lines += textwrap.wrap(f"{risk.component} {risk.step}: {risk.why}", width=79,
+                               initial_indent="  risky: ", subsequent_indent=" " * 9)
+    return lines

@@ -1,0 +1,430 @@
+"""The Stack: the requested components and everything they need, in a deterministic build
+order, each with its rendered configuration and a fingerprint of everything that shapes its
+output (DESIGN 3.3). Knows nothing of doit or subprocesses.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import heapq
+import json
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rocbuild.errors import ConfigError
+from rocbuild.model import inputcheck, launchers
+from rocbuild.model.base import Base, load_base
+from rocbuild.model.recipes import Recipe, RecipeSet, load_recipes, unknown_component
+from rocbuild.model.render import render
+from rocbuild.model.settings import Settings, rewrite_url
+from rocbuild.model.targets import TargetError, TargetId, looks_like_target, parse_target_list
+
+
+def sha256_text(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class Patch:
+    path: Path
+    sha256: str
+
+
+@dataclass(frozen=True)
+class Component:
+    """One component of a Stack, rendered for the chosen targets and prefix."""
+
+    recipe: Recipe
+    depends: tuple[str, ...]  # direct, including the owner of a reused checkout
+    checkout: str  # the component whose git checkout holds this source (itself, or its owner)
+    url: str | None  # as written in the recipe, rendered; None for a reused checkout
+    fetch_url: str | None  # after mirror rules
+    ref: str | None
+    submodules: bool
+    checkout_dir: Path
+    source_dir: Path
+    build_dir: Path
+    cmake_args: tuple[str, ...]
+    build_type: str
+    env: tuple[tuple[str, str], ...]
+    patches: tuple[Patch, ...]
+    fingerprint: str  # the whole rendered configuration plus dependency fingerprints
+    # the same with the prefix and workdir paths taken out: the binary cache's key (cache.py),
+    # equal on two machines that build the same recipes into other folders
+    portable_fingerprint: str = ""
+    install_prefix: Path = Path("/")
+    install_links: tuple[tuple[str, str], ...] = ()  # (path in prefix, link target)
+    install_files: tuple[tuple[str, str], ...] = ()  # (path in prefix, text)
+    job_args: tuple[str, ...] = ()  # templates: rendered with `jobs` when configure starts
+    context: Mapping[str, Any] = field(default_factory=dict)  # what job_args render with
+
+    def render_job_args(self, jobs: Mapping[str, int]) -> list[str]:
+        ctx = {**self.context, "jobs": dict(jobs)}
+        return [render(a, ctx, file=self.recipe.file, key=f"cmake.job_args[{i}]")
+                for i, a in enumerate(self.job_args)]
+
+    @property
+    def name(self) -> str:
+        return self.recipe.name
+
+    @property
+    def builds(self) -> bool:
+        return self.recipe.builds
+
+    @property
+    def owns_checkout(self) -> bool:
+        return self.checkout == self.name
+
+
+@dataclass(frozen=True)
+class Stack:
+    recipes: RecipeSet
+    version: str
+    series: str
+    targets: tuple[TargetId, ...]
+    prefix: Path
+    workdir: Path
+    components: Mapping[str, Component] = field(default_factory=dict)
+    order: tuple[str, ...] = ()  # the selected closure, dependencies first
+    launch: launchers.Launch | None = None  # ccache/distcc: speed only, never fingerprinted
+    base: Base | None = None  # an installed ROCm whose components are taken, not built
+
+    @property
+    def rocm_root(self) -> Path:
+        """The ROCm that builds compile against (compilers, HIP): the base, else the prefix."""
+        return self.base.path if self.base else self.prefix
+
+    @property
+    def search_prefixes(self) -> tuple[Path, ...]:
+        """Where dependencies are looked for: the prefix first, then the base."""
+        return (self.prefix, self.base.path) if self.base else (self.prefix,)
+
+    def selected(self) -> list[Component]:
+        return [self.components[n] for n in self.order]
+
+    def closure(self, name: str) -> list[str]:
+        """``name`` and everything it depends on, directly or not, in build order."""
+        seen = reachable([name], lambda n: self.components[n].depends)
+        return [n for n in self.order if n in seen] or [name]
+
+    def python_needs(self) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        """(packages for the build venv, wheels for the wheelhouse) of the selected
+        components, sorted and without repeats."""
+        packages = sorted({p for c in self.selected() for p in c.recipe.python_packages})
+        wheels = sorted({w for c in self.selected() for w in c.recipe.python_wheels})
+        return tuple(packages), tuple(wheels)
+
+
+def portable_text(stack: Stack, text: str) -> str:
+    """``text`` with the workdir and prefix paths as placeholders: what two machines that
+    build the same thing into other folders have in common (the binary cache's key)."""
+    places = {str(stack.workdir): "<workdir>", str(stack.prefix): "<prefix>"}
+    for path in sorted(places, key=len, reverse=True):  # one folder may hold the other
+        text = text.replace(path, places[path])
+    return text
+
+
+def venv_dir(workdir: Path) -> Path:
+    """The build venv rocbuild manages for the recipes' Python needs (never the system's)."""
+    return workdir / "venv"
+
+
+def wheelhouse_dir(workdir: Path) -> Path:
+    """Wheels fetched ahead for builds that pip-install by themselves (rocBLAS' Tensile)."""
+    return workdir / "wheels"
+
+
+def direct_deps(recipe: Recipe) -> tuple[str, ...]:
+    owner = recipe.source.from_component
+    extra = (owner,) if owner and owner not in recipe.depends else ()
+    return extra + recipe.depends
+
+
+def _find_cycle(graph: Mapping[str, tuple[str, ...]], nodes: Iterable[str]) -> list[str]:
+    """A dependency cycle among ``nodes`` as [a, b, ..., a]."""
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        state[node] = 1
+        stack.append(node)
+        for dep in graph[node]:
+            if state.get(dep) == 1:
+                return [*stack[stack.index(dep):], dep]
+            if dep not in state:
+                found = visit(dep)
+                if found:
+                    return found
+        stack.pop()
+        state[node] = 2
+        return None
+
+    for node in sorted(nodes):
+        if node not in state:
+            found = visit(node)
+            if found:
+                return found
+    return []
+
+
+def reachable(start: Iterable[str], deps_of: Callable[[str], Iterable[str]]) -> set[str]:
+    """``start`` and everything it depends on, directly or not: the one dependency walk
+    (Stack.closure, build_order and the source folders a recipe may name use it)."""
+    seen: set[str] = set()
+    todo = list(start)
+    while todo:
+        current = todo.pop()
+        if current not in seen:
+            seen.add(current)
+            todo.extend(deps_of(current))
+    return seen
+
+
+def build_order(recipes: RecipeSet, requested: Iterable[str],
+                taken: Iterable[str] = ()) -> tuple[str, ...]:
+    """The closure of ``requested`` in dependency order. Ties go by the order of
+    ``stack.components`` in stack.toml, then by name, so the order never depends on the
+    filesystem. A cycle is a ConfigError that prints it. Components in ``taken`` (from a
+    base) are left out with everything only they need."""
+    cut = set(taken)
+    graph = {name: tuple(d for d in direct_deps(r) if d not in cut)
+             for name, r in recipes.recipes.items()}
+    requested = [n for n in requested if n not in cut]
+    closure = reachable(requested, graph.__getitem__)
+    rank = {name: i for i, name in enumerate(recipes.stack.components)}
+
+    def key(name: str) -> tuple[int, str]:
+        return (rank.get(name, len(rank)), name)
+
+    waiting = {n: sum(1 for d in graph[n] if d in closure) for n in closure}
+    users: dict[str, list[str]] = {n: [] for n in closure}
+    for name in closure:
+        for dep in graph[name]:
+            users[dep].append(name)
+    ready = [key(n) for n, count in waiting.items() if count == 0]
+    heapq.heapify(ready)
+    order: list[str] = []
+    while ready:
+        _, name = heapq.heappop(ready)
+        order.append(name)
+        for user in users[name]:
+            waiting[user] -= 1
+            if waiting[user] == 0:
+                heapq.heappush(ready, key(user))
+    if len(order) != len(closure):
+        cycle = _find_cycle(graph, closure - set(order))
+        files = ", ".join(str(recipes.recipes[n].file) for n in cycle[:-1])
+        raise ConfigError(f"dependency cycle: {' -> '.join(cycle)} (in 'depends' of {files})",
+                          tip="remove one of these dependencies to break the cycle")
+    return tuple(order)
+
+
+def default_request(recipes: RecipeSet) -> list[str]:
+    """What a bare `rocbuild build` builds: stack.components, else every recipe."""
+    return list(recipes.stack.components) or sorted(recipes.recipes)
+
+
+def drop_unused_sources(recipes: RecipeSet, order: tuple[str, ...]) -> tuple[str, ...]:
+    """Leave out source-only components nothing in ``order`` needs (on a base, the LLVM
+    checkout once the compilers come from the base)."""
+    needed = {d for n in order for d in direct_deps(recipes.recipes[n])}
+    return tuple(n for n in order if recipes.recipes[n].builds or n in needed)
+
+
+def find_patches(recipes: RecipeSet, name: str) -> tuple[Patch, ...]:
+    folder = recipes.patches_dir / name
+    if not folder.is_dir():
+        return ()
+    return tuple(Patch(p, hashlib.sha256(p.read_bytes()).hexdigest())
+                 for p in sorted(folder.glob("*.patch")))
+
+
+def _resolve_targets(recipes: RecipeSet, settings: Settings) -> tuple[TargetId, ...]:
+    if settings.target is not None:
+        return settings.target
+    try:
+        return parse_target_list(recipes.stack.targets)
+    except TargetError as exc:
+        raise ConfigError(f"{recipes.stack.file}: key 'stack.targets': {exc}",
+                          tip=f"fix 'stack.targets' in {recipes.stack.file}") from None
+
+
+def prefix_problem(prefix: Path) -> str | None:
+    """Why ``prefix`` would fail at the end of a build, or None. A ':' splits PATH,
+    LD_LIBRARY_PATH and CMAKE_PREFIX_PATH-style lists (env files refuse it after the
+    compile); whitespace breaks unquoted uses in the generated scripts and build files."""
+    text = str(prefix)
+    if ":" in text:
+        return "contains ':', which PATH and LD_LIBRARY_PATH use as a separator"
+    if any(ch.isspace() or ord(ch) < 32 for ch in text):
+        return "contains whitespace or a control character"
+    return None
+
+
+def load_stack(settings: Settings, requested: Iterable[str] = ()) -> Stack:
+    """Load recipes and resolve the Stack for ``requested`` components (default: the
+    components listed in stack.toml, or every recipe when it lists none)."""
+    recipes = load_recipes(settings.recipes)
+    spec = recipes.stack
+    explicit = bool(list(requested))
+    requested = list(requested) or default_request(recipes)
+    for name in requested:
+        if name not in recipes.recipes and looks_like_target(name):
+            raise ConfigError(f"'{name}' is a GPU target, not a component: to build for "
+                              "several targets, separate them with commas",
+                              tip="--target gfx906,gfx90a (one argument, no spaces)")
+        if name not in recipes.recipes:
+            raise unknown_component(name, recipes.recipes,
+                                    tip="run `rocbuild plan` to see them all")
+    targets = _resolve_targets(recipes, settings)
+    target_names = [str(t) for t in targets]
+    order = build_order(recipes, requested)
+    version, rocm_base = spec.version, None
+    if settings.base is not None:
+        rocm_base = load_base(settings.base, spec.series, recipes.recipes, order,
+                              {n: direct_deps(recipes.recipes[n]) for n in order}, targets)
+        version = rocm_base.version  # a 6.4.1 base builds what it lacks at rocm-6.4.1
+        order = build_order(recipes, requested, taken=rocm_base.taken)
+        if not explicit:
+            order = drop_unused_sources(recipes, order)
+    base = {"version": version, "series": spec.series, "targets": target_names}
+    if settings.prefix is not None:
+        prefix = settings.prefix
+        where, fix = f"the prefix from {settings.source('prefix')}", "give another --prefix"
+    else:
+        prefix = Path(render(spec.prefix, base, file=spec.file, key="stack.prefix"))
+        if not prefix.is_absolute():
+            raise ConfigError(f"{spec.file}: key 'stack.prefix' must render to an absolute "
+                              f"path, got '{prefix}'", tip=f"fix 'stack.prefix' in {spec.file}")
+        where = f"{spec.file}: key 'stack.prefix' (for targets {','.join(target_names)})"
+        fix = (f"pass the targets through | pathsafe in 'stack.prefix' of {spec.file}, or "
+               "give --prefix")
+    bad = prefix_problem(prefix)
+    if bad:
+        # refused here, so `plan` shows it and `build` stops before the first fetch
+        raise ConfigError(f"{where}: {prefix} {bad}", tip=fix)
+    if rocm_base is not None and prefix.absolute() == rocm_base.path:
+        raise ConfigError(f"the prefix {prefix} is the base itself; rocbuild never writes into "
+                          "an installed ROCm", tip="pass another --prefix (the default is "
+                          "versioned, e.g. /opt/rocm-6.4-gfx906)")
+    workdir: Path = settings.workdir
+    stack = Stack(recipes=recipes, version=version, series=spec.series, targets=targets,
+                  prefix=prefix, workdir=workdir, base=rocm_base)
+    components: dict[str, Component] = {}
+    for name in order:
+        components[name] = _render_component(stack, recipes.recipes[name], components, settings)
+    build_disk = sum(int(r.resources.get("disk", 0)) for r in recipes.recipes.values()
+                     if r.builds)
+    return Stack(recipes=recipes, version=version, series=spec.series, targets=targets,
+                 prefix=prefix, workdir=workdir, components=components, order=order,
+                 launch=launchers.resolve(settings, workdir, build_disk), base=rocm_base)
+
+
+def _render_component(stack: Stack, recipe: Recipe, done: Mapping[str, Component],
+                      settings: Settings) -> Component:
+    taken = stack.base.taken if stack.base else {}
+    deps = tuple(d for d in direct_deps(recipe) if d not in taken)
+    owner = recipe.source.from_component or recipe.name
+    checkout_dir = stack.workdir / "src" / owner
+    # A recipe may name the source folder of itself and of anything it depends on, directly
+    # or not; `src.x` for an unrelated component is undefined, so a missing dependency shows.
+    below = {d: done[d] for d in reachable(deps, lambda d: done[d].depends)}
+    subdir_ctx = {"version": stack.version, "series": stack.series, "name": recipe.name,
+                  "targets": [str(t) for t in stack.targets], "prefix": str(stack.prefix),
+                  # the ROCm to build against (compilers, HIP): the base, else the prefix; and
+                  # every installed tree to search, the prefix first
+                  "rocm": str(stack.rocm_root),
+                  "rocm_dirs": [str(p) for p in stack.search_prefixes]}
+    where = str(recipe.file)
+    subdir = inputcheck.subdir_inside(where, "source.subdir", render(
+        recipe.source.subdir, subdir_ctx, file=recipe.file, key="source.subdir"))
+    source_dir = checkout_dir / subdir if subdir else checkout_dir
+    build_dir = stack.workdir / "build" / recipe.name
+    context: dict[str, Any] = {
+        **subdir_ctx,
+        "source_dir": str(source_dir),
+        "build_dir": str(build_dir),
+        "workdir": str(stack.workdir),
+        "venv": str(venv_dir(stack.workdir)),
+        "python": str(venv_dir(stack.workdir) / "bin" / "python"),
+        "wheelhouse": str(wheelhouse_dir(stack.workdir)),
+        "src": {**{n: str(c.source_dir) for n, c in below.items()},
+                recipe.name: str(source_dir)},
+        "build": {n: str(c.build_dir) for n, c in below.items()},
+    }
+
+    def r(text: str, key: str) -> str:
+        return render(text, context, file=recipe.file, key=key)
+
+    url = ref = fetch_url = None
+    if recipe.source.git is not None:
+        pinned = recipe.source.ref_for(stack.version)
+        if pinned is None:
+            raise ConfigError(
+                f"{recipe.file}: key 'source.refs' has no entry for ROCm {stack.version} "
+                f"(pinned: {', '.join(sorted(recipe.source.refs))})",
+                tip=f"add \"{stack.version}\" = \"<commit>\" under [source.refs] in {recipe.file}")
+        url = inputcheck.git_url(where, "source.git", r(recipe.source.git, "source.git"))
+        ref_key = ("source.ref" if stack.version not in recipe.source.refs
+                   else f'source.refs."{stack.version}"')
+        ref = inputcheck.git_ref(where, ref_key, r(pinned, ref_key))
+        fetch_url = inputcheck.git_url(where, "source.git (after --mirror rules)",
+                                       rewrite_url(url, settings.mirror))
+    inputcheck.arg_list(where, "cmake.args", recipe.cmake_args)
+    inputcheck.arg_list(where, "cmake.job_args", recipe.job_args)
+    if ref is not None:
+        context["ref"] = ref  # e.g. llama.cpp's build number comes from its release tag
+    args = tuple(r(a, f"cmake.args[{i}]") for i, a in enumerate(recipe.cmake_args))
+    inputcheck.arg_list(where, "cmake.args", args)
+    for i, arg in enumerate(args):
+        if arg.startswith(("-G", "-S", "-B", "-DCMAKE_INSTALL_PREFIX=")):
+            raise ConfigError(f"{recipe.file}: key 'cmake.args[{i}]': '{arg}' is set by rocbuild "
+                              "itself (generator, source, build folder, install prefix)",
+                              tip=f"remove it from {recipe.file}")
+    env = tuple(sorted((k, inputcheck.no_nul(where, f"env.{k}", r(v, f"env.{k}")))
+                       for k, v in recipe.env.items()))
+    build_type = inputcheck.no_nul(where, "cmake.build_type",
+                                   r(recipe.build_type, "cmake.build_type"))
+    install_prefix = inputcheck.install_prefix_inside(
+        where, "cmake.install_prefix", stack.prefix,
+        Path(r(recipe.install_prefix, "cmake.install_prefix")
+             if recipe.install_prefix else str(stack.prefix)))
+    links = tuple(sorted((path, inputcheck.link_target_inside(
+                              where, f'install.links."{path}"', stack.prefix, path,
+                              r(target, f"install.links.{path}")))
+                         for path, target in recipe.install_links.items()))
+    files = tuple(sorted((path, r(text, f"install.files.{path}"))
+                         for path, text in recipe.install_files.items()))
+    for i, template in enumerate(recipe.job_args):  # undefined names fail now, not at hour 3
+        render(template, {**context, "jobs": {"compile": 1, "link": 1, "tensile": 1}},
+               file=recipe.file, key=f"cmake.job_args[{i}]")
+    patches = find_patches(stack.recipes, recipe.name)
+    if patches and recipe.source.from_component:
+        raise ConfigError(
+            f"{patches[0].path.parent}: '{recipe.name}' reuses the checkout of '{owner}', so its "
+            f"patches belong in patches/{owner}/", tip=f"move the files to patches/{owner}/")
+    fingerprint_doc = {
+        "name": recipe.name, "kind": recipe.kind, "url": url, "ref": ref,
+        "submodules": recipe.source.submodules, "checkout": owner, "subdir": subdir,
+        "cmake_args": args, "build_type": build_type, "env": env,
+        "prefix": str(stack.prefix), "install_prefix": str(install_prefix),
+        "install_links": links, "install_files": files,
+        "python": [recipe.python_packages, recipe.python_wheels],
+        "patches": [(p.path.name, p.sha256) for p in patches],
+        "deps": {d: done[d].fingerprint for d in deps},
+    }
+    if stack.base is not None:  # what is taken from it shapes every output built on it
+        fingerprint_doc["base"] = stack.base.key()
+    fingerprint = sha256_text(json.dumps(fingerprint_doc, sort_keys=True))
+    portable_doc = portable_text(stack, json.dumps({**fingerprint_doc, "deps": {
+        d: done[d].portable_fingerprint for d in deps}}, sort_keys=True))
+    return Component(
+        recipe=recipe, depends=deps, checkout=owner, url=url,
+        fetch_url=fetch_url, ref=ref,
+        submodules=recipe.source.submodules, checkout_dir=checkout_dir, source_dir=source_dir,
+        build_dir=build_dir, cmake_args=args, build_type=build_type, env=env, patches=patches,
+        fingerprint=fingerprint, portable_fingerprint=sha256_text(portable_doc),
+        install_prefix=install_prefix, install_links=links,
+        install_files=files, job_args=recipe.job_args, context=context)

@@ -1,0 +1,458 @@
+"""Compiler launchers: ccache in front of every CMake compile, distcc behind it for the
+components a recipe marks distributable, and what they saved.
+
+This module owns the launcher arguments configure passes (CMAKE_<LANG>_COMPILER_LAUNCHER),
+the variables every build step gets (CCACHE_*, DISTCC_*, Tensile's launchers), the split of
+compile jobs into local and remote slots, the per-step statistics (ccache's stats log,
+distcc's log) and the checks doctor and preflight make. Launchers change only the speed of
+a build, never its output, so nothing here is part of any fingerprint.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import re
+import shutil
+import subprocess
+import time
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from rocbuild.files import read_json, write_json_atomic
+from rocbuild.model.resources import DEFAULT_RESERVE, GIB, HostSnapshot, JobCount, format_gib
+
+if TYPE_CHECKING:  # graph imports this module; only the type is needed here
+    from rocbuild.model.graph import Component, Stack
+    from rocbuild.model.settings import Settings
+
+# stats_log (CCACHE_STATSLOG), which gives one step's counters without touching other builds'
+# statistics, came with ccache 4.4 (ccache NEWS, "Ccache 4.4"); Debian 12 ships 4.7.5 and
+# Ubuntu 22.04 4.5.1.
+MIN_CCACHE = (4, 4)
+CCACHE_INSTALL = "sudo apt-get install ccache"
+DISTCC_INSTALL = "sudo apt-get install distcc"
+MIN_CACHE_SIZE = 5 * GIB  # ccache's own default max_size
+# what preprocessing one remote compile costs here (cpp of a large C++ unit, plus ccache);
+# a rocbuild estimate: remote slots are only used while this much memory is left
+PREPROCESS_MEM = GIB // 2
+DISTCC_DEFAULT_SLOTS = 4  # distcc(1): "The limit defaults to four per host (two for localhost)"
+CCACHE_MODES = ("auto", "on", "off")
+LANGUAGES = ("C", "CXX", "HIP")
+
+
+def parse_ccache_mode(text: str) -> str:
+    mode = text.strip().lower()
+    if mode not in CCACHE_MODES:
+        raise ValueError(f"'{text}' is not one of {', '.join(CCACHE_MODES)}")
+    return mode
+
+
+def parse_distcc_hosts(text: str) -> str:
+    """A DISTCC_HOSTS list, kept as written (distcc parses it); whitespace is normalised."""
+    hosts = " ".join(text.split())
+    for token in hosts.split():
+        if token.startswith("--") and token not in ("--randomize",) and \
+                not token.startswith(("--localslots", "--localslots_cpp")):
+            raise ValueError(f"'{token}' is not a distcc host (write hosts like "
+                             "'box1/8 box2:3632/4 localhost/2', see `man distcc`)")
+    return hosts
+
+
+def remote_slots(hosts: str) -> int:
+    """Jobs distcc may send away: each non-local host's /LIMIT, or distcc's default of 4."""
+    slots = 0
+    for token in hosts.split():
+        if token.startswith("--") or token.startswith("+"):
+            continue
+        host = token.split(",", 1)[0]
+        name = host.lstrip("@").split("@")[-1].split("/")[0].split(":")[0]
+        if name == "localhost":
+            continue  # distcc runs "localhost" without the network: that is local work
+        limit = re.search(r"/(\d+)", host)
+        slots += int(limit.group(1)) if limit else DISTCC_DEFAULT_SLOTS
+    return slots
+
+
+def parse_ccache_version(text: str) -> tuple[int, ...] | None:
+    match = re.search(r"ccache version (\d+)\.(\d+)(?:\.(\d+))?", text)
+    return tuple(int(x) for x in match.groups() if x is not None) if match else None
+
+
+@functools.lru_cache(maxsize=8)
+def ccache_version(path: str) -> tuple[int, ...] | None:
+    try:
+        out = subprocess.run([path, "--version"], capture_output=True, text=True,
+                             timeout=30).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return parse_ccache_version(out)
+
+
+def _version_text(version: tuple[int, ...]) -> str:
+    return ".".join(map(str, version))
+
+
+@dataclass(frozen=True)
+class Launch:
+    """The launchers of one run, resolved from --ccache and --distcc."""
+
+    ccache: str | None  # the ccache program, None when the cache is off
+    ccache_state: str  # why: "on (ccache 4.7.5)", "off (--ccache off)", "off (not installed)"
+    mode: str  # auto, on or off as the user said (`on` without a usable ccache is an error)
+    distcc: str | None  # the distcc program, None when no hosts are given
+    hosts: str  # DISTCC_HOSTS, "" when off
+    cache_dir: Path
+    user_cache_dir: bool  # CCACHE_DIR came from the user's environment
+    max_size: int  # bytes; only set when the cache dir is rocbuild's own
+    workdir: Path
+
+    @property
+    def remote_slots(self) -> int:
+        return remote_slots(self.hosts) if self.distcc else 0
+
+
+def cache_dir_of(workdir: Path) -> Path:
+    return workdir / "cache" / "ccache"
+
+
+def resolve(settings: Settings, workdir: Path, build_disk: int,
+            env: Mapping[str, str] | None = None,
+            which: Callable[[str], str | None] = shutil.which) -> Launch:
+    """The launchers for a run. ``build_disk`` is the recipes' build-tree estimate for the
+    whole stack: the cache is sized to half of it (ccache compresses objects, and a build
+    tree also holds the linked libraries the cache never stores), at least ccache's 5 GB."""
+    env = os.environ if env is None else env
+    mode = settings.ccache
+    hosts = settings.distcc
+    found = which("ccache")
+    version = ccache_version(found) if found and mode != "off" else None  # no probe when off
+    ccache: str | None = None
+    if mode == "off":
+        state = f"off ({settings.source('ccache')})"
+    elif found is None:
+        state = "off (ccache is not installed)"
+    elif version is not None and version < MIN_CCACHE:
+        state = (f"off (ccache {_version_text(version)} is older than "
+                 f"{_version_text(MIN_CCACHE)})")
+    else:
+        ccache = found
+        state = f"on (ccache {_version_text(version) if version else '?'})"
+    user_dir = env.get("CCACHE_DIR")
+    return Launch(
+        ccache=ccache, ccache_state=state, mode=mode,
+        distcc=which("distcc") if hosts else None, hosts=hosts,
+        cache_dir=Path(user_dir) if user_dir else cache_dir_of(workdir),
+        user_cache_dir=bool(user_dir), max_size=max(MIN_CACHE_SIZE, build_disk // 2),
+        workdir=workdir)
+
+
+def distributes(launch: Launch, comp: Component) -> bool:
+    return bool(launch.distcc) and comp.recipe.distribute
+
+
+# --- configure: the launcher arguments ------------------------------------------------------
+def cmake_args(launch: Launch | None, comp: Component) -> list[str]:
+    """CMAKE_<LANG>_COMPILER_LAUNCHER for C, C++ and HIP. With distcc, ccache stays first and
+    runs distcc itself (CCACHE_PREFIX, set by ``step_env``), as ccache's manual recommends
+    ("Using ccache with other compiler wrappers"), so the real compiler is what ccache hashes.
+    HIP device compiles never go to distcc: their launcher clears CCACHE_PREFIX."""
+    if launch is None:
+        return []
+    if launch.ccache is None:
+        if not distributes(launch, comp):
+            return []
+        assert launch.distcc is not None
+        return [f"-DCMAKE_{lang}_COMPILER_LAUNCHER={launch.distcc}" for lang in ("C", "CXX")]
+    args = [f"-DCMAKE_{lang}_COMPILER_LAUNCHER={launch.ccache}" for lang in ("C", "CXX")]
+    if comp.recipe.distribute:  # CCACHE_PREFIX=distcc may be in this component's environment
+        env_tool = shutil.which("env") or "/usr/bin/env"
+        args.append(f"-DCMAKE_HIP_COMPILER_LAUNCHER={env_tool};CCACHE_PREFIX=;{launch.ccache}")
+    else:
+        args.append(f"-DCMAKE_HIP_COMPILER_LAUNCHER={launch.ccache}")
+    return args
+
+
+def without_launchers(argv: list[str]) -> list[str]:
+    """A configure command without the launcher arguments, for fingerprints (speed only)."""
+    return [a for a in argv
+            if not any(a.startswith(f"-DCMAKE_{lang}_COMPILER_LAUNCHER=") for lang in LANGUAGES)]
+
+
+# --- every step: the environment ------------------------------------------------------------
+def stats_log(workdir: Path, component: str) -> Path:
+    return workdir / "logs" / component / "ccache-stats.log"
+
+
+def distcc_log(workdir: Path, component: str) -> Path:
+    return workdir / "logs" / component / "distcc.log"
+
+
+def toolchain_files(prefix: Path) -> list[Path]:
+    """Files the prefix's clang reads that ccache cannot see on the command line: its config
+    files (<bindir>/clang++.cfg -> rocm.cfg) and the device libraries it links into every HIP
+    device compile. Hashing them keeps a rebuilt device-libs from being served stale code."""
+    files = sorted((prefix / "lib" / "llvm" / "bin").glob("*.cfg"))
+    files += sorted((prefix / "amdgcn" / "bitcode").glob("*.bc"))
+    return [f for f in files if f.is_file()]
+
+
+def step_env(launch: Launch | None, stack: Stack, comp: Component,
+             base: Mapping[str, str]) -> dict[str, str]:
+    """The variables rocbuild sets for ``comp``'s steps (the caller merges them)."""
+    if launch is None:
+        return {}
+    env: dict[str, str] = {}
+    if launch.ccache is None:
+        # a build tree configured with the launcher on keeps it: make ccache a pass-through
+        env["CCACHE_DISABLE"] = "1"
+    else:
+        if not launch.user_cache_dir:
+            env["CCACHE_DIR"] = str(launch.cache_dir)
+            if "CCACHE_MAXSIZE" not in base:
+                env["CCACHE_MAXSIZE"] = f"{max(launch.max_size // GIB, 1)}Gi"
+        # relative paths under the workdir: a recreated or moved build tree still hits
+        env["CCACHE_BASEDIR"] = str(launch.workdir)
+        # the compilers are built into the prefix and rebuilt: hash them by content, not mtime
+        env["CCACHE_COMPILERCHECK"] = "content"
+        env["CCACHE_STATSLOG"] = str(stats_log(launch.workdir, comp.name))
+        extra = toolchain_files(stack.prefix)
+        if extra:
+            env["CCACHE_EXTRAFILES"] = ":".join(map(str, extra))
+        # TensileCreateLibrary prepends these to its own compiler and assembler processes
+        # (Tensile be49885: TensileCreateLibrary.py:267, KernelWriterAssembly.py:244)
+        env["Tensile_CXX_COMPILER_LAUNCHER"] = launch.ccache
+        env["Tensile_ASM_COMPILER_LAUNCHER"] = launch.ccache
+    if distributes(launch, comp):
+        assert launch.distcc is not None
+        if launch.ccache is not None:
+            env["CCACHE_PREFIX"] = launch.distcc
+        env["DISTCC_HOSTS"] = launch.hosts
+        env["DISTCC_DIR"] = str(launch.workdir / "distcc")  # its lock and backoff state
+        env["DISTCC_LOG"] = str(distcc_log(launch.workdir, comp.name))
+        env["DISTCC_FALLBACK"] = "1"  # a host that is down or refuses: compile here instead
+    return env
+
+
+# --- jobs: local slots and remote slots -----------------------------------------------------
+def split_jobs(launch: Launch | None, comp: Component, counts: Mapping[str, JobCount],
+               host: HostSnapshot, *, swap_weight: float, cap: int | None
+               ) -> dict[str, JobCount]:
+    """With distcc, the compile pool is the local jobs plus the remote slots, as far as local
+    memory allows the preprocessing of the remote ones (PREPROCESS_MEM each, after the local
+    compiles and the link pool). Links and everything else stay sized by local memory."""
+    out = dict(counts)
+    slots = launch.remote_slots if launch is not None and distributes(launch, comp) else 0
+    if not slots or "compile" not in counts:
+        return out
+    local = counts["compile"].jobs
+    mem = comp.recipe.resources
+    held = local * int(mem.get("compile_mem", GIB))
+    if "link" in counts and "link_mem" in mem:
+        held += counts["link"].jobs * int(mem["link_mem"])
+    budget = host.mem_available + host.swap_free * swap_weight - DEFAULT_RESERVE - held
+    by_memory = max(int(budget // PREPROCESS_MEM), 0)
+    remote = min(slots, by_memory)
+    total = local + remote
+    limits = [f"{local} local ({counts['compile'].reason})",
+              f"{remote} remote of {slots} distcc slots"]
+    if remote < slots:
+        limits.append(f"local memory for preprocessing at {format_gib(PREPROCESS_MEM)}/job "
+                      f"allows {by_memory} remote")
+    if cap is not None and total > cap:
+        total = cap
+        limits.append(f"--jobs {cap}")
+    out["compile"] = JobCount(max(total, 1), f"{max(total, 1)} jobs: " + "; ".join(limits))
+    return out
+
+
+# --- what a step saved ----------------------------------------------------------------------
+_HIT_COUNTERS = ("direct_cache_hit", "preprocessed_cache_hit")
+_FALLBACK = re.compile(r"failed to distribute")
+_REMOTE_DONE = re.compile(r"compile \S+ on (\S+) completed ok")
+
+
+@dataclass
+class StepStats:
+    hits: int = 0
+    misses: int = 0
+    remote: int = 0  # compiles distcc ran on another host
+    fallbacks: int = 0  # compiles distcc meant to send away and ran here instead
+
+    @property
+    def hit_rate(self) -> float | None:
+        total = self.hits + self.misses
+        return self.hits / total if total else None
+
+    def text(self) -> str:
+        parts = []
+        if self.hit_rate is not None:
+            parts.append(f"ccache {self.hit_rate:.0%} hits ({self.hits}/"
+                         f"{self.hits + self.misses})")
+        if self.remote or self.fallbacks:
+            parts.append(f"distcc {self.remote} remote, {self.fallbacks} fell back to local")
+        return ", ".join(parts)
+
+
+def _read_from(path: Path, offset: int) -> str:
+    try:
+        with path.open("rb") as f:
+            f.seek(offset)
+            return f.read().decode("utf-8", "replace")
+    except OSError:
+        return ""
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
+
+
+def parse_stats(stats_text: str, distcc_text: str) -> StepStats:
+    """Counters from a part of ccache's stats log (one counter name per line, each line one
+    increment, ``#`` lines name the source) and of distcc's log."""
+    stats = StepStats()
+    for line in stats_text.splitlines():
+        line = line.strip()
+        if line in _HIT_COUNTERS:
+            stats.hits += 1
+        elif line == "cache_miss":
+            stats.misses += 1
+    for line in distcc_text.splitlines():
+        if _FALLBACK.search(line):
+            stats.fallbacks += 1
+        else:
+            done = _REMOTE_DONE.search(line)
+            if done and done.group(1) != "localhost":
+                stats.remote += 1
+    return stats
+
+
+def record_path(workdir: Path, component: str) -> Path:
+    return workdir / "state" / "cache-stats" / f"{component}.json"
+
+
+def read_record(workdir: Path, component: str) -> dict[str, Any] | None:
+    return read_json(record_path(workdir, component))
+
+
+@contextmanager
+def observe(launch: Launch | None, comp: Component, warnings: list[str]) -> Iterator[None]:
+    """Around a compile step: what ccache and distcc did in it, kept for ``status`` and the
+    summary; compiles that fell back to local become a warning of the step."""
+    if launch is None or (launch.ccache is None and not distributes(launch, comp)):
+        yield
+        return
+    logs = (stats_log(launch.workdir, comp.name), distcc_log(launch.workdir, comp.name))
+    for log in logs:
+        log.parent.mkdir(parents=True, exist_ok=True)
+    if distributes(launch, comp):
+        # distcc does not create its DISTCC_DIR, and without its lock folder it never sends
+        # a job away (every compile "fails to distribute")
+        (launch.workdir / "distcc").mkdir(parents=True, exist_ok=True)
+    starts = [_size(log) for log in logs]
+    try:
+        yield
+    finally:
+        stats = parse_stats(_read_from(logs[0], starts[0]), _read_from(logs[1], starts[1]))
+        write_json_atomic(record_path(launch.workdir, comp.name), {
+            "hits": stats.hits, "misses": stats.misses, "remote": stats.remote,
+            "fallbacks": stats.fallbacks, "when": time.time(), "ccache": launch.ccache_state,
+            "hosts": launch.hosts if distributes(launch, comp) else ""})
+        if stats.fallbacks:
+            warnings.append(f"distcc: {stats.fallbacks} compile(s) fell back to local (a host "
+                            f"in '{launch.hosts}' was down or refused; see {logs[1]})")
+
+
+def summary_lines(workdir: Path, components: list[str]) -> list[str]:
+    """One line per component compiled in this run: its cache hit rate and distcc counts."""
+    lines = []
+    for name in components:
+        record = read_record(workdir, name)
+        if record is None:
+            continue
+        stats = StepStats(record.get("hits", 0), record.get("misses", 0),
+                          record.get("remote", 0), record.get("fallbacks", 0))
+        if stats.text():
+            lines.append(f"{name}: {stats.text()}")
+    return lines
+
+
+def status_text(workdir: Path, component: str) -> str:
+    """The last compile's hit rate for ``rocbuild status``; "" when nothing was recorded."""
+    record = read_record(workdir, component)
+    if record is None:
+        return ""
+    return StepStats(record.get("hits", 0), record.get("misses", 0), record.get("remote", 0),
+                     record.get("fallbacks", 0)).text()
+
+
+# --- doctor, preflight, clean ---------------------------------------------------------------
+def ccache_check(path: str | None, version: tuple[int, ...] | None) -> tuple[str, str, str | None]:
+    """(level "ok"/"warn", summary, fix) for doctor."""
+    need = _version_text(MIN_CCACHE)
+    if path is None:
+        return ("warn", "ccache is not installed: every rebuild compiles everything again",
+                CCACHE_INSTALL)
+    if version is None:
+        return ("warn", f"cannot read the version of {path}", f"run `{path} --version`")
+    if version < MIN_CCACHE:
+        return ("warn", f"ccache {_version_text(version)} is older than {need} (no stats log): "
+                        "rocbuild builds without it", f"{CCACHE_INSTALL} (from a newer release) "
+                        f"or install ccache >= {need} from ccache.dev")
+    return ("ok", f"ccache {_version_text(version)}: rebuilds are served from the cache", None)
+
+
+def preflight_problems(launch: Launch | None, say: Callable[[str], None]
+                       ) -> list[tuple[str, str]]:
+    """(problem, fix) pairs that stop a build: --ccache on without a usable ccache, --distcc
+    without distcc. An automatic ccache that is missing is only said."""
+    if launch is None:
+        return []
+    problems = []
+    if launch.ccache is None and launch.mode == "on":
+        problems.append((f"--ccache on, but {launch.ccache_state[5:-1]}", CCACHE_INSTALL))
+    elif launch.ccache is None and launch.mode == "auto":
+        say(f"preflight: compiler cache {launch.ccache_state}; rebuilds will compile "
+            f"everything again ({CCACHE_INSTALL})")
+    if launch.hosts and launch.distcc is None:
+        problems.append((f"--distcc '{launch.hosts}', but distcc is not installed",
+                         DISTCC_INSTALL))
+    return problems
+
+
+def clear_cache(launch: Launch) -> str:
+    """Empty rocbuild's compiler cache (for `rocbuild clean`). A CCACHE_DIR of the user's is
+    shared with other projects and is left alone. Returns what was done."""
+    if launch.user_cache_dir:
+        return (f"compiler cache {launch.cache_dir} is yours (CCACHE_DIR) and was kept; "
+                "`ccache -C` empties it")
+    if not launch.cache_dir.exists():
+        return f"compiler cache {launch.cache_dir}: already empty"
+    shutil.rmtree(launch.cache_dir)
+    return f"compiler cache {launch.cache_dir}: removed"
+
+
+def effective_settings(launch: Launch | None, selected: list[Component]) -> dict[str, str]:
+    """What --ccache and --distcc come to on this machine, for `rocbuild plan`."""
+    if launch is None:
+        return {}
+    out = {"ccache": launch.ccache_state}
+    if launch.ccache is not None:
+        where = ("yours: CCACHE_DIR" if launch.user_cache_dir
+                 else f"max {launch.max_size // GIB} GiB")
+        out["ccache"] += f", cache {launch.cache_dir} ({where})"
+    if launch.hosts:
+        names = [c.name for c in selected if c.builds and c.recipe.distribute]
+        if launch.distcc is None:
+            out["distcc"] = f"off (distcc is not installed: {DISTCC_INSTALL})"
+        else:
+            out["distcc"] = (f"{launch.remote_slots} remote slots for "
+                             f"{', '.join(names) or 'no selected component'} (recipes with "
+                             "[cmake] distribute = true); links and HIP stay local")
+    return out

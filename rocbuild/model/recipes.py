@@ -1,0 +1,459 @@
+"""Load and validate recipes (``recipes/stack.toml`` + one TOML file per component).
+
+Validation is strict and names the file and the key: an unknown key, a wrong type or a
+malformed size is a ConfigError, never a traceback. Strings stay unrendered here (render.py
+and graph.py render them); this module knows nothing of doit or subprocesses.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+import sys
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rocbuild.errors import ConfigError
+from rocbuild.model import inputcheck
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised on Python 3.10 only
+    import tomli as tomllib
+
+STACK_FILE = "stack.toml"
+KINDS = ("cmake", "source-only")
+SYSTEM_CHECK_KINDS = ("header", "pkg-config", "tool")  # hostreqs.probe_passes knows each
+_NAME_RE = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
+_SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]i?B?|B)?\s*$", re.IGNORECASE)
+_SIZE_UNITS = {"": 1, "B": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+
+
+def parse_size(text: str) -> int:
+    """'2GiB', '512 MiB', '1.5G' -> bytes (binary units). Raises ValueError."""
+    match = _SIZE_RE.match(text)
+    if not match:
+        raise ValueError(f"'{text}' is not a size like 2GiB or 512MiB")
+    number, unit = match.groups()
+    return int(float(number) * _SIZE_UNITS[(unit or "")[:1].upper()])
+
+
+def suggest(word: str, choices: list[str] | tuple[str, ...]) -> str:
+    """' Did you mean X?' when a close match exists, else ''."""
+    close = difflib.get_close_matches(word, choices, n=1)
+    return f" Did you mean '{close[0]}'?" if close else ""
+
+
+def unknown_component(name: str, known: Iterable[str], tip: str, where: str = "") -> ConfigError:
+    """The one "unknown component" error: names the known ones and the closest match.
+    ``where`` is the file and key that named it (a recipe's ``depends``), else empty."""
+    names = sorted(known)
+    return ConfigError(f"{where}unknown component '{name}' (known: {', '.join(names)})."
+                       + suggest(name, names), tip=tip)
+
+
+# --- schema ---------------------------------------------------------------------------------
+# A key maps to a type tag or a nested table schema. Tags: str, bool, float, size, strlist,
+# strmap (a table of string values).
+_Schema = Mapping[str, Any]
+
+STACK_SCHEMA: _Schema = {
+    "stack": {
+        "name": "str",
+        "version": "str",
+        "targets": "strlist",
+        "prefix": "str",
+        "components": "strlist",
+    },
+}
+
+RESOURCE_KEYS = ("compile_mem", "link_mem", "tensile_mem", "disk", "source_disk", "cpu_hours")
+RECIPE_SCHEMA: _Schema = {
+    "summary": "str",
+    "kind": "str",
+    "depends": "strlist",
+    "system_packages": "strlist",  # Debian/Ubuntu packages the build needs (doctor, preflight)
+    # how to tell a system_packages entry is there without dpkg: "header:gelf.h",
+    # "pkg-config:libdrm" or "tool:xxd" (hostreqs.py)
+    "system_checks": "strmap",
+    "source": {"git": "str", "ref": "str", "submodules": "bool", "from": "str", "subdir": "str",
+               # per stack version, for a repository without release tags (Tensile); the
+               # version comes from stack.toml or from --base's .info/version
+               "refs": "strmap"},
+    "cmake": {
+        "args": "strlist",
+        "build_type": "str",
+        "install_prefix": "str",  # when not the stack prefix (LLVM goes to <prefix>/lib/llvm)
+        "job_args": "strlist",  # rendered with `jobs` when the step starts; never fingerprinted
+        # its compiles are host C/C++ by a system compiler the other machines have too, so
+        # --distcc may send them away (launchers.py); never fingerprinted
+        "distribute": "bool",
+    },
+    # what AMD's packaging adds after `cmake --install`, as data: prefix-relative paths
+    "install": {"links": "strmap", "files": "strmap",
+                # components whose installed files this one may replace (ownership.py)
+                "overwrites": "strlist",
+                # installed programs get a RUNPATH relative to $ORIGIN unless this is false
+                # (then runpath_reason must say why: the DESIGN promise is broken on purpose)
+                "runpath": "bool", "runpath_reason": "str"},
+    # Python needs, met before any build step so no build pip-installs from the network
+    "python": {"packages": "strlist", "wheels": "strlist"},
+    "env": "strmap",
+    # how the component shows in an installed ROCm (--base): files that must exist (globs
+    # allowed), a folder holding the Tensile set for every target, and whether a base
+    # without it is refused (compilers, HIP runtime, ROCr) instead of building it
+    "base": {"provides": "strlist", "tensile": "str", "required": "bool"},
+    "resources": {
+        "compile_mem": "size",
+        "link_mem": "size",
+        "tensile_mem": "size",
+        "disk": "size",
+        "source_disk": "size",  # the checkout and its cache, for the component owning it
+        "cpu_hours": "float",
+    },
+}
+
+
+def _where(path: tuple[str, ...]) -> str:
+    return ".".join(path) if path else "(top level)"
+
+
+def _check_value(file: Path, keypath: tuple[str, ...], tag: str, value: Any) -> Any:
+    key = _where(keypath)
+    expected = {
+        "str": "a string", "bool": "true or false", "float": "a number", "size": "a size string",
+        "strlist": "a list of strings", "strmap": "a table of strings",
+    }[tag]
+
+    def bad(detail: str = "") -> ConfigError:
+        got = type(value).__name__
+        return ConfigError(f"{file}: key '{key}' must be {expected}, got {got} {value!r}{detail}",
+                           tip=f"fix '{key}' in {file}")
+
+    if tag == "str" and not isinstance(value, str):
+        raise bad()
+    if tag == "bool" and not isinstance(value, bool):
+        raise bad()
+    if tag == "float":
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise bad()
+        if not 0 <= value < float("inf"):
+            raise bad(" (a finite number, 0 or more)")
+        return float(value)
+    if tag == "size":
+        if not isinstance(value, str):
+            raise bad(" (write it like \"2GiB\")")
+        try:
+            size = parse_size(value)
+        except ValueError as exc:
+            raise ConfigError(f"{file}: key '{key}': {exc}", tip=f"fix '{key}' in {file}") from None
+        if size <= 0:  # jobs are sized by dividing memory by it
+            raise ConfigError(f"{file}: key '{key}' must be more than 0, got {value!r}",
+                              tip=f"fix '{key}' in {file}, e.g. \"2GiB\"")
+        return size
+    if tag == "strlist":
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise bad()
+        return tuple(value)
+    if tag == "strmap":
+        if not isinstance(value, dict):
+            raise bad()
+        for name, item in value.items():
+            if not isinstance(item, str):
+                raise ConfigError(
+                    f"{file}: key '{key}.{name}' must be a string, got {type(item).__name__} "
+                    f"{item!r}", tip=f"quote the value of '{key}.{name}' in {file}")
+        return dict(value)
+    return value
+
+
+def validate(file: Path, data: Mapping[str, Any], schema: _Schema,
+             keypath: tuple[str, ...] = ()) -> dict[str, Any]:
+    """Check ``data`` against ``schema``; return it with sizes parsed and lists as tuples."""
+    out: dict[str, Any] = {}
+    for key, value in data.items():
+        here = (*keypath, key)
+        if key not in schema:
+            known = ", ".join(schema)
+            section = f"[{_where(keypath)}]" if keypath else "a recipe's top level"
+            raise ConfigError(
+                f"{file}: key '{_where(here)}' is not allowed in {section} (known keys: {known})."
+                + suggest(key, list(schema)),
+                tip=f"fix the spelling or remove '{_where(here)}' from {file}",
+            )
+        spec = schema[key]
+        if isinstance(spec, Mapping):
+            if not isinstance(value, dict):
+                raise ConfigError(f"{file}: key '{_where(here)}' must be a table [{_where(here)}]",
+                                  tip=f"fix '{_where(here)}' in {file}")
+            out[key] = validate(file, value, spec, here)
+        else:
+            out[key] = _check_value(file, here, spec, value)
+    return out
+
+
+def read_toml(file: Path, tip: str = "check --recipes / ROCBUILD_RECIPES") -> dict[str, Any]:
+    """Parse a TOML file; anything but a readable UTF-8 regular file is a ConfigError naming
+    it (a FIFO is refused before it is opened, so loading never blocks on one)."""
+    try:
+        if not file.is_file():
+            raise ConfigError(f"{file}: not a regular file (a folder, FIFO or device named "
+                              "like a TOML file)", tip=f"remove or rename {file}")
+        return tomllib.loads(file.read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{file}: invalid TOML: {exc}", tip=f"fix the syntax of {file}") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{file}: not UTF-8 text (byte {exc.start}: {exc.reason})",
+                          tip=f"save {file} as UTF-8") from None
+    except OSError as exc:
+        raise ConfigError(f"{file}: cannot read: {exc.strerror}", tip=tip) from None
+
+
+# --- model ----------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class SourceSpec:
+    """Where a component's source comes from: its own git checkout, or another one's."""
+
+    git: str | None = None
+    ref: str | None = None
+    submodules: bool = False
+    from_component: str | None = None
+    subdir: str = ""
+    refs: Mapping[str, str] = field(default_factory=dict)  # stack version -> ref
+
+    def ref_for(self, version: str) -> str | None:
+        return self.refs.get(version, self.ref)
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """One component as written in its TOML file; strings are unrendered templates."""
+
+    name: str
+    file: Path
+    summary: str
+    kind: str
+    depends: tuple[str, ...]
+    source: SourceSpec
+    cmake_args: tuple[str, ...] = ()
+    build_type: str = "Release"
+    env: Mapping[str, str] = field(default_factory=dict)
+    resources: Mapping[str, float] = field(default_factory=dict)
+    system_packages: tuple[str, ...] = ()
+    system_checks: Mapping[str, str] = field(default_factory=dict)
+    install_prefix: str = ""
+    job_args: tuple[str, ...] = ()
+    install_links: Mapping[str, str] = field(default_factory=dict)
+    install_files: Mapping[str, str] = field(default_factory=dict)
+    install_overwrites: tuple[str, ...] = ()
+    python_packages: tuple[str, ...] = ()
+    python_wheels: tuple[str, ...] = ()
+    distribute: bool = False
+    runpath: bool = True
+    runpath_reason: str = ""
+    base_provides: tuple[str, ...] = ()
+    base_tensile: str = ""
+    base_required: bool = False
+
+    @property
+    def builds(self) -> bool:
+        return self.kind == "cmake"
+
+
+@dataclass(frozen=True)
+class StackSpec:
+    """``recipes/stack.toml``: the release, default targets and prefix template."""
+
+    file: Path
+    name: str
+    version: str
+    targets: tuple[str, ...]
+    prefix: str
+    components: tuple[str, ...]
+
+    @property
+    def series(self) -> str:
+        return ".".join(self.version.split(".")[:2])
+
+
+@dataclass(frozen=True)
+class RecipeSet:
+    stack: StackSpec
+    recipes: Mapping[str, Recipe]
+    folder: Path
+
+    @property
+    def patches_dir(self) -> Path:
+        """Patches live beside the recipes folder: ``<recipes>/../patches/<component>/``."""
+        return self.folder.parent / "patches"
+
+
+def _require(file: Path, data: Mapping[str, Any], key: str, what: str) -> Any:
+    if key not in data:
+        raise ConfigError(f"{file}: key '{key}' is missing ({what})",
+                          tip=f"add '{key}' to {file}")
+    return data[key]
+
+
+def load_stack(folder: Path) -> StackSpec:
+    file = folder / STACK_FILE
+    if not file.is_file():
+        raise ConfigError(f"{folder}: no {STACK_FILE} here, so this is not a recipes folder",
+                          tip="point --recipes (or ROCBUILD_RECIPES) at a folder with stack.toml")
+    data = validate(file, read_toml(file), STACK_SCHEMA)
+    stack = _require(file, data, "stack", "the [stack] table")
+    for key, what in (("version", 'the ROCm release, e.g. "6.4.3"'),
+                      ("targets", 'default GPU targets, e.g. ["gfx906"]'),
+                      ("prefix", "the install prefix template")):
+        _require(file, stack, key, what)
+    if not re.fullmatch(r"\d+\.\d+(\.\d+)?", stack["version"]):
+        raise ConfigError(f"{file}: key 'stack.version' must look like 6.4.3, "
+                          f"got {stack['version']!r}", tip=f"fix 'stack.version' in {file}")
+    return StackSpec(file=file, name=stack.get("name", "rocm"), version=stack["version"],
+                     targets=stack["targets"], prefix=stack["prefix"],
+                     components=stack.get("components", ()))
+
+
+def load_recipe(file: Path) -> Recipe:
+    name = file.stem
+    if not _NAME_RE.fullmatch(name):
+        raise ConfigError(f"{file}: '{name}' is not a valid component name (use lower-case "
+                          "letters, digits, '.', '_' and '-')", tip=f"rename {file}")
+    if name.endswith((".old", ".partial")):  # src/<c>.old and .partial are a run's leftovers
+        raise ConfigError(f"{file}: a component name may not end in '.old' or '.partial' "
+                          "(rocbuild uses those names for checkouts being replaced)",
+                          tip=f"rename {file}")
+    data = validate(file, read_toml(file), RECIPE_SCHEMA)
+    kind = data.get("kind", "cmake")
+    if kind not in KINDS:
+        raise ConfigError(f"{file}: key 'kind' must be one of {', '.join(KINDS)}, got {kind!r}",
+                          tip=f"fix 'kind' in {file}")
+    source_data = _require(file, data, "source", "[source] with git + ref, or from")
+    if "from" in source_data:
+        for clash in ("git", "ref", "submodules", "refs"):
+            if clash in source_data:
+                raise ConfigError(
+                    f"{file}: key 'source.{clash}' cannot be combined with 'source.from' "
+                    f"(the checkout of '{source_data['from']}' is reused as it is)",
+                    tip=f"remove 'source.{clash}' from {file}")
+    else:
+        _require(file, source_data, "git", "source.git: the repository URL")
+        # key names in messages are full paths, so say 'source.ref'
+        if "ref" not in source_data and "refs" not in source_data:
+            raise ConfigError(f"{file}: key 'source.ref' is missing (a tag, branch or commit)",
+                              tip=f"add 'ref' under [source] in {file}")
+    subdir = source_data.get("subdir", "")
+    if subdir.startswith("/") or ".." in Path(subdir).parts:
+        raise ConfigError(f"{file}: key 'source.subdir' must be a relative path inside the "
+                          f"checkout, got {subdir!r}", tip=f"fix 'source.subdir' in {file}")
+    source = SourceSpec(git=source_data.get("git"), ref=source_data.get("ref"),
+                        submodules=source_data.get("submodules", False),
+                        from_component=source_data.get("from"), subdir=subdir,
+                        refs=source_data.get("refs", {}))
+    cmake = data.get("cmake")
+    if kind == "cmake" and cmake is None:
+        raise ConfigError(f"{file}: a cmake component needs a [cmake] table (it may be empty)",
+                          tip=f'add [cmake] to {file}, or kind = "source-only" if it is not built')
+    if kind == "source-only" and cmake is not None:
+        raise ConfigError(f"{file}: a source-only component is not built, so [cmake] has no "
+                          "effect", tip=f'remove [cmake] from {file} or drop kind = "source-only"')
+    cmake = cmake or {}
+    depends = data.get("depends", ())
+    if len(set(depends)) != len(depends):
+        raise ConfigError(f"{file}: key 'depends' lists a component twice: {list(depends)}",
+                          tip=f"remove the repeat from 'depends' in {file}")
+    install = data.get("install", {})
+    for table in ("links", "files"):
+        for rel in install.get(table, {}):
+            inputcheck.relative_inside(str(file), f'install.{table}."{rel}"', rel)
+    for env_key in data.get("env", {}):
+        inputcheck.env_name(str(file), f'env."{env_key}"', env_key)
+    system_checks = data.get("system_checks", {})
+    for package, spec in system_checks.items():
+        key = f"system_checks.{package}"
+        if package not in data.get("system_packages", ()):
+            raise ConfigError(f"{file}: key '{key}': '{package}' is not in system_packages",
+                              tip=f"add '{package}' to system_packages or remove '{key}' "
+                                  f"from {file}")
+        kind_, _, name_ = spec.partition(":")
+        if kind_ not in SYSTEM_CHECK_KINDS or not name_.strip():
+            raise ConfigError(f"{file}: key '{key}' must be header:<file>, pkg-config:<name> or "
+                              f"tool:<program>, got {spec!r}." + suggest(kind_, SYSTEM_CHECK_KINDS),
+                              tip=f"fix '{key}' in {file}")
+    if install.get("runpath") is False and not install.get("runpath_reason", "").strip():
+        raise ConfigError(f"{file}: key 'install.runpath' is false but 'install.runpath_reason' "
+                          "does not say why (installed programs then need env.sh to start)",
+                          tip=f"add install.runpath_reason to {file}, or remove install.runpath")
+    python = data.get("python", {})
+    for table in ("packages", "wheels"):
+        inputcheck.requirements(str(file), f"python.{table}", python.get(table, ()))
+    base = data.get("base", {})
+    for i, pattern in enumerate(base.get("provides", ())):
+        if not pattern or pattern.startswith("/") or ".." in Path(pattern).parts:
+            raise ConfigError(f"{file}: key 'base.provides[{i}]' must be a path inside the "
+                              f"installed ROCm, relative and without '..', got {pattern!r}",
+                              tip=f"fix 'base.provides' in {file}")
+    if ("tensile" in base or "required" in base) and not base.get("provides"):
+        raise ConfigError(f"{file}: [base] needs 'provides', the files that show the component "
+                          "in an installed ROCm", tip=f"add base.provides to {file}")
+    return Recipe(name=name, file=file, summary=data.get("summary", ""), kind=kind,
+                  depends=depends, source=source, cmake_args=cmake.get("args", ()),
+                  build_type=cmake.get("build_type", "Release"), env=data.get("env", {}),
+                  resources=data.get("resources", {}),
+                  system_packages=data.get("system_packages", ()),
+                  system_checks=system_checks,
+                  install_prefix=cmake.get("install_prefix", ""),
+                  job_args=cmake.get("job_args", ()),
+                  install_links=install.get("links", {}), install_files=install.get("files", {}),
+                  install_overwrites=install.get("overwrites", ()),
+                  python_packages=python.get("packages", ()),
+                  python_wheels=python.get("wheels", ()),
+                  distribute=cmake.get("distribute", False),
+                  runpath=install.get("runpath", True),
+                  runpath_reason=install.get("runpath_reason", ""),
+                  base_provides=base.get("provides", ()), base_tensile=base.get("tensile", ""),
+                  base_required=base.get("required", False))
+
+
+def load_recipes(folder: Path) -> RecipeSet:
+    """Load every ``*.toml`` in the folder; check names, dependencies and source owners."""
+    folder = folder.absolute()
+    if not folder.is_dir():
+        raise ConfigError(f"{folder}: recipes folder not found",
+                          tip="point --recipes (or ROCBUILD_RECIPES) at a folder with stack.toml")
+    stack = load_stack(folder)
+    recipes = {f.stem: load_recipe(f) for f in sorted(folder.glob("*.toml"))
+               if f.name != STACK_FILE}
+    names = sorted(recipes)
+    for recipe in recipes.values():
+        for dep in recipe.depends:
+            if dep not in recipes:
+                raise unknown_component(
+                    dep, names, f"add recipes/{dep}.toml or fix 'depends' in {recipe.file}",
+                    where=f"{recipe.file}: key 'depends': ")
+            if dep == recipe.name:
+                raise ConfigError(f"{recipe.file}: key 'depends': a component cannot depend on "
+                                  "itself", tip=f"remove '{dep}' from 'depends' in {recipe.file}")
+        for other in recipe.install_overwrites:
+            if other not in recipes or other == recipe.name:
+                raise ConfigError(
+                    f"{recipe.file}: key 'install.overwrites': '{other}' is not another "
+                    f"component (known: {', '.join(names)})." + suggest(other, names),
+                    tip=f"fix 'install.overwrites' in {recipe.file}")
+        owner = recipe.source.from_component
+        if owner is not None:
+            if owner not in recipes:
+                raise unknown_component(owner, names, f"fix 'source.from' in {recipe.file}",
+                                        where=f"{recipe.file}: key 'source.from': ")
+            if recipes[owner].source.from_component is not None:
+                raise ConfigError(
+                    f"{recipe.file}: key 'source.from': '{owner}' itself reuses the checkout of "
+                    f"'{recipes[owner].source.from_component}'; name that one instead",
+                    tip=f"set from = \"{recipes[owner].source.from_component}\" in {recipe.file}")
+    for name in stack.components:
+        if name not in recipes:
+            raise unknown_component(name, names, f"fix 'stack.components' in {stack.file}",
+                                    where=f"{stack.file}: key 'stack.components': ")
+    return RecipeSet(stack=stack, recipes=recipes, folder=folder)

@@ -1,0 +1,67 @@
+"""The two roads, estimated from the recipes' [resources] so `plan` lets the user choose: the
+full from-source build, and the fast road on AMD's installed ROCm 6.4 (``--base``), which
+builds only what the base lacks for the targets.
+
+Without a base at hand the fast road is an estimate from the recipes alone: every component
+with a ``[base]`` table is assumed taken, except those whose target files AMD does not ship
+(``base.tensile``: rocBLAS has no gfx906 Tensile set in 6.4) and what depends on them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from rocbuild.model.graph import (
+    Stack,
+    build_order,
+    default_request,
+    direct_deps,
+    drop_unused_sources,
+)
+from rocbuild.model.recipes import RecipeSet
+
+
+@dataclass(frozen=True)
+class Road:
+    name: str
+    components: tuple[str, ...]  # what is built (source-only components not counted)
+    cpu_hours: float
+    disk: int  # bytes of build trees, from the recipes' resources.disk
+    measured: bool  # True: from a real base; False: assumed from the recipes
+
+    def to_json(self) -> dict[str, object]:
+        return {"components": list(self.components), "cpu_hours": round(self.cpu_hours, 2),
+                "disk": self.disk, "measured": self.measured}
+
+
+def _road(recipes: RecipeSet, name: str, order: Iterable[str], measured: bool) -> Road:
+    built = tuple(n for n in order if recipes.recipes[n].builds)
+    res = [recipes.recipes[n].resources for n in built]
+    return Road(name, built, sum(r.get("cpu_hours", 0.0) for r in res),
+                int(sum(r.get("disk", 0) for r in res)), measured)
+
+
+def assumed_taken(recipes: RecipeSet, order: Iterable[str]) -> set[str]:
+    """What AMD's 6.4 packages would provide, judged from the recipes alone."""
+    taken: set[str] = set()
+    for name in order:
+        recipe = recipes.recipes[name]
+        deps_built = [d for d in direct_deps(recipe)
+                      if d not in taken and recipes.recipes[d].builds]
+        if recipe.base_provides and not recipe.base_tensile and not deps_built:
+            taken.add(name)
+    return taken
+
+
+def roads(stack: Stack, requested: Iterable[str] = ()) -> tuple[Road, Road]:
+    """(full road, base road) for the components the plan covers."""
+    recipes = stack.recipes
+    wanted = list(requested) or default_request(recipes)
+    full_order = build_order(recipes, wanted)
+    full = _road(recipes, "from source", full_order, measured=True)
+    if stack.base is not None:
+        return full, _road(recipes, f"on base {stack.base.path}", stack.order, measured=True)
+    cut = build_order(recipes, wanted, taken=assumed_taken(recipes, full_order))
+    return full, _road(recipes, "on AMD's ROCm 6.4 (--base)", drop_unused_sources(recipes, cut),
+                       measured=False)

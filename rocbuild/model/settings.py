@@ -1,0 +1,303 @@
+"""Settings: flag > ``ROCBUILD_*`` environment > config file > default, each with its source.
+
+Every setting is declared once in ``OPTIONS`` (flag, environment variable, config key, help,
+parser and default); the argparse flags, the environment names, the config-file keys and the
+provenance shown by ``rocbuild plan`` all come from that table. ``Settings`` holds one typed
+field per option (a unit test keeps the two in step).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from rocbuild.errors import ConfigError
+from rocbuild.model import inputcheck
+from rocbuild.model.launchers import parse_ccache_mode, parse_distcc_hosts
+from rocbuild.model.recipes import read_toml, suggest
+from rocbuild.model.targets import TargetError, TargetId, parse_target_list, product_note
+
+CONFIG_FILE_NAME = "rocbuild.toml"
+
+
+def _parse_path(text: str) -> Path:
+    return Path(os.path.expanduser(text)).absolute()
+
+
+def _parse_targets(text: str) -> tuple[TargetId, ...]:
+    return parse_target_list([text])
+
+
+def _parse_mirror_rules(text: str) -> tuple[tuple[str, str], ...]:
+    rules = []
+    for rule in re.split(r"[;\s]+", text.strip()):
+        if not rule:
+            continue
+        source, sep, dest = rule.partition("=")
+        if not sep or not source or not dest:
+            raise ValueError(f"mirror rule '{rule}' is not FROM=TO (for example "
+                             "https://github.com/=file:///srv/mirrors/)")
+        for part, url in (("FROM", source), ("TO", dest)):
+            try:  # the TO part becomes the URL git fetches from
+                inputcheck.git_url("mirror rule", part, url)
+            except ConfigError as exc:
+                raise ValueError(f"{exc} (in rule '{rule}')") from None
+        rules.append((source, dest))
+    return tuple(rules)
+
+
+def _parse_positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise ValueError(f"'{text}' is not a whole number") from None
+    if value < 1:
+        raise ValueError(f"{value} is not a positive number")
+    return value
+
+
+def _parse_fraction(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise ValueError(f"'{text}' is not a number") from None
+    if not 0.0 <= value <= 1.0:
+        raise ValueError(f"{value} is not between 0 and 1")
+    return value
+
+
+def _parse_cache(text: str) -> str:
+    """A folder (made absolute) or an http(s)/file URL, kept as text (cache_store opens it)."""
+    scheme, sep, _ = text.partition("://")
+    if sep and scheme in ("http", "https", "file"):
+        return text
+    if sep:
+        raise ValueError(f"'{text}': a cache is a folder or an http(s):// URL")
+    return str(_parse_path(text))
+
+
+def _default_recipes_dir() -> Path:
+    package = Path(__file__).resolve().parent.parent  # rocbuild/, not rocbuild/model/
+    packaged = package / "_data" / "recipes"  # wheel layout (see pyproject force-include)
+    return packaged if packaged.is_dir() else package.parent / "recipes"
+
+
+def _default_workdir(env: Mapping[str, str]) -> Path:
+    cache = env.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(cache) / "rocbuild"
+
+
+@dataclass(frozen=True)
+class Option:
+    """One setting: its flag, environment variable and config key derive from ``name``;
+    ``default`` is the value when none of them is given (a function of the environment for
+    the folders that follow XDG variables)."""
+
+    name: str
+    help: str
+    parse: Callable[[str], Any]
+    metavar: str
+    default: Any = None
+    repeatable: bool = False  # a flag given several times adds up (mirror rules)
+    default_from_env: Callable[[Mapping[str, str]], Any] | None = None
+
+    def default_value(self, env: Mapping[str, str]) -> Any:
+        return self.default_from_env(env) if self.default_from_env else self.default
+
+    @property
+    def flag(self) -> str:
+        return "--" + self.name.replace("_", "-")
+
+    @property
+    def env(self) -> str:
+        return "ROCBUILD_" + self.name.upper()
+
+
+OPTIONS: tuple[Option, ...] = (
+    Option("recipes", "recipes folder (default: the one shipped with rocbuild)", _parse_path,
+           "DIR", default_from_env=lambda env: _default_recipes_dir()),
+    Option("workdir", "sources, build trees, logs and state", _parse_path, "DIR",
+           default_from_env=_default_workdir),
+    Option("prefix", "install prefix (default from recipes/stack.toml)", _parse_path, "PATH"),
+    Option("target", "comma-separated GPU targets, e.g. gfx906 or gfx906,gfx90a", _parse_targets,
+           "LIST"),
+    Option("mirror", "rewrite a source URL prefix, like git's insteadOf (repeatable)",
+           _parse_mirror_rules, "FROM=TO", default=(), repeatable=True),
+    Option("base", "an installed ROCm (e.g. /opt/rocm-6.4.3) whose components are used instead "
+           "of built; only what it lacks for the targets is built", _parse_path, "PATH"),
+    Option("jobs", "upper bound on parallel jobs", _parse_positive_int, "N"),
+    Option("parallel", "components built at the same time", _parse_positive_int, "N",
+           default=1),
+    Option("swap_weight", "share of free swap counted as memory when sizing jobs (0-1)",
+           _parse_fraction, "F", default=0.5),
+    Option("ccache", "compiler cache: on, off or auto (auto: on when ccache is installed)",
+           parse_ccache_mode, "MODE", default="auto"),
+    Option("distcc", "distcc hosts for the components a recipe marks distributable, e.g. "
+           "'box1/8 box2/4' (DISTCC_HOSTS syntax)", parse_distcc_hosts, "HOSTS", default=""),
+    Option("cache", "binary cache of built components to install from (a folder or an "
+           "http(s):// URL serving one)", _parse_cache, "DIR_OR_URL"),
+)
+OPTION_BY_NAME = {o.name: o for o in OPTIONS}
+
+
+def user_config_path(env: Mapping[str, str]) -> Path:
+    config = env.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
+    return Path(config) / "rocbuild" / CONFIG_FILE_NAME
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Resolved settings, one field per option in ``OPTIONS`` (defaults live there). ``None``
+    means "use what the recipes say" (prefix, target) or "no limit" (jobs)."""
+
+    recipes: Path
+    workdir: Path
+    prefix: Path | None
+    target: tuple[TargetId, ...] | None
+    mirror: tuple[tuple[str, str], ...]
+    base: Path | None
+    jobs: int | None
+    parallel: int
+    swap_weight: float
+    ccache: str  # on, off or auto (launchers.CCACHE_MODES)
+    distcc: str  # a DISTCC_HOSTS list, "" for none
+    cache: str | None  # a folder or an http(s)/file URL (cache_store opens it)
+    # where each value came from: "flag --jobs", "env ROCBUILD_JOBS", "config PATH", "default"
+    sources: Mapping[str, str] = field(default_factory=dict, compare=False)
+    # said once on stderr, e.g. how a product name was read
+    notes: tuple[str, ...] = field(default=(), compare=False)
+
+    def source(self, name: str) -> str:
+        return self.sources.get(name, "default")
+
+    def value(self, name: str) -> Any:
+        """The value of the option called ``name`` (for tables over ``OPTIONS``)."""
+        if name not in OPTION_BY_NAME:
+            raise KeyError(name)
+        return getattr(self, name)
+
+    def with_value(self, name: str, value: Any, source: str) -> Settings:
+        if name not in OPTION_BY_NAME:
+            raise KeyError(name)
+        return replace(self, **{name: value}, sources={**self.sources, name: source})
+
+
+def add_flags(parser: argparse.ArgumentParser, title: str | None = None,
+              description: str | None = None) -> None:
+    """Add every setting's flag, in one argument group when ``title`` is given (so each
+    subcommand's --help lists them once, apart from its own). Defaults are suppressed so a
+    flag given before the subcommand is not overwritten by the subcommand's parser, and so
+    unset flags are told apart."""
+    group: argparse._ActionsContainer = (
+        parser.add_argument_group(title, description) if title else parser)
+    for option in OPTIONS:
+        group.add_argument(
+            option.flag,
+            dest=option.name,
+            metavar=option.metavar,
+            help=f"{option.help} [env {option.env}]",
+            action="append" if option.repeatable else "store",
+            default=argparse.SUPPRESS,
+        )
+
+
+def _read_config_file(path: Path) -> dict[str, Any]:
+    data = read_toml(path, tip=f"fix or remove {path}")
+    names = [o.name for o in OPTIONS]
+    section = data.get("rocbuild", data)
+    if not isinstance(section, dict):
+        raise ConfigError(f"{path}: [rocbuild] must be a table", tip=f"fix {path}")
+    if "rocbuild" in data:  # settings go in [rocbuild]; any other table is a mistake
+        for key in data:
+            if key != "rocbuild":
+                raise ConfigError(
+                    f"{path}: table or key '{key}' is not allowed beside [rocbuild] (rocbuild "
+                    "reads only [rocbuild])." + suggest(key, ["rocbuild", *names]),
+                    tip=f"move the settings into [rocbuild] or remove '{key}' from {path}")
+    for key in section:
+        if key not in OPTION_BY_NAME:
+            kind = "table" if isinstance(section[key], dict) else "key"
+            # people write the flag's spelling (swap-weight) as often as a typo (worksdir)
+            hint = (f" Did you mean '{key.replace('-', '_')}'?"
+                    if key.replace("-", "_") in OPTION_BY_NAME else suggest(key, names))
+            raise ConfigError(f"{path}: {kind} '{key}' is not a setting (known settings: "
+                              f"{', '.join(names)})." + hint,
+                              tip=f"fix the spelling or remove '{key}' from {path}; "
+                                  "`rocbuild --help` describes each setting")
+    return section
+
+
+def _config_text(value: Any) -> str:
+    if isinstance(value, list):
+        return ";".join(str(v) for v in value) if value else ""
+    if isinstance(value, bool):
+        raise ValueError(f"{value!r} is not a valid value here")
+    return str(value)
+
+
+def find_config_file(cwd: Path, env: Mapping[str, str]) -> Path | None:
+    for candidate in (cwd / CONFIG_FILE_NAME, user_config_path(env)):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def resolve(
+    flags: Mapping[str, Any],
+    env: Mapping[str, str] | None = None,
+    cwd: Path | None = None,
+) -> Settings:
+    """Resolve every option from flags (argparse dest -> raw value), environment, config file
+    and defaults. Raises ConfigError naming the flag, variable or file key that is wrong."""
+    env = os.environ if env is None else env
+    cwd = Path.cwd() if cwd is None else cwd
+    config_path = find_config_file(cwd, env)
+    config = _read_config_file(config_path) if config_path else {}
+    values: dict[str, Any] = {}
+    sources: dict[str, str] = {}
+    notes: list[str] = []
+    for option in OPTIONS:
+        raw: Any = None
+        where = ""
+        if option.name in flags and flags[option.name] is not None:
+            raw, where = flags[option.name], f"flag {option.flag}"
+        elif env.get(option.env):
+            raw, where = env[option.env], f"env {option.env}"
+        elif option.name in config:
+            where = f"config {config_path}"
+            try:
+                raw = _config_text(config[option.name])
+            except ValueError as exc:
+                raise ConfigError(f"{config_path}: key '{option.name}': {exc}") from None
+        if raw is None:
+            values[option.name] = option.default_value(env)
+            sources[option.name] = "default"
+            continue
+        items = raw if isinstance(raw, list) else [raw]
+        try:
+            parsed = [option.parse(str(item)) for item in items]
+        except (ValueError, TargetError) as exc:
+            raise ConfigError(
+                f"{where}: {exc}", tip=f"see `rocbuild --help` for {option.flag}"
+            ) from None
+        if option.repeatable:
+            value = tuple(rule for rules in parsed for rule in rules)
+        else:
+            value = parsed[-1]
+        values[option.name] = value
+        sources[option.name] = where
+        if option.name == "target":
+            notes += [f"{where}: {note}" for item in items for part in str(item).split(",")
+                      if (note := product_note(part))]
+    return Settings(**values, sources=sources, notes=tuple(notes))
+
+
+def rewrite_url(url: str, rules: tuple[tuple[str, str], ...]) -> str:
+    """Apply mirror rules like git's insteadOf: the longest matching prefix wins."""
+    best = max((r for r in rules if url.startswith(r[0])), key=lambda r: len(r[0]), default=None)
+    return best[1] + url[len(best[0]):] if best else url

@@ -1,0 +1,167 @@
+"""AMD GPU target IDs: parsing, canonical form and loader compatibility.
+
+A target ID is a processor name with optional feature settings, as LLVM's AMDGPU backend
+defines it (AMDGPUUsage, "Target ID"): ``gfx906``, ``gfx90a``, ``gfx906:xnack-``,
+``gfx906:sramecc+:xnack-``. A feature left out means "any": code for plain ``gfx906``
+runs on a ``gfx906:sramecc+:xnack-`` device, code for ``gfx906:xnack+`` does not run on an
+``xnack-`` device.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from rocbuild.model.recipes import suggest
+
+# Processors the LLVM shipped with ROCm 6.4 knows (AMDGPUUsage processor table), with the
+# target features each one accepts. A processor outside this table fails early with a
+# list of the known ones instead of an LLVM error at hour three.
+_XNACK = frozenset({"xnack"})
+_BOTH = frozenset({"sramecc", "xnack"})
+_NONE: frozenset[str] = frozenset()
+PROCESSOR_FEATURES: dict[str, frozenset[str]] = {
+    **{p: _NONE for p in ("gfx600", "gfx601", "gfx602", "gfx700", "gfx701", "gfx702",
+                          "gfx703", "gfx704", "gfx705", "gfx802", "gfx803", "gfx805")},
+    **{p: _XNACK for p in ("gfx801", "gfx810", "gfx900", "gfx902", "gfx904", "gfx909",
+                           "gfx90c", "gfx1010", "gfx1011", "gfx1012", "gfx1013",
+                           "gfx9-generic", "gfx10-1-generic")},
+    **{p: _BOTH for p in ("gfx906", "gfx908", "gfx90a", "gfx940", "gfx941", "gfx942",
+                          "gfx950", "gfx9-4-generic")},
+    **{p: _NONE for p in ("gfx1030", "gfx1031", "gfx1032", "gfx1033", "gfx1034", "gfx1035",
+                          "gfx1036", "gfx1100", "gfx1101", "gfx1102", "gfx1103", "gfx1150",
+                          "gfx1151", "gfx1152", "gfx1153", "gfx1200", "gfx1201",
+                          "gfx10-3-generic", "gfx11-generic", "gfx12-generic")},
+}
+
+_FEATURE_RE = re.compile(r"^(sramecc|xnack)([+-])$")
+_SHAPE_HINT = (
+    "a target is a processor name such as gfx906, gfx90a or gfx1030, optionally followed by "
+    ":sramecc+/- and :xnack+/- (for example gfx906 or gfx906:xnack-)"
+)
+
+
+class TargetError(ValueError):
+    """A string that is not a valid GPU target ID; the message says why and what is valid."""
+
+
+# Product names people know their card by, and the processor LLVM calls it
+# (reference/gfx906-facts.md: MI50, MI60 and Radeon VII are all gfx906, "Vega 20").
+PRODUCT_NAMES: dict[str, tuple[str, str]] = {
+    "mi50": ("gfx906", "AMD Instinct MI50"),
+    "mi60": ("gfx906", "AMD Instinct MI60"),
+    "radeon-vii": ("gfx906", "AMD Radeon VII"),
+    "radeonvii": ("gfx906", "AMD Radeon VII"),
+}
+
+
+def product_note(text: str) -> str | None:
+    """'mi50 is gfx906 (AMD Instinct MI50)' when ``text`` names a product, else None."""
+    found = PRODUCT_NAMES.get(text.strip().split(":")[0].lower())
+    return f"'{text.strip()}' is {found[0]} ({found[1]})" if found else None
+
+
+def _did_you_mean(processor: str) -> str:
+    """A swap of two neighbouring characters first (gfx960 -> gfx906), a missing 'gfx'
+    (906), then the closest spelling; '' when nothing is close."""
+    known = sorted(PROCESSOR_FEATURES)
+    swaps = [processor[:i] + processor[i + 1] + processor[i] + processor[i + 2:]
+             for i in range(len(processor) - 1)]
+    for candidate in (*swaps, "gfx" + processor):
+        if candidate in PROCESSOR_FEATURES:
+            return f" Did you mean '{candidate}'?"
+    return suggest(processor, known)
+
+
+@dataclass(frozen=True, order=True)
+class TargetId:
+    """One parsed target ID; ``features`` maps a feature name to True (+) or False (-)."""
+
+    processor: str
+    features: tuple[tuple[str, bool], ...] = ()
+
+    def __str__(self) -> str:
+        return self.processor + "".join(f":{n}{'+' if on else '-'}" for n, on in self.features)
+
+    def feature(self, name: str) -> bool | None:
+        """True/False when the feature is set, None when it is left as "any"."""
+        return dict(self.features).get(name)
+
+
+def parse_target(text: str) -> TargetId:
+    """Parse one target ID, returning it with features in canonical (sorted) order."""
+    raw = text.strip()
+    if not raw:
+        raise TargetError(f"empty GPU target: {_SHAPE_HINT}")
+    if re.search(r"[;\s]", raw):
+        parts = [p for p in re.split(r"[;,\s]+", raw) if p]
+        raise TargetError(f"'{raw}': separate GPU targets with commas, as in "
+                          f"{','.join(parts)}")
+    processor, *feature_parts = raw.split(":")
+    processor = processor.lower()
+    processor = PRODUCT_NAMES.get(processor, (processor, ""))[0]
+    if processor not in PROCESSOR_FEATURES:
+        if re.fullmatch(r"gfx[0-9a-f-]+[a-z0-9]*", processor):
+            reason = "is not a GPU processor LLVM knows"
+        else:
+            reason = "is not a GPU target"
+        raise TargetError(
+            f"'{raw}' {reason}.{_did_you_mean(processor)} {_SHAPE_HINT[0].upper()}"
+            f"{_SHAPE_HINT[1:]}; known processors: {', '.join(sorted(PROCESSOR_FEATURES))}"
+        )
+    allowed = PROCESSOR_FEATURES[processor]
+    features: dict[str, bool] = {}
+    for part in feature_parts:
+        match = _FEATURE_RE.fullmatch(part.strip().lower())
+        if not match:
+            raise TargetError(f"'{raw}': '{part}' is not a target feature: {_SHAPE_HINT}")
+        name, sign = match.groups()
+        if name not in allowed:
+            supported = ", ".join(sorted(allowed)) or "none"
+            raise TargetError(
+                f"'{raw}': {processor} has no '{name}' feature (features it supports: "
+                f"{supported}); write it as {processor}"
+                + "".join(f":{f}{'+' if on else '-'}" for f, on in sorted(features.items()))
+            )
+        if name in features:
+            raise TargetError(f"'{raw}': feature '{name}' is given twice")
+        features[name] = sign == "+"
+    return TargetId(processor, tuple(sorted(features.items())))
+
+
+def looks_like_target(text: str) -> bool:
+    """A word that parses as a GPU target or names a product (a stray second --target)."""
+    try:
+        parse_target(text)
+    except TargetError:
+        return False
+    return True
+
+
+def parse_target_list(texts: Iterable[str]) -> tuple[TargetId, ...]:
+    """Parse targets given as items or comma-separated strings; keep order, drop repeats."""
+    seen: dict[TargetId, None] = {}
+    for text in texts:
+        for item in text.split(","):
+            if item.strip():
+                seen.setdefault(parse_target(item), None)
+    if not seen:
+        raise TargetError(f"no GPU target given: {_SHAPE_HINT}")
+    return tuple(seen)
+
+
+def runs_on(code_object: TargetId, device: TargetId) -> bool:
+    """Whether the loader accepts a code object built for ``code_object`` on ``device``.
+
+    Processors must match; each feature the code object pins must equal the device's
+    setting. A feature the device reports as "any" (not given) accepts either setting,
+    which is how a requested build target such as plain ``gfx906`` is matched.
+    """
+    if code_object.processor != device.processor:
+        return False
+    device_features = dict(device.features)
+    for name, on in code_object.features:
+        if name in device_features and device_features[name] != on:
+            return False
+    return True

@@ -1,0 +1,199 @@
+"""``<prefix>/.rocbuild/build-info.json``: what was built into a prefix, from which sources,
+and whether the build finished (``complete``) and passed ``rocbuild verify`` (``verified``).
+
+An install into a complete prefix first rewrites it with complete = false (mark_incomplete),
+and the build writes it again when the last component is installed; ``activate`` refuses a
+prefix whose file is missing or not complete, and ``prefixes`` lists the prefixes that have
+one. Writes are atomic (temp file + rename in the same folder), so a reader never sees half a
+document, even after a crash.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass, field, replace
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from rocbuild import __version__
+from rocbuild.errors import ConfigError
+from rocbuild.files import write_text_atomic
+from rocbuild.model.graph import Stack
+from rocbuild.model.layout import INFO_DIR, INFO_FILE, info_path  # noqa: F401 - re-exported
+
+PREFIX_FILE_MODE = 0o644  # files rocbuild writes into the prefix are read by every user
+
+SCHEMA = 1
+
+
+def now() -> str:
+    """UTC, ISO 8601 to the second: sortable and unambiguous across hosts."""
+    return datetime.now(timezone.utc).replace(microsecond=0).isoformat()
+
+
+@dataclass(frozen=True)
+class ComponentInfo:
+    ref: str | None
+    commit: str | None  # the resolved source commit; None until fetched
+    fingerprint: str
+
+
+@dataclass(frozen=True)
+class BuildInfo:
+    rocbuild_version: str
+    stack: str  # stack name, "rocm"
+    version: str  # the ROCm release, "6.4.3"
+    series: str  # "6.4"
+    targets: tuple[str, ...]
+    prefix: str
+    recipe_fingerprint: str
+    components: Mapping[str, ComponentInfo]
+    started: str
+    finished: str | None = None
+    complete: bool = False
+    verified: bool = False
+    schema: int = SCHEMA
+    extra: Mapping[str, Any] = field(default_factory=dict)  # fields of a newer rocbuild, kept
+
+    def finish(self, *, verified: bool = False, when: str | None = None) -> BuildInfo:
+        """The same record marked complete (every component installed)."""
+        return replace(self, finished=when or now(), complete=True, verified=verified)
+
+    def to_json(self) -> dict[str, Any]:
+        doc = asdict(self)
+        extra = doc.pop("extra")
+        doc["targets"] = list(self.targets)
+        return {**extra, **doc}
+
+
+def recipe_fingerprint(stack: Stack) -> str:
+    """One hash over every selected component's fingerprint (which already covers the
+    rendered recipe, patches and dependencies, graph.py), so two prefixes built from the
+    same recipes and settings share it."""
+    doc = {name: stack.components[name].fingerprint for name in stack.order}
+    return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()
+
+
+def new_build_info(stack: Stack, *, commits: Mapping[str, str] | None = None,
+                   started: str | None = None) -> BuildInfo:
+    """The record for a build of ``stack`` that starts now (complete = False)."""
+    commits = commits or {}
+    components = {
+        c.name: ComponentInfo(ref=c.ref, commit=commits.get(c.checkout), fingerprint=c.fingerprint)
+        for c in stack.selected()
+    }
+    return BuildInfo(rocbuild_version=__version__, stack=stack.recipes.stack.name,
+                     version=stack.version, series=stack.series,
+                     targets=tuple(str(t) for t in stack.targets), prefix=str(stack.prefix),
+                     recipe_fingerprint=recipe_fingerprint(stack), components=components,
+                     started=started or now(), extra=base_record(stack))
+
+
+def base_record(stack: Stack) -> dict[str, Any]:
+    """``{"base": {path, version, taken}}`` for a stack built on an installed ROCm: the prefix
+    is then only the top of a stack (activate reads this), else nothing."""
+    if stack.base is None:
+        return {}
+    return {"base": {"path": str(stack.base.path), "version": stack.base.version,
+                     "taken": sorted(stack.base.taken)}}
+
+
+def write_build_info(prefix: Path, info: BuildInfo) -> Path:
+    path = info_path(prefix)
+    write_text_atomic(path, json.dumps(info.to_json(), indent=2, sort_keys=True) + "\n",
+                      mode=PREFIX_FILE_MODE)
+    return path
+
+
+_FIELDS = {"rocbuild_version", "stack", "version", "series", "targets", "prefix",
+           "recipe_fingerprint", "components", "started", "finished", "complete", "verified",
+           "schema"}
+
+
+def _from_json(path: Path, doc: Any) -> BuildInfo:
+    if not isinstance(doc, dict):
+        raise ValueError("not a JSON object")
+    missing = sorted({"version", "targets", "components", "started", "complete"} - set(doc))
+    if missing:
+        raise ValueError(f"missing {', '.join(missing)}")
+    components = {
+        name: ComponentInfo(ref=c.get("ref"), commit=c.get("commit"),
+                            fingerprint=c.get("fingerprint", ""))
+        for name, c in doc["components"].items()
+    }
+    return BuildInfo(
+        rocbuild_version=str(doc.get("rocbuild_version", "")), stack=str(doc.get("stack", "rocm")),
+        version=str(doc["version"]), series=str(doc.get("series", "")),
+        targets=tuple(str(t) for t in doc["targets"]), prefix=str(doc.get("prefix", "")),
+        recipe_fingerprint=str(doc.get("recipe_fingerprint", "")), components=components,
+        started=str(doc["started"]), finished=doc.get("finished"),
+        complete=doc["complete"] is True, verified=doc.get("verified") is True,
+        schema=int(doc.get("schema", SCHEMA)),
+        extra={k: v for k, v in doc.items() if k not in _FIELDS})
+
+
+def read_build_info(prefix: Path) -> BuildInfo | None:
+    """The prefix's record, or None when it has none. A file that exists but cannot be read
+    is a ConfigError naming it: silently treating it as "no build" could hide a good prefix."""
+    path = info_path(prefix)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read: {exc.strerror}") from None
+    try:
+        return _from_json(path, json.loads(text))
+    except (ValueError, TypeError, AttributeError) as exc:
+        raise ConfigError(f"{path}: not a rocbuild build-info file ({exc})",
+                          tip=f"rebuild into {prefix}, or remove {path} if the prefix is not "
+                              "rocbuild's") from None
+
+
+def read_build_info_lenient(prefix: Path, warn: Callable[[str], None]) -> BuildInfo | None:
+    """For a build that is about to write the record again: an unreadable one counts as
+    absent (with a warning), since the build's own result replaces it."""
+    try:
+        return read_build_info(prefix)
+    except ConfigError as exc:
+        warn(f"warning: {exc}; it is treated as absent and written again")
+        return None
+
+
+def mark_incomplete(prefix: Path) -> None:
+    """Before an install replaces files in a complete prefix: the prefix no longer claims to
+    be complete (``activate`` refuses it) until the build finishes again."""
+    try:
+        info = read_build_info(prefix)
+    except ConfigError:
+        info = None  # unreadable already counts as not complete
+    if info is not None and (info.complete or info.verified):
+        write_build_info(prefix, replace(info, complete=False, verified=False, finished=None))
+
+
+@dataclass(frozen=True)
+class FoundPrefix:
+    path: Path
+    info: BuildInfo | None
+    error: str | None = None  # a build-info file that exists but cannot be read
+
+
+def scan_prefixes(search_dir: Path = Path("/opt"),
+                  extra: tuple[Path, ...] = ()) -> list[FoundPrefix]:
+    """Prefixes that hold a build-info file: ``<search_dir>/rocm-*`` plus ``extra`` (the
+    configured prefix), each once, sorted by path. Folders without the file are skipped:
+    a packaged /opt/rocm-6.2.0 is not ours to list."""
+    candidates = {Path(os.path.abspath(p)) for p in (*search_dir.glob("rocm-*"), *extra)}
+    found = []
+    for path in sorted(candidates):
+        if not info_path(path).exists():
+            continue
+        try:
+            found.append(FoundPrefix(path, read_build_info(path)))
+        except ConfigError as exc:
+            found.append(FoundPrefix(path, None, str(exc)))
+    return found

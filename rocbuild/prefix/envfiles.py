@@ -1,0 +1,200 @@
+"""The environment files of an installed prefix: ``env.sh`` (bash, zsh), ``env.fish``, an
+Lmod modulefile ``modulefiles/<stack>/<series>-<targets>.lua`` and the same module in Tcl,
+``modulefiles/<stack>/<series>-<targets>``, for sites on Environment Modules (which cannot
+read Lua). The module is named after the stack (stack.toml ``name``): ``rocm/6.4-gfx906``.
+Both modulefiles sit in one folder: Lmod prefers the ``.lua`` file when both exist, and
+Environment Modules skips files without its ``#%Module`` header, so each tool finds its own.
+
+One list of variables (``variables``) feeds the jinja2 templates in ``rocbuild/templates``,
+so the files cannot drift apart. Values are quoted for each language by a filter, never
+pasted raw. The files never set HSA_OVERRIDE_GFX_VERSION: the stack carries native code for
+its targets, and an override for a natively supported GPU causes memory faults
+(reference/gfx906-facts.md §2.4); instead each file warns when one is set.
+
+``write_env_files`` is what the install step calls; ``rocbuild env`` prints ``render``.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from dataclasses import dataclass
+from pathlib import Path
+
+import jinja2
+
+from rocbuild import __version__
+from rocbuild.errors import ConfigError
+from rocbuild.files import write_text_atomic
+from rocbuild.model.graph import Stack
+from rocbuild.prefix.buildinfo import PREFIX_FILE_MODE
+
+SHELLS = ("bash", "zsh", "fish", "lmod", "tcl")
+_TEMPLATES = Path(__file__).resolve().parent / "templates"
+_TEMPLATE_OF = {"bash": "env.sh.j2", "zsh": "env.sh.j2", "fish": "env.fish.j2",
+                "lmod": "modulefile.lua.j2", "tcl": "modulefile.tcl.j2"}
+DEVICE_LIB_SUBDIR = "amdgcn/bitcode"  # device-libs' default install location (OCL.cmake)
+
+
+@dataclass(frozen=True)
+class EnvVar:
+    name: str
+    value: str
+    kind: str  # "set" replaces the value; "prepend" adds a path entry in front, once
+    comment: str
+
+
+# Runtime knobs from the source article 000 ("高级环境变量调优"), offered only with --tune.
+# The article's claims are quoted as claims; gfx906-facts.md §6 marks their effect on gfx906
+# as not verified, so they are A/B candidates for llama-bench, not defaults.
+TUNE_VARIABLES: tuple[EnvVar, ...] = (
+    EnvVar("HSA_FORCE_FINE_GRAIN_PCIE", "1", "set",
+           "fine-grained (coherent) host memory over PCIe; the article credits it for "
+           "multi-GPU and split-model transfers"),
+    EnvVar("AMD_DIRECT_DISPATCH", "1", "set",
+           "HIP runtime submits kernels from the calling thread; the article says it cuts "
+           "launch latency"),
+    EnvVar("GPU_MAX_HW_QUEUES", "8", "set",
+           "hardware queues per device for the HIP runtime; the article suggests 8 for "
+           "concurrent (MoE) work"),
+    EnvVar("HSA_ENABLE_SDMA", "1", "set",
+           "use the SDMA copy engines (ROCr's default is already 1; set 0 to fall back to "
+           "blit kernels when copies hang)"),
+    EnvVar("HIP_FORCE_DEV_KERNARG", "1", "set",
+           "kernel arguments in device memory; the article lists it as a latency tweak"),
+)
+
+
+@dataclass(frozen=True)
+class EnvSpec:
+    """What the files describe: one installed prefix of one stack."""
+
+    prefix: Path
+    version: str
+    series: str
+    targets: tuple[str, ...]
+    tune: bool = False
+    base: Path | None = None  # an installed ROCm the prefix was built on (--base)
+    name: str = "rocm"  # the stack's name (stack.toml), the module's first part
+
+    @property
+    def module_name(self) -> str:
+        """``rocm/6.4-gfx906``: what ``module load`` takes after ``module use``."""
+        return f"{self.name}/{self.module_version}"
+
+    @property
+    def module_version(self) -> str:
+        """``6.4-gfx906``: the module's version, after ``<stack>/``. A ':' in a target ID
+        (gfx906:xnack-) is not welcome in a module name, so it becomes '_'."""
+        return "-".join([self.series, *(t.replace(":", "_") for t in self.targets)])
+
+
+def spec_for(stack: Stack, *, tune: bool = False) -> EnvSpec:
+    prefix = stack.prefix
+    if ":" in str(prefix):
+        # PATH-like variables split on ':', so such a prefix would be cut in two
+        raise ConfigError(f"prefix {prefix} contains ':', which PATH and LD_LIBRARY_PATH use "
+                          "as a separator", tip="choose a prefix without ':' (--prefix PATH)")
+    if any(ord(ch) < 32 for ch in str(prefix)):
+        # a newline would end a comment line in the generated files and run the rest
+        raise ConfigError(f"prefix {str(prefix)!r} contains a control character",
+                          tip="choose a plain prefix (--prefix PATH)")
+    return EnvSpec(prefix=prefix, version=stack.version, series=stack.series,
+                   targets=tuple(str(t) for t in stack.targets), tune=tune,
+                   base=stack.base.path if stack.base else None,
+                   name=stack.recipes.stack.name)
+
+
+def variables(spec: EnvSpec) -> list[EnvVar]:
+    """On a base, the compilers and HIP are the base's (ROCM_PATH, HIP_PATH), and each path
+    list gets the base's entry first and the prefix's in front of it, so the prefix wins."""
+    p = str(spec.prefix)
+    rocm = str(spec.base) if spec.base else p
+    trees = [str(spec.base), p] if spec.base else [p]  # in prepend order: the prefix ends first
+    return [
+        EnvVar("ROCM_PATH", rocm, "set", "where CMake projects (ggml-hip, rocBLAS) and hipcc look "
+               "for ROCm"),
+        EnvVar("HIP_PATH", rocm, "set", "the HIP installation hipcc and hipconfig report"),
+        EnvVar("HIP_PLATFORM", "amd", "set", "compile HIP for AMD GPUs (not the CUDA path)"),
+        EnvVar("HIP_DEVICE_LIB_PATH", f"{rocm}/{DEVICE_LIB_SUBDIR}", "set",
+               "device bitcode (oclc_*.bc) for clang when it cannot find it by itself"),
+        *(EnvVar("PATH", f"{t}/bin", "prepend", "hipcc, clang, rocminfo, llama.cpp tools")
+          for t in trees),
+        *(EnvVar("LD_LIBRARY_PATH", f"{t}/lib", "prepend",
+                 "libamdhip64, librocblas and friends from this prefix before any other ROCm")
+          for t in trees),
+        *(EnvVar("CMAKE_PREFIX_PATH", t, "prepend",
+                 "find_package(hip/rocblas/hipblas) finds this prefix first") for t in trees),
+    ]
+
+
+def relative_path(spec: EnvSpec, shell: str) -> Path:
+    """Where the file for ``shell`` lives inside the prefix."""
+    if shell in ("bash", "zsh"):
+        return Path("env.sh")
+    if shell == "fish":
+        return Path("env.fish")
+    if shell == "lmod":
+        return Path("modulefiles") / spec.name / f"{spec.module_version}.lua"
+    if shell == "tcl":
+        return Path("modulefiles") / spec.name / spec.module_version
+    raise ConfigError(f"unknown shell '{shell}' (known: {', '.join(SHELLS)})",
+                      tip="use --shell bash, zsh, fish, lmod or tcl")
+
+
+# --- quoting filters ---------------------------------------------------------------------------
+def quote_sh(value: str) -> str:
+    return shlex.quote(value)
+
+
+def quote_fish(value: str) -> str:
+    """fish single quotes: only backslash and the quote itself are special inside."""
+    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def quote_lua(value: str) -> str:
+    escaped = value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+    return f'"{escaped}"'
+
+
+def quote_tcl(value: str) -> str:
+    """Tcl braces keep everything literal, but only when the braces inside balance and no
+    backslash sits before one; otherwise escape the specials inside double quotes."""
+    depth = 0
+    for ch in value:
+        depth += {"{": 1, "}": -1}.get(ch, 0)
+        if depth < 0:
+            break
+    if depth == 0 and "\\" not in value and "\n" not in value:
+        return "{" + value + "}"
+    return '"' + re.sub(r'([\\"$\[\]{}])', r"\\\1", value).replace("\n", "\\n") + '"'
+
+
+def _environment() -> jinja2.Environment:
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(_TEMPLATES)),
+                             undefined=jinja2.StrictUndefined, autoescape=False,
+                             trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True)
+    env.filters.update(sh=quote_sh, fish=quote_fish, lua=quote_lua, tcl=quote_tcl)
+    return env
+
+
+def render(spec: EnvSpec, shell: str) -> str:
+    """The text of the file for ``shell`` (bash, zsh, fish or lmod)."""
+    relative_path(spec, shell)  # validates the shell name
+    template = _environment().get_template(_TEMPLATE_OF[shell])
+    return template.render(prefix=str(spec.prefix), version=spec.version,
+                           targets=list(spec.targets), module_version=spec.module_version,
+                           module_name=spec.module_name, stack_name=spec.name,
+                           rocbuild_version=__version__, variables=variables(spec),
+                           tune=spec.tune, tune_variables=TUNE_VARIABLES)
+
+
+def write_env_files(spec: EnvSpec) -> list[Path]:
+    """Write env.sh, env.fish and the Lmod and Tcl modulefiles into the prefix (atomically,
+    so a shell sourcing them meanwhile sees a whole file). Returns the paths written."""
+    written = []
+    for shell in ("bash", "fish", "lmod", "tcl"):
+        path = spec.prefix / relative_path(spec, shell)
+        write_text_atomic(path, render(spec, shell), mode=PREFIX_FILE_MODE)
+        written.append(path)
+    return written

@@ -1,0 +1,133 @@
+"""The `cache:<component>` step of `rocbuild build --cache X`: install a component from its
+artifact instead of fetching and building it, and stamp it as built.
+
+Which components the cache serves is decided once per run, when the tasks are made
+(``served``): those not current yet whose artifact's manifest passes cache.choose. For them
+tasks.py puts ``cache:<name>`` before the component's first step (after its dependencies are
+built, since the stamps name their runs) and leaves their checkouts out of the sources-first
+phase. The step checks, pulls and unpacks the archive, runs the same post-install work as a
+build (the recipe's [install] links and files, for this prefix) and writes every step's stamp
+through build.py, marked ``from_cache``; the normal steps then count as current (see
+uptodate.py's output check), so resume, status, verify and a rerun see a built component. When
+the artifact is refused (a file does not match its sha256, the download fails, ...) nothing is
+stamped and the normal steps build the component instead.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from rocbuild.errors import BuildFailed
+from rocbuild.model.graph import Component
+from rocbuild.model.steps import steps_of
+from rocbuild.prefix import ownership, prefixguard
+from rocbuild.run import actions, cache
+from rocbuild.run.artifacts import ArtifactRefused
+from rocbuild.run.build import BuildContext
+from rocbuild.run.cache_store import CacheUnavailable, ProgressLine
+from rocbuild.run.outcome import StepOutcome, log_path, step_logger
+
+STEP = "cache"
+
+
+def served(ctx: BuildContext) -> dict[str, cache.Choice]:
+    """The components this run installs from the cache (decided once, then kept)."""
+    if ctx.cache_choices is not None:
+        return ctx.cache_choices
+    chosen: dict[str, cache.Choice] = {}
+    store = cache.open_cache(ctx.settings.cache)
+    if store is not None:
+        selected = ctx.stack.selected()
+        for comp in selected:
+            if not steps_of(comp) or all(ctx.is_current(comp, s) for s in steps_of(comp)):
+                continue
+            try:
+                choice = cache.choose(store, ctx.stack, ctx.state, comp)
+            except CacheUnavailable as exc:
+                ctx.output.say(f"cache: {exc}; building what is not built")
+                break
+            if choice.usable:
+                chosen[comp.name] = choice
+            elif choice.use == cache.REFUSED:
+                ctx.output.say(f"cache: {comp.name}: {choice.describe()}")
+        # a checkout that a component built here needs must really be fetched: its own
+        # checkout's owner, and a source-only dependency (HIP headers, Tensile)
+        for comp in selected:
+            if comp.name in chosen:
+                continue
+            needs = {comp.checkout} | {d for d in comp.depends
+                                       if not ctx.component(d).builds}
+            for name in sorted(needs & chosen.keys()):
+                ctx.output.say(f"cache: {name}: fetched, since {comp.name} is built here and "
+                               "needs its source")
+                del chosen[name]
+    ctx.cache_choices = chosen
+    return chosen
+
+
+def is_served(ctx: BuildContext, name: str) -> bool:
+    return name in served(ctx)
+
+
+def is_done(ctx: BuildContext, name: str) -> bool:
+    comp = ctx.component(name)
+    return all(ctx.is_current(comp, s) for s in steps_of(comp))
+
+
+def task(ctx: BuildContext, comp: Component) -> dict[str, Any]:
+    """The doit task (tasks.py owns the graph; this is its one cache entry)."""
+    return {
+        "basename": STEP, "name": comp.name, "doc": f"install {comp.name} from the cache",
+        "actions": [(install_step, [ctx, comp.name])],
+        "uptodate": [(is_done, [ctx, comp.name])],
+        "task_dep": [f"build:{d}" for d in comp.depends],
+        "verbosity": 2,
+    }
+
+
+def install_step(ctx: BuildContext, name: str) -> None:
+    """The action of `cache:<name>`. Never fails the run: a refused artifact is reported and
+    the component's normal steps, which come next, build it."""
+    ctx.ensure_ready()
+    comp = ctx.component(name)
+    choice = served(ctx)[name]
+    store = cache.open_cache(ctx.settings.cache)
+    assert store is not None and choice.manifest is not None
+    log_file = log_path(ctx.stack.workdir, name, STEP)
+    log = step_logger(log_file)
+    ctx.output.say(f"▶ {name}: {STEP}")
+    ctx.output.say(f"  {name}: {choice.describe()}, key {choice.key[:12]}")
+    started = time.monotonic()
+    outcome = StepOutcome(name, STEP, "done", log=log_file)
+    try:
+        prefixguard.claim(ctx.stack.prefix)  # rocbuild's from its first install on
+        ownership.begin_install(ctx.stack.prefix, comp)  # no link out; not complete meanwhile
+        actions.remove_previous_install(ctx, comp, log)
+        cache.install(store, ctx.stack, choice, log,
+                      ProgressLine(ctx.output.say, f"{name}: pulling"))
+        actions.install_extras(ctx, comp, log)  # the recipe's links and files, for this prefix
+        ownership.finish_install(ctx.stack.prefix, comp, ctx.stack.order, log)
+        for step in steps_of(comp):  # in order: each stamp's inputs name the one before
+            _stamp(ctx, comp, step, choice)
+    except (ArtifactRefused, CacheUnavailable, BuildFailed, OSError) as exc:
+        # not a failure of the run: the component's own steps come next and build it (so no
+        # outcome either; the summary then lists those steps)
+        log(f"refused: {exc}")
+        ctx.output.say(f"✘ {name}: the cached artifact is refused: {exc}; building it instead")
+        return
+    outcome.seconds = time.monotonic() - started
+    ctx.output.say(f"✔ {name}: installed from the cache ({outcome.seconds:.1f}s)")
+    ctx.outcomes.append(outcome)
+
+
+def _stamp(ctx: BuildContext, comp: Component, step: str, choice: cache.Choice) -> None:
+    """The step's stamp as a build writes it (actions.py's own writer, so the run ids chain the
+    same way), marked ``from_cache`` with the artifact's key (uptodate.py's output check)."""
+    assert choice.manifest is not None
+    outcome = StepOutcome(comp.name, step, "done")
+    outcome.record["from_cache"] = choice.key
+    if step == "fetch":
+        outcome.record.update(commit=choice.manifest.commit, checkout_id=None,
+                              ref_kind=choice.manifest.ref_kind)  # for a later push
+    actions.write_stamp(ctx, comp, step, outcome, 0.0)

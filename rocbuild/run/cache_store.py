@@ -1,0 +1,293 @@
+"""Where artifacts live: a folder (local or a shared mount, read-write) or an HTTP(S) URL that
+serves such a folder (any static file server; read-only).
+
+Layout, the same for both::
+
+    <cache>/index.json                     what `rocbuild cache list` shows
+    <cache>/<component>/<key>.json         the manifest (artifacts.Manifest)
+    <cache>/<component>/<key>.tar.zst      the files
+
+A lookup reads only the small manifest; the archive is copied to a local ``.partial`` file
+that a later pull continues (an HTTP Range request; a server that ignores Range sends it
+whole and the copy restarts from zero) and is renamed only once its size and sha256 match the
+manifest, so an interrupted pull never leaves a file that looks complete.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import http.client
+import json
+import os
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, Protocol
+
+from rocbuild.errors import CacheUnavailable, ConfigError
+from rocbuild.model.resources import format_bytes
+from rocbuild.run.artifacts import Manifest, Progress, sha256_file
+from rocbuild.run.state import read_json, write_json_atomic
+
+INDEX = "index.json"
+INDEX_FORMAT = 1
+_CHUNK = 1 << 20
+HTTP_TIMEOUT = 60.0
+
+
+def manifest_path(component: str, key: str) -> str:
+    return f"{component}/{key}.json"
+
+
+def archive_path(component: str, key: str) -> str:
+    return f"{component}/{key}.tar.zst"
+
+
+class Store(Protocol):
+    location: str
+    writable: bool
+
+    def read_manifest(self, component: str, key: str) -> dict[str, Any] | None:
+        """The manifest document for ``key``, or None when the cache has no such artifact."""
+
+    def index(self) -> list[dict[str, Any]]:
+        """The index entries (one per artifact)."""
+
+    def open_archive(self, component: str, key: str, offset: int
+                      ) -> tuple[Iterator[bytes], int]:
+        """Chunks of the archive from ``offset`` and the offset they really start at (0 when
+        the source cannot seek)."""
+
+
+def pull_archive(store: Store, manifest: Manifest, dest: Path,
+                 progress: Progress | None = None) -> Path:
+    """Copy the archive of ``manifest`` to ``dest``, continuing ``dest.partial`` when an
+    earlier pull was interrupted; checked against the manifest's size and sha256 before it is
+    renamed. A file already at ``dest`` with the right sha256 is reused."""
+    total = manifest.archive_size
+    if dest.is_file() and sha256_file(dest) == manifest.archive_sha256:
+        return dest
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    partial = dest.with_name(dest.name + ".partial")
+    have = partial.stat().st_size if partial.is_file() else 0
+    if have >= total:  # nothing left to ask for: a whole copy that failed its check, start over
+        have = 0
+    chunks, start = store.open_archive(manifest.component, manifest.key, have)
+    with partial.open("r+b" if partial.exists() else "wb") as out:
+        out.seek(start)
+        out.truncate()
+        done = start
+        for chunk in chunks:
+            out.write(chunk)
+            done += len(chunk)
+            if progress:
+                progress(done, total)
+    if partial.stat().st_size != total or sha256_file(partial) != manifest.archive_sha256:
+        partial.unlink()
+        raise CacheUnavailable(f"{store.location}: the archive of {manifest.component} does not "
+                               "match its manifest (size or sha256); it was removed locally",
+                               tip="run the build again; if it repeats, push the component "
+                                   "to the cache again")
+    os.replace(partial, dest)
+    return dest
+
+
+class FolderStore:
+    """A cache in a folder; push writes the archive first and the manifest last (each by
+    rename), so a reader never sees a manifest whose archive is not complete."""
+
+    writable = True
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.location = str(root)
+
+    def read_manifest(self, component: str, key: str) -> dict[str, Any] | None:
+        path = self.root / manifest_path(component, key)
+        if not path.is_file():
+            return None
+        doc = read_json(path)
+        if doc is None:
+            raise CacheUnavailable(f"{path}: not a readable JSON manifest",
+                                   tip=f"remove {path} and push the component again")
+        return doc
+
+    def index(self) -> list[dict[str, Any]]:
+        doc = read_json(self.root / INDEX) or {}
+        entries = doc.get("artifacts", [])
+        return entries if isinstance(entries, list) else []
+
+    def open_archive(self, component: str, key: str, offset: int
+                      ) -> tuple[Iterator[bytes], int]:
+        path = self.root / archive_path(component, key)
+        if not path.is_file():
+            raise CacheUnavailable(f"{path} is missing (its manifest is there)",
+                                   tip=f"push {component} to the cache again")
+
+        def chunks() -> Iterator[bytes]:
+            with path.open("rb") as f:
+                f.seek(offset)
+                yield from iter(lambda: f.read(_CHUNK), b"")
+
+        return chunks(), offset
+
+    @contextlib.contextmanager
+    def _locked(self) -> Iterator[None]:
+        """Two pushes to one shared folder update the index one after the other."""
+        self.root.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.root / ".lock", os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)
+
+    def push(self, manifest: Manifest, archive: Path, progress: Progress | None = None) -> None:
+        folder = self.root / manifest.component
+        folder.mkdir(parents=True, exist_ok=True)
+        final = self.root / archive_path(manifest.component, manifest.key)
+        tmp = final.with_name(f".{final.name}.{os.getpid()}.tmp")
+        total, done = manifest.archive_size, 0
+        with archive.open("rb") as src, tmp.open("wb") as out:
+            for chunk in iter(lambda: src.read(_CHUNK), b""):
+                out.write(chunk)
+                done += len(chunk)
+                if progress:
+                    progress(done, total)
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(tmp, final)
+        write_json_atomic(self.root / manifest_path(manifest.component, manifest.key),
+                          manifest.to_json())
+        with self._locked():
+            entries = [e for e in self.index()
+                       if (e.get("component"), e.get("key")) != (manifest.component,
+                                                                  manifest.key)]
+            entries.append(index_entry(manifest))
+            entries.sort(key=lambda e: (str(e.get("component")), -float(e.get("created", 0))))
+            write_json_atomic(self.root / INDEX, {"rocbuild_cache": INDEX_FORMAT,
+                                                  "artifacts": entries})
+
+
+def index_entry(manifest: Manifest) -> dict[str, Any]:
+    return {"component": manifest.component, "key": manifest.key,
+            "targets": list(manifest.targets), "prefix": manifest.prefix,
+            "commit": manifest.commit, "size": manifest.size,
+            "archive_size": manifest.archive_size, "files": len(manifest.files),
+            "created": manifest.created, "rocbuild": manifest.rocbuild}
+
+
+class HttpStore:
+    """A read-only cache served over HTTP(S) by any static file server."""
+
+    writable = False
+
+    def __init__(self, url: str) -> None:
+        self.base = url.rstrip("/") + "/"
+        self.location = url
+
+    def _url(self, rel: str) -> str:
+        return urllib.parse.urljoin(self.base, urllib.parse.quote(rel))
+
+    def _get_json(self, rel: str) -> dict[str, Any] | None:
+        try:
+            with urllib.request.urlopen(self._url(rel), timeout=HTTP_TIMEOUT) as resp:
+                doc = json.loads(resp.read().decode("utf-8"))
+        except urllib.error.HTTPError as exc:
+            if exc.code == 404:
+                return None
+            raise CacheUnavailable(f"{self._url(rel)}: HTTP {exc.code} {exc.reason}") from None
+        except (urllib.error.URLError, OSError) as exc:
+            reason = getattr(exc, "reason", exc)
+            raise CacheUnavailable(f"cannot reach the cache {self.location}: {reason}",
+                                   tip="check the URL and the server, or build without "
+                                       "--cache") from None
+        except ValueError:
+            raise CacheUnavailable(f"{self._url(rel)}: not a JSON document") from None
+        return doc if isinstance(doc, dict) else None
+
+    def read_manifest(self, component: str, key: str) -> dict[str, Any] | None:
+        return self._get_json(manifest_path(component, key))
+
+    def index(self) -> list[dict[str, Any]]:
+        doc = self._get_json(INDEX) or {}
+        entries = doc.get("artifacts", [])
+        return entries if isinstance(entries, list) else []
+
+    def open_archive(self, component: str, key: str, offset: int
+                      ) -> tuple[Iterator[bytes], int]:
+        url = self._url(archive_path(component, key))
+        request = urllib.request.Request(url)
+        if offset:
+            request.add_header("Range", f"bytes={offset}-")
+        try:
+            resp = urllib.request.urlopen(request, timeout=HTTP_TIMEOUT)
+        except urllib.error.HTTPError as exc:
+            if exc.code == 416 and offset:  # the server has no such range: send it whole
+                return self.open_archive(component, key, 0)
+            raise CacheUnavailable(f"cannot download {url}: HTTP {exc.code} {exc.reason}",
+                                   tip="check the cache server, or build without --cache"
+                                   ) from None
+        except (urllib.error.URLError, OSError) as exc:
+            reason = getattr(exc, "reason", exc)
+            raise CacheUnavailable(f"cannot download {url}: {reason}",
+                                   tip="run the build again: the download continues") from None
+        start = offset if resp.status == 206 else 0  # 200: the server sent the whole file
+
+        def chunks() -> Iterator[bytes]:
+            with resp:
+                try:
+                    yield from iter(lambda: resp.read(_CHUNK), b"")
+                except (OSError, http.client.HTTPException) as exc:
+                    raise CacheUnavailable(
+                        f"the download of {url} broke off: {exc}",
+                        tip="run the build again: the download continues") from None
+
+        return chunks(), start
+
+
+def open_store(text: str) -> FolderStore | HttpStore:
+    """The store a --cache value names: http(s)://… or file://… or a folder path."""
+    parsed = urllib.parse.urlparse(text)
+    if parsed.scheme in ("http", "https"):
+        return HttpStore(text)
+    if parsed.scheme == "file":
+        return FolderStore(Path(urllib.parse.unquote(parsed.path)))
+    if parsed.scheme and len(parsed.scheme) > 1:
+        raise ConfigError(f"cache '{text}': only folders and http(s):// URLs are supported",
+                          tip="give a folder, a file:// URL or an http(s):// URL")
+    return FolderStore(Path(os.path.expanduser(text)).absolute())
+
+
+def writable_folder(text: str) -> FolderStore:
+    store = open_store(text)
+    if not isinstance(store, FolderStore):
+        raise ConfigError(f"cannot push to {text}: an HTTP cache is read-only",
+                          tip="push to the folder the server serves (--to DIR)")
+    return store
+
+
+class ProgressLine:
+    """Progress of one transfer as a line every few seconds (and at the end): a few GiB move
+    through here, and the user should see that it moves."""
+
+    def __init__(self, say: Any, what: str, every: float = 2.0) -> None:
+        self.say, self.what, self.every = say, what, every
+        self._last = 0.0
+
+    def __call__(self, done: int, total: int) -> None:
+        now = time.monotonic()
+        if done < total and now - self._last < self.every:
+            return
+        self._last = now
+        share = f" ({100 * done // total}%)" if total else ""
+        self.say(f"  {self.what}: {fmt_size(done)} of {fmt_size(total)}{share}")
+
+
+def fmt_size(n: float) -> str:
+    return format_bytes(n)
+

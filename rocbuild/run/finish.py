@@ -1,0 +1,106 @@
+"""After the last install: environment files, build-info, and verify as the build's last step.
+
+A build counts as complete only when every component of the stack is installed and current
+and ``verify`` found code for every target (or the user said ``--no-verify``); only then does
+build-info say ``complete``, which ``rocbuild activate`` requires.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from rich.console import Console
+
+from rocbuild.checks.verify import VerifyReport, verify_prefix
+from rocbuild.model.graph import Stack
+from rocbuild.model.steps import steps_of
+from rocbuild.prefix import buildinfo, envfiles
+from rocbuild.run.build import BuildContext
+from rocbuild.run.state import write_json_atomic
+from rocbuild.run.status import verify_record_path
+from rocbuild.run.uptodate import Rule
+
+# shows a verify report (the CLI's, cmd_verify.print_report): finish decides, never draws it
+VerifyPrinter = Callable[[VerifyReport, Console], None]
+
+
+def _complete_stack(ctx: BuildContext, whole: Stack) -> Stack | None:
+    """The stack's whole default set (``whole``, loaded when the run began) when every step
+    of it is current (this run may have built only a part; earlier runs the rest), else
+    None."""
+    rule = Rule(whole, ctx.state)
+    current = all(rule.is_current(c, step) for c in whole.selected() for step in steps_of(c))
+    return whole if current else None
+
+
+def _build_info(ctx: BuildContext, stack: Stack, started: str) -> buildinfo.BuildInfo:
+    commits = {c.name: (ctx.state.read_stamp(c.name, "fetch") or {}).get("commit")
+               for c in stack.selected() if c.owns_checkout}
+    return buildinfo.new_build_info(stack, commits={k: v for k, v in commits.items() if v},
+                                    started=started)
+
+
+def record_verify(ctx: BuildContext, ok: bool, seconds: float, summary: str) -> None:
+    """The verify's outcome for `rocbuild status` (a failed verify is a failed row there)."""
+    write_json_atomic(verify_record_path(ctx.stack.workdir),
+                      {"prefix": str(ctx.stack.prefix), "ok": ok, "when": time.time(),
+                       "seconds": round(seconds, 1), "summary": "" if ok else summary})
+
+
+def finish(ctx: BuildContext, out: Console, whole: Stack, print_report: VerifyPrinter, *,
+           verify: bool, started: str) -> bool:
+    """Write env files and build-info; run verify when the whole stack is built. Returns
+    False when verify found a problem (missing code or linkage; the build then exits 4)."""
+    prefix = ctx.stack.prefix
+    written = envfiles.write_env_files(envfiles.spec_for(ctx.stack))
+    out.print(f"environment: source {written[0]}", soft_wrap=True)
+    complete = _complete_stack(ctx, whole)
+    if complete is None:
+        buildinfo.write_build_info(prefix, _build_info(ctx, ctx.stack, started))
+        out.print("build-info: part of the stack is built; run `rocbuild build` for the rest")
+        return True
+    info = _build_info(ctx, complete, started)  # the record names every component
+    previous = buildinfo.read_build_info_lenient(prefix, ctx.output.say)
+    nothing_ran = all(o.result == "current" for o in ctx.outcomes)
+    if (nothing_ran and previous is not None and previous.complete and previous.verified
+            and previous.recipe_fingerprint == info.recipe_fingerprint):
+        out.print("verify: passed before for these recipes and nothing was rebuilt")
+        return True
+    if not verify:
+        verify_record_path(ctx.stack.workdir).unlink(missing_ok=True)  # no verify to report
+        buildinfo.write_build_info(prefix, info.finish(verified=False))
+        out.print("[yellow]verify skipped (--no-verify)[/]: the prefix is complete but unproven")
+        return True
+    started_verify = time.monotonic()
+    report = verify_prefix(prefix, complete.targets, linkage_exempt=_runpath_opt_outs(complete))
+    print_report(report, out)
+    record_verify(ctx, report.ok, time.monotonic() - started_verify,
+                  f"lacks code for {', '.join(str(t) for t in complete.targets)} "
+                  "(`rocbuild verify` lists the files); the prefix is not complete")
+    buildinfo.write_build_info(prefix, info.finish(verified=True) if report.ok else info)
+    if not report.ok:
+        what = []
+        if not report.code_ok:
+            what.append(f"lacks code for {', '.join(str(t) for t in complete.targets)}")
+        if report.linkage is not None and not report.linkage.ok:
+            what.append("has installed files that do not find their libraries with a bare "
+                        "environment (see the linkage table)")
+        out.print(f"[bold red]verify failed[/]: the stack is built but {' and '.join(what)}; "
+                  "the prefix is not marked complete, so `rocbuild activate` refuses it")
+    return report.ok
+
+
+def _runpath_opt_outs(stack: Stack) -> dict[Path, str]:
+    """Installed files of recipes that opted out of the RUNPATH, with their reason: verify
+    shows them, and does not fail on them."""
+    exempt: dict[Path, str] = {}
+    for comp in stack.selected():
+        manifest = comp.build_dir / "install_manifest.txt"
+        if comp.recipe.runpath or not manifest.is_file():
+            continue
+        for line in manifest.read_text().splitlines():
+            if line:
+                exempt[Path(line)] = f"{comp.name}: {comp.recipe.runpath_reason}"
+    return exempt

@@ -1,0 +1,109 @@
+"""Checks made before any long step: each refusal here costs seconds, not the night.
+
+Free disk for the workdir and the prefix against the recipes' estimates, a prefix this user
+can write (rocbuild never runs sudo or chown itself: it prints the command to run once), the
+tools the recipes need, every source available when --offline, and every patch series that
+can already be checked. All problems are reported together, each with its fix.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from rocbuild.checks import hostreqs
+from rocbuild.errors import BuildFailed, PreflightError
+from rocbuild.model import cost, launchers
+from rocbuild.model.resources import format_gib
+from rocbuild.model.steps import step_env, steps_of
+from rocbuild.run import actions, cache_install, sources
+from rocbuild.run.build import BuildContext
+
+
+@dataclass(frozen=True)
+class Problem:
+    what: str
+    fix: str
+
+
+def disk_needed(ctx: BuildContext) -> cost.DiskNeed:
+    pending = [c.name for c in cost.pending_components(ctx.stack, ctx.is_current)]
+    return cost.disk_needed(ctx.stack, pending)
+
+
+def check_disk(ctx: BuildContext) -> list[Problem]:
+    need = disk_needed(ctx)
+    problems = []
+    for where, bytes_needed in ((ctx.stack.workdir, need.workdir),
+                                (ctx.stack.prefix, need.prefix)):
+        base = hostreqs.nearest_existing(where)
+        free = hostreqs.free_space(where)[1]
+        if bytes_needed > free:
+            problems.append(Problem(
+                f"{where}: {format_gib(free)} free, the pending components need about "
+                f"{format_gib(bytes_needed)} (recipes' [resources] disk estimates)",
+                f"free space on {base}'s filesystem, or use --workdir/--prefix on a larger "
+                "one"))
+    return problems
+
+
+def host_findings(ctx: BuildContext) -> list[hostreqs.Finding]:
+    """The prefix, the tools and every system package, exactly as `doctor` checks them."""
+    selected = ctx.stack.selected()
+    env = step_env(ctx.stack, selected[0]) if selected else dict(os.environ)
+    probe = hostreqs.Probe(path=env.get("PATH", os.defpath), env=env)
+    user = os.environ.get("USER") or "$USER"
+    return hostreqs.host_findings(hostreqs.requirements(ctx.stack), probe, ctx.stack.prefix,
+                                  user)
+
+
+def check_offline_sources(ctx: BuildContext) -> list[Problem]:
+    problems = []
+    for comp in ctx.stack.selected():
+        if (not comp.owns_checkout or ctx.is_current(comp, "fetch")
+                or cache_install.is_served(ctx, comp.name)):  # --cache installs it
+            continue
+        assert comp.fetch_url is not None and comp.ref is not None
+        cache = sources.cache_dir(ctx.stack.workdir / "cache" / "git", comp.fetch_url)
+        if not (cache / "HEAD").is_file() or sources.cached_commit(cache, comp.ref) is None:
+            problems.append(Problem(f"{comp.name}: {comp.ref} of {comp.fetch_url} is not in the "
+                                    "source cache and --offline forbids downloading it",
+                                    "run once without --offline, or give a --mirror that has it"))
+    return problems
+
+
+def check_patches(ctx: BuildContext) -> list[Problem]:
+    problems = []
+    for comp in ctx.stack.selected():
+        if comp.owns_checkout and "patch" in steps_of(comp) and ctx.is_current(comp, "fetch"):
+            try:
+                actions.check_patches(ctx, comp)
+            except BuildFailed as exc:
+                problems.append(Problem(str(exc), exc.tip or "refresh the patch"))
+    return problems
+
+
+def run(ctx: BuildContext) -> None:
+    """Raise PreflightError listing every problem found; print one line when all is well."""
+    found = host_findings(ctx)
+    problems = [Problem(f.what, f.fix) for f in found if f.level == hostreqs.FAIL]
+    problems += [*check_disk(ctx), *check_patches(ctx),
+                 *(Problem(what, fix) for what, fix in
+                   launchers.preflight_problems(ctx.stack.launch, ctx.output.say))]
+    if ctx.offline:
+        problems += check_offline_sources(ctx)
+    if problems:
+        lines = [f"  - {p.what}\n    fix: {p.fix}" for p in problems]
+        install = hostreqs.one_install_line(found)
+        if install and sum(p.fix.startswith(hostreqs.APT_INSTALL) for p in problems) > 1:
+            lines.append(f"  all the packages at once: {install}")
+        raise PreflightError(
+            f"preflight found {len(problems)} problem{'s' if len(problems) > 1 else ''}; "
+            "nothing was built:\n" + "\n".join(lines),
+            tip="fix these, then run the same command again")
+    for f in found:
+        if f.level == hostreqs.WARN:
+            ctx.output.say(f"preflight: warning: {f.what}; {f.fix}")
+    need = disk_needed(ctx)
+    ctx.output.say(f"preflight: ok (prefix writable, tools and system packages found, about "
+                   f"{format_gib(need.workdir)} of build space needed)")

@@ -1,0 +1,253 @@
+"""Fetch a component's pinned ref with gitpython: shallow, cached, mirrored, never half-done.
+
+Each repository has a bare cache in ``<workdir>/cache/git/`` that keeps every fetched ref, so a
+clean rebuild (or ``--offline``) does not download again. The checkout is assembled in a
+``.partial`` folder from the cache and renamed into place only when complete, so a run killed
+mid-clone never leaves a checkout that the next run would trust.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import git
+
+from rocbuild.errors import BuildFailed
+from rocbuild.model.gitcache import cache_dir, cache_ref, insteadof_args
+from rocbuild.run import patches
+
+_SHA_RE = re.compile(r"^[0-9a-f]{40}$")
+# Failures worth another try: the network or the server, not a wrong ref.
+_TRANSIENT = re.compile(r"(could not resolve host|connection (timed out|reset|refused)|"
+                        r"early eof|the remote end hung up|operation timed out|"
+                        r"temporary failure|unable to access|RPC failed|TLS|gnutls|SSL)", re.I)
+
+Logger = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class FetchRequest:
+    name: str
+    url: str  # after mirror rules
+    ref: str
+    submodules: bool
+    checkout_dir: Path
+    cache_root: Path
+    mirror: tuple[tuple[str, str], ...] = ()
+    offline: bool = False
+    attempts: int = 3
+    retry_delay: float = 2.0
+    # what the last fetch and patch left, to tell the user's own work in the old checkout
+    previous_commit: str | None = None
+    applied: dict[str, Any] | None = None
+    save_root: Path | None = None
+
+
+def _git_env() -> dict[str, str]:
+    # never wait for a password prompt at 3 a.m.; fail and say so instead
+    return {"GIT_TERMINAL_PROMPT": "0", "GIT_ASKPASS": "true"}
+
+
+class GitFailed(BuildFailed):
+    """A git command failed; the message keeps git's own lines that name the cause."""
+
+    def __init__(self, args: Sequence[str], where: Path, stderr: str) -> None:
+        self.stderr = stderr
+        cause = git_cause(stderr)
+        tip = None
+        if "safe.directory" in stderr:
+            tip = (f"git refuses a folder owned by another user: run the `git config --global "
+                   f"--add safe.directory` line above (or chown {where}), then build again")
+        super().__init__(f"git {args[0] if args else ''} failed in {where}:\n{cause}", tip=tip)
+
+
+def git_cause(stderr: str, limit: int = 12) -> str:
+    """git's lines that say what went wrong, not only the last one: "fatal: ... does not
+    appear to be a git repository" comes before "Please make sure you have the correct access
+    rights", and the dubious-ownership fix is on the lines after its "fatal:"."""
+    lines = [line.rstrip() for line in stderr.splitlines() if line.strip()]
+    lines = [line for line in lines if not line.startswith(("remote: Counting",
+                                                           "remote: Compressing"))]
+    return "\n".join(f"  {line.strip()}" for line in lines[:limit]) or "  (git printed nothing)"
+
+
+def _run(repo_dir: Path, args: Sequence[str], log: Logger) -> str:
+    log(f"$ git -C {repo_dir} {' '.join(args)}")
+    try:
+        _status, out, err = git.Git(str(repo_dir)).execute(
+            ["git", *args], with_extended_output=True, env=_git_env())
+    except git.GitCommandError as exc:
+        for text in (exc.stdout, exc.stderr):
+            if text:
+                log(str(text).strip())
+        raise GitFailed(args, repo_dir, str(exc.stderr or exc)) from None
+    for text in (out, err):
+        if text:
+            log(str(text).strip())
+    return str(out)
+
+
+def _ensure_cache(cache: Path, log: Logger) -> None:
+    if not (cache / "HEAD").is_file():
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        git.Repo.init(str(cache), bare=True)
+        log(f"created cache {cache}")
+    # the checkout fetches a commit by id from the cache
+    with git.Repo(str(cache)).config_writer() as cw:
+        cw.set_value("uploadpack", "allowAnySHA1InWant", "true")
+
+
+def cached_commit(cache: Path, ref: str) -> str | None:
+    try:
+        return git.Repo(str(cache)).git.rev_parse("--verify", "-q", cache_ref(ref) + "^{commit}")
+    except git.GitCommandError:
+        return None
+
+
+def _is_tag_or_commit(cache: Path, ref: str) -> bool:
+    """Tags and commit ids do not move, so a cached copy is final; branches are fetched again."""
+    if _SHA_RE.match(ref):
+        return True
+    try:
+        kind = git.Repo(str(cache)).git.config("--get", f"rocbuild.{cache_ref(ref)[-16:]}.kind")
+    except git.GitCommandError:
+        return False
+    return kind == "tag"
+
+
+def fetch_into_cache(req: FetchRequest, log: Logger) -> str:
+    """The commit ``req.ref`` names, fetched into the cache unless it is already there."""
+    cache = cache_dir(req.cache_root, req.url)
+    _ensure_cache(cache, log)
+    cached = cached_commit(cache, req.ref)
+    if cached and (req.offline or _is_tag_or_commit(cache, req.ref)):
+        log(f"{req.ref} is cached as {cached}; no download")
+        return cached
+    if req.offline:
+        raise BuildFailed(f"{req.name}: {req.ref} from {req.url} is not in the cache and "
+                          "--offline forbids downloading it",
+                          tip="run once without --offline, or add a --mirror that has it")
+    last_error, attempts = "", 0
+    while attempts < req.attempts:
+        attempts += 1
+        try:
+            _run(cache, ["fetch", "--depth", "1", "--no-tags", "--", req.url, req.ref], log)
+            last_error = ""
+            break
+        except GitFailed as exc:
+            last_error = exc.stderr.strip()
+            transient = bool(_TRANSIENT.search(last_error))
+            if cached and transient:
+                log(f"network failed; using the cached {req.ref} = {cached} (may be stale)")
+                return cached
+            if not transient or attempts == req.attempts:
+                break
+            log(f"attempt {attempts} failed; retrying in {req.retry_delay * attempts:.0f}s")
+            time.sleep(req.retry_delay * attempts)
+    if last_error:
+        transient = bool(_TRANSIENT.search(last_error))
+        hint = ("check the network or add a --mirror" if transient
+                else f"check that '{req.ref}' exists in {req.url} (tag, branch or full commit)")
+        tries = f" after {attempts} attempts" if attempts > 1 else ""
+        raise BuildFailed(f"{req.name}: cannot fetch {req.ref} from {req.url}{tries}:\n"
+                          f"{git_cause(last_error)}", tip=hint)
+    repo = git.Repo(str(cache))
+    commit = repo.git.rev_parse("FETCH_HEAD^{commit}")
+    head_line = (cache / "FETCH_HEAD").read_text().splitlines()[0]
+    kind = "tag" if "\ttag '" in head_line or _SHA_RE.match(req.ref) else "branch"
+    repo.git.update_ref(cache_ref(req.ref), commit)
+    repo.git.config(f"rocbuild.{cache_ref(req.ref)[-16:]}.kind", kind)
+    return commit
+
+
+def checkout_commit(checkout: Path) -> str | None:
+    if not (checkout / ".git").exists():
+        return None
+    try:
+        return git.Repo(str(checkout)).head.commit.hexsha
+    except (git.InvalidGitRepositoryError, ValueError, git.GitCommandError):
+        return None
+
+
+CHECKOUT_ID_FILE = "rocbuild-checkout-id"
+
+
+def checkout_id(checkout: Path) -> str | None:
+    """A token written when a checkout is created: the patch step and everything built from
+    the tree depend on it, so a fresh checkout (new files, new times) is patched and built
+    again, while reusing the same checkout changes nothing."""
+    try:
+        return (checkout / ".git" / CHECKOUT_ID_FILE).read_text().strip() or None
+    except OSError:
+        return None
+
+
+def _new_checkout_id(checkout: Path) -> str:
+    token = uuid.uuid4().hex
+    (checkout / ".git" / CHECKOUT_ID_FILE).write_text(token + "\n")
+    return token
+
+
+@dataclass(frozen=True)
+class FetchResult:
+    commit: str
+    checkout_id: str
+    saved: Path | None = None  # where an old checkout with the user's work was moved
+
+
+def _holds_user_work(req: FetchRequest) -> bool:
+    """The checkout about to be replaced has commits or edits of the user's: its HEAD moved
+    away from what rocbuild checked out, or files differ from what the patches made."""
+    head = checkout_commit(req.checkout_dir)
+    if head is None:
+        return False
+    if req.previous_commit is not None and head != req.previous_commit:
+        return True
+    return bool(patches.user_edits(req.checkout_dir, req.applied))
+
+
+def fetch(req: FetchRequest, log: Logger) -> FetchResult:
+    """Make ``req.checkout_dir`` a checkout of the pinned ref."""
+    commit = fetch_into_cache(req, log)
+    partial = req.checkout_dir.with_name(req.checkout_dir.name + ".partial")
+    if partial.exists():
+        shutil.rmtree(partial)  # left by a run that was killed while checking out
+    if checkout_commit(req.checkout_dir) == commit:
+        log(f"{req.checkout_dir} already at {commit}")
+        return FetchResult(commit, checkout_id(req.checkout_dir)
+                           or _new_checkout_id(req.checkout_dir))
+    cache = cache_dir(req.cache_root, req.url)
+    partial.mkdir(parents=True)
+    git.Repo.init(str(partial))
+    _run(partial, ["fetch", "--depth", "1", "--no-tags", "--", cache.as_uri(), commit], log)
+    _run(partial, ["checkout", "-q", "--detach", "FETCH_HEAD"], log)
+    if req.submodules:
+        _run(partial, [*insteadof_args(req.mirror), "submodule", "update", "--init",
+                       "--recursive", "--depth", "1"], log)
+    token = _new_checkout_id(partial)
+    saved = None
+    if req.checkout_dir.exists():  # an older ref: replace the source, never a build tree
+        old = req.checkout_dir.with_name(req.checkout_dir.name + ".old")
+        if old.exists():
+            shutil.rmtree(old)
+        keep = req.save_root is not None and _holds_user_work(req)
+        req.checkout_dir.rename(old)
+        partial.rename(req.checkout_dir)
+        if keep and req.save_root is not None:
+            saved = req.save_root / f"checkout-{time.strftime('%Y%m%d-%H%M%S')}"
+            saved.parent.mkdir(parents=True, exist_ok=True)
+            old.rename(saved)
+            log(f"the old checkout holds commits or edits of yours: moved to {saved}")
+        else:
+            shutil.rmtree(old)
+    else:
+        partial.rename(req.checkout_dir)
+    log(f"checked out {commit} in {req.checkout_dir}")
+    return FetchResult(commit, token, saved)

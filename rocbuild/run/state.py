@@ -1,0 +1,202 @@
+"""What is built: per-step stamps (atomic JSON), the run lock, and doit's crash-safe DB.
+
+A stamp is written only after its step succeeded, by temp file + rename, so a SIGKILL or an
+OOM kill of rocbuild never leaves a half-written one; a step is current when its stamp holds
+the fingerprint the step would have now. doit's own DB is written only when a run ends
+(reference/doit-notes.md A3), so nothing here relies on it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import sqlite3
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from doit.dependency import DatabaseException, SqliteDB
+
+from rocbuild.errors import BusyError
+from rocbuild.files import read_json, write_json_atomic, write_text_atomic  # noqa: F401
+
+
+@dataclass(frozen=True)
+class StateDir:
+    """``<workdir>/state``: stamps, failures, the lock and doit's DB."""
+
+    workdir: Path
+
+    @property
+    def root(self) -> Path:
+        return self.workdir / "state"
+
+    def stamp_path(self, component: str, step: str) -> Path:
+        return self.root / "stamps" / component / f"{step}.json"
+
+    def read_stamp(self, component: str, step: str) -> dict[str, Any] | None:
+        return read_json(self.stamp_path(component, step))
+
+    def write_stamp(self, component: str, step: str, fingerprint: str, **extra: Any) -> None:
+        doc = {"fingerprint": fingerprint, "finished": time.time(), **extra}
+        write_json_atomic(self.stamp_path(component, step), doc)
+        with contextlib.suppress(FileNotFoundError):
+            self.failure_path(component).unlink()
+
+    def stamp_matches(self, component: str, step: str, fingerprint: str) -> bool:
+        stamp = self.read_stamp(component, step)
+        return stamp is not None and stamp.get("fingerprint") == fingerprint
+
+    def failure_path(self, component: str) -> Path:
+        return self.root / "failures" / f"{component}.json"
+
+    def record_failure(self, component: str, step: str, **details: Any) -> None:
+        write_json_atomic(self.failure_path(component),
+                          {"step": step, "when": time.time(), **details})
+
+    def read_failure(self, component: str) -> dict[str, Any] | None:
+        return read_json(self.failure_path(component))
+
+    @property
+    def running_dir(self) -> Path:
+        return self.root / "running"
+
+    @property
+    def doit_db(self) -> Path:
+        return self.root / "doit.sqlite"
+
+    @contextlib.contextmanager
+    def lock(self) -> Iterator[None]:
+        """Hold ``<workdir>/state/lock`` for a run. A second build on the same workdir gets a
+        BusyError naming the pid that holds it. The kernel drops the lock when the holder
+        dies, even by SIGKILL, so a stale lock never blocks the morning rerun."""
+        self.root.mkdir(parents=True, exist_ok=True)
+        path = self.root / "lock"
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                holder = os.pread(fd, 64, 0).decode(errors="replace").strip() or "another process"
+                raise BusyError(
+                    f"another rocbuild run (pid {holder}) is using the workdir {self.workdir}",
+                    tip="wait for it to finish (see `rocbuild status`), or use another --workdir",
+                ) from None
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, str(os.getpid()).encode(), 0)
+            yield
+        finally:
+            os.close(fd)  # closing releases the flock
+
+
+def _flock_holder(path: Path) -> str | None:
+    """Which process holds a flock on ``path``, from /proc/locks (nothing is written to the
+    locked folder, so this is how a second run learns who is installing)."""
+    try:
+        inode = path.stat().st_ino
+        locks = Path("/proc/locks").read_text()
+    except OSError:
+        return None
+    for line in locks.splitlines():
+        fields = line.split()
+        if len(fields) >= 6 and fields[1] == "FLOCK" and fields[5].endswith(f":{inode}"):
+            pid = fields[4]
+            try:
+                cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ")
+            except OSError:
+                return f"pid {pid}"
+            return f"pid {pid}: {cmdline.decode(errors='replace').strip()}"
+    return None
+
+
+@contextlib.contextmanager
+def prefix_lock(prefix: Path) -> Iterator[bool]:
+    """Hold a lock on the install prefix for a run, so two runs from different workdirs never
+    install into one prefix at once. The lock is a flock on the prefix folder itself: nothing
+    is written into a prefix the user may not have approved yet. Yields False (no lock) when
+    the prefix cannot be created; preflight then refuses the run with the fix."""
+    try:
+        prefix.mkdir(parents=True, exist_ok=True)
+        fd = os.open(prefix, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError:
+        yield False
+        return
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = _flock_holder(prefix) or "another process"
+            raise BusyError(f"another rocbuild run ({holder}) is installing into {prefix}",
+                            tip="wait for it to finish and run the same command again, or "
+                                "use another --prefix") from None
+        yield True
+    finally:
+        os.close(fd)
+
+
+def set_aside_corrupt_db(path: Path) -> Path:
+    """Move an unreadable DB (and its WAL files) to ``<name>.corrupt-<time>``."""
+    aside = path.with_name(f"{path.name}.corrupt-{int(time.time())}")
+    for suffix in ("", "-wal", "-shm"):
+        with contextlib.suppress(FileNotFoundError):
+            os.replace(f"{path}{suffix}", f"{aside}{suffix}")
+    return aside
+
+
+class DurableSqliteDB(SqliteDB):
+    """doit's sqlite3 backend in WAL mode, committed after every task, so doit's record of a
+    finished task survives a SIGKILL too (doit-notes A3.4; relies on doit 0.37 writing
+    'deps:' last in save_success, hence the pin)."""
+
+    desc = "sqlite3, committed after every task"
+
+    def _sqlite3(self, name: str) -> Any:
+        Path(name).parent.mkdir(parents=True, exist_ok=True)  # a fresh workdir has no state/
+        try:
+            return self._open_checked(name)
+        except (DatabaseException, sqlite3.DatabaseError) as exc:
+            # stamps are the truth (DESIGN 3.3): a garbage DB is set aside and started afresh
+            aside = set_aside_corrupt_db(Path(name))
+            sys.stderr.write(f"rocbuild: doit's DB {name} was unreadable ({exc}); moved it to "
+                             f"{aside} and started a new one (rocbuild's stamps keep what is "
+                             "built)\n")
+            return self._open_checked(name)
+
+    def _open_checked(self, name: str) -> Any:
+        conn = super()._sqlite3(name)
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("PRAGMA busy_timeout=10000")
+        conn.execute("select count(*) from doit").fetchone()  # a damaged page shows here
+        return conn
+
+    def _flush(self, task_id: str) -> None:
+        try:
+            if task_id in self._cache:
+                self._conn.execute("insert or replace into doit values (?,?)",
+                                   (task_id, self.codec.encode(self._cache[task_id])))
+            self._conn.commit()
+        except sqlite3.OperationalError as exc:  # a full disk: the stamp is the record
+            sys.stderr.write(f"rocbuild: cannot save doit's record of {task_id} ({exc}); "
+                             "rocbuild's stamps still hold it\n")
+            return
+        self._dirty.discard(task_id)
+
+    def set(self, task_id: str, dependency: str, value: Any) -> None:
+        super().set(task_id, dependency, value)
+        if dependency in ("deps:", "ignore:"):
+            self._flush(task_id)
+
+    def dump(self) -> None:
+        try:
+            super().dump()
+        except sqlite3.OperationalError as exc:  # a full disk at the end of a run
+            sys.stderr.write(f"rocbuild: cannot save doit's DB ({exc}); rocbuild's stamps "
+                             "still hold what is built\n")
+
+    def remove(self, task_id: str) -> None:
+        super().remove(task_id)
+        self._conn.commit()
