@@ -141,6 +141,7 @@ class BuildContext:
     _held: dict[str, int] = field(default_factory=dict)
     _held_lock: threading.Lock = field(default_factory=threading.Lock)
     cache_choices: dict[str, Any] | None = None  # what --cache serves (cache_install.served)
+    _children: proc.ChildRegistry | None = field(default=None, repr=False)
 
     def _take_jobs(self, name: str, wanted: int) -> int:
         """Jobs for a compile step that starts while others run: what the host affords now
@@ -184,7 +185,10 @@ class BuildContext:
         return StateDir(self.stack.workdir)
 
     def registry(self) -> proc.ChildRegistry:
-        return proc.ChildRegistry(self.state.running_dir)
+        """The run's children: one registry per context, so an interrupt kills them all."""
+        if self._children is None:
+            self._children = proc.ChildRegistry(self.state.running_dir)
+        return self._children
 
     def component(self, name: str) -> Component:
         return self.stack.components[name]
@@ -282,7 +286,7 @@ class BuildContext:
             mirror=self.settings.mirror, offline=self.offline,
             previous_commit=before.get("commit"), applied=patched.get("applied"),
             save_root=self.saved_dir(comp))
-        fetched = sources.fetch(req, self._logger(log))
+        fetched = sources.fetch(req, self._logger(log), registry=self.registry())
         outcome.record.update(commit=fetched.commit, checkout_id=fetched.checkout_id)
         if fetched.saved is not None:
             outcome.warnings.append(f"the old checkout held edits or commits of yours; it was "
@@ -298,7 +302,7 @@ class BuildContext:
         applied, saved = patches.apply_series(
             comp.name, comp.checkout_dir, fetched["commit"], [p.path for p in comp.patches],
             self._logger(log), applied_before=before.get("applied"),
-            save_root=self.saved_dir(comp))
+            save_root=self.saved_dir(comp), registry=self.registry())
         outcome.record["applied"] = applied
         if saved is not None:
             outcome.warnings.append(f"your edits in {comp.checkout_dir} were saved to {saved} "

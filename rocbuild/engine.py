@@ -20,7 +20,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from rocbuild import buildinfo, finish, launchers, optcheck, preflight, proc
+from rocbuild import buildinfo, finish, launchers, optcheck, preflight
 from rocbuild.build import BuildContext, StepOutcome
 from rocbuild.diagnose import diagnose
 from rocbuild.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_STEP_FAILED, EXIT_VERIFY_FAILED
@@ -103,7 +103,7 @@ def run_doit(ctx: BuildContext, task_names: Sequence[str], *, parallel: int = 1,
         return DoitMain(ModuleTaskLoader(namespace), config_filenames=(),
                         extra_config=BACKENDS).run(argv)
     except KeyboardInterrupt:
-        proc.kill_all_live()  # worker threads may still own children in their own sessions
+        ctx.registry().kill_all()  # worker threads may still own children in their own sessions
         raise
     finally:
         signal.signal(signal.SIGTERM, old)

@@ -1,9 +1,13 @@
-"""Run one argv: stream its output to a log file, keep only a tail, kill its process group.
+"""The one way rocbuild runs a program: ``run_logged`` for steps and git, ``run_capture`` for
+quick probes (version checks, ``git status``).
 
-Children start in their own session (so a Ctrl-C aimed at rocbuild reaches them only through
-us, and we can kill the whole group), with stdin closed. Each live child is registered in
-memory and in ``<workdir>/state/running/<pid>.json``, so a later run can end the leftovers of a
-rocbuild that was SIGKILLed (their parent died, nothing else would stop a silent link step).
+Both start the child in its own session (so a Ctrl-C aimed at rocbuild reaches it only through
+us, and we can kill the whole group), with stdin closed, and end it the same way on interrupt
+or timeout: SIGTERM to the group, a grace period, then SIGKILL (nox's habit). When a
+``ChildRegistry`` is given (the run owns one), each live child is kept in it, in memory (so an
+interrupted run kills every child, whatever thread started it) and in
+``<workdir>/state/running/<pid>.json``, so a later run can end the leftovers of a rocbuild that
+was SIGKILLed (their parent died, nothing else would stop a silent link step or a hung fetch).
 """
 
 from __future__ import annotations
@@ -20,13 +24,13 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import psutil
 
 LineSink = Callable[[str], None]
 
-_LIVE: set[subprocess.Popen[bytes]] = set()
-_LIVE_LOCK = threading.Lock()
+Popen = subprocess.Popen[Any]
 
 
 @dataclass
@@ -37,6 +41,7 @@ class RunResult:
     seconds: float
     peak_rss: int = 0  # bytes, the largest sum of RSS over the process tree that was seen
     log: Path | None = None
+    timed_out: bool = False
 
     @property
     def signal(self) -> int | None:
@@ -54,12 +59,20 @@ class RunResult:
 
 @dataclass
 class ChildRegistry:
-    """Files naming the process groups this workdir's runs started, to clean up after a crash."""
+    """The children of one run: in memory, to kill them all when the run is interrupted, and
+    as files naming their process groups (when ``folder`` is set), to clean up after a crash.
+    The run (its BuildContext) owns one; nothing here is module-global."""
 
-    folder: Path
+    folder: Path | None
     _mine: set[int] = field(default_factory=set)
+    _live: dict[int, Popen] = field(default_factory=dict, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
-    def add(self, proc: subprocess.Popen[bytes], argv: Sequence[str]) -> None:
+    def add(self, proc: Popen, argv: Sequence[str]) -> None:
+        with self._lock:
+            self._live[proc.pid] = proc
+        if self.folder is None:
+            return
         self.folder.mkdir(parents=True, exist_ok=True)
         try:
             started = psutil.Process(proc.pid).create_time()
@@ -69,16 +82,31 @@ class ChildRegistry:
                "owner": os.getpid()}
         (self.folder / f"{proc.pid}.json").write_text(json.dumps(doc))
 
-    def remove(self, proc: subprocess.Popen[bytes]) -> None:
-        with contextlib.suppress(FileNotFoundError):
-            (self.folder / f"{proc.pid}.json").unlink()
+    def remove(self, proc: Popen) -> None:
+        with self._lock:
+            self._live.pop(proc.pid, None)
+        if self.folder is not None:
+            with contextlib.suppress(FileNotFoundError):
+                (self.folder / f"{proc.pid}.json").unlink()
+
+    def live(self) -> list[Popen]:
+        with self._lock:
+            return list(self._live.values())
+
+    def kill_all(self) -> None:
+        """Kill every child still running (the run was interrupted; worker threads may still
+        own children in their own sessions)."""
+        for proc in self.live():
+            kill_tree(proc)
 
     def reap_leftovers(self) -> list[str]:
         """Kill process groups left by a run whose rocbuild process is gone; returns what was
         killed, for the log. A recorded pid reused by an unrelated process is left alone
         (its create time differs)."""
-        killed = []
-        for file in sorted(self.folder.glob("*.json")) if self.folder.is_dir() else []:
+        killed: list[str] = []
+        if self.folder is None or not self.folder.is_dir():
+            return killed
+        for file in sorted(self.folder.glob("*.json")):
             try:
                 doc = json.loads(file.read_text())
             except (OSError, ValueError):
@@ -97,18 +125,27 @@ class ChildRegistry:
         return killed
 
 
-def kill_tree(proc: subprocess.Popen[bytes], grace: float = 5.0) -> None:
-    """SIGTERM the child's process group and any descendant that left it, then SIGKILL what
-    is still alive after ``grace`` seconds."""
+def _descendants(proc: Popen) -> list[psutil.Process]:
     try:
-        kids = psutil.Process(proc.pid).children(recursive=True)
+        return psutil.Process(proc.pid).children(recursive=True)
     except psutil.Error:
-        kids = []
+        return []
+
+
+def _signal_tree(proc: Popen, kids: Sequence[psutil.Process], signum: int) -> None:
+    """``signum`` to the child's process group and to any descendant that left it."""
     with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(proc.pid, signal.SIGTERM)
+        os.killpg(proc.pid, signum)
     for kid in kids:
         with contextlib.suppress(psutil.Error):
-            kid.terminate()
+            kid.send_signal(signum)
+
+
+def kill_tree(proc: Popen, grace: float = 5.0) -> None:
+    """SIGTERM the child's process group and any descendant that left it, then SIGKILL what
+    is still alive after ``grace`` seconds."""
+    kids = _descendants(proc)
+    _signal_tree(proc, kids, signal.SIGTERM)
     _, alive = psutil.wait_procs(kids, timeout=grace)
     for kid in alive:
         with contextlib.suppress(psutil.Error):
@@ -121,11 +158,12 @@ def kill_tree(proc: subprocess.Popen[bytes], grace: float = 5.0) -> None:
         proc.wait()
 
 
-def kill_all_live() -> None:
-    with _LIVE_LOCK:
-        procs = list(_LIVE)
-    for proc in procs:
-        kill_tree(proc)
+def _start(argv: Sequence[str], *, cwd: Path | None, env: Mapping[str, str] | None,
+           stdin: int, stderr: int, text: bool) -> Popen:
+    return subprocess.Popen(list(argv), cwd=cwd, env=dict(env) if env is not None else None,
+                            stdin=stdin, stdout=subprocess.PIPE, stderr=stderr,
+                            start_new_session=True, text=text,
+                            errors="replace" if text else None)
 
 
 class _PeakSampler(threading.Thread):
@@ -156,53 +194,144 @@ class _PeakSampler(threading.Thread):
         return self.peak
 
 
-def run_logged(argv: Sequence[str], *, log: Path, cwd: Path | None = None,
+class _Deadline(threading.Thread):
+    """Kills the child's group when ``timeout`` seconds pass before ``cancel``."""
+
+    def __init__(self, proc: Popen, timeout: float, grace: float) -> None:
+        super().__init__(daemon=True)
+        self.proc, self.timeout, self.grace = proc, timeout, grace
+        self.fired = False
+        self._done = threading.Event()
+
+    def run(self) -> None:
+        if not self._done.wait(self.timeout):
+            self.fired = True
+            kill_tree(self.proc, self.grace)
+
+    def cancel(self) -> None:
+        self._done.set()
+
+
+def run_logged(argv: Sequence[str], *, log: Path | None = None, cwd: Path | None = None,
                env: Mapping[str, str] | None = None, on_line: LineSink | None = None,
-               tail: int = 60, registry: ChildRegistry | None = None) -> RunResult:
+               tail: int = 60, registry: ChildRegistry | None = None,
+               echo: LineSink | None = None, timeout: float | None = None,
+               grace: float = 5.0) -> RunResult:
     """Run ``argv`` with output appended to ``log`` (one ``$ command`` header per run) and
-    passed line by line to ``on_line``. Memory stays small however long the log grows.
-    KeyboardInterrupt or SystemExit kills the whole process group, then propagates."""
+    passed line by line to ``on_line`` (the sink: a caller without a log file of its own
+    passes its logger here). Memory stays small however long the log grows. ``echo`` gets
+    ``+ command`` first (a plain console shows what runs). After ``timeout`` seconds the
+    group is killed and the result has ``timed_out``. KeyboardInterrupt or SystemExit kills
+    the whole process group, then propagates."""
     argv = [str(a) for a in argv]
-    log.parent.mkdir(parents=True, exist_ok=True)
+    if echo is not None:
+        echo(f"+ {shlex.join(argv)}")
     last: collections.deque[str] = collections.deque(maxlen=tail)
     started = time.monotonic()
-    with log.open("ab", buffering=0) as logf:
-        header = f"\n$ {shlex.join(argv)}\n" + (f"# in {cwd}\n" if cwd else "")
-        logf.write(header.encode())
+    with contextlib.ExitStack() as stack:
+        logf = None
+        if log is not None:
+            log.parent.mkdir(parents=True, exist_ok=True)
+            logf = stack.enter_context(log.open("ab", buffering=0))
+            header = f"\n$ {shlex.join(argv)}\n" + (f"# in {cwd}\n" if cwd else "")
+            logf.write(header.encode())
         try:
-            proc = subprocess.Popen(argv, cwd=cwd, env=dict(env) if env is not None else None,
-                                    stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                    stderr=subprocess.STDOUT, start_new_session=True)
+            proc = _start(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL,
+                          stderr=subprocess.STDOUT, text=False)
         except OSError as exc:
             message = f"cannot start {argv[0]}: {exc.strerror}"
-            logf.write((message + "\n").encode())
+            if logf is not None:
+                logf.write((message + "\n").encode())
+            if on_line is not None:
+                on_line(message)
             return RunResult(argv, 127, [message], 0.0, log=log)
-        with _LIVE_LOCK:
-            _LIVE.add(proc)
         if registry is not None:
             registry.add(proc, argv)
         sampler = _PeakSampler(proc.pid)
         sampler.start()
+        deadline = _Deadline(proc, timeout, grace) if timeout is not None else None
+        if deadline is not None:
+            deadline.start()
         try:
             assert proc.stdout is not None
             for raw in proc.stdout:
-                logf.write(raw)
+                if logf is not None:
+                    logf.write(raw)
                 line = raw.decode("utf-8", "replace").rstrip("\r\n")
                 last.append(line)
                 if on_line is not None:
                     on_line(line)
             returncode = proc.wait()
         except BaseException:
-            kill_tree(proc)
+            kill_tree(proc, grace)
             raise
         finally:
+            if deadline is not None:
+                deadline.cancel()
             peak = sampler.stop()
-            with _LIVE_LOCK:
-                _LIVE.discard(proc)
             if registry is not None:
                 registry.remove(proc)
             if proc.stdout is not None:
                 proc.stdout.close()
         seconds = time.monotonic() - started
-        logf.write(f"# exit {returncode} after {seconds:.1f}s\n".encode())
-    return RunResult(argv, returncode, list(last), seconds, peak, log)
+        if logf is not None:
+            logf.write(f"# exit {returncode} after {seconds:.1f}s\n".encode())
+    timed_out = deadline is not None and deadline.fired
+    return RunResult(argv, returncode, list(last), seconds, peak, log, timed_out)
+
+
+@dataclass(frozen=True)
+class Captured:
+    """What a quick probe printed. ``returncode`` is None when it timed out (killed)."""
+
+    returncode: int | None
+    stdout: str
+    stderr: str
+
+    @property
+    def ok(self) -> bool:
+        return self.returncode == 0
+
+    @property
+    def timed_out(self) -> bool:
+        return self.returncode is None
+
+
+def run_capture(argv: Sequence[str], *, timeout: float | None = 30.0, cwd: Path | None = None,
+                env: Mapping[str, str] | None = None, input: str | None = None,
+                merge_stderr: bool = False, registry: ChildRegistry | None = None,
+                echo: LineSink | None = None, grace: float = 5.0) -> Captured | None:
+    """Run a short command and keep its output in memory (version checks, ``git status``):
+    same session and kill rules as ``run_logged``. None when it cannot start. On timeout the
+    group gets SIGTERM, ``grace`` seconds to go (its output still read), then SIGKILL; the
+    result has returncode None and what it printed until then."""
+    argv = [str(a) for a in argv]
+    if echo is not None:
+        echo(f"+ {shlex.join(argv)}")
+    try:
+        proc = _start(argv, cwd=cwd, env=env,
+                      stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
+                      stderr=subprocess.STDOUT if merge_stderr else subprocess.PIPE, text=True)
+    except OSError:
+        return None
+    if registry is not None:
+        registry.add(proc, argv)
+    try:
+        try:
+            out, err = proc.communicate(input, timeout=timeout)
+            return Captured(proc.returncode, out or "", err or "")
+        except subprocess.TimeoutExpired:
+            kids = _descendants(proc)
+            _signal_tree(proc, kids, signal.SIGTERM)
+            try:
+                out, err = proc.communicate(timeout=grace)
+            except subprocess.TimeoutExpired:
+                _signal_tree(proc, _descendants(proc) or kids, signal.SIGKILL)
+                out, err = proc.communicate()
+            return Captured(None, out or "", err or "")
+    except BaseException:
+        kill_tree(proc, grace)
+        raise
+    finally:
+        if registry is not None:
+            registry.remove(proc)

@@ -10,20 +10,17 @@ machines, so only detection, the skip path and the commands are tested there.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import re
 import shlex
-import signal
-import subprocess
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rocbuild import gpu
+from rocbuild import gpu, proc
 from rocbuild.targets import TargetId
 
 KFD_DEVICE = Path("dev/kfd")
@@ -262,28 +259,11 @@ def _run(argv: Sequence[str], cwd: Path, env: Mapping[str, str],
     """(exit code or None on timeout, combined output). The child gets its own session so a
     timeout stops hipcc's clang children too. SIGTERM first and a long grace period: killing
     a GPU-busy process on gfx906 with SIGKILL has hung amdgpu (gfx906-facts.md 3.4)."""
-    try:
-        proc = subprocess.Popen(argv, cwd=cwd, env=dict(env), stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT, text=True, errors="replace",
-                                start_new_session=True)
-    except OSError as exc:
-        return 127, f"cannot run {argv[0]}: {exc.strerror or exc}"
-    try:
-        output, _ = proc.communicate(timeout=timeout)
-        return proc.returncode, output
-    except subprocess.TimeoutExpired:
-        _signal_group(proc.pid, signal.SIGTERM)
-        try:
-            output, _ = proc.communicate(timeout=120)
-        except subprocess.TimeoutExpired:
-            _signal_group(proc.pid, signal.SIGKILL)
-            output, _ = proc.communicate()
-        return None, output
-
-
-def _signal_group(pid: int, signum: int) -> None:
-    with contextlib.suppress(ProcessLookupError):  # it may have ended on its own meanwhile
-        os.killpg(pid, signum)
+    done = proc.run_capture(argv, timeout=timeout, cwd=cwd, env=env, merge_stderr=True,
+                            grace=120)
+    if done is None:
+        return 127, f"cannot run {argv[0]}: not found or not executable"
+    return done.returncode, done.stdout
 
 
 def run_test(test: SmokeTest, workdir: Path, env: Mapping[str, str],
