@@ -5,6 +5,7 @@ GIT_SSH_COMMAND is a script that never answers, as an unresponsive host would.""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -19,10 +20,11 @@ from tests.e2e.test_engine import cli_env, wait_for
 
 
 def _transport(script: Path) -> list[psutil.Process]:
-    """The processes of the hung ssh transport (its command line names ``script``)."""
+    """The live processes of the hung ssh transport (their command line names ``script``)."""
     found = []
-    for p in psutil.process_iter(["cmdline"]):
-        if any(str(script) in part for part in p.info["cmdline"] or []):
+    for p in psutil.process_iter(["cmdline", "status"]):
+        if p.info["status"] != psutil.STATUS_ZOMBIE and any(
+                str(script) in part for part in p.info["cmdline"] or []):
             found.append(p)
     return found
 
@@ -30,10 +32,8 @@ def _transport(script: Path) -> list[psutil.Process]:
 def _registered(running: Path) -> list[dict]:
     docs = []
     for file in running.glob("*.json") if running.is_dir() else []:
-        try:
+        with contextlib.suppress(OSError, ValueError):  # being written or removed right now
             docs.append(json.loads(file.read_text()))
-        except (OSError, ValueError):
-            pass  # being written or removed right now
     return docs
 
 
@@ -48,7 +48,19 @@ def test_sigterm_kills_a_hung_git_fetch_and_its_group(chain: Chain, tmp_path: Pa
     runner = subprocess.Popen([sys.executable, "-m", "rocbuild", "build", "--quiet",
                                "--no-verify"], env=env, cwd=tmp_path, stdout=subprocess.PIPE,
                               stderr=subprocess.STDOUT, text=True)
-    running = chain.workdir / "state" / "running"
+    try:
+        _interrupt_the_hung_fetch(runner, script, chain.workdir / "state" / "running")
+    finally:  # a failure must not leave the build (or the fetch) running after the test
+        if runner.poll() is None:
+            runner.kill()  # rocbuild only: it shares pytest's process group
+            runner.wait()
+        for p in _transport(script):  # they live in a session of their own
+            with contextlib.suppress(OSError):
+                os.killpg(os.getpgid(p.pid), signal.SIGKILL)
+
+
+def _interrupt_the_hung_fetch(runner: subprocess.Popen[str], script: Path,
+                              running: Path) -> None:
     wait_for(lambda: bool(_transport(script)) or runner.poll() is not None)
     assert runner.poll() is None, "the build ended before the fetch hung"
 
