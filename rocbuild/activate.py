@@ -12,6 +12,7 @@ directory at the link path (a packaged ROCm) is never replaced.
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import json
 import os
@@ -27,8 +28,9 @@ DEFAULT_LINK = Path("/opt/rocm")
 LINK_ENV = "ROCBUILD_LINK"  # the link path when --link is not given
 
 
-class ActivationError(RocbuildError):
-    """The switch itself failed (permissions, filesystem); the old link is untouched."""
+class ActivationError(ConfigError):
+    """The link may not be changed by this user; the old link is untouched. Bad input (exit
+    2), like any other path the user named that cannot be used: the fix is sudo or --link."""
 
 
 def temp_link_path(link: Path) -> Path:
@@ -169,10 +171,13 @@ def _switch(link: Path, target: Path, info: BuildInfo) -> Switch:
                 _write_state(link, current=target, previous=old)
             return Switch(link=link, target=target, previous=old, removed_stray=removed,
                           info=info)
-    except PermissionError as exc:
-        raise ActivationError(f"cannot change {link}: {exc.strerror} ({exc.filename})",
-                              tip="run it with sudo, or use --link with a path you own "
-                                  "(e.g. --link ~/.local/rocm)") from None
+    except OSError as exc:
+        message = f"cannot change {link}: {exc.strerror} ({exc.filename})"
+        if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):  # not this user's to change
+            raise ActivationError(message, tip="run it with sudo, or use --link with a path "
+                                               "you own (e.g. --link ~/.local/rocm)") from None
+        raise RocbuildError(message, tip="the link is unchanged; fix the cause and run the "
+                                         "same command again") from None
 
 
 def activate(prefix: Path, link: Path = DEFAULT_LINK) -> Switch:

@@ -21,10 +21,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from rocbuild import launchers, leftovers, ownership, patches, proc, resources, sources
+from rocbuild import launchers, leftovers, ownership, patches, proc, resources, running, sources
 from rocbuild.diagnose import diagnose
 from rocbuild.errors import BuildFailed
-from rocbuild.graph import Component, Stack, sha256_text, venv_dir, wheelhouse_dir
+from rocbuild.graph import Component, Stack, sha256_text, venv_dir
 from rocbuild.lint import unused_cmake_variables
 from rocbuild.resources import GIB
 from rocbuild.settings import Settings
@@ -35,7 +35,7 @@ from rocbuild.state import (
     write_json_atomic,
     write_text_atomic,
 )
-from rocbuild.steps import build_argv, configure_argv, install_argv, step_env
+from rocbuild.steps import build_argv, configure_argv, install_argv, step_env, venv_commands
 from rocbuild.uptodate import BUILD_ID_FILE, Rule, build_id
 
 MEMORY_DIAGNOSES = ("oom-killed", "tensile-oom")
@@ -112,8 +112,8 @@ class Output:
         self._lock = threading.Lock()
 
     def say(self, text: str) -> None:
-        with self._lock:
-            self.stream.write(text + "\n")
+        with self._lock:  # plain lines go to pipes and files: each says when it happened
+            self.stream.write(f"{proc.clock()} {text}\n")
             self.stream.flush()
 
     def build_line(self, component: str, step: str, line: str) -> None:
@@ -127,6 +127,16 @@ class Output:
     def step_finished(self, component: str, step: str) -> None:
         """The step ended (either way)."""
 
+    def run_planned(self, expected: dict[tuple[str, str], float | None]) -> None:
+        """The steps this run will start, each with its expected seconds (None: unknown);
+        plain output says the whole run's estimate once, progress.LiveOutput keeps a line."""
+        known = [s for s in expected.values() if s is not None]
+        if known:
+            total = sum(known)
+            at = time.strftime("%H:%M", time.localtime(time.time() + total))
+            self.say(f"expected: {len(expected)} steps, about {total / 60:.0f} min from this "
+                     f"host's history and the recipes' estimates (done about {at})")
+
 
 @dataclass
 class BuildContext:
@@ -134,6 +144,7 @@ class BuildContext:
     settings: Settings
     output: Output
     offline: bool = False
+    command: str | None = None  # the command line that continues this run (continuation.py)
     outcomes: list[StepOutcome] = field(default_factory=list)
     host_snapshot: Callable[[], resources.HostSnapshot] = resources.snapshot
     _lock: contextlib.ExitStack | None = None
@@ -212,34 +223,38 @@ class BuildContext:
         started = time.monotonic()
         outcome = StepOutcome(name, step, "done", log=log)
         self.output.step_started(name, step, self.expected_seconds(comp, step))
-        try:
-            {"fetch": self._fetch, "patch": self._patch, "configure": self._configure,
-             "compile": self._compile, "install": self._install}[step](comp, log, outcome)
+        # status shows the step running until its stamp or failure record is written (the
+        # marker's file is removed last, so it never frees the space a full disk lacks)
+        with running.mark(self.stack.workdir, name, step):
+            try:
+                {"fetch": self._fetch, "patch": self._patch, "configure": self._configure,
+                 "compile": self._compile, "install": self._install}[step](comp, log, outcome)
+                if outcome.result == "done":
+                    self._stamp(comp, step, outcome, time.monotonic() - started)
+            except BuildFailed as exc:
+                outcome.result, outcome.message = "failed", str(exc)
+                if exc.tip:
+                    outcome.message += f"\nTIP: {exc.tip}"
+            except Exception as exc:  # any error is still this step's failure
+                # rocbuild's own error, not the build's: the traceback goes into the step log,
+                # one line to the user, and the failure is recorded like any other
+                self._logger(log)("rocbuild error:\n" + traceback.format_exc().rstrip())
+                outcome.result = "failed"
+                outcome.message = (f"{name}: {step} failed: {type(exc).__name__}: {exc}"
+                                   f"\n(an error inside rocbuild; the traceback is in {log})")
+            finally:
+                self.output.step_finished(name, step)
+            outcome.seconds = time.monotonic() - started
             if outcome.result == "done":
-                self._stamp(comp, step, outcome, time.monotonic() - started)
-        except BuildFailed as exc:
-            outcome.result, outcome.message = "failed", str(exc)
-            if exc.tip:
-                outcome.message += f"\nTIP: {exc.tip}"
-        except Exception as exc:  # any error is still this step's failure
-            # rocbuild's own error, not the build's: the traceback goes into the step log,
-            # one line to the user, and the failure is recorded like any other
-            self._logger(log)("rocbuild error:\n" + traceback.format_exc().rstrip())
-            outcome.result = "failed"
-            outcome.message = (f"{name}: {step} failed: {type(exc).__name__}: {exc}"
-                               f"\n(an error inside rocbuild; the traceback is in {log})")
-        finally:
-            self.output.step_finished(name, step)
-        outcome.seconds = time.monotonic() - started
-        if outcome.result == "done":
-            self.output.say(f"✔ {name}: {step} ({outcome.seconds:.1f}s)")
-        else:
-            self.state.record_failure(name, step, message=outcome.message, log=str(log),
-                                      tail=outcome.tail[-20:], jobs=outcome.jobs,
-                                      oom_retries=outcome.oom_retries,
-                                      seconds=round(outcome.seconds, 1),
-                                      peak_rss=outcome.peak_rss)
-            self.output.say(f"✘ {name}: {step} failed after {outcome.seconds:.1f}s — log: {log}")
+                self.output.say(f"✔ {name}: {step} ({outcome.seconds:.1f}s)")
+            else:
+                self.state.record_failure(name, step, message=outcome.message, log=str(log),
+                                          tail=outcome.tail[-20:], jobs=outcome.jobs,
+                                          oom_retries=outcome.oom_retries,
+                                          seconds=round(outcome.seconds, 1),
+                                          peak_rss=outcome.peak_rss)
+                self.output.say(f"✘ {name}: {step} failed after {outcome.seconds:.1f}s — "
+                                f"log: {log}")
         self.outcomes.append(outcome)
         return outcome
 
@@ -272,12 +287,13 @@ class BuildContext:
 
         def write(text: str) -> None:
             with log.open("a", encoding="utf-8") as f:
-                f.write(text + "\n")
+                f.write(proc.stamped(text) + "\n")
 
         return write
 
     def _fetch(self, comp: Component, log: Path, outcome: StepOutcome) -> None:
         assert comp.fetch_url is not None and comp.ref is not None
+        proc.log_attempt(log, f"fetch {comp.fetch_url} {comp.ref} into {comp.checkout_dir}")
         before = self.state.read_stamp(comp.name, "fetch") or {}
         patched = self.state.read_stamp(comp.name, "patch") or {}
         req = sources.FetchRequest(
@@ -297,6 +313,7 @@ class BuildContext:
         return self.stack.workdir / "saved" / comp.checkout
 
     def _patch(self, comp: Component, log: Path, outcome: StepOutcome) -> None:
+        proc.log_attempt(log, f"patch {comp.checkout_dir} with {len(comp.patches)} patches")
         fetched = self.state.read_stamp(comp.name, "fetch") or {}
         before = self.state.read_stamp(comp.name, "patch") or {}
         applied, saved = patches.apply_series(
@@ -328,21 +345,12 @@ class BuildContext:
         network is expected; later steps only read what is here (rocBLAS gets PIP_NO_INDEX
         and PIP_FIND_LINKS pointing at the wheelhouse through its recipe)."""
         inputs = self.python_inputs()
-        venv, wheels = venv_dir(self.stack.workdir), wheelhouse_dir(self.stack.workdir)
         log = log_path(self.stack.workdir, "_python", "venv")
         outcome = StepOutcome("(python)", "venv", "done", log=log)
         self.output.say(f"▶ build venv: {len(inputs['packages'])} packages, "
                         f"{len(inputs['wheels'])} wheels")
         started = time.monotonic()
-        commands = [[sys.executable, "-m", "venv", "--clear", str(venv)]]
-        python = str(venv / "bin" / "python")
-        if inputs["packages"]:
-            commands.append([python, "-m", "pip", "install", "--disable-pip-version-check",
-                             *inputs["packages"]])
-        if inputs["wheels"]:
-            commands.append([python, "-m", "pip", "download", "--disable-pip-version-check",
-                             "-d", str(wheels), *inputs["wheels"]])
-        for argv in commands:
+        for argv in venv_commands(self.stack, sys.executable):
             result = proc.run_logged(argv, log=log, registry=self.registry())
             outcome.tail = result.tail
             if not result.ok:

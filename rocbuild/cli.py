@@ -12,9 +12,11 @@ import argparse
 import importlib
 import sys
 from collections.abc import Sequence
+from typing import NoReturn
 
-from rocbuild import __version__, faults, settings
+from rocbuild import __version__, faults, help_text, settings
 from rocbuild.errors import EXIT_INTERRUPTED, RocbuildError
+from rocbuild.targets import looks_like_target
 
 # Subcommand modules, in the order `rocbuild --help` lists them.
 COMMAND_MODULES = (
@@ -30,23 +32,39 @@ COMMAND_MODULES = (
     "rocbuild.cmd_prefixes",
     "rocbuild.cmd_cache",
     "rocbuild.cmd_lint_recipes",
+    "rocbuild.cmd_clean",
 )
 
 
+class Parser(argparse.ArgumentParser):
+    """argparse with one hint more: a second target after ``--target`` (``--target gfx906
+    gfx90a``) lands among the arguments it does not know; say how to write two targets."""
+
+    def error(self, message: str) -> NoReturn:
+        extra = message.partition("unrecognized arguments: ")[2].split()
+        if any(looks_like_target(word) for word in extra):
+            message += "; to build for several GPU targets, separate them with commas " \
+                       "(--target gfx906,gfx90a)"
+        super().error(message)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    common = argparse.ArgumentParser(add_help=False)
-    settings.add_flags(common)
-    parser = argparse.ArgumentParser(
+    common = Parser(add_help=False)
+    settings.add_flags(common, help_text.GLOBAL_TITLE, help_text.GLOBAL_DESCRIPTION)
+    parser = Parser(
         prog="rocbuild",
         description="Build the ROCm 6.4 stack and llama.cpp from source for your GPU "
                     "(e.g. gfx906: MI50, MI60, Radeon VII).",
         parents=[common],
+        epilog=help_text.EXIT_CODES,
+        formatter_class=help_text.Formatter,
     )
     parser.add_argument("--version", action="version", version=f"rocbuild {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
     for module_name in COMMAND_MODULES:
         importlib.import_module(module_name).register(sub, [common])
+    help_text.attach(sub)
     return parser
 
 
@@ -60,9 +78,12 @@ def _report(exc: RocbuildError) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    args.argv = list(sys.argv[1:] if argv is None else argv)  # for "continue with" lines
     flags = {o.name: getattr(args, o.name) for o in settings.OPTIONS if hasattr(args, o.name)}
     try:
         resolved = settings.resolve(flags)
+        for note in resolved.notes:
+            print(f"rocbuild: note: {note}", file=sys.stderr)
         return int(args.func(args, resolved))
     except RocbuildError as exc:
         return _report(exc)

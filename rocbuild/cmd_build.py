@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 
-from rocbuild import cache_install, engine, prefixguard
+from rich.console import Console
+
+from rocbuild import build_report, cache_install, continuation, engine, prefixguard, status
 from rocbuild.build import BuildContext, Output
+from rocbuild.errors import RocbuildError
 from rocbuild.graph import load_stack
 from rocbuild.progress import LiveOutput
 from rocbuild.settings import Settings
@@ -35,26 +39,55 @@ def register(sub: argparse._SubParsersAction, parents: list[argparse.ArgumentPar
     parser.add_argument(prefixguard.ALLOW_FLAG, action="store_true",
                         help="install into an existing non-empty --prefix that rocbuild did "
                              "not create (its files may be overwritten)")
+    parser.add_argument("--json", action="store_true",
+                        help="at the end, print the run's outcome as JSON on stdout (steps, "
+                             "durations, results, logs, causes); step lines go to stderr")
     parser.set_defaults(func=run)
 
 
 def make_output(args: argparse.Namespace) -> Output:
     """Bars on a terminal; plain lines (the build output too, unless --quiet) elsewhere, so
     CI logs and nohup files read well."""
+    if getattr(args, "json", False):  # stdout is the JSON document's
+        return Output(sys.stderr, show_build_output=not args.quiet)
     if sys.stdout.isatty() and not args.verbose:
         return LiveOutput(sys.stdout)
     return Output(sys.stdout, show_build_output=not args.quiet)
+
+
+def expected_steps(ctx: BuildContext, requested: list[str]) -> dict[tuple[str, str],
+                                                                     float | None]:
+    """The steps this run will start (those status shows as not done; the same rule the
+    build uses) with each one's expected seconds, for the whole-run ETA."""
+    report = status.collect(ctx, requested)
+    return {(c.name, s.step): ctx.expected_seconds(ctx.component(c.name), s.step)
+            for c in report.components for s in c.steps if s.state != status.DONE}
 
 
 def run(args: argparse.Namespace, settings: Settings) -> int:
     stack = load_stack(settings, args.components)
     prefixguard.check(stack.prefix, allow_existing=args.allow_existing_prefix)
     ctx = BuildContext(stack=stack, settings=settings, output=make_output(args),
-                       offline=args.offline)
+                       offline=args.offline,
+                       command=continuation.command_line(getattr(args, "argv", []), settings))
     ctx.output.say(f"rocbuild: {len(stack.order)} components for "
                    f"{', '.join(str(t) for t in stack.targets)} into {stack.prefix} "
                    f"(workdir {stack.workdir})")
     cache_install.served(ctx)  # a bad --cache is bad input now, not an error inside doit
     components = list(args.components) or list(stack.order)
-    return engine.build(ctx, components, parallel=settings.parallel,
-                        keep_going=args.keep_going, verify=args.verify)
+    ctx.output.run_planned(expected_steps(ctx, list(args.components)))
+    if not args.json:
+        return engine.build(ctx, components, parallel=settings.parallel,
+                            keep_going=args.keep_going, verify=args.verify)
+    summary = Console(file=sys.stderr, highlight=False, width=120)
+    try:
+        code = engine.build(ctx, components, parallel=settings.parallel,
+                            keep_going=args.keep_going, verify=args.verify, out=summary)
+    except RocbuildError as exc:  # busy, preflight: still one document for the script
+        code = exc.exit_code
+        json.dump(build_report.to_json(ctx, code), sys.stdout, indent=2)
+        sys.stdout.write("\n")
+        raise
+    json.dump(build_report.to_json(ctx, code), sys.stdout, indent=2)
+    sys.stdout.write("\n")
+    return code

@@ -21,7 +21,7 @@ def default_shell() -> str:
 def register(sub: argparse._SubParsersAction, parents: list[argparse.ArgumentParser]) -> None:
     parser = sub.add_parser(
         "env", parents=parents, help="print the prefix's environment file for a shell",
-        description="Print env.sh (bash, zsh), env.fish or the Lmod modulefile exactly as the "
+        description="Print env.sh (bash, zsh), env.fish, the Lmod or the Tcl modulefile as the "
                     "install step writes it into the prefix. It sets ROCM_PATH, HIP_PATH, "
                     "HIP_PLATFORM, HIP_DEVICE_LIB_PATH and puts the prefix first in PATH, "
                     "LD_LIBRARY_PATH and CMAKE_PREFIX_PATH; never HSA_OVERRIDE_GFX_VERSION.")

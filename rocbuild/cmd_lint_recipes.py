@@ -15,7 +15,7 @@ from pathlib import Path
 from rich.markup import escape
 from rich.table import Table
 
-from rocbuild.errors import EXIT_OK, EXIT_STEP_FAILED
+from rocbuild.errors import EXIT_BAD_INPUT, EXIT_OK
 from rocbuild.lint import LintReport, lint_recipes, lint_sources
 from rocbuild.settings import Settings
 from rocbuild.ui import console
@@ -48,7 +48,14 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         sys.stdout.write("\n")
     else:
         print_report(report)
-    return EXIT_STEP_FAILED if report.errors else EXIT_OK
+    if args.sources is not None and not any(s.checked for s in report.sources):
+        # a wrong folder must not read as "0 errors": nothing was compared at all
+        print(f"rocbuild: error: nothing could be checked: no component has a checkout in "
+              f"{sources}\nTIP: fetch first (`rocbuild build`, or stop it after the fetches) "
+              "or name the folder that holds the checkouts: --sources DIR", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    # findings are problems of the recipes, which are input (exit codes: 2 bad input)
+    return EXIT_BAD_INPUT if report.errors else EXIT_OK
 
 
 def print_report(report: LintReport) -> None:

@@ -47,15 +47,15 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     stack = load_stack(settings, [args.component])  # names the known ones when unknown
     comp = stack.components[args.component]
     step = choose_step(stack.workdir, comp, args.step)
+    # asking for a log that does not exist is a wrong request, not a failed step (exit 2)
     if step is None:
-        print(f"rocbuild: no log for {comp.name} yet: none of its steps has run "
-              f"(logs are kept in {stack.workdir / 'logs' / comp.name})", file=sys.stderr)
-        return 1
+        raise ConfigError(f"no log for {comp.name} yet: none of its steps has run (logs are "
+                          f"kept in {stack.workdir / 'logs' / comp.name})",
+                          tip="`rocbuild status` shows what has run; check --workdir")
     log = log_path(stack.workdir, comp.name, step)
     if not log.is_file():
-        print(f"rocbuild: no log for {comp.name}: {step} yet ({log}): the step has not run",
-              file=sys.stderr)
-        return 1
+        raise ConfigError(f"no log for {comp.name}: {step} yet ({log}): the step has not run",
+                          tip=f"`rocbuild logs {comp.name}` shows the last step that ran")
     print_log(log, args.tail)
     return 0
 

@@ -6,12 +6,13 @@ import argparse
 import json
 import sys
 
-from rocbuild import cache, cost, resources, status
+from rocbuild import cache, cost, plan_table, resources, status
 from rocbuild.build import BuildContext, Output
 from rocbuild.graph import load_stack
 from rocbuild.plan import build_plan, to_json
 from rocbuild.settings import Settings
-from rocbuild.ui import console, print_commands, print_plan
+from rocbuild.steps import steps_of
+from rocbuild.ui import console, print_commands, print_cost, print_plan
 
 
 def register(sub: argparse._SubParsersAction, parents: list[argparse.ArgumentParser]) -> None:
@@ -24,7 +25,21 @@ def register(sub: argparse._SubParsersAction, parents: list[argparse.ArgumentPar
     out.add_argument("--json", action="store_true", help="print the plan as a JSON document")
     out.add_argument("--commands", action="store_true",
                      help="print the exact commands each step would run, ready to paste")
+    parser.add_argument("--why", action="store_true",
+                        help="under the table, each component's dependencies and the "
+                             "arithmetic behind its job counts")
     parser.set_defaults(func=run)
+
+
+def expected_seconds(ctx: BuildContext) -> dict[str, float | None]:
+    """Each component's expected time: this host's last run of each step (stamps), else
+    the recipe's CPU-hour estimate (BuildContext.expected_seconds)."""
+    seconds: dict[str, float | None] = {}
+    for comp in ctx.stack.selected():
+        known = [s for step in steps_of(comp)
+                 if (s := ctx.expected_seconds(comp, step)) is not None]
+        seconds[comp.name] = sum(known) if known else None
+    return seconds
 
 
 def run(args: argparse.Namespace, settings: Settings) -> int:
@@ -42,5 +57,8 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     elif args.commands:
         print_commands(plan, sys.stdout)
     else:
-        print_plan(plan, console())
+        out = console()
+        print_plan(plan, out)
+        plan_table.print_table(plan, out, expected_seconds(ctx), why=args.why)
+        print_cost(plan, out)
     return 0

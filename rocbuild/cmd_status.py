@@ -2,7 +2,8 @@
 
 Per component and step: done / failed / pending / stale (and why), time, jobs, peak memory and
 OOM retries; for a failure its known cause and fix, the log and the one command that
-continues. A report, so the exit code is 0 whatever the build's state.
+continues. Exit code 1 when a step or the verify failed, so scripts can use it; 0 otherwise
+(also while a build runs or steps wait).
 """
 
 from __future__ import annotations
@@ -12,12 +13,14 @@ import json
 import sys
 import time
 
+from rich import box
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
 from rocbuild import launchers
 from rocbuild.build import BuildContext, Output
+from rocbuild.errors import EXIT_OK, EXIT_STEP_FAILED
 from rocbuild.graph import load_stack
 from rocbuild.settings import Settings
 from rocbuild.status import (
@@ -30,7 +33,9 @@ from rocbuild.status import (
 )
 from rocbuild.ui import console
 
-STATE_STYLE = {"done": "green", "failed": "bold red", "stale": "yellow", "pending": "dim"}
+STATE_STYLE = {"done": "green", "failed": "bold red", "stale": "yellow", "pending": "dim",
+               "running": "bold cyan"}
+WIDE = 100  # below this many columns the table folds time, jobs and memory into "why"
 TAIL_LINES = 10  # of the log, shown when no known cause matched
 
 
@@ -50,13 +55,14 @@ def register(sub: argparse._SubParsersAction, parents: list[argparse.ArgumentPar
 def run(args: argparse.Namespace, settings: Settings) -> int:
     stack = load_stack(settings, args.components)
     ctx = BuildContext(stack=stack, settings=settings, output=Output(sys.stdout))
-    report = collect(ctx)
+    report = collect(ctx, list(args.components))
     if args.json:
         json.dump(to_json(report), sys.stdout, indent=2)
         sys.stdout.write("\n")
     else:
         print_status(report, console(), list(args.components))
-    return 0
+    # scripts: 1 when a step or the verify failed (exit codes in `rocbuild --help`)
+    return EXIT_STEP_FAILED if report.failed else EXIT_OK
 
 
 def format_seconds(seconds: float | None) -> str:
@@ -78,7 +84,7 @@ def format_gib(size: int | None) -> str:
 def print_status(report: StatusReport, out: Console, requested: list[str]) -> None:
     out.print(f"[bold]rocbuild status[/] — workdir {escape(str(report.workdir))}, "
               f"prefix {escape(str(report.prefix))}", soft_wrap=True)
-    out.print(_table(report))
+    out.print(_table(report, wide=out.width >= WIDE))
     for comp in report.components:  # what the compiler cache (and distcc) did last compile
         saved = launchers.status_text(report.workdir, comp.name)
         if saved:
@@ -86,44 +92,81 @@ def print_status(report: StatusReport, out: Console, requested: list[str]) -> No
     for comp in report.components:
         if comp.job_cap:
             _print_cap(out, comp)
+    held = report.lock_holder is not None
     for comp in report.components:
         if comp.failure is not None:
-            _print_failure(out, comp.name, comp.failure)
+            _print_failure(out, comp.name, comp.failure, show_command=not held)
+    if held:
+        out.print(f"[bold cyan]a build is running[/] in this workdir (pid "
+                  f"{report.lock_holder}); run `rocbuild status` again to follow it")
+        return
     if any(c.failure is not None for c in report.components):
         return  # each failure above names the command that continues
     command = report.next_command(requested)
     if command is None:
-        out.print("[green]everything is built and current[/]")
+        out.print("[green]everything is built and current[/]"
+                  + (" and verified" if report.verify is not None else ""))
+    elif report.verify is not None and report.verify.state == "failed":
+        out.print(f"[bold red]verify failed[/]: {escape(report.verify.why)}", soft_wrap=True)
+        out.print(f"after fixing it: [bold]{escape(command)}[/]", soft_wrap=True)
     else:
         out.print(f"continue with: [bold]{escape(command)}[/]", soft_wrap=True)
 
 
-def _table(report: StatusReport) -> Table:
+def _table(report: StatusReport, *, wide: bool = True) -> Table:
+    """The step table. ``wide``: one column each for time, jobs, memory and OOM retries;
+    otherwise (an 80-column terminal) those fold into the why column of done steps, so the
+    reasons keep the width they need to be read."""
     counts: dict[str, int] = {}
     for comp in report.components:
         counts[comp.state] = counts.get(comp.state, 0) + 1
     summary = ", ".join(f"{n} {state}" for state, n in sorted(counts.items()))
-    table = Table(title=f"{len(report.components)} components: {summary}",
-                  title_justify="left")
-    for column in ("component", "step", "state", "time", "jobs", "peak mem", "OOM retries"):
+    title = f"{len(report.components)} components: {summary}"
+    if wide:
+        table = Table(title=title, title_justify="left")
+        columns: tuple[str, ...] = ("component", "step", "state", "time", "jobs", "peak mem",
+                                    "OOM retries")
+    else:
+        table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False,
+                      show_edge=False, collapse_padding=True)
+        columns = ("component", "step", "state", "time")
+    for column in columns:
         table.add_column(column, no_wrap=True)
-    table.add_column("why", overflow="fold")
+    table.add_column("why", overflow="fold", ratio=1)
     for comp in report.components:
-        _add_rows(table, comp)
+        _add_rows(table, comp, wide)
+    if report.verify is not None:  # the build's last step: a failure here is a failed row
+        verify = report.verify
+        cells = ["prefix", "verify", _styled(verify.state), format_seconds(verify.seconds)]
+        cells += ["-", "-", "-"] if wide else []
+        table.add_row(*cells, escape(verify.why), end_section=True)
     return table
 
 
-def _add_rows(table: Table, comp: ComponentStatus) -> None:
+def _add_rows(table: Table, comp: ComponentStatus, wide: bool = True) -> None:
     if not comp.steps:
-        table.add_row(escape(comp.name), "-", _styled(comp.state), "", "", "", "",
-                      f"uses the checkout of {escape(comp.shares or '?')}", end_section=True)
+        cells = [escape(comp.name), "-", _styled(comp.state), ""] + (["", "", ""] if wide else [])
+        table.add_row(*cells, f"uses the checkout of {escape(comp.shares or '?')}",
+                      end_section=True)
         return
     for i, step in enumerate(comp.steps):
         last = i == len(comp.steps) - 1
-        table.add_row(escape(comp.name) if i == 0 else "", step.step, _styled(step.state),
-                      format_seconds(step.seconds), str(step.jobs or "-"),
-                      format_gib(step.peak_rss), _retries(step), escape(step.why),
-                      end_section=last)
+        cells = [escape(comp.name) if i == 0 else "", step.step, _styled(step.state),
+                 format_seconds(step.seconds)]
+        if wide:
+            cells += [str(step.jobs or "-"), format_gib(step.peak_rss), _retries(step),
+                      escape(step.why)]
+        else:
+            cells.append(escape(step.why) or _resources(step))
+        table.add_row(*cells, end_section=last)
+
+
+def _resources(step: StepStatus) -> str:
+    """Jobs, peak memory and OOM retries of a done step, for the narrow table."""
+    parts = [f"{step.jobs} jobs"] if step.jobs else []
+    parts += [f"peak {format_gib(step.peak_rss)}"] if step.peak_rss else []
+    parts += [f"{step.oom_retries} OOM retries"] if step.oom_retries else []
+    return f"[dim]{', '.join(parts)}[/]" if parts else ""
 
 
 def _styled(state: str) -> str:
@@ -144,7 +187,8 @@ def _print_cap(out: Console, comp: ComponentStatus) -> None:
 MESSAGE_LINES = 14
 
 
-def _print_failure(out: Console, name: str, failure: FailureStatus) -> None:
+def _print_failure(out: Console, name: str, failure: FailureStatus, *,
+                   show_command: bool = True) -> None:
     when = ""
     if failure.when:
         when = time.strftime(" at %Y-%m-%d %H:%M", time.localtime(failure.when))
@@ -163,6 +207,8 @@ def _print_failure(out: Console, name: str, failure: FailureStatus) -> None:
         for line in failure.tail[-TAIL_LINES:]:
             out.print(f"  | {escape(line)}", soft_wrap=True)
     out.print(f"  log:   {escape(failure.log or '(none)')}", soft_wrap=True)
+    if not show_command:  # a build holds the workdir: a second one would be refused
+        return
     out.print(f"  continue with: [bold]{escape(failure.command)}[/]  (finished steps are "
               "kept)", soft_wrap=True)
 

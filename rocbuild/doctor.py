@@ -205,7 +205,10 @@ class Report:
 
 # --- helpers -------------------------------------------------------------------------------
 def fmt_bytes(n: float) -> str:
-    return f"{n / GIB:.1f} GiB" if n >= GIB else f"{n / (1 << 20):.0f} MiB"
+    if n >= GIB:
+        return f"{n / GIB:.1f} GiB"
+    # KiB below a MiB, so a small tree (rocbuild clean) does not read "0 MiB"
+    return f"{n / (1 << 20):.0f} MiB" if n >= 1 << 20 else f"{n / 1024:.0f} KiB"
 
 
 def parse_os_release(text: str | None) -> dict[str, str]:

@@ -20,7 +20,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from rocbuild import buildinfo, finish, launchers, optcheck, preflight
+from rocbuild import buildinfo, continuation, finish, launchers, optcheck, preflight
 from rocbuild.build import BuildContext, StepOutcome
 from rocbuild.diagnose import diagnose
 from rocbuild.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_STEP_FAILED, EXIT_VERIFY_FAILED
@@ -116,6 +116,8 @@ def build(ctx: BuildContext, components: Sequence[str], *, parallel: int = 1,
     started = time.monotonic()
     started_at = buildinfo.now()
     ctx.ensure_ready()
+    if ctx.command:  # under the lock: the record names the run that holds the workdir
+        continuation.record(ctx.stack.workdir, ctx.command)
     try:
         preflight.run(ctx)
         # every source first (a missing ref or a stale patch fails before any compiler runs)
@@ -135,7 +137,7 @@ def build(ctx: BuildContext, components: Sequence[str], *, parallel: int = 1,
             ctx.output.say(f"rocbuild: doit stopped with exit code {doit_rc} (see above)")
         return EXIT_STEP_FAILED
     if not finish.finish(ctx, console, verify=verify, started=started_at):
-        return EXIT_VERIFY_FAILED
+        return EXIT_VERIFY_FAILED  # the exit-code table: 4 is what verify found wrong
     return EXIT_OK
 
 
@@ -180,8 +182,9 @@ def print_summary(ctx: BuildContext, out: Console | None, seconds: float, *,
             out.print(f"--- last {min(len(o.tail), 20)} lines ---")
             for line in o.tail[-20:]:
                 out.print(escape(line), soft_wrap=True)
-        out.print(f"continue with: rocbuild build {escape(o.component)}  (finished steps are "
-                  "kept; only this step and what follows run again)")
+        command = ctx.command or f"rocbuild build {o.component}"
+        out.print(f"continue with: {escape(command)}  (finished steps are kept; only this "
+                  "step and what follows run again)", soft_wrap=True)
     if interrupted:
         out.print("[yellow]interrupted[/]: finished steps are recorded; run the same command "
                   "again to continue")

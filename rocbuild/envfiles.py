@@ -1,8 +1,12 @@
-"""The environment files of an installed prefix: ``env.sh`` (bash, zsh), ``env.fish`` and an
-Lmod modulefile ``modulefiles/rocm/<series>-<targets>.lua``.
+"""The environment files of an installed prefix: ``env.sh`` (bash, zsh), ``env.fish``, an
+Lmod modulefile ``modulefiles/<stack>/<series>-<targets>.lua`` and the same module in Tcl,
+``modulefiles/<stack>/<series>-<targets>``, for sites on Environment Modules (which cannot
+read Lua). The module is named after the stack (stack.toml ``name``): ``rocm/6.4-gfx906``.
+Both modulefiles sit in one folder: Lmod prefers the ``.lua`` file when both exist, and
+Environment Modules skips files without its ``#%Module`` header, so each tool finds its own.
 
-One list of variables (``variables``) feeds three jinja2 templates in ``rocbuild/templates``,
-so the three files cannot drift apart. Values are quoted for each language by a filter, never
+One list of variables (``variables``) feeds the jinja2 templates in ``rocbuild/templates``,
+so the files cannot drift apart. Values are quoted for each language by a filter, never
 pasted raw. The files never set HSA_OVERRIDE_GFX_VERSION: the stack carries native code for
 its targets, and an override for a natively supported GPU causes memory faults
 (reference/gfx906-facts.md §2.4); instead each file warns when one is set.
@@ -12,6 +16,7 @@ its targets, and an override for a natively supported GPU causes memory faults
 
 from __future__ import annotations
 
+import re
 import shlex
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,10 +28,10 @@ from rocbuild.buildinfo import write_atomic
 from rocbuild.errors import ConfigError
 from rocbuild.graph import Stack
 
-SHELLS = ("bash", "zsh", "fish", "lmod")
+SHELLS = ("bash", "zsh", "fish", "lmod", "tcl")
 _TEMPLATES = Path(__file__).resolve().parent / "templates"
 _TEMPLATE_OF = {"bash": "env.sh.j2", "zsh": "env.sh.j2", "fish": "env.fish.j2",
-                "lmod": "modulefile.lua.j2"}
+                "lmod": "modulefile.lua.j2", "tcl": "modulefile.tcl.j2"}
 DEVICE_LIB_SUBDIR = "amdgcn/bitcode"  # device-libs' default install location (OCL.cmake)
 
 
@@ -69,11 +74,17 @@ class EnvSpec:
     targets: tuple[str, ...]
     tune: bool = False
     base: Path | None = None  # an installed ROCm the prefix was built on (--base)
+    name: str = "rocm"  # the stack's name (stack.toml), the module's first part
+
+    @property
+    def module_name(self) -> str:
+        """``rocm/6.4-gfx906``: what ``module load`` takes after ``module use``."""
+        return f"{self.name}/{self.module_version}"
 
     @property
     def module_version(self) -> str:
-        """``6.4-gfx906``: the Lmod name after ``rocm/``. A ':' in a target ID (gfx906:xnack-)
-        is not welcome in a module name, so it becomes '_'."""
+        """``6.4-gfx906``: the module's version, after ``<stack>/``. A ':' in a target ID
+        (gfx906:xnack-) is not welcome in a module name, so it becomes '_'."""
         return "-".join([self.series, *(t.replace(":", "_") for t in self.targets)])
 
 
@@ -89,7 +100,8 @@ def spec_for(stack: Stack, *, tune: bool = False) -> EnvSpec:
                           tip="choose a plain prefix (--prefix PATH)")
     return EnvSpec(prefix=prefix, version=stack.version, series=stack.series,
                    targets=tuple(str(t) for t in stack.targets), tune=tune,
-                   base=stack.base.path if stack.base else None)
+                   base=stack.base.path if stack.base else None,
+                   name=stack.recipes.stack.name)
 
 
 def variables(spec: EnvSpec) -> list[EnvVar]:
@@ -122,9 +134,11 @@ def relative_path(spec: EnvSpec, shell: str) -> Path:
     if shell == "fish":
         return Path("env.fish")
     if shell == "lmod":
-        return Path("modulefiles") / "rocm" / f"{spec.module_version}.lua"
+        return Path("modulefiles") / spec.name / f"{spec.module_version}.lua"
+    if shell == "tcl":
+        return Path("modulefiles") / spec.name / spec.module_version
     raise ConfigError(f"unknown shell '{shell}' (known: {', '.join(SHELLS)})",
-                      tip="use --shell bash, zsh, fish or lmod")
+                      tip="use --shell bash, zsh, fish, lmod or tcl")
 
 
 # --- quoting filters ---------------------------------------------------------------------------
@@ -142,11 +156,24 @@ def quote_lua(value: str) -> str:
     return f'"{escaped}"'
 
 
+def quote_tcl(value: str) -> str:
+    """Tcl braces keep everything literal, but only when the braces inside balance and no
+    backslash sits before one; otherwise escape the specials inside double quotes."""
+    depth = 0
+    for ch in value:
+        depth += {"{": 1, "}": -1}.get(ch, 0)
+        if depth < 0:
+            break
+    if depth == 0 and "\\" not in value and "\n" not in value:
+        return "{" + value + "}"
+    return '"' + re.sub(r'([\\"$\[\]{}])', r"\\\1", value).replace("\n", "\\n") + '"'
+
+
 def _environment() -> jinja2.Environment:
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(_TEMPLATES)),
                              undefined=jinja2.StrictUndefined, autoescape=False,
                              trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True)
-    env.filters.update(sh=quote_sh, fish=quote_fish, lua=quote_lua)
+    env.filters.update(sh=quote_sh, fish=quote_fish, lua=quote_lua, tcl=quote_tcl)
     return env
 
 
@@ -156,15 +183,16 @@ def render(spec: EnvSpec, shell: str) -> str:
     template = _environment().get_template(_TEMPLATE_OF[shell])
     return template.render(prefix=str(spec.prefix), version=spec.version,
                            targets=list(spec.targets), module_version=spec.module_version,
+                           module_name=spec.module_name, stack_name=spec.name,
                            rocbuild_version=__version__, variables=variables(spec),
                            tune=spec.tune, tune_variables=TUNE_VARIABLES)
 
 
 def write_env_files(spec: EnvSpec) -> list[Path]:
-    """Write env.sh, env.fish and the Lmod modulefile into the prefix (atomically, so a
-    shell sourcing them meanwhile sees a whole file). Returns the paths written."""
+    """Write env.sh, env.fish and the Lmod and Tcl modulefiles into the prefix (atomically,
+    so a shell sourcing them meanwhile sees a whole file). Returns the paths written."""
     written = []
-    for shell in ("bash", "fish", "lmod"):
+    for shell in ("bash", "fish", "lmod", "tcl"):
         path = spec.prefix / relative_path(spec, shell)
         write_atomic(path, render(spec, shell))
         written.append(path)

@@ -11,7 +11,7 @@ EXIT_OK = 0
 EXIT_STEP_FAILED = 1
 EXIT_BAD_INPUT = 2
 EXIT_BUSY = 3  # another run holds the workdir or the prefix: retry later (cron wrappers do)
-EXIT_VERIFY_FAILED = 4
+EXIT_VERIFY_FAILED = 4  # verify found a library without code for a target (or unreadable)
 EXIT_INTERRUPTED = 130
 
 

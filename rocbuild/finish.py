@@ -7,6 +7,7 @@ build-info say ``complete``, which ``rocbuild activate`` requires.
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 from rich.console import Console
@@ -15,6 +16,8 @@ from rocbuild import buildinfo, envfiles
 from rocbuild.build import BuildContext
 from rocbuild.cmd_verify import print_report
 from rocbuild.graph import Stack, load_stack
+from rocbuild.state import write_json_atomic
+from rocbuild.status import verify_record_path
 from rocbuild.steps import steps_of
 from rocbuild.verify import verify_prefix
 
@@ -36,6 +39,13 @@ def _build_info(ctx: BuildContext, stack: Stack, started: str) -> buildinfo.Buil
                                     started=started)
 
 
+def record_verify(ctx: BuildContext, ok: bool, seconds: float, summary: str) -> None:
+    """The verify's outcome for `rocbuild status` (a failed verify is a failed row there)."""
+    write_json_atomic(verify_record_path(ctx.stack.workdir),
+                      {"prefix": str(ctx.stack.prefix), "ok": ok, "when": time.time(),
+                       "seconds": round(seconds, 1), "summary": "" if ok else summary})
+
+
 def finish(ctx: BuildContext, out: Console, *, verify: bool, started: str) -> bool:
     """Write env files and build-info; run verify when the whole stack is built. Returns
     False when verify found a problem (missing code or linkage; the build then exits 4)."""
@@ -55,11 +65,16 @@ def finish(ctx: BuildContext, out: Console, *, verify: bool, started: str) -> bo
         out.print("verify: passed before for these recipes and nothing was rebuilt")
         return True
     if not verify:
+        verify_record_path(ctx.stack.workdir).unlink(missing_ok=True)  # no verify to report
         buildinfo.write_build_info(prefix, info.finish(verified=False))
         out.print("[yellow]verify skipped (--no-verify)[/]: the prefix is complete but unproven")
         return True
+    started_verify = time.monotonic()
     report = verify_prefix(prefix, complete.targets, linkage_exempt=_runpath_opt_outs(complete))
     print_report(report, out)
+    record_verify(ctx, report.ok, time.monotonic() - started_verify,
+                  f"lacks code for {', '.join(str(t) for t in complete.targets)} "
+                  "(`rocbuild verify` lists the files); the prefix is not complete")
     buildinfo.write_build_info(prefix, info.finish(verified=True) if report.ok else info)
     if not report.ok:
         what = []

@@ -19,7 +19,7 @@ from rocbuild.errors import ConfigError
 from rocbuild.recipes import Recipe, RecipeSet, load_recipes, suggest
 from rocbuild.render import render
 from rocbuild.settings import Settings, rewrite_url
-from rocbuild.targets import TargetError, TargetId, parse_target_list
+from rocbuild.targets import TargetError, TargetId, looks_like_target, parse_target_list
 
 
 def sha256_text(text: str) -> str:
@@ -271,6 +271,10 @@ def load_stack(settings: Settings, requested: Iterable[str] = ()) -> Stack:
     requested = list(requested) or default_request(recipes)
     known = sorted(recipes.recipes)
     for name in requested:
+        if name not in recipes.recipes and looks_like_target(name):
+            raise ConfigError(f"'{name}' is a GPU target, not a component: to build for "
+                              "several targets, separate them with commas",
+                              tip="--target gfx906,gfx90a (one argument, no spaces)")
         if name not in recipes.recipes:
             raise ConfigError(f"unknown component '{name}' (known: {', '.join(known)})."
                               + suggest(name, known), tip="run `rocbuild plan` to see them all")

@@ -71,7 +71,8 @@ def build_plan(stack: Stack, settings: Settings, host: HostSnapshot,
         jobs = component_jobs(component, host, settings, stack.launch)
         counts = {kind: 1 for kind in JOB_MEMORY_KEYS} | {k: j.jobs for k, j in jobs.items()}
         planned.append(PlannedComponent(component, state_of(component), jobs,
-                                        commands_for(stack, component, counts),
+                                        commands_for(stack, component, counts,
+                                                     settings.mirror),
                                         cache_of(component)))
     pending = [c.name for c in stack.selected() if c.builds] if pending is None else pending
     total = estimate(stack, host, pending, swap_weight=settings.swap_weight, cap=settings.jobs)

@@ -24,7 +24,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import psutil
 
@@ -194,6 +194,86 @@ class _PeakSampler(threading.Thread):
         return self.peak
 
 
+ATTEMPT_MARK = "=== attempt "
+_END_MARKS = (b"\n# exit ", b"] exit ", b" interrupted")
+
+
+def now_stamp() -> str:
+    """Local time with the UTC offset, to the second: log lines of an overnight run sort and
+    compare across days and hosts."""
+    return time.strftime("%Y-%m-%d %H:%M:%S %z")
+
+
+def clock() -> str:
+    """Local time of day, for console lines."""
+    return time.strftime("%H:%M:%S")
+
+
+def stamped(text: str) -> str:
+    """Each line of ``text`` with the time in front, as rocbuild's own log lines carry it."""
+    stamp = f"[{now_stamp()}]"
+    return "\n".join(f"{stamp} {line}" for line in text.splitlines() or [""])
+
+
+def _previous_attempts(log: Path) -> tuple[int, bool]:
+    """How many attempts the log holds and whether the last one has an end line (exit or
+    interrupted); read in chunks, since a compile log can be large."""
+    count, last_mark, last_end, offset, carry = 0, -1, -1, 0, b""
+    mark = ("\n" + ATTEMPT_MARK).encode()
+    try:
+        with log.open("rb") as f:
+            while chunk := f.read(1 << 20):
+                data = carry + chunk
+                base = offset - len(carry)
+                count += data.count(mark) - carry.count(mark)
+                if (i := data.rfind(mark)) >= 0:
+                    last_mark = max(last_mark, base + i)
+                for end in _END_MARKS:
+                    if (i := data.rfind(end)) >= 0:
+                        last_end = max(last_end, base + i)
+                offset += len(chunk)
+                carry = data[-64:]
+    except OSError:
+        return 0, True
+    return count, count == 0 or last_end > last_mark
+
+
+def env_changes(env: Mapping[str, str] | None) -> list[str]:
+    """The variables a child's environment sets differently from rocbuild's own."""
+    if env is None:
+        return []
+    mine = os.environ
+    changed = [f"{k}={v}" for k, v in sorted(env.items()) if mine.get(k) != v]
+    return changed + [f"-{k} (unset)" for k in sorted(mine) if k not in env]
+
+
+def write_attempt_marker(logf: BinaryIO, log: Path, what: str,
+                         env: Mapping[str, str] | None = None, cwd: Path | None = None) -> int:
+    """Start an attempt in a step log: time, attempt number, the command and the environment
+    it runs with. Returns the attempt number. A previous attempt without an end line was cut
+    off (rocbuild killed, the host rebooted), and the marker says so."""
+    count, ended = _previous_attempts(log)
+    number = count + 1
+    lines = [f"\n{ATTEMPT_MARK}{number} · {now_stamp()} ===",
+             *([] if ended else [f"# attempt {count} has no end line: rocbuild was stopped "
+                                 "while it ran (killed, or the machine went down)"]),
+             f"$ {what}"]
+    if cwd:
+        lines.append(f"# in {cwd}")
+    changes = env_changes(env)
+    lines += [f"# env {c}" for c in changes] or ["# env: rocbuild's own, unchanged"]
+    logf.write(("\n".join(lines) + "\n").encode())
+    return number
+
+
+def log_attempt(log: Path, what: str) -> None:
+    """An attempt marker for a step rocbuild does itself (fetch, patch: their git commands
+    write to the step log through its logger, not through run_logged's own file)."""
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with log.open("ab", buffering=0) as logf:
+        write_attempt_marker(logf, log, what)
+
+
 class _Deadline(threading.Thread):
     """Kills the child's group when ``timeout`` seconds pass before ``cancel``."""
 
@@ -217,31 +297,32 @@ def run_logged(argv: Sequence[str], *, log: Path | None = None, cwd: Path | None
                tail: int = 60, registry: ChildRegistry | None = None,
                echo: LineSink | None = None, timeout: float | None = None,
                grace: float = 5.0) -> RunResult:
-    """Run ``argv`` with output appended to ``log`` (one ``$ command`` header per run) and
-    passed line by line to ``on_line`` (the sink: a caller without a log file of its own
-    passes its logger here). Memory stays small however long the log grows. ``echo`` gets
-    ``+ command`` first (a plain console shows what runs). After ``timeout`` seconds the
-    group is killed and the result has ``timed_out``. KeyboardInterrupt or SystemExit kills
-    the whole process group, then propagates."""
+    """Run ``argv`` with output appended to ``log`` and passed line by line to ``on_line``
+    (the sink: a caller that writes its own log, like the fetch step, passes only this).
+    With a log, each run starts with an attempt marker (write_attempt_marker) and ends with a
+    timestamped exit line, or says it was interrupted. Memory stays small however long the
+    log grows. ``echo`` gets ``+ command`` first (a plain console shows what runs). After
+    ``timeout`` seconds the group is killed and the result has ``timed_out``.
+    KeyboardInterrupt or SystemExit kills the whole process group, then propagates."""
     argv = [str(a) for a in argv]
     if echo is not None:
         echo(f"+ {shlex.join(argv)}")
     last: collections.deque[str] = collections.deque(maxlen=tail)
     started = time.monotonic()
     with contextlib.ExitStack() as stack:
-        logf = None
+        logf: BinaryIO | None = None
+        attempt = 0
         if log is not None:
             log.parent.mkdir(parents=True, exist_ok=True)
             logf = stack.enter_context(log.open("ab", buffering=0))
-            header = f"\n$ {shlex.join(argv)}\n" + (f"# in {cwd}\n" if cwd else "")
-            logf.write(header.encode())
+            attempt = write_attempt_marker(logf, log, shlex.join(argv), env, cwd)
         try:
             proc = _start(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL,
                           stderr=subprocess.STDOUT, text=False)
         except OSError as exc:
             message = f"cannot start {argv[0]}: {exc.strerror}"
             if logf is not None:
-                logf.write((message + "\n").encode())
+                logf.write((stamped(f"exit 127: {message}") + "\n").encode())
             if on_line is not None:
                 on_line(message)
             return RunResult(argv, 127, [message], 0.0, log=log)
@@ -262,8 +343,14 @@ def run_logged(argv: Sequence[str], *, log: Path | None = None, cwd: Path | None
                 if on_line is not None:
                     on_line(line)
             returncode = proc.wait()
-        except BaseException:
+        except BaseException as exc:
             kill_tree(proc, grace)
+            if logf is not None:
+                why = type(exc).__name__
+                logf.write(("\n" + stamped(
+                    f"attempt {attempt} interrupted ({why}) after "
+                    f"{time.monotonic() - started:.1f}s; its process group was ended") + "\n"
+                ).encode())
             raise
         finally:
             if deadline is not None:
@@ -275,7 +362,7 @@ def run_logged(argv: Sequence[str], *, log: Path | None = None, cwd: Path | None
                 proc.stdout.close()
         seconds = time.monotonic() - started
         if logf is not None:
-            logf.write(f"# exit {returncode} after {seconds:.1f}s\n".encode())
+            logf.write((stamped(f"exit {returncode} after {seconds:.1f}s") + "\n").encode())
     timed_out = deadline is not None and deadline.fired
     return RunResult(argv, returncode, list(last), seconds, peak, log, timed_out)
 

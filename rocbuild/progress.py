@@ -41,8 +41,28 @@ def eta_seconds(elapsed: float, fraction: float | None, expected: float | None) 
 def format_eta(seconds: float | None) -> str:
     if seconds is None:
         return "ETA ?"
+    if seconds < 60:  # "ETA 0m" for the last minute said nothing
+        return f"ETA {int(seconds)}s"
     minutes = int(seconds // 60)
     return f"ETA {minutes // 60}h{minutes % 60:02d}m" if minutes >= 60 else f"ETA {minutes}m"
+
+
+def run_eta(expected: dict[tuple[str, str], float | None], finished: set[tuple[str, str]],
+            running: dict[tuple[str, str], float | None]) -> float | None:
+    """Seconds left in the whole run: the expected time of each step still to start, plus
+    what each running step has left (``running``: its own ETA). None when nothing is known."""
+    known = [v for k, v in expected.items()
+             if k not in finished and k not in running and v is not None]
+    left = [v for v in running.values() if v is not None]
+    return sum(known) + sum(left) if known or left else None
+
+
+def finish_clock(seconds: float | None) -> str:
+    """'ETA 3h02m, done about 04:15' for the whole run."""
+    if seconds is None:
+        return "ETA ?"
+    at = time.strftime("%H:%M", time.localtime(time.time() + seconds))
+    return f"{format_eta(seconds)}, done about {at}"
 
 
 @dataclass
@@ -65,6 +85,29 @@ class LiveOutput(Output):
                                  transient=True, refresh_per_second=4)
         self._running: dict[tuple[str, str], _Running] = {}
         self._guard = threading.Lock()
+        # the whole run: each step's expected time (run_planned), and which have ended
+        self._expected: dict[tuple[str, str], float | None] = {}
+        self._finished: set[tuple[str, str]] = set()
+        self._run_task: TaskID | None = None
+
+    def run_planned(self, expected: dict[tuple[str, str], float | None]) -> None:
+        with self._guard:
+            self._expected = dict(expected)
+
+    def _update_run(self) -> None:
+        """The whole-run line above the steps (call with the guard held)."""
+        if not self._expected:
+            return
+        now = time.monotonic()
+        left = {k: eta_seconds(now - r.started, r.fraction, r.expected)
+                for k, r in self._running.items()}
+        text = finish_clock(run_eta(self._expected, self._finished, left))
+        done = len(self._finished & set(self._expected))
+        if self._run_task is None:
+            self._run_task = self.progress.add_task("whole run", total=len(self._expected),
+                                                    counts="", eta="")
+        self.progress.update(self._run_task, completed=done,
+                             counts=f"{done}/{len(self._expected)} steps", eta=text)
 
     def say(self, text: str) -> None:
         self.progress.console.print(text, markup=False, highlight=False, soft_wrap=True)
@@ -76,12 +119,15 @@ class LiveOutput(Output):
             task = self.progress.add_task(f"{component}: {step}", total=None, counts="",
                                           eta=format_eta(expected))
             self._running[(component, step)] = _Running(task, time.monotonic(), expected)
+            self._update_run()
 
     def step_finished(self, component: str, step: str) -> None:
         with self._guard:
             running = self._running.pop((component, step), None)
+            self._finished.add((component, step))
             if running is not None:
                 self.progress.remove_task(running.task)
+            self._update_run()
             if not self._running:
                 self.progress.stop()
 
@@ -97,3 +143,4 @@ class LiveOutput(Output):
                               running.expected)
             self.progress.update(running.task, completed=done, total=total,
                                  counts=f"{done}/{total}", eta=format_eta(eta))
+            self._update_run()

@@ -18,7 +18,7 @@ from rocbuild import inputcheck
 from rocbuild.errors import ConfigError
 from rocbuild.launchers import parse_ccache_mode, parse_distcc_hosts
 from rocbuild.recipes import read_toml, suggest
-from rocbuild.targets import TargetError, TargetId, parse_target_list
+from rocbuild.targets import TargetError, TargetId, parse_target_list, product_note
 
 CONFIG_FILE_NAME = "rocbuild.toml"
 
@@ -152,6 +152,7 @@ class Settings:
     """Resolved settings. ``None`` values mean "use what the recipes say" (prefix, target)."""
 
     values: Mapping[str, Value] = field(default_factory=dict)
+    notes: tuple[str, ...] = ()  # said once on stderr, e.g. how a product name was read
 
     def __getattr__(self, name: str) -> Any:
         try:
@@ -163,14 +164,19 @@ class Settings:
         return self.values[name].source
 
     def with_value(self, name: str, value: Any, source: str) -> Settings:
-        return Settings({**self.values, name: Value(value, source)})
+        return Settings({**self.values, name: Value(value, source)}, self.notes)
 
 
-def add_flags(parser: argparse.ArgumentParser) -> None:
-    """Add every setting's flag. Defaults are suppressed so a flag given before the subcommand
-    is not overwritten by the subcommand's parser, and so unset flags are told apart."""
+def add_flags(parser: argparse.ArgumentParser, title: str | None = None,
+              description: str | None = None) -> None:
+    """Add every setting's flag, in one argument group when ``title`` is given (so each
+    subcommand's --help lists them once, apart from its own). Defaults are suppressed so a
+    flag given before the subcommand is not overwritten by the subcommand's parser, and so
+    unset flags are told apart."""
+    group: argparse._ActionsContainer = (
+        parser.add_argument_group(title, description) if title else parser)
     for option in OPTIONS:
-        parser.add_argument(
+        group.add_argument(
             option.flag,
             dest=option.name,
             metavar=option.metavar,
@@ -196,9 +202,13 @@ def _read_config_file(path: Path) -> dict[str, Any]:
     for key in section:
         if key not in OPTION_BY_NAME:
             kind = "table" if isinstance(section[key], dict) else "key"
+            # people write the flag's spelling (swap-weight) as often as a typo (worksdir)
+            hint = (f" Did you mean '{key.replace('-', '_')}'?"
+                    if key.replace("-", "_") in OPTION_BY_NAME else suggest(key, names))
             raise ConfigError(f"{path}: {kind} '{key}' is not a setting (known settings: "
-                              f"{', '.join(names)})." + suggest(key, names),
-                              tip=f"fix the spelling or remove '{key}' from {path}")
+                              f"{', '.join(names)})." + hint,
+                              tip=f"fix the spelling or remove '{key}' from {path}; "
+                                  "`rocbuild --help` describes each setting")
     return section
 
 
@@ -243,6 +253,7 @@ def resolve(
         "cache": None,
     }
     values: dict[str, Value] = {}
+    notes: list[str] = []
     for option in OPTIONS:
         raw: Any = None
         where = ""
@@ -271,7 +282,10 @@ def resolve(
         else:
             value = parsed[-1]
         values[option.name] = Value(value, where)
-    return Settings(values)
+        if option.name == "target":
+            notes += [f"{where}: {note}" for item in items for part in str(item).split(",")
+                      if (note := product_note(part))]
+    return Settings(values, tuple(notes))
 
 
 def rewrite_url(url: str, rules: tuple[tuple[str, str], ...]) -> str:

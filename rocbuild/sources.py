@@ -94,7 +94,7 @@ def _run(repo_dir: Path, args: Sequence[str], log: Logger,
         raise GitFailed(args, repo_dir, "\n".join(result.tail))
 
 
-def _insteadof_args(mirror: tuple[tuple[str, str], ...]) -> list[str]:
+def insteadof_args(mirror: tuple[tuple[str, str], ...]) -> list[str]:
     """Mirror rules as git config, so submodule URLs are rewritten the same way."""
     args: list[str] = []
     for source, dest in mirror:
@@ -109,7 +109,8 @@ def cache_dir(cache_root: Path, url: str) -> Path:
     return cache_root / f"{tail}-{hashlib.sha256(url.encode()).hexdigest()[:12]}.git"
 
 
-def _cache_ref(ref: str) -> str:
+def cache_ref(ref: str) -> str:
+    """Where the cache keeps the commit a recipe's ref named (a tag or branch may move)."""
     return f"refs/rocbuild/pinned/{hashlib.sha256(ref.encode()).hexdigest()[:16]}"
 
 
@@ -125,7 +126,7 @@ def _ensure_cache(cache: Path, log: Logger) -> None:
 
 def cached_commit(cache: Path, ref: str) -> str | None:
     try:
-        return git.Repo(str(cache)).git.rev_parse("--verify", "-q", _cache_ref(ref) + "^{commit}")
+        return git.Repo(str(cache)).git.rev_parse("--verify", "-q", cache_ref(ref) + "^{commit}")
     except git.GitCommandError:
         return None
 
@@ -135,7 +136,7 @@ def _is_tag_or_commit(cache: Path, ref: str) -> bool:
     if _SHA_RE.match(ref):
         return True
     try:
-        kind = git.Repo(str(cache)).git.config("--get", f"rocbuild.{_cache_ref(ref)[-16:]}.kind")
+        kind = git.Repo(str(cache)).git.config("--get", f"rocbuild.{cache_ref(ref)[-16:]}.kind")
     except git.GitCommandError:
         return False
     return kind == "tag"
@@ -183,8 +184,8 @@ def fetch_into_cache(req: FetchRequest, log: Logger,
     commit = repo.git.rev_parse("FETCH_HEAD^{commit}")
     head_line = (cache / "FETCH_HEAD").read_text().splitlines()[0]
     kind = "tag" if "\ttag '" in head_line or _SHA_RE.match(req.ref) else "branch"
-    repo.git.update_ref(_cache_ref(req.ref), commit)
-    repo.git.config(f"rocbuild.{_cache_ref(req.ref)[-16:]}.kind", kind)
+    repo.git.update_ref(cache_ref(req.ref), commit)
+    repo.git.config(f"rocbuild.{cache_ref(req.ref)[-16:]}.kind", kind)
     return commit
 
 
@@ -253,7 +254,7 @@ def fetch(req: FetchRequest, log: Logger,
          registry)
     _run(partial, ["checkout", "-q", "--detach", "FETCH_HEAD"], log, registry)
     if req.submodules:
-        _run(partial, [*_insteadof_args(req.mirror), "submodule", "update", "--init",
+        _run(partial, [*insteadof_args(req.mirror), "submodule", "update", "--init",
                        "--recursive", "--depth", "1"], log, registry)
     token = _new_checkout_id(partial)
     saved = None

@@ -12,19 +12,22 @@ status is safe to run while a build is going.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from rocbuild import continuation, running
 from rocbuild.build import BuildContext, log_path
 from rocbuild.diagnose import Diagnosis, diagnose
 from rocbuild.graph import Component
+from rocbuild.running import RunningStep
 from rocbuild.state import read_json
 from rocbuild.steps import steps_of
 from rocbuild.uptodate import Rule
 
-DONE, FAILED, PENDING, STALE = "done", "failed", "pending", "stale"
+DONE, FAILED, PENDING, STALE, RUNNING = "done", "failed", "pending", "stale", "running"
 
 
 
@@ -65,7 +68,7 @@ class ComponentStatus:
         if not self.steps:
             return self.shared_state
         states = {s.state for s in self.steps}
-        for state in (FAILED, STALE, PENDING):
+        for state in (FAILED, RUNNING, STALE, PENDING):
             if state in states:
                 return state
         return DONE
@@ -76,15 +79,35 @@ class StatusReport:
     workdir: Path
     prefix: Path
     components: list[ComponentStatus] = field(default_factory=list)
+    # the build's own command line (continuation.py), repeated by "continue with"
+    command: str = "rocbuild build"
+    lock_holder: int | None = None  # pid of the build running in this workdir now
+    verify: StepStatus | None = None  # the last build's verify, once every step is done
+
+    @property
+    def failed(self) -> bool:
+        """A step or the verify failed: `rocbuild status` then exits 1."""
+        return (any(c.state == FAILED for c in self.components)
+                or (self.verify is not None and self.verify.state == FAILED))
 
     def next_command(self, requested: list[str]) -> str | None:
-        """The one command that continues: the failed component first, else the build."""
-        for comp in self.components:
-            if comp.failure is not None:
-                return comp.failure.command
-        if all(c.state == DONE for c in self.components):
+        """The one command that continues, None when nothing is left or a build is running
+        (a second one would only be refused)."""
+        if self.lock_holder is not None:
             return None
-        return " ".join(["rocbuild", "build", *requested])
+        if self.failed or any(c.state != DONE for c in self.components):
+            return self.command
+        return None
+
+
+def verify_record_path(workdir: Path) -> Path:
+    """Where finish.py keeps the last verify's outcome."""
+    return workdir / "state" / "verify.json"
+
+
+def format_duration(seconds: float) -> str:
+    minutes = int(seconds // 60)
+    return f"{minutes // 60}h{minutes % 60:02d}m" if minutes >= 60 else f"{minutes}m"
 
 
 def job_cap_path(workdir: Path, component: str) -> Path:
@@ -96,6 +119,7 @@ class _Walk:
     """What is known so far while walking the components in build order."""
 
     ctx: BuildContext
+    running: dict[tuple[str, str], RunningStep] = field(default_factory=dict)
     unsettled: dict[str, str] = field(default_factory=dict)  # component -> state, not done
     changed: set[str] = field(default_factory=set)  # recorded inputs differ from now
     # (component, step) -> the step runs in the next build (uptodate.Rule.next_runs)
@@ -112,19 +136,38 @@ class _Walk:
                 if self.runs.get((c, s), False)]
 
 
-def collect(ctx: BuildContext) -> StatusReport:
-    """The status of every selected component, in build order."""
-    walk = _Walk(ctx, runs=ctx.rule.next_runs(ctx.stack.selected()))
-    report = StatusReport(ctx.stack.workdir, ctx.stack.prefix)
+def collect(ctx: BuildContext, requested: list[str] | None = None) -> StatusReport:
+    """The status of every selected component, in build order, with the steps running now,
+    the run that holds the workdir, and the last verify."""
+    workdir = ctx.stack.workdir
+    walk = _Walk(ctx, running=running.steps(workdir),
+                 runs=ctx.rule.next_runs(ctx.stack.selected()))
+    command = (continuation.recorded(workdir)
+               or continuation.fallback(ctx.settings, requested or []))
+    report = StatusReport(workdir, ctx.stack.prefix, command=command,
+                          lock_holder=running.lock_holder(workdir))
     for comp in ctx.stack.selected():
-        status = _component_status(walk, comp)
+        status = _component_status(walk, comp, command)
         if status.state != DONE:
             walk.unsettled[comp.name] = status.state
         report.components.append(status)
+    if all(c.state == DONE for c in report.components):
+        report = replace(report, verify=_verify_status(workdir, ctx.stack.prefix))
     return report
 
 
-def _component_status(walk: _Walk, comp: Component) -> ComponentStatus:
+def _verify_status(workdir: Path, prefix: Path) -> StepStatus | None:
+    """The verify that ended the last build into this prefix (finish.py records it)."""
+    doc = read_json(verify_record_path(workdir))
+    if not doc or doc.get("prefix") != str(prefix):
+        return None
+    if doc.get("ok"):
+        return StepStatus("verify", DONE, "", doc.get("seconds"))
+    return StepStatus("verify", FAILED, str(doc.get("summary") or "verify failed"),
+                      doc.get("seconds"))
+
+
+def _component_status(walk: _Walk, comp: Component, command: str) -> ComponentStatus:
     ctx = walk.ctx
     failure = ctx.state.read_failure(comp.name)
     found = _diagnose_failure(ctx, comp, failure) if failure is not None else None
@@ -134,7 +177,7 @@ def _component_status(walk: _Walk, comp: Component) -> ComponentStatus:
         status = _step_status(walk, comp, step, steps[-1] if steps else None, failed_here,
                               found)
         steps.append(status)
-    failed = _failure_status(comp, failure, found, steps)
+    failed = _failure_status(comp, failure, found, steps, command)
     cap = read_json(job_cap_path(ctx.stack.workdir, comp.name))
     shares = comp.checkout if not steps and comp.checkout != comp.name else None
     shared_state = walk.unsettled.get(shares, DONE) if shares else DONE
@@ -149,6 +192,12 @@ def _step_status(walk: _Walk, comp: Component, step: str, before: StepStatus | N
     stamp = ctx.state.read_stamp(comp.name, step)
     log = log_path(ctx.stack.workdir, comp.name, step)
     recorded = _recorded(step, stamp, log)
+    now = walk.running.get((comp.name, step))
+    if now is not None:  # the step is running right now: it will run, whatever its stamp
+        walk.runs[(comp.name, step)] = True
+        since = time.strftime("%H:%M:%S", time.localtime(now.since))
+        return _with(recorded, RUNNING, f"pid {now.pid}, since {since} "
+                                        f"({format_duration(time.time() - now.since)})")
     moving = walk.moving_inputs(comp, step)
     current = not walk.runs[(comp.name, step)]
     differs = stamp is not None and _inputs_differ(ctx, comp, step, stamp)
@@ -214,12 +263,13 @@ def _why_stale(ctx: BuildContext, comp: Component, step: str, stamp: Mapping[str
         return "recorded by an older rocbuild (inputs unknown)"
     if stored == expected:
         return ctx.rule.missing_output(comp, step) or "its output is missing"
-    reasons = _input_changes(comp, stored, expected, changed)
+    reasons = _input_changes(comp, stored, expected, changed,
+                             patches_changed=_patches_changed(ctx, comp))
     return "; ".join(reasons) or "inputs changed"
 
 
 def _input_changes(comp: Component, old: Mapping[str, Any], new: Mapping[str, Any],
-                   changed: set[str]) -> list[str]:
+                   changed: set[str], *, patches_changed: bool = False) -> list[str]:
     reasons: list[str] = []
     differs = [k for k in sorted(set(old) | set(new)) if old.get(k) != new.get(k)]
     old_deps, new_deps = old.get("deps") or {}, new.get("deps") or {}
@@ -251,7 +301,7 @@ def _input_changes(comp: Component, old: Mapping[str, Any], new: Mapping[str, An
         elif key == "patches":
             reasons.append("patches changed: " + _patch_changes(before or {}, now or {}))
         elif key == "recipe":
-            reasons.extend(_recipe_change(comp, changed, rebuilt))
+            reasons.extend(_recipe_change(comp, changed, rebuilt, patches_changed))
         elif key == "source":
             reasons.append("source changed (patch step ran again)")
         elif key == "deps":
@@ -270,7 +320,19 @@ def _patch_changes(old: Mapping[str, str], new: Mapping[str, str]) -> str:
     return ", ".join(parts)
 
 
-def _recipe_change(comp: Component, changed: set[str], rebuilt: list[str]) -> list[str]:
+def _patches_changed(ctx: BuildContext, comp: Component) -> bool:
+    """The patch series of the component's checkout differs from what its patch step
+    applied last (the recipe fingerprint includes the patches, so this tells them apart)."""
+    stamp = ctx.state.read_stamp(comp.checkout, "patch") or {}
+    inputs = stamp.get("inputs")
+    if not isinstance(inputs, dict) or "patches" not in inputs:
+        return False
+    owner = ctx.component(comp.checkout) if comp.checkout in ctx.stack.components else comp
+    return inputs["patches"] != {p.path.name: p.sha256 for p in owner.patches}
+
+
+def _recipe_change(comp: Component, changed: set[str], rebuilt: list[str],
+                   patches_changed: bool = False) -> list[str]:
     """A component's recipe fingerprint includes its dependencies' fingerprints, so a change
     upstream shows here too. The stamp keeps only the combined hash: when a dependency
     changed (stale now) or was rebuilt, that is named; the component's own options may have
@@ -280,6 +342,8 @@ def _recipe_change(comp: Component, changed: set[str], rebuilt: list[str]) -> li
     upstream = [d for d in comp.depends if d in changed]
     if upstream:
         return [f"dependency {', '.join(upstream)} changed"]
+    if patches_changed:  # the fingerprint holds the patches: say what the user changed
+        return ["patches changed"]
     return ["recipe options changed"]
 
 
@@ -294,21 +358,26 @@ def _diagnose_failure(ctx: BuildContext, comp: Component, failure: Mapping[str, 
 
 
 def _failure_status(comp: Component, failure: Mapping[str, Any] | None,
-                    found: Diagnosis | None, steps: list[StepStatus]) -> FailureStatus | None:
+                    found: Diagnosis | None, steps: list[StepStatus],
+                    command: str) -> FailureStatus | None:
     if failure is None or not any(s.state == FAILED for s in steps):
         return None  # a record the step has since overtaken (it ran again and passed)
     return FailureStatus(str(failure.get("step")), failure.get("when"),
                          str(failure.get("message") or ""), failure.get("log"),
-                         [str(line) for line in failure.get("tail") or []], found,
-                         f"rocbuild build {comp.name}")
+                         [str(line) for line in failure.get("tail") or []], found, command)
 
 
 def to_json(report: StatusReport) -> dict[str, Any]:
     """The stable document behind `rocbuild status --json`."""
+    verify = report.verify
     return {
         "workdir": str(report.workdir),
         "prefix": str(report.prefix),
         "components": [_component_json(c) for c in report.components],
+        "verify": None if verify is None else {"state": verify.state, "why": verify.why},
+        "running": report.lock_holder,  # pid of the build holding the workdir, or null
+        "failed": report.failed,
+        "continue": report.next_command([]),
     }
 
 

@@ -11,10 +11,11 @@ import os
 import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 
-from rocbuild import launchers
+from rocbuild import launchers, sources
 from rocbuild.base import base_runpath, rpath_args
-from rocbuild.graph import Component, Stack, venv_dir
+from rocbuild.graph import Component, Stack, venv_dir, wheelhouse_dir
 
 STEPS = ("fetch", "patch", "configure", "compile", "install")
 SOURCE_STEPS = ("fetch", "patch")
@@ -118,18 +119,52 @@ def install_argv(component: Component) -> list[str]:
     return ["cmake", "--install", str(component.build_dir)]
 
 
-def fetch_argv(component: Component) -> list[list[str]]:
-    """Shell equivalents of the fetch step (the engine does the same through gitpython)."""
+def fetch_argv(component: Component, workdir: Path,
+               mirror: tuple[tuple[str, str], ...] = ()) -> list[list[str]]:
+    """Shell equivalents of the fetch step as sources.fetch does it (through gitpython): the
+    ref into the bare cache ``<workdir>/cache/git/<repo>.git`` (kept, so a clean rebuild does
+    not download again), then a checkout assembled from the cache in ``<dir>.partial`` and
+    renamed into place only when complete. (rocbuild also skips the download when a tag is
+    cached, and tags the checkout with an id file for its stamps.)"""
     assert component.fetch_url is not None and component.ref is not None
+    cache = str(sources.cache_dir(workdir / "cache" / "git", component.fetch_url))
+    pinned = sources.cache_ref(component.ref)
     where = str(component.checkout_dir)
-    cmds = [["git", "init", "-q", where],
-            ["git", "-C", where, "fetch", "--depth", "1", "--", component.fetch_url,
-             component.ref],
-            ["git", "-C", where, "checkout", "-q", "--detach", "FETCH_HEAD"]]
+    partial = where + ".partial"
+    cmds = [["git", "init", "-q", "--bare", cache],
+            ["git", "-C", cache, "config", "uploadpack.allowAnySHA1InWant", "true"],
+            ["git", "-C", cache, "fetch", "--depth", "1", "--no-tags", "--",
+             component.fetch_url, component.ref],
+            ["git", "-C", cache, "update-ref", pinned, "FETCH_HEAD"],
+            ["rm", "-rf", partial],
+            ["git", "init", "-q", partial],
+            ["git", "-C", partial, "fetch", "--depth", "1", "--no-tags", "--",
+             Path(cache).as_uri(), pinned],
+            ["git", "-C", partial, "checkout", "-q", "--detach", "FETCH_HEAD"]]
     if component.submodules:
-        cmds.append(["git", "-C", where, "submodule", "update", "--init", "--recursive",
-                     "--depth", "1"])
+        cmds.append(["git", "-C", partial, *sources.insteadof_args(mirror), "submodule",
+                     "update", "--init", "--recursive", "--depth", "1"])
+    cmds += [["rm", "-rf", where], ["mv", partial, where]]
     return cmds
+
+
+def venv_commands(stack: Stack, python: str) -> list[list[str]]:
+    """The build venv (``<workdir>/venv``) with the recipes' Python packages, and the wheels
+    builds pip-install by themselves downloaded into ``<workdir>/wheels``; empty when no
+    selected recipe needs Python packages. build.setup_python runs exactly these."""
+    packages, wheels = stack.python_needs()
+    if not packages and not wheels:
+        return []
+    venv = venv_dir(stack.workdir)
+    commands = [[python, "-m", "venv", "--clear", str(venv)]]
+    in_venv = str(venv / "bin" / "python")
+    if packages:
+        commands.append([in_venv, "-m", "pip", "install", "--disable-pip-version-check",
+                         *packages])
+    if wheels:
+        commands.append([in_venv, "-m", "pip", "download", "--disable-pip-version-check",
+                         "-d", str(wheelhouse_dir(stack.workdir)), *wheels])
+    return commands
 
 
 def patch_argv(component: Component) -> list[list[str]]:
@@ -144,13 +179,14 @@ class StepCommands:
     env: tuple[tuple[str, str], ...] = ()  # overrides, only for the cmake steps
 
 
-def commands_for(stack: Stack, component: Component, jobs: Mapping[str, int]
-                 ) -> list[StepCommands]:
+def commands_for(stack: Stack, component: Component, jobs: Mapping[str, int],
+                 mirror: tuple[tuple[str, str], ...] = ()) -> list[StepCommands]:
     env = tuple(env_overrides(stack, component).items())
     out = []
     for step in steps_of(component):
         if step == "fetch":
-            out.append(StepCommands(step, tuple(map(tuple, fetch_argv(component)))))
+            out.append(StepCommands(step, tuple(map(tuple, fetch_argv(
+                component, stack.workdir, mirror)))))
         elif step == "patch":
             out.append(StepCommands(step, tuple(map(tuple, patch_argv(component)))))
         elif step == "configure":

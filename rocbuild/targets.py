@@ -13,6 +13,8 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from rocbuild.recipes import suggest
+
 # Processors the LLVM shipped with ROCm 6.4 knows (AMDGPUUsage processor table), with the
 # target features each one accepts. A processor outside this table fails early with a
 # list of the known ones instead of an LLVM error at hour three.
@@ -44,6 +46,34 @@ class TargetError(ValueError):
     """A string that is not a valid GPU target ID; the message says why and what is valid."""
 
 
+# Product names people know their card by, and the processor LLVM calls it
+# (reference/gfx906-facts.md: MI50, MI60 and Radeon VII are all gfx906, "Vega 20").
+PRODUCT_NAMES: dict[str, tuple[str, str]] = {
+    "mi50": ("gfx906", "AMD Instinct MI50"),
+    "mi60": ("gfx906", "AMD Instinct MI60"),
+    "radeon-vii": ("gfx906", "AMD Radeon VII"),
+    "radeonvii": ("gfx906", "AMD Radeon VII"),
+}
+
+
+def product_note(text: str) -> str | None:
+    """'mi50 is gfx906 (AMD Instinct MI50)' when ``text`` names a product, else None."""
+    found = PRODUCT_NAMES.get(text.strip().split(":")[0].lower())
+    return f"'{text.strip()}' is {found[0]} ({found[1]})" if found else None
+
+
+def _did_you_mean(processor: str) -> str:
+    """A swap of two neighbouring characters first (gfx960 -> gfx906), a missing 'gfx'
+    (906), then the closest spelling; '' when nothing is close."""
+    known = sorted(PROCESSOR_FEATURES)
+    swaps = [processor[:i] + processor[i + 1] + processor[i] + processor[i + 2:]
+             for i in range(len(processor) - 1)]
+    for candidate in (*swaps, "gfx" + processor):
+        if candidate in PROCESSOR_FEATURES:
+            return f" Did you mean '{candidate}'?"
+    return suggest(processor, known)
+
+
 @dataclass(frozen=True, order=True)
 class TargetId:
     """One parsed target ID; ``features`` maps a feature name to True (+) or False (-)."""
@@ -64,16 +94,21 @@ def parse_target(text: str) -> TargetId:
     raw = text.strip()
     if not raw:
         raise TargetError(f"empty GPU target: {_SHAPE_HINT}")
+    if re.search(r"[;\s]", raw):
+        parts = [p for p in re.split(r"[;,\s]+", raw) if p]
+        raise TargetError(f"'{raw}': separate GPU targets with commas, as in "
+                          f"{','.join(parts)}")
     processor, *feature_parts = raw.split(":")
     processor = processor.lower()
+    processor = PRODUCT_NAMES.get(processor, (processor, ""))[0]
     if processor not in PROCESSOR_FEATURES:
         if re.fullmatch(r"gfx[0-9a-f-]+[a-z0-9]*", processor):
             reason = "is not a GPU processor LLVM knows"
         else:
             reason = "is not a GPU target"
         raise TargetError(
-            f"'{raw}' {reason}: {_SHAPE_HINT}; known processors: "
-            f"{', '.join(sorted(PROCESSOR_FEATURES))}"
+            f"'{raw}' {reason}.{_did_you_mean(processor)} {_SHAPE_HINT[0].upper()}"
+            f"{_SHAPE_HINT[1:]}; known processors: {', '.join(sorted(PROCESSOR_FEATURES))}"
         )
     allowed = PROCESSOR_FEATURES[processor]
     features: dict[str, bool] = {}
@@ -93,6 +128,15 @@ def parse_target(text: str) -> TargetId:
             raise TargetError(f"'{raw}': feature '{name}' is given twice")
         features[name] = sign == "+"
     return TargetId(processor, tuple(sorted(features.items())))
+
+
+def looks_like_target(text: str) -> bool:
+    """A word that parses as a GPU target or names a product (a stray second --target)."""
+    try:
+        parse_target(text)
+    except TargetError:
+        return False
+    return True
 
 
 def parse_target_list(texts: Iterable[str]) -> tuple[TargetId, ...]:

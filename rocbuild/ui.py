@@ -8,12 +8,11 @@ from typing import TextIO
 
 from rich.console import Console
 from rich.markup import escape
-from rich.table import Table
 
 from rocbuild.cost import summary_lines
 from rocbuild.plan import Plan, to_json
 from rocbuild.resources import format_gib
-from rocbuild.steps import shell_line
+from rocbuild.steps import shell_line, venv_commands
 
 
 def console(stream: TextIO | None = None) -> Console:
@@ -25,6 +24,7 @@ def console(stream: TextIO | None = None) -> Console:
 
 
 def print_plan(plan: Plan, out: Console) -> None:
+    """The plan's header and settings; the table follows (plan_table.py)."""
     doc = to_json(plan)
     stack = plan.stack
     out.print(f"[bold]rocbuild plan[/] — {escape(doc['stack'])} {escape(stack.version)} for "
@@ -35,22 +35,16 @@ def print_plan(plan: Plan, out: Console) -> None:
     for name, entry in doc["settings"].items():
         value = entry["value"]
         text = ", ".join(value) if isinstance(value, list) else str(value)
+        if name == "jobs" and value is None:
+            text = "auto"  # sized per component from free memory and CPUs (the table)
         if entry.get("effective"):  # what an `auto` or a host list came to on this machine
             text = f"{text or '(none)'}: {entry['effective']}"
         source = escape(entry["source"])
-        out.print(f"  {name:<12} {escape(text or '(none)'):<40} [dim]({source})[/]")
-    table = Table(title=f"build order ({len(plan.components)} components)", title_justify="left")
-    for column in ("#", "component", "ref", "depends", "state", "jobs"):
-        table.add_column(column, overflow="fold")
-    for i, p in enumerate(plan.components, 1):
-        c = p.component
-        ref = c.ref or f"(checkout of {c.checkout})"
-        jobs = "\n".join(escape(j.reason) if kind == "compile" else f"{kind}: {escape(j.reason)}"
-                         for kind, j in p.jobs.items()) or "source only"
-        state = f"{p.state}\n{p.cache}" if p.cache and p.state != "done" else p.state
-        table.add_row(str(i), escape(c.name), escape(ref), escape(", ".join(c.depends) or "-"),
-                      escape(state), jobs)
-    out.print(table)
+        out.print(f"  {name:<12} {escape(text or '(none)'):<24} [dim]({source})[/]")
+
+
+def print_cost(plan: Plan, out: Console) -> None:
+    """Under the plan's table: the totals (cost.py) and what a --base provides."""
     if plan.cost is not None:
         for line in summary_lines(plan.cost):
             out.print(escape(line))
@@ -77,11 +71,22 @@ def print_base(plan: Plan, out: Console) -> None:
 
 
 def print_commands(plan: Plan, out: TextIO) -> None:
-    """Paste-ready shell commands, one block per component in build order."""
+    """Paste-ready shell commands in the order a build runs them, one block per component;
+    the build venv comes where the run creates it: after the first component's sources,
+    before anything is configured."""
+    venv = venv_commands(plan.stack, sys.executable)
     for p in plan.components:
         out.write(f"# --- {p.name} ---\n")
         for step in p.commands:
+            if venv and step.step == "configure":
+                out.write("# build venv: the recipes' Python packages and wheels (rocbuild "
+                          "does this once, with the fetches)\n")
+                out.writelines(shell_line(argv) + "\n" for argv in venv)
+                venv = []
             out.write(f"# {step.step}\n")
             for argv in step.argvs:
                 out.write(shell_line(argv, step.env) + "\n")
         out.write("\n")
+    if venv:  # only source-only components selected: the run still prepares the venv
+        out.write("# --- build venv ---\n")
+        out.writelines(shell_line(argv) + "\n" for argv in venv)

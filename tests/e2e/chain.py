@@ -174,3 +174,16 @@ def one_component_stack(tmp_path: Path, name: str, files: dict[str, str],
         f'[source]\ngit = "{FAKE_HOST}{name}.git"\nref = "v1"\n' + textwrap.dedent(recipe_tail))
     return ["--recipes", str(recipes), "--workdir", str(tmp_path / "work"),
             "--prefix", str(tmp_path / "prefix"), "--mirror", f"{FAKE_HOST}={repos.as_uri()}/"]
+
+
+def add_gamma_patch(chain: Chain) -> Path:
+    """A patch for gamma (patches/gamma/0001-say-hello.patch beside the recipes) that makes it
+    print "hello" instead of "gamma"; returns its path."""
+    folder = chain.recipes.parent / "patches" / "gamma"
+    folder.mkdir(parents=True, exist_ok=True)
+    patch = folder / "0001-say-hello.patch"
+    patch.write_text(
+        "--- a/main.c\n+++ b/main.c\n@@ -1,3 +1,3 @@\n #include <stdio.h>\n"
+        ' #include "beta.h"\n-int main(void) { printf("gamma %d\\n", beta_value()); return 0; }\n'
+        '+int main(void) { printf("hello %d\\n", beta_value()); return 0; }\n')
+    return patch

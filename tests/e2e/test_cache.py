@@ -97,7 +97,7 @@ def first(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FirstMachine]:
     cache = root / "cache"
     pushed = run_cli("cache", "push", *chain.flags(), "--to", str(cache), env=env, expect=0)
     for name in (*COMPONENTS, "notes"):
-        assert re.search(rf"^✔ {name}: \d+ files", pushed.stdout, re.M), pushed.stdout
+        assert re.search(rf"^(?:[\d:]+ )?✔ {name}: \d+ files", pushed.stdout, re.M), pushed.stdout
     again = run_cli("cache", "push", *chain.flags(), "--to", str(cache), env=env, expect=0)
     assert again.stdout.count("already in") == 4
     tree = prefix_tree(chain.prefix)
@@ -128,7 +128,7 @@ def test_second_machine_installs_the_stack_from_a_cache_folder_without_compiling
     wrapper, count = counting_cc(tmp_path / "cc-b")
     env = {**machine.env, "CC": str(wrapper)}
     built = run_cli("build", *flags, "--offline", "--quiet", "--no-verify", env=env, expect=0)
-    assert re.findall(r"^▶ (\S+): (\w+)$", built.stdout, re.M) == [
+    assert re.findall(r"^(?:[\d:]+ )?▶ (\S+): (\w+)$", built.stdout, re.M) == [
         (n, "cache") for n in ("alpha", "notes", "beta", "gamma")]
     assert not count.exists() and compiled(work) == []  # zero compiler runs
     assert not (work / "src").exists()  # nothing was fetched
@@ -388,7 +388,7 @@ def test_sources_still_come_first_when_only_some_components_are_cached(
     work = tmp_path / "work-b"
     built = run_cli("build", *machine.second(work, "--cache", str(cache), online=True),
                     "--quiet", "--no-verify", env=machine.env, expect=0)
-    steps = [f"{c}:{s}" for c, s in re.findall(r"^▶ (\S+): (\w+)$", built.stdout, re.M)]
+    steps = [f"{c}:{s}" for c, s in re.findall(r"^(?:[\d:]+ )?▶ (\S+): (\w+)$", built.stdout, re.M)]
     # a cached component waits for its dependencies' builds, but it must not pull them into
     # the sources-first phase: gamma is fetched before alpha's compiler runs
     assert steps.index("gamma:patch") < steps.index("alpha:configure") < steps.index(

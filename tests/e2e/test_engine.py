@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import signal
 import subprocess
 import sys
@@ -30,7 +31,8 @@ def build(chain: Chain, capsys: pytest.CaptureFixture[str], *args: str) -> tuple
 
 def started_steps(out: str) -> list[str]:
     """'alpha:configure' for every '▶ alpha: configure' line."""
-    return [f"{m[0]}:{m[1]}" for m in re.findall(r"^▶ (\S+): (\w+)$", out, re.M)]
+    return [f"{m[0]}:{m[1]}" for m in re.findall(r"^(?:[\d:]+ )?▶ (\S+): (\w+)$",
+                                                     out, re.M)]
 
 
 def installed_tree(prefix: Path) -> dict[str, str]:
@@ -83,7 +85,8 @@ def test_failure_in_the_middle_is_resumed_without_recompiling_the_first(
     log = chain.workdir / "logs/beta/compile.log"
     assert f"log: {log}" in out and "beta was configured to fail" in log.read_text()
     assert "beta was configured to fail" in out  # the tail of the log is shown
-    assert "continue with: rocbuild build beta" in out
+    ran = shlex.join(["rocbuild", "build", *chain.flags(), "--quiet", "--no-verify"])
+    assert f"continue with: {ran}" in out  # the command that ran, not narrowed to beta
     assert not (chain.prefix / "bin/gamma").exists()
     alpha_lib = chain.workdir / "build/alpha/libalpha.so"
     alpha_mtime = alpha_lib.stat().st_mtime_ns
@@ -244,6 +247,11 @@ def test_sigkill_of_rocbuild_mid_build_resumes_to_the_same_tree(chain: Chain,
     assert not [s for s in steps if s.startswith("alpha:")]
     assert steps[0] == "beta:compile"
     assert chain.run_gamma() == "gamma 11"
+    # the compile log says the first attempt was cut off, and where the second began
+    log = (chain.workdir / "logs" / "beta" / "compile.log").read_text()
+    second = log.index("\n=== attempt 2 · ")
+    assert "# attempt 1 has no end line: rocbuild was stopped while it ran" in log[second:]
+    assert "\n=== attempt 1 · " in log[:second] and "] exit " not in log[:second]
 
     # the same tree as a clean, uninterrupted build
     fresh = make_chain(tmp_path / "fresh")
@@ -265,6 +273,16 @@ def test_sigterm_stops_the_build_and_its_children(chain: Chain, tmp_path: Path) 
     out, _ = runner.communicate(timeout=60)
     assert runner.returncode == 130, out
     assert "interrupted" in out
+    # piped output carries the time on every line rocbuild writes
+    steps = [line for line in out.splitlines() if "▶" in line]
+    assert steps and all(re.match(r"\d\d:\d\d:\d\d ▶ ", line) for line in steps), out
+    log = (chain.workdir / "logs" / "beta" / "compile.log").read_text()
+    marker = log[log.rindex("\n=== attempt "):]
+    assert re.match(r"\n=== attempt 1 · \d{4}-\d\d-\d\d \d\d:\d\d:\d\d [+-]\d{4} ===\n"
+                    r"\$ cmake --build ", marker), marker[:300]
+    assert f"# env ROCM_PATH={chain.prefix}" in marker and "# env PATH=" in marker
+    assert re.search(r"\] attempt 1 interrupted \(\w+\) after [\d.]+s; its process group "
+                     r"was ended", marker), marker[-500:]
     wait_for(lambda: not sleepers(marker), timeout=10)
     assert StateDir(chain.workdir).read_stamp("alpha", "install") is not None
     assert StateDir(chain.workdir).read_stamp("beta", "compile") is None

@@ -124,6 +124,17 @@ def test_env_fish_tune_and_override_warning(tuned: Path) -> None:
     assert "set -e HSA_OVERRIDE_GFX_VERSION" in err
 
 
+def check_module_calls(calls: list[tuple[str, ...]], prefix: Path, *, prepend: str) -> None:
+    """What a modulefile (Lua or Tcl) asks the module tool to set, as the stub recorded it."""
+    p = str(prefix)
+    for name, value in (("ROCM_PATH", p), ("HIP_PATH", p), ("HIP_PLATFORM", "amd"),
+                        ("HIP_DEVICE_LIB_PATH", f"{p}/amdgcn/bitcode")):
+        assert ("setenv", name, value) in calls, name
+    for name, value in (("PATH", f"{p}/bin"), ("LD_LIBRARY_PATH", f"{p}/lib"),
+                        ("CMAKE_PREFIX_PATH", p)):
+        assert (prepend, name, value) in calls, name
+
+
 # A stand-in for the Lmod functions the modulefile calls, recording what it asks for.
 LMOD_STUB = r"""
 local calls = {}
@@ -150,14 +161,54 @@ def test_modulefile_under_lua(prefix: Path, tmp_path: Path) -> None:
     done = subprocess.run([lua, str(stub), str(module)], capture_output=True, text=True,
                           check=True, env={"PATH": BASE_PATH, "HSA_OVERRIDE_GFX_VERSION": "9.0.6"})
     calls = [tuple(line.split("\t")) for line in done.stdout.splitlines()]
-    p = str(prefix)
-    assert ("setenv", "ROCM_PATH", p) in calls
-    assert ("setenv", "HIP_PATH", p) in calls
-    assert ("setenv", "HIP_PLATFORM", "amd") in calls
-    assert ("setenv", "HIP_DEVICE_LIB_PATH", f"{p}/amdgcn/bitcode") in calls
-    assert ("prepend_path", "PATH", f"{p}/bin") in calls
-    assert ("prepend_path", "LD_LIBRARY_PATH", f"{p}/lib") in calls
-    assert ("prepend_path", "CMAKE_PREFIX_PATH", p) in calls
+    check_module_calls(calls, prefix, prepend="prepend_path")
     assert ("family", "rocm", "") in calls
     assert not [c for c in calls if "HSA_OVERRIDE" in c[1] and c[0] == "setenv"]
     assert any(c[0] == "message" and "HSA_OVERRIDE_GFX_VERSION" in c[1] for c in calls)
+
+
+# A stand-in for the Environment Modules commands the Tcl modulefile calls, recording them;
+# the modulefile runs in a real tclsh, as `modulecmd` would source it.
+TCL_STUB = r"""
+set calls {}
+proc rec {args} { lappend ::calls $args }
+proc module-whatis {t} { rec whatis $t }
+proc conflict {n} { rec conflict $n }
+proc setenv {n v} { rec setenv $n $v }
+proc prepend-path {n v} { rec prepend-path $n $v }
+proc module-info {what args} { return [expr {$what eq "mode" && [lindex $args 0] eq "load"}] }
+source [lindex $argv 0]
+ModulesHelp
+foreach c $::calls { puts [join $c "\t"] }
+"""
+
+
+def test_tcl_modulefile_under_tclsh(prefix: Path, tmp_path: Path) -> None:
+    tclsh = shutil.which("tclsh")
+    if tclsh is None:
+        pytest.skip("no tclsh to run the Tcl modulefile")
+    stub = tmp_path / "stub.tcl"
+    stub.write_text(TCL_STUB)
+    module = prefix / "modulefiles" / "rocm" / "6.4-gfx906"
+    assert module.read_text().startswith("#%Module")  # Environment Modules' magic line
+    done = subprocess.run([tclsh, str(stub), str(module)], capture_output=True, text=True,
+                          check=True, env={"PATH": BASE_PATH, "HSA_OVERRIDE_GFX_VERSION": "9.0.6"})
+    calls = [tuple(line.split("\t")) for line in done.stdout.splitlines()]
+    # the prefix has a space and a quote: the Tcl quoting must keep it whole
+    check_module_calls(calls, prefix, prepend="prepend-path")
+    assert ("conflict", "rocm") in calls
+    assert not [c for c in calls if c[0] == "setenv" and "HSA_OVERRIDE" in c[1]]
+    assert "HSA_OVERRIDE_GFX_VERSION is set" in done.stderr
+    assert str(prefix) in done.stderr  # ModulesHelp names the prefix
+
+
+@pytest.mark.parametrize("odd", ["/opt/a{b", "/opt/a}b", "/opt/a$b[c]\\d\"e", "/opt/{x}"])
+def test_tcl_quoting_keeps_odd_values_literal(odd: str, tmp_path: Path) -> None:
+    tclsh = shutil.which("tclsh")
+    if tclsh is None:
+        pytest.skip("no tclsh")
+    from rocbuild.envfiles import quote_tcl
+    script = tmp_path / "q.tcl"
+    script.write_text(f"puts -nonewline {quote_tcl(odd)}\n")
+    done = subprocess.run([tclsh, str(script)], capture_output=True, text=True, check=True)
+    assert done.stdout == odd

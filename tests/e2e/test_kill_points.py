@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -88,6 +89,7 @@ def _points(stdout: str, workdir: Path) -> list[Path]:
     stamp (finished), plus a half-made checkout and a half-made cache."""
     points: list[Path] = [workdir / "cache" / "git", workdir / "src" / "alpha.partial"]
     for line in stdout.splitlines():
+        line = re.sub(r"^\d\d:\d\d:\d\d ", "", line)  # plain output carries the time
         mark, _, rest = line.partition(" ")
         if mark not in ("▶", "✔") or ":" not in rest:
             continue

@@ -35,7 +35,7 @@ def build(calc: Calc, *extra: str, expect: int = 0) -> CliResult:
 
 
 def ran_steps(result: CliResult) -> set[str]:
-    return set(re.findall(r"^▶ calc: (\w+)$", result.stdout, re.M))
+    return set(re.findall(r"^(?:[\d:]+ )?▶ calc: (\w+)$", result.stdout, re.M))
 
 
 def status_steps(calc: Calc) -> dict[str, dict[str, object]]:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import itertools
 import json
 import re
+import shlex
 import shutil
 from pathlib import Path
 from typing import Any
@@ -16,10 +17,12 @@ import pytest
 from rocbuild.cli import main
 from rocbuild.state import StateDir, write_json_atomic
 from tests.conftest import require_tool
-from tests.e2e.chain import Chain, git, make_chain
+from tests.e2e.chain import Chain, add_gamma_patch, git, make_chain
 
 pytestmark = pytest.mark.e2e
 
+# "15:20:03 ▶ beta: configure": a step starts (plain output carries the time)
+STEP_LINE = re.compile(r"^(?:[\d:]+ )?▶ (\S+): (\w+)$", re.M)
 STEPS = ["fetch", "patch", "configure", "compile", "install"]
 STEP_KEYS = {"step", "state", "why", "seconds", "peak_rss", "jobs", "oom_retries", "log"}
 
@@ -46,15 +49,16 @@ def build(chain: Chain, capsys: pytest.CaptureFixture[str], *args: str) -> tuple
 def status_text(chain: Chain, capsys: pytest.CaptureFixture[str], *args: str) -> str:
     rc = main(["status", *chain.flags(), *args])
     out = capsys.readouterr().out
-    assert rc == 0, out  # a report, whatever the state of the build
+    assert rc == (1 if "FAILED" in out else 0), out  # 1 when a step failed, for scripts
     return out
 
 
 def status_json(chain: Chain, capsys: pytest.CaptureFixture[str]) -> dict[str, Any]:
     rc = main(["status", *chain.flags(), "--json"])
     out = capsys.readouterr().out
-    assert rc == 0
-    return json.loads(out)
+    doc = json.loads(out)
+    assert rc == (1 if doc["failed"] else 0)
+    return doc
 
 
 def table_rows(text: str) -> dict[tuple[str, str], list[str]]:
@@ -100,7 +104,9 @@ def test_after_a_failed_build_status_shows_the_failure_and_what_waits(
     log = chain.workdir / "logs/beta/compile.log"
     assert "FAILED beta: compile" in out
     assert f"log:   {log}" in out
-    assert "continue with: rocbuild build beta" in out
+    # the command the build ran, whole (not narrowed to beta), with its flags
+    ran = shlex.join(["rocbuild", "build", *chain.flags(), "--quiet", "--no-verify"])
+    assert f"continue with: {ran}" in out
     # no known pattern for this error: the log's last lines are shown instead
     assert "not a known failure" in out
     assert "error: #error beta was configured to fail" in out
@@ -111,7 +117,8 @@ def test_json_document_has_a_stable_shape(chain: Chain,
     break_beta(chain)
     assert build(chain, capsys)[0] == 1
     doc = status_json(chain, capsys)
-    assert set(doc) == {"workdir", "prefix", "components"}
+    assert set(doc) == {"workdir", "prefix", "components", "verify", "running", "failed",
+                        "continue"}
     assert doc["workdir"] == str(chain.workdir) and doc["prefix"] == str(chain.prefix)
     assert [c["name"] for c in doc["components"]] == ["alpha", "beta", "gamma"]
     for comp in doc["components"]:
@@ -133,7 +140,8 @@ def test_json_document_has_a_stable_shape(chain: Chain,
     failure = beta["failure"]
     assert failure["step"] == "compile"
     assert failure["log"] == str(chain.workdir / "logs/beta/compile.log")
-    assert failure["continue"] == "rocbuild build beta"
+    assert failure["continue"] == shlex.join(["rocbuild", "build", *chain.flags(), "--quiet",
+                                              "--no-verify"])
     assert failure["diagnosis"] is None
     assert any("beta was configured to fail" in line for line in failure["tail"])
 
@@ -160,7 +168,7 @@ def test_a_recipe_change_marks_what_runs_again_and_says_why(
     stale = {k for k, s in steps_by_name(status_json(chain, capsys)).items()
              if s["state"] != "done"}
     rc = main(["build", *chain.flags(), "--quiet", "--no-verify"])
-    ran = {tuple(m) for m in re.findall(r"^▶ (\S+): (\w+)$", capsys.readouterr().out, re.M)}
+    ran = {tuple(m) for m in STEP_LINE.findall(capsys.readouterr().out)}
     assert rc == 0 and ran == stale
     assert chain.run_gamma() == "gamma 12"  # 1 * 2 + 10
     assert "everything is built and current" in status_text(chain, capsys)
@@ -173,7 +181,7 @@ def predicted_and_run(chain: Chain, capsys: pytest.CaptureFixture[str]
     predicted = {k: s["why"] for k, s in steps_by_name(doc).items() if s["state"] != "done"}
     rc, out = build(chain, capsys)
     assert rc == 0, out
-    return predicted, {tuple(m) for m in re.findall(r"^▶ (\S+): (\w+)$", out, re.M)}
+    return predicted, {tuple(m) for m in STEP_LINE.findall(out)}
 
 
 def _rebuilt_from(first: str, why: str) -> dict[tuple[str, str], str]:
@@ -226,12 +234,7 @@ def test_a_rebuilt_dependency_and_a_new_patch_are_named(
     chain.write_recipe("beta", recipe("beta", ["alpha"], ["-DBETA_FACTOR=3"]))
     rc, out = build(chain, capsys, "beta")
     assert rc == 0, out  # beta only: gamma is left behind
-    patches = chain.recipes.parent / "patches" / "gamma"
-    patches.mkdir(parents=True)
-    (patches / "0001-say-hello.patch").write_text(
-        "--- a/main.c\n+++ b/main.c\n@@ -1,3 +1,3 @@\n #include <stdio.h>\n"
-        ' #include "beta.h"\n-int main(void) { printf("gamma %d\\n", beta_value()); return 0; }\n'
-        '+int main(void) { printf("hello %d\\n", beta_value()); return 0; }\n')
+    patch = add_gamma_patch(chain)
     steps = steps_by_name(status_json(chain, capsys))
     assert steps[("beta", "install")]["state"] == "done"
     assert steps[("gamma", "patch")]["state"] == "stale"
@@ -240,7 +243,7 @@ def test_a_rebuilt_dependency_and_a_new_patch_are_named(
     assert steps[("gamma", "configure")]["why"] == ("dependency beta was rebuilt; follows "
                                                     "patch, which runs again")
     # without the patch, the rebuilt dependency is the reason
-    (patches / "0001-say-hello.patch").unlink()
+    patch.unlink()
     steps = steps_by_name(status_json(chain, capsys))
     assert steps[("gamma", "patch")]["state"] == "done"
     assert steps[("gamma", "configure")]["why"] == "dependency beta was rebuilt"
@@ -324,7 +327,7 @@ def test_logs(chain: Chain, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["logs", *chain.flags(), "gamma"]) == 0
     assert capsys.readouterr().out == (logs / "gamma/patch.log").read_text()
 
-    assert main(["logs", *chain.flags(), "gamma", "configure"]) == 1
+    assert main(["logs", *chain.flags(), "gamma", "configure"]) == 2  # not there: bad input
     assert "no log for gamma: configure yet" in capsys.readouterr().err
     assert main(["logs", *chain.flags(), "delta"]) == 2
     assert "known: alpha, beta, gamma" in capsys.readouterr().err

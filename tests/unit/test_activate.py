@@ -12,7 +12,7 @@ import pytest
 from rocbuild import activate, buildinfo, cli, cmd_prefixes
 from rocbuild.activate import activate_previous, current_target, temp_link_path
 from rocbuild.buildinfo import BuildInfo, ComponentInfo, read_build_info, write_build_info
-from rocbuild.errors import ConfigError
+from rocbuild.errors import ConfigError, RocbuildError
 from rocbuild.graph import load_stack
 from rocbuild.settings import resolve
 
@@ -102,8 +102,9 @@ def test_a_failed_rename_leaves_the_old_link_and_no_temp_link(
         raise OSError(5, "Input/output error")
 
     monkeypatch.setattr(activate.os, "replace", broken_replace)
-    with pytest.raises(OSError):
+    with pytest.raises(RocbuildError, match=r"cannot change .*Input/output error") as info:
         activate.activate(b, link)
+    assert info.value.exit_code == 1  # not a permission problem: the switch itself failed
     monkeypatch.undo()
     assert current_target(link) == a
     assert not temp_link_path(link).is_symlink()
@@ -262,3 +263,21 @@ def test_cli_prefixes_json_marks_the_active_one(opt: Path, monkeypatch: pytest.M
     assert str(b) in {p["prefix"] for p in doc["prefixes"]}
     assert cli.main(["prefixes", "--link", str(opt / "rocm")]) == 0
     assert "rocm-6.4-gfx906" in capsys.readouterr().out
+
+
+def test_cli_activate_without_permission_exits_2(opt: Path, tmp_path: Path) -> None:
+    """A link this user may not change is bad input (exit 2: sudo or --link), with no
+    traceback. Root may write anywhere a test can make, but not in sysfs."""
+    from tests.cli import run_cli
+
+    prefix = make_prefix(opt, "rocm-6.4-gfx906")
+    if os.geteuid() == 0:
+        link = Path("/sys/rocbuild-test-link")
+    else:
+        locked = tmp_path / "locked"
+        locked.mkdir(mode=0o555)
+        link = locked / "rocm"
+    result = run_cli("activate", str(prefix), "--link", str(link), expect=2)
+    assert f"rocbuild: error: cannot change {link}" in result.stderr
+    assert "TIP: run it with sudo, or use --link" in result.stderr
+    assert not link.is_symlink()

@@ -66,8 +66,8 @@ def test_commands_are_paste_ready(capsys: pytest.CaptureFixture[str], tmp_path: 
     assert main(["plan", "rocm-cmake", "--commands", "--workdir", str(tmp_path / "w")]) == 0
     out = capsys.readouterr().out
     src = tmp_path / "w/src/rocm-cmake"
-    assert f"git -C {src} fetch --depth 1 -- https://github.com/ROCm/rocm-cmake.git rocm-6.4.3" \
-        in out
+    assert "fetch --depth 1 --no-tags -- https://github.com/ROCm/rocm-cmake.git rocm-6.4.3" in out
+    assert f"mv {src}.partial {src}" in out
     assert "cmake -G Ninja -S" in out and "-DCMAKE_INSTALL_PREFIX=/opt/rocm-6.4-gfx906" in out
     assert 'PATH=/opt/rocm-6.4-gfx906/bin:"$PATH"' in out
     assert f"cmake --install {tmp_path / 'w/build/rocm-cmake'}" in out
@@ -107,6 +107,6 @@ def test_human_plan_lists_components(tmp_path: Path) -> None:
     result = run_cli("plan", "--target", "gfx906", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     assert "prefix:  /opt/rocm-6.4-gfx906" in result.stdout
-    positions = [result.stdout.index(f" {n} ") for n in ("llvm", "hip", "rocblas", "hipblas",
+    positions = [result.stdout.index(f"\n{n} ") for n in ("llvm", "hip", "rocblas", "hipblas",
                                                           "llama.cpp")]
     assert positions == sorted(positions)

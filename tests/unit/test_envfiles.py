@@ -96,16 +96,18 @@ def test_spec_comes_from_the_stack(write_recipes) -> None:
     stack = load_stack(resolve({"recipes": str(folder), "target": "gfx906,gfx1030"}, env={}))
     spec = spec_for(stack, tune=True)
     assert spec == EnvSpec(Path("/opt/rocm-6.4-gfx906-gfx1030"), "6.4.3", "6.4",
-                           ("gfx906", "gfx1030"), tune=True)
+                           ("gfx906", "gfx1030"), tune=True, name="rocm")
 
 
 def test_write_env_files_puts_three_whole_files_in_the_prefix(tmp_path: Path) -> None:
     spec = EnvSpec(tmp_path / "prefix", "6.4.3", "6.4", ("gfx906",))
     written = write_env_files(spec)
     assert [p.relative_to(spec.prefix) for p in written] == [
-        Path("env.sh"), Path("env.fish"), Path("modulefiles/rocm/6.4-gfx906.lua")]
+        Path("env.sh"), Path("env.fish"), Path("modulefiles/rocm/6.4-gfx906.lua"),
+        Path("modulefiles/rocm/6.4-gfx906")]
     assert written[0].read_text() == render(spec, "bash")
     assert written[2].read_text() == render(spec, "lmod")
+    assert written[3].read_text() == render(spec, "tcl")
     leftovers = [p for p in spec.prefix.rglob("*") if p.name.endswith(".tmp")]
     assert leftovers == []
 
@@ -119,3 +121,28 @@ def test_cli_env_prints_what_would_be_written(write_recipes, capsys: pytest.Capt
     expected = render(EnvSpec(Path("/opt/rb"), "6.4.3", "6.4", ("gfx906",), tune=True), "fish")
     assert capsys.readouterr().out == expected
 
+
+
+def test_module_is_named_after_the_stack() -> None:
+    chain = EnvSpec(PREFIX, "1.0", "1.0", ("gfx906",), name="chain")
+    assert chain.module_name == "chain/1.0-gfx906"
+    assert envfiles.relative_path(chain, "lmod") == Path("modulefiles/chain/1.0-gfx906.lua")
+    assert envfiles.relative_path(chain, "tcl") == Path("modulefiles/chain/1.0-gfx906")
+    for shell in ("lmod", "tcl"):
+        text = render(chain, shell)
+        assert "module load chain/1.0-gfx906" in text
+        assert "rocm/" not in text
+    assert 'family("chain")' in render(chain, "lmod")
+    assert "conflict {chain}" in render(chain, "tcl")
+
+
+def test_spec_takes_the_stack_name(write_recipes) -> None:
+    folder = write_recipes(stack="""
+        [stack]
+        name = "chain"
+        version = "1.0"
+        targets = ["gfx906"]
+        prefix = "/opt/chain"
+    """)
+    spec = spec_for(load_stack(resolve({"recipes": str(folder)}, env={})))
+    assert spec.module_name.startswith("chain/")

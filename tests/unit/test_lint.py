@@ -175,7 +175,7 @@ def test_cli_exit_codes_and_default_sources_dir(option_stack, tmp_path: Path,
     assert main([*base, "--sources"]) == 0  # no DIR: <workdir>/src
     assert "0 errors" in capsys.readouterr().out
     (workdir / "src/app/CMakeLists.txt").write_text("READ_HERE\n")
-    assert main([*base, "--sources", str(workdir / "src"), "--json"]) == 1
+    assert main([*base, "--sources", str(workdir / "src"), "--json"]) == 2  # recipes are input
     doc = json.loads(capsys.readouterr().out)
     assert not doc["ok"]
     assert {f["message"].split()[0] for f in doc["findings"] if f["level"] == "error"} == {
@@ -223,3 +223,14 @@ def test_component_in_another_checkout_is_searched_at_its_subdir(write_recipes,
     assert dict(part.read_by) == {"PART_OPT": "part", "SIBLING_OPT": "mono"}
     (src / "mono/other/CMakeLists.txt").write_text("")
     assert lint_sources(settings_for(folder), src).sources[0].unread == ("SIBLING_OPT",)
+
+
+def test_sources_with_nothing_to_check_exits_2(option_stack, tmp_path: Path) -> None:
+    from tests.cli import run_cli
+
+    empty = tmp_path / "not-the-src"
+    empty.mkdir()
+    result = run_cli("lint-recipes", "--recipes", str(option_stack), "--sources", str(empty),
+                     expect=2)
+    assert f"nothing could be checked: no component has a checkout in {empty}" in result.stderr
+    assert "TIP:" in result.stderr

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -27,9 +28,10 @@ def test_output_goes_to_log_and_only_a_tail_stays_in_memory(tmp_path: Path) -> N
     assert result.ok and result.tail == [f"line {i}" for i in range(490, 500)]
     assert len(lines) == 500
     text = log.read_text()
-    assert text.count("\nline ") == 500 and text.startswith("\n$ ") and "# exit 0" in text
+    assert text.count("\nline ") == 500 and text.startswith("\n=== attempt 1 · ")
+    assert re.search(r"\n\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d [+-]\d{4}\] exit 0 after ", text)
     run_logged(py("print('again')"), log=log)  # appended, with its own header
-    assert log.read_text().count("\n$ ") == 2
+    assert log.read_text().count("\n$ ") == 2 and "\n=== attempt 2 · " in log.read_text()
 
 
 def test_exit_code_and_signal_are_classified(tmp_path: Path) -> None:
@@ -107,6 +109,34 @@ def test_parallel_compile_steps_share_one_job_budget(tmp_path: Path) -> None:
     assert ctx._take_jobs("rocblas", 8) == 1  # llvm holds the budget
     ctx._return_jobs("llvm")
     assert ctx._take_jobs("hipblas", 8) == 7  # rocblas still holds 1
+
+
+def test_attempt_markers_name_the_environment_and_an_interruption(tmp_path: Path) -> None:
+    from rocbuild.proc import log_attempt
+
+    log = tmp_path / "step.log"
+    env = {**os.environ, "ROCBUILD_TEST_MARK": "on the marker"}
+    env.pop("HOME", None)
+    seen: list[str] = []
+
+    def stop_at_first_line(line: str) -> None:
+        seen.append(line)
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        run_logged(py("print('hello', flush=True); import time; time.sleep(30)"), log=log,
+                   env=env, cwd=tmp_path, on_line=stop_at_first_line)
+    text = log.read_text()
+    assert seen == ["hello"]
+    assert "# env ROCBUILD_TEST_MARK=on the marker\n" in text
+    assert "# env -HOME (unset)" in text and f"# in {tmp_path}" in text
+    assert re.search(r"\] attempt 1 interrupted \(KeyboardInterrupt\)", text)
+    log_attempt(log, "fetch https://example.invalid/x.git v1")  # a step rocbuild does itself
+    text = log.read_text()
+    assert "\n=== attempt 2 · " in text and "$ fetch https://example.invalid/x.git v1" in text
+    assert "has no end line" not in text  # attempt 1 said it was interrupted
+    log_attempt(log, "fetch again")  # attempt 2 never ended: the next marker says so
+    assert "# attempt 2 has no end line" in log.read_text()
 
 
 def test_a_stamp_write_that_dies_midway_leaves_the_old_stamp_whole(

@@ -54,7 +54,8 @@ def test_bad_values_name_their_source(tmp_path: Path, flags: dict, env: dict, me
 def test_config_file_errors_name_file_and_key(tmp_path: Path) -> None:
     cfg = tmp_path / "rocbuild.toml"
     cfg.write_text("jbos = 3\n")
-    with pytest.raises(ConfigError, match=r"rocbuild.toml: key 'jbos' is not a setting \(known"):
+    with pytest.raises(ConfigError, match=r"rocbuild.toml: key 'jbos' is not a setting \(known"
+                       r".*\)\. Did you mean 'jobs'\?"):
         resolve({}, env={}, cwd=tmp_path)
     cfg.write_text("jobs = [\n")
     with pytest.raises(ConfigError, match=r"rocbuild\.toml: invalid TOML"):

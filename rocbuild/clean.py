@@ -1,0 +1,149 @@
+"""What `rocbuild clean` may remove, how much each frees, and removing it under the run lock.
+
+Kinds of things, each opt-in except build trees:
+- ``build``: ``<workdir>/build/<component>``. The configure stamp is checked against the
+  build tree (uptodate.py: its build id and CMakeCache.txt), and compile and install chain on
+  the configure run, so a removed tree makes all three not current.
+- ``sources``: checkouts ``<workdir>/src/<name>`` (and ``.partial``/``.old`` leftovers of a
+  killed fetch); the next build checks out again from the git cache.
+- ``caches``: the bare git caches (``<workdir>/cache/git``), and for the whole workdir the
+  build venv, the wheelhouse and rocbuild's compiler cache (``<workdir>/cache/ccache``; a
+  CCACHE_DIR of the user's is never touched); the next build downloads or compiles again.
+- ``prefix``: only rocbuild's own files in the prefix (build-info, env files, modulefiles),
+  never anything a component installed; only when asked (``--prefix-files``).
+
+``find`` lists what is there without touching it (``--dry-run`` prints exactly that);
+``remove`` runs inside ``locked`` (the workdir's run lock), so it refuses (BusyError) while a
+build runs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from rocbuild import launchers, sources
+from rocbuild.buildinfo import info_path
+from rocbuild.envfiles import SHELLS, relative_path, spec_for
+from rocbuild.graph import Component, Stack, venv_dir, wheelhouse_dir
+from rocbuild.state import StateDir
+
+KINDS = ("build", "sources", "caches", "prefix")
+
+
+@dataclass(frozen=True)
+class Item:
+    kind: str
+    path: Path
+    size: int  # bytes on disk, symlinks not followed
+    note: str = ""
+    removable: bool = True  # False: listed to say why it stays
+
+
+def tree_size(path: Path) -> int:
+    """Bytes used by a file or folder, counting each inode once and never following links."""
+    if not path.exists() and not path.is_symlink():
+        return 0
+    if path.is_symlink() or path.is_file():
+        return path.lstat().st_size
+    seen: set[tuple[int, int]] = set()
+    total = 0
+    for root, dirs, files in os.walk(path):
+        for name in (*dirs, *files):
+            with contextlib.suppress(OSError):
+                st = os.lstat(os.path.join(root, name))
+                if (st.st_dev, st.st_ino) not in seen:
+                    seen.add((st.st_dev, st.st_ino))
+                    total += st.st_blocks * 512 if st.st_blocks else st.st_size
+    return total
+
+
+def _present(kind: str, paths: Iterable[Path], note: str = "") -> list[Item]:
+    return [Item(kind, p, tree_size(p), note) for p in paths if p.exists() or p.is_symlink()]
+
+
+def _checkout_paths(checkout: Path) -> list[Path]:
+    return [checkout, checkout.with_name(checkout.name + ".partial"),
+            checkout.with_name(checkout.name + ".old")]
+
+
+def prefix_files(stack: Stack) -> list[Path]:
+    """rocbuild's own files in the prefix: build-info and the env files / modulefiles."""
+    spec = spec_for(stack)
+    files = [info_path(stack.prefix)]
+    files += sorted({stack.prefix / relative_path(spec, shell) for shell in SHELLS})
+    return files
+
+
+def find(stack: Stack, components: list[Component] | None, kinds: set[str]) -> list[Item]:
+    """What cleaning ``components`` (None: the whole workdir) of ``kinds`` would remove."""
+    workdir = stack.workdir
+    items: list[Item] = []
+    if components is None:
+        if "build" in kinds:
+            items += _present("build", [workdir / "build"])
+        if "sources" in kinds:
+            items += _present("sources", [workdir / "src"])
+        if "caches" in kinds:
+            items += _present("caches", [workdir / "cache" / "git", venv_dir(workdir),
+                                         wheelhouse_dir(workdir),
+                                         launchers.cache_dir_of(workdir)])
+    else:
+        for comp in components:
+            if "build" in kinds and comp.builds:
+                items += _present("build", [comp.build_dir])
+            if "sources" in kinds:
+                if comp.owns_checkout:
+                    items += _present("sources", _checkout_paths(comp.checkout_dir))
+                else:
+                    items.append(Item("sources", comp.checkout_dir, 0,
+                                      f"kept: {comp.name} uses the checkout of {comp.checkout}; "
+                                      f"clean {comp.checkout} to remove it", removable=False))
+            if "caches" in kinds and comp.owns_checkout and comp.fetch_url:
+                cache = sources.cache_dir(workdir / "cache" / "git", comp.fetch_url)
+                items += _present("caches", [cache])
+    if "prefix" in kinds:
+        items += _present("prefix", prefix_files(stack))
+    return items
+
+
+def _remove(path: Path) -> None:
+    if path.is_symlink() or path.is_file():
+        path.unlink()
+    elif path.is_dir():
+        shutil.rmtree(path)
+
+
+def _prune_empty(folder: Path, stop: Path) -> None:
+    """Remove folders left empty (modulefiles/rocm/), up to but not including ``stop``."""
+    while folder != stop and folder.is_relative_to(stop):
+        try:
+            folder.rmdir()
+        except OSError:
+            return
+        folder = folder.parent
+
+
+def locked(stack: Stack) -> contextlib.AbstractContextManager[None]:
+    """The workdir's run lock: cleaning while a build runs would pull its trees from under it,
+    so this raises BusyError (exit 3) when a build holds it."""
+    return StateDir(stack.workdir).lock()
+
+
+def remove(stack: Stack, items: list[Item]) -> int:
+    """Remove what ``find`` listed; call it inside ``locked``. Returns the bytes freed. The
+    stamps stay: uptodate.py checks each against what its step made (the build tree's id,
+    the checkout's token), so status names why a removed output's steps run again."""
+    freed = 0
+    for item in items:
+        if not item.removable:
+            continue
+        _remove(item.path)
+        freed += item.size
+        if item.kind == "prefix":
+            _prune_empty(item.path.parent, stack.prefix)
+    return freed

@@ -1,0 +1,104 @@
+"""The one command that continues a build: the command the user ran, made pasteable anywhere.
+
+A build records the command line it was started with (``<workdir>/state/last-build.json``);
+"continue with" in the build's summary and in `rocbuild status` repeats it, so a whole-stack
+run with ``--recipes``, ``--workdir``, ``--mirror`` and ``--target`` continues as the same
+whole-stack run, not as ``rocbuild build <one component>`` against the default recipes. To
+work from another folder or a new shell the line is made self-contained: relative paths of
+path options become absolute, settings that came from ``ROCBUILD_*`` variables are added as
+flags, and a ``rocbuild.toml`` read from the build's folder is kept with ``cd <folder> &&``.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from rocbuild.settings import OPTION_BY_NAME, OPTIONS, Settings
+from rocbuild.state import StateDir, read_json, write_json_atomic
+
+PATH_FLAGS = ("--recipes", "--workdir", "--prefix")
+RECORD = "last-build.json"
+
+
+def _absolute(value: str, cwd: Path) -> str:
+    path = Path(os.path.expanduser(value))
+    return str(path if path.is_absolute() else (cwd / path))
+
+
+def _absolute_paths(argv: Sequence[str], cwd: Path) -> list[str]:
+    """``argv`` with the values of --recipes/--workdir/--prefix made absolute (both
+    ``--flag value`` and ``--flag=value``)."""
+    out: list[str] = []
+    follows_path_flag = False
+    for word in argv:
+        if follows_path_flag:
+            out.append(_absolute(word, cwd))
+            follows_path_flag = False
+            continue
+        flag, eq, value = word.partition("=")
+        if flag in PATH_FLAGS and eq:
+            out.append(f"{flag}={_absolute(value, cwd)}")
+        else:
+            out.append(word)
+            follows_path_flag = word in PATH_FLAGS
+    return out
+
+
+def _env_as_flags(settings: Settings) -> list[str]:
+    """Settings taken from ROCBUILD_* variables, as flags: a new shell may not have them."""
+    flags: list[str] = []
+    for option in OPTIONS:
+        value = settings.values.get(option.name)
+        if value is None or not value.source.startswith("env "):
+            continue
+        raw = os.environ.get(option.env, "")
+        if option.repeatable:
+            for rule in raw.replace(";", " ").split():
+                flags += [option.flag, rule]
+        else:
+            flags += [option.flag, raw]
+    return flags
+
+
+def command_line(argv: Sequence[str], settings: Settings, cwd: Path | None = None) -> str:
+    """The command the user ran (``argv`` after the program name), pasteable from anywhere."""
+    cwd = cwd or Path.cwd()
+    words = ["rocbuild", *_absolute_paths(argv, cwd), *_env_as_flags(settings)]
+    line = shlex.join(words)
+    from_cwd_config = any(v.source == f"config {cwd / 'rocbuild.toml'}"
+                          for v in settings.values.values())
+    return f"cd {shlex.quote(str(cwd))} && {line}" if from_cwd_config else line
+
+
+def record(workdir: Path, command: str) -> None:
+    """Remember the build's command line for `rocbuild status`."""
+    write_json_atomic(StateDir(workdir).root / RECORD,
+                      {"command": command, "started": time.time(), "pid": os.getpid()})
+
+
+def recorded(workdir: Path) -> str | None:
+    doc = read_json(StateDir(workdir).root / RECORD)
+    command = doc.get("command") if doc else None
+    return command if isinstance(command, str) and command else None
+
+
+def fallback(settings: Settings, components: Sequence[str]) -> str:
+    """When no build recorded its command: `rocbuild build` with the settings this command
+    was given (flags and environment), so the line still points at the same workdir."""
+    words = ["rocbuild", "build", *components]
+    for name, value in settings.values.items():
+        option = OPTION_BY_NAME.get(name)
+        if option is None or not value.source.startswith(("flag ", "env ")):
+            continue
+        items = value.value if option.repeatable else [value.value]
+        for item in items:
+            text = f"{item[0]}={item[1]}" if isinstance(item, tuple) and len(item) == 2 \
+                and isinstance(item[0], str) else item
+            if isinstance(text, tuple):  # targets
+                text = ",".join(str(t) for t in text)
+            words += [option.flag, str(text)]
+    return shlex.join(words)

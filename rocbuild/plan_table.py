@@ -1,0 +1,97 @@
+"""The plan's table at 80 columns: one line per component (name, ref, state, jobs, time, disk).
+
+The arithmetic behind each job count is long (CPUs, memory, swap, reserve, per-job memory);
+it goes under the table, once for the host and per component only with ``plan --why``, so
+the table itself never wraps. ``ui.print_plan`` calls this; totals live elsewhere.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from rich import box
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from rocbuild.cmd_status import format_seconds
+from rocbuild.doctor import fmt_bytes
+from rocbuild.plan import Plan, PlannedComponent
+from rocbuild.resources import format_gib
+
+REF_WIDTH = 12  # a tag such as rocm-6.4.3 fits; a full commit id is cut to 12 hex digits
+
+
+def ref_cell(p: PlannedComponent) -> str:
+    c = p.component
+    if not c.ref:
+        return f"in {c.checkout}"  # reuses another component's checkout
+    ref = c.ref
+    if len(ref) == 40 and all(ch in "0123456789abcdef" for ch in ref.lower()):
+        return ref[:REF_WIDTH]
+    return ref
+
+
+def jobs_cell(p: PlannedComponent) -> str:
+    """``8``, or ``8, link 2`` when the recipe sizes another kind of work on its own."""
+    if not p.jobs:
+        return "source"
+    parts = [str(p.jobs["compile"].jobs)] if "compile" in p.jobs else []
+    parts += [f"{kind} {count.jobs}" for kind, count in p.jobs.items() if kind != "compile"]
+    return ", ".join(parts)
+
+
+def time_cell(seconds: float | None) -> str:
+    return "-" if not seconds else format_seconds(seconds)
+
+
+def disk_cell(p: PlannedComponent) -> str:
+    disk = p.component.recipe.resources.get("disk")
+    return fmt_bytes(float(disk)) if disk else "-"
+
+
+def table(plan: Plan, seconds: Mapping[str, float | None]) -> Table:
+    """``seconds``: each component's expected time (this host's history, else the recipe)."""
+    out = Table(title=f"build order ({len(plan.components)} components)", title_justify="left",
+                box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1), collapse_padding=True,
+                show_edge=False)
+    for column, justify in (("component", "left"), ("ref", "left"),
+                            ("state", "left"), ("jobs", "left"), ("time", "right"),
+                            ("disk", "right")):
+        # a cell that does not fit is cut with an ellipsis, never wrapped onto a second line
+        out.add_column(column, justify=justify, no_wrap=True, overflow="ellipsis")  # type: ignore[arg-type]
+    for p in plan.components:  # in build order
+        out.add_row(escape(p.name), escape(ref_cell(p)), escape(p.state),
+                    escape(jobs_cell(p)), time_cell(seconds.get(p.name)), disk_cell(p))
+    return out
+
+
+def host_note(plan: Plan) -> str:
+    host = plan.host
+    weight = plan.settings.swap_weight
+    return (f"jobs: sized from {host.cpus} CPUs and {format_gib(host.mem_available)} free "
+            f"memory + {format_gib(host.swap_free)} swap × {weight}, each component's memory "
+            "per job from its recipe (`rocbuild plan --why` shows the arithmetic); time: this "
+            "host's last run, else the recipe's CPU-hours over the CPUs")
+
+
+def print_reasons(plan: Plan, out: Console) -> None:
+    """Per component: what it depends on and why it gets its job counts (``--why``)."""
+    for p in plan.components:
+        out.print(f"[bold]{escape(p.name)}[/] — depends on "
+                  f"{escape(', '.join(p.component.depends) or 'nothing')}")
+        for kind, count in p.jobs.items():
+            out.print(f"  {kind}: {escape(count.reason)}")
+
+
+def print_table(plan: Plan, out: Console, seconds: Mapping[str, float | None],
+                *, why: bool = False) -> None:
+    out.print(table(plan, seconds))
+    out.print(f"[dim]{escape(host_note(plan))}[/]")
+    cached = [p for p in plan.components if p.cache and p.state != "done"]
+    if cached:  # what --cache does with each, one line each, under the table
+        out.print("binary cache:")
+        for p in cached:
+            out.print(f"  {escape(p.name):<22} {escape(p.cache)}")
+    if why:
+        print_reasons(plan, out)

@@ -1,0 +1,94 @@
+"""Which steps are running right now, and which run holds the workdir, for `rocbuild status`.
+
+A build writes ``<workdir>/state/steps-running/<component>.<step>.json`` when a step starts and
+removes it when the step ends. A file whose writer is gone (SIGKILL, a crash) is not a running
+step: each names the rocbuild process by pid and start time, checked against the live process
+table, so a reused pid never counts. The run lock's holder is found the same way, from the pid
+the lock file holds and the process that has it open; nothing here takes the lock, so status
+never gets in the way of a build that is starting.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import psutil
+
+from rocbuild.state import StateDir, read_json, write_json_atomic
+
+
+@dataclass(frozen=True)
+class RunningStep:
+    component: str
+    step: str
+    pid: int
+    since: float  # time.time() when the step started
+
+
+def _folder(workdir: Path) -> Path:
+    return StateDir(workdir).root / "steps-running"
+
+
+def _started(pid: int) -> float | None:
+    try:
+        return psutil.Process(pid).create_time()
+    except psutil.Error:
+        return None
+
+
+@contextlib.contextmanager
+def mark(workdir: Path, component: str, step: str) -> Iterator[None]:
+    """Mark ``component:step`` as running in this process while the block runs."""
+    path = _folder(workdir) / f"{component}.{step}.json"
+    pid = os.getpid()
+    write_json_atomic(path, {"component": component, "step": step, "pid": pid,
+                             "create_time": _started(pid), "since": time.time()})
+    try:
+        yield
+    finally:
+        path.unlink(missing_ok=True)
+
+
+def _alive(pid: object, create_time: object) -> bool:
+    if not isinstance(pid, int):
+        return False
+    started = _started(pid)
+    return started is not None and isinstance(create_time, (int, float)) \
+        and abs(started - create_time) < 1.0
+
+
+def steps(workdir: Path) -> dict[tuple[str, str], RunningStep]:
+    """The steps a live rocbuild process is running now, by (component, step)."""
+    found: dict[tuple[str, str], RunningStep] = {}
+    folder = _folder(workdir)
+    for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
+        doc = read_json(path)
+        if not doc or not _alive(doc.get("pid"), doc.get("create_time")):
+            continue
+        key = (str(doc.get("component")), str(doc.get("step")))
+        found[key] = RunningStep(*key, int(doc["pid"]), float(doc.get("since") or 0))
+    return found
+
+
+def lock_holder(workdir: Path) -> int | None:
+    """The pid of the live process holding the workdir's run lock, or None. The lock file
+    keeps the last holder's pid; it counts only while that process has the file open."""
+    path = StateDir(workdir).root / "lock"
+    try:
+        pid = int(path.read_text().strip() or "0")
+    except (OSError, ValueError):
+        return None
+    if pid <= 0:
+        return None
+    try:
+        process = psutil.Process(pid)
+        real = os.path.realpath(path)
+        held = any(os.path.realpath(f.path) == real for f in process.open_files())
+    except psutil.Error:
+        return None
+    return pid if held else None

@@ -1,0 +1,158 @@
+"""The reports a user acts on, from real builds of the generated chain: the "continue with"
+line pasted back into a real run, status during a live build, a failed verify, a patch-only
+change, the narrow status table, and `build --json`."""
+
+from __future__ import annotations
+
+import io
+import json
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+
+from rocbuild import cmd_status
+from rocbuild.build import BuildContext, Output
+from rocbuild.graph import load_stack
+from rocbuild.settings import resolve
+from rocbuild.status import collect
+from tests.cli import child_env, run_cli, run_flags
+from tests.e2e.chain import Chain, add_gamma_patch
+from tests.e2e.test_engine import sleepers, slow_beta, wait_for
+from tests.e2e.test_status import break_beta, recipe
+
+pytestmark = pytest.mark.e2e
+
+
+def continue_lines(text: str) -> list[str]:
+    return [line.split("continue with: ", 1)[1].split("  (finished", 1)[0]
+            for line in text.splitlines() if "continue with: " in line]
+
+
+def test_continue_line_pasted_into_a_new_shell_finishes_the_whole_run(chain: Chain) -> None:
+    """A whole-stack run with relative --recipes/--workdir/--prefix, --target, and the
+    mirror from the environment fails in beta; the line it prints, pasted in another folder
+    with no ROCBUILD_* variables, finishes the same whole-stack run."""
+    break_beta(chain)
+    here = chain.root
+    argv = ["build", "--recipes", "project/recipes", "--workdir", "work", "--prefix", "prefix",
+            "--target", "gfx906", "--quiet", "--no-verify"]
+    failed = run_cli(*argv, cwd=here, env={"ROCBUILD_MIRROR": chain.mirror}, expect=1)
+    (line,) = set(continue_lines(failed.stdout))
+    words = shlex.split(line)
+    assert words[:2] == ["rocbuild", "build"] and "beta" not in words  # not narrowed
+    assert words[words.index("--workdir") + 1] == str(chain.workdir)  # made absolute
+    assert words[words.index("--mirror") + 1] == chain.mirror  # the env setting, as a flag
+    assert "--target" in words and "--quiet" in words
+    # status (run elsewhere, naming only the workdir) repeats the same line
+    status = run_cli("status", "--workdir", str(chain.workdir), "--recipes",
+                     str(chain.recipes), cwd=here / "project", expect=1)
+    assert line in continue_lines(status.stdout)
+
+    chain.write_recipe("beta", recipe("beta", ["alpha"], []))  # the fix
+    elsewhere = here / "elsewhere"
+    elsewhere.mkdir()
+    done = subprocess.run([sys.executable, "-m", "rocbuild", *words[1:]], cwd=elsewhere,
+                          env=child_env(), capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "▶ gamma: configure" in done.stdout  # the whole stack, beyond beta
+    assert chain.run_gamma() == "gamma 11"
+
+
+def test_status_during_a_live_build_shows_running_and_no_continue_line(chain: Chain,
+                                                                        tmp_path: Path) -> None:
+    marker = slow_beta(chain)
+    runner = subprocess.Popen([sys.executable, "-m", "rocbuild", "build", *chain.flags(),
+                               "--quiet", "--no-verify"], env=child_env(), cwd=tmp_path,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_for(lambda: bool(sleepers(marker)) or runner.poll() is not None)
+        assert runner.poll() is None, "the build ended before the slow step"
+        doc = json.loads(run_flags(chain.flags(), "status", "--json", expect=0).stdout)
+        steps = {(c["name"], s["step"]): s for c in doc["components"] for s in c["steps"]}
+        assert steps[("beta", "compile")]["state"] == "running"
+        assert steps[("beta", "compile")]["why"].startswith(f"pid {runner.pid}, since ")
+        assert steps[("beta", "install")]["state"] == "pending"
+        assert doc["running"] == runner.pid and doc["continue"] is None
+        text = run_flags(chain.flags(), "status", expect=0).stdout
+        assert "running" in text and f"a build is running in this workdir (pid {runner.pid})" \
+            in " ".join(text.split())
+        assert "continue with" not in text
+    finally:
+        marker.unlink(missing_ok=True)
+        runner.terminate()
+        runner.wait(timeout=60)
+    # the run is gone: its marker no longer counts, and status offers the command again
+    doc = json.loads(run_flags(chain.flags(), "status", "--json").stdout)
+    states = {(c["name"], s["step"]): s["state"] for c in doc["components"]
+              for s in c["steps"]}
+    assert "running" not in states.values() and doc["running"] is None
+    assert doc["continue"] is not None
+
+
+def test_a_failed_verify_is_a_failed_row_and_status_exits_1(chain: Chain) -> None:
+    # the chain has no GPU code, so the build's verify fails (exit 4; the prefix incomplete)
+    run_flags(chain.flags(), "build", "--quiet", expect=4)
+    doc = json.loads(run_flags(chain.flags(), "status", "--json", expect=1).stdout)
+    assert doc["verify"]["state"] == "failed" and doc["failed"] is True
+    assert all(c["state"] == "done" for c in doc["components"])
+    text = run_flags(chain.flags(), "status", expect=1).stdout
+    row = next(line for line in text.splitlines() if " verify " in line)
+    assert "failed" in row and "everything is built" not in text
+    assert "verify failed" in text
+    # --no-verify: nothing was verified, so there is no verify row to show
+    run_flags(chain.flags(), "build", "--quiet", "--no-verify", expect=0)
+    doc = json.loads(run_flags(chain.flags(), "status", "--json", expect=0).stdout)
+    assert doc["verify"] is None
+
+
+def test_a_patch_only_change_says_patches_changed(chain: Chain) -> None:
+    run_flags(chain.flags(), "build", "--quiet", "--no-verify", expect=0)
+    add_gamma_patch(chain)
+    doc = json.loads(run_flags(chain.flags(), "status", "--json", expect=0).stdout)
+    steps = {(c["name"], s["step"]): s for c in doc["components"] for s in c["steps"]}
+    assert steps[("gamma", "patch")]["why"] == "patches changed: 0001-say-hello.patch (new)"
+    why = steps[("gamma", "configure")]["why"]
+    assert why.startswith("patches changed") and "recipe options" not in why
+
+
+def test_status_table_reads_at_80_columns(chain: Chain) -> None:
+    break_beta(chain)
+    run_flags(chain.flags(), "build", "--quiet", "--no-verify", expect=1)
+    settings = resolve({"recipes": str(chain.recipes), "workdir": str(chain.workdir),
+                        "prefix": str(chain.prefix), "mirror": [chain.mirror]}, env={})
+    ctx = BuildContext(stack=load_stack(settings), settings=settings,
+                       output=Output(io.StringIO()))
+    buffer = io.StringIO()
+    cmd_status.print_status(collect(ctx), Console(file=buffer, width=80, color_system=None),
+                            [])
+    # the table (after the header line, which keeps the long tmp paths whole)
+    table = buffer.getvalue().split("\nFAILED", 1)[0].splitlines()[1:]
+    assert max(len(line) for line in table) <= 80
+    rows = [line for line in table if " pending " in line or " failed " in line]
+    assert any(line.rstrip().endswith("waits for beta (failed)") for line in rows), table
+    assert any(line.rstrip().endswith("cause unknown (see below)") for line in rows), table
+
+
+def test_build_json_reports_steps_results_logs_and_causes(chain: Chain) -> None:
+    break_beta(chain)
+    result = run_flags(chain.flags(), "build", "--no-verify", "--json", expect=1)
+    doc = json.loads(result.stdout)  # stdout is the document alone
+    assert "▶ beta: compile" in result.stderr  # the step lines went to stderr
+    assert doc["exit_code"] == 1 and doc["result"] == "a build step failed"
+    steps = {(s["component"], s["step"]): s for s in doc["steps"]}
+    failed = steps[("beta", "compile")]
+    assert failed["result"] == "failed" and "cmake exited with 1" in failed["message"]
+    assert failed["log"] == str(chain.workdir / "logs" / "beta" / "compile.log")
+    assert "cause" in failed and any("beta was configured to fail" in line
+                                     for line in failed["tail"])
+    done = steps[("alpha", "install")]
+    assert done["result"] == "done" and isinstance(done["seconds"], float)
+    assert doc["continue"] == shlex.join(["rocbuild", "build", "--no-verify", "--json",
+                                          *chain.flags()])
+    again = json.loads(run_flags(chain.flags(), "build", "--no-verify", "--json",
+                                 expect=1).stdout)
+    assert {s["result"] for s in again["steps"] if s["component"] == "alpha"} == {"current"}

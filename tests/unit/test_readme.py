@@ -1,0 +1,41 @@
+"""The README's first-contact commands: what CI runs is what a new user pastes."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def sh_blocks(text: str) -> list[str]:
+    return [b.strip() for b in re.findall(r"```sh\n(.*?)```", text, flags=re.S)]
+
+
+def two_commands() -> list[str]:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = readme.split("## Two commands", 1)[1].split("\n## ", 1)[0]
+    return sh_blocks(section)
+
+
+def test_ci_runs_the_readmes_test_command_verbatim() -> None:
+    _install, test = two_commands()
+    ci_lines = (ROOT / ".ci" / "run").read_text(encoding="utf-8").splitlines()
+    assert test in ci_lines
+
+
+def test_the_two_commands_suit_externally_managed_pythons_and_root_shells() -> None:
+    for command in two_commands():
+        assert "\n" not in command  # one line each, pasted as is
+        assert not re.search(r"(^|[\s&;])python\s", command)  # python3 only
+        assert not re.search(r"(^|[\s&;])pip\s", command)  # never the system pip
+        assert "python3 -m venv .venv" in command
+        assert not re.search(r"(^|[&;]\s*)sudo\s", command)  # root shells have no sudo
+        assert "$(command -v sudo) apt-get" in command
+
+
+def test_the_readme_says_module_use_before_module_load() -> None:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    for match in re.finditer(r"module load (\S+)", readme):
+        before = readme[:match.start()]
+        assert "module use " in before.rsplit("```", 1)[-1], match.group(0)
