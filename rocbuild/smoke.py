@@ -254,13 +254,13 @@ def shell_line(argv: Sequence[str]) -> str:
     return " ".join(shlex.quote(a) for a in argv)
 
 
-def _run(argv: Sequence[str], cwd: Path, env: Mapping[str, str],
-         timeout: float) -> tuple[int | None, str]:
+def _run(argv: Sequence[str], cwd: Path, env: Mapping[str, str], timeout: float,
+         echo: Callable[[str], None]) -> tuple[int | None, str]:
     """(exit code or None on timeout, combined output). The child gets its own session so a
     timeout stops hipcc's clang children too. SIGTERM first and a long grace period: killing
     a GPU-busy process on gfx906 with SIGKILL has hung amdgpu (gfx906-facts.md 3.4)."""
     done = proc.run_capture(argv, timeout=timeout, cwd=cwd, env=env, merge_stderr=True,
-                            grace=120)
+                            grace=120, echo=echo)
     if done is None:
         return 127, f"cannot run {argv[0]}: not found or not executable"
     return done.returncode, done.stdout
@@ -273,8 +273,7 @@ def run_test(test: SmokeTest, workdir: Path, env: Mapping[str, str],
     output, line = "", ""
     for argv in test.commands:
         line = shell_line(argv)
-        echo(f"+ {line}")
-        code, output = _run(argv, workdir, env, test.timeout)
+        code, output = _run(argv, workdir, env, test.timeout, echo)  # echoes "+ line"
         if code != 0:
             why = "timed out" if code is None else f"exit {code}"
             tail = " | ".join(output.strip().splitlines()[-3:]) or "no output"
