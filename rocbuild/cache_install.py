@@ -18,12 +18,13 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from rocbuild import cache, ownership, prefixguard
+from rocbuild import actions, cache, ownership, prefixguard
 from rocbuild.artifacts import ArtifactRefused
-from rocbuild.build import BuildContext, StepOutcome, log_path
+from rocbuild.build import BuildContext
 from rocbuild.cache_store import CacheUnavailable, ProgressLine
 from rocbuild.errors import BuildFailed
 from rocbuild.graph import Component
+from rocbuild.outcome import StepOutcome, log_path, step_logger
 from rocbuild.steps import steps_of
 
 STEP = "cache"
@@ -93,7 +94,7 @@ def install_step(ctx: BuildContext, name: str) -> None:
     store = cache.open_cache(ctx.settings.cache)
     assert store is not None and choice.manifest is not None
     log_file = log_path(ctx.stack.workdir, name, STEP)
-    log = ctx._logger(log_file)
+    log = step_logger(log_file)
     ctx.output.say(f"▶ {name}: {STEP}")
     ctx.output.say(f"  {name}: {choice.describe()}, key {choice.key[:12]}")
     started = time.monotonic()
@@ -101,10 +102,10 @@ def install_step(ctx: BuildContext, name: str) -> None:
     try:
         prefixguard.claim(ctx.stack.prefix)  # rocbuild's from its first install on
         ownership.begin_install(ctx.stack.prefix, comp)  # no link out; not complete meanwhile
-        ctx._remove_previous_install(comp, log)
+        actions.remove_previous_install(ctx, comp, log)
         cache.install(store, ctx.stack, choice, log,
                       ProgressLine(ctx.output.say, f"{name}: pulling"))
-        ctx._install_extras(comp, log)  # the recipe's links and files, for this prefix
+        actions.install_extras(ctx, comp, log)  # the recipe's links and files, for this prefix
         ownership.finish_install(ctx.stack.prefix, comp, ctx.stack.order, log)
         for step in steps_of(comp):  # in order: each stamp's inputs name the one before
             _stamp(ctx, comp, step, choice)
@@ -120,7 +121,7 @@ def install_step(ctx: BuildContext, name: str) -> None:
 
 
 def _stamp(ctx: BuildContext, comp: Component, step: str, choice: cache.Choice) -> None:
-    """The step's stamp as a build writes it (build.py's own writer, so the run ids chain the
+    """The step's stamp as a build writes it (actions.py's own writer, so the run ids chain the
     same way), marked ``from_cache`` with the artifact's key (uptodate.py's output check)."""
     assert choice.manifest is not None
     outcome = StepOutcome(comp.name, step, "done")
@@ -128,4 +129,4 @@ def _stamp(ctx: BuildContext, comp: Component, step: str, choice: cache.Choice) 
     if step == "fetch":
         outcome.record.update(commit=choice.manifest.commit, checkout_id=None,
                               ref_kind=choice.manifest.ref_kind)  # for a later push
-    ctx._stamp(comp, step, outcome, 0.0)
+    actions.write_stamp(ctx, comp, step, outcome, 0.0)

@@ -8,7 +8,16 @@ import sys
 
 from rich.console import Console
 
-from rocbuild import build_report, cache_install, continuation, engine, prefixguard, status
+from rocbuild import (
+    build_report,
+    cache_install,
+    cmd_verify,
+    continuation,
+    engine,
+    prefixguard,
+    status,
+    ui,
+)
 from rocbuild.build import BuildContext, Output
 from rocbuild.errors import RocbuildError
 from rocbuild.graph import load_stack
@@ -59,13 +68,20 @@ def expected_steps(ctx: BuildContext, requested: list[str]) -> dict[tuple[str, s
                                                                      float | None]:
     """The steps this run will start (those status shows as not done; the same rule the
     build uses) with each one's expected seconds, for the whole-run ETA."""
-    report = status.collect(ctx, requested)
+    report = status.collect(ctx.rule, ctx.settings, requested)
     return {(c.name, s.step): ctx.expected_seconds(ctx.component(c.name), s.step)
             for c in report.components for s in c.steps if s.state != status.DONE}
 
 
+def reports() -> engine.Reports:
+    """How a build's end is shown: ui's summary table and the verify command's report."""
+    return engine.Reports(summary=ui.print_build_summary, verify=cmd_verify.print_report)
+
+
 def run(args: argparse.Namespace, settings: Settings) -> int:
     stack = load_stack(settings, args.components)
+    # the whole default set, once: the end of the run tells whether all of it is built
+    whole = load_stack(settings) if args.components else stack
     prefixguard.check(stack.prefix, allow_existing=args.allow_existing_prefix)
     ctx = BuildContext(stack=stack, settings=settings, output=make_output(args),
                        offline=args.offline,
@@ -77,11 +93,11 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     components = list(args.components) or list(stack.order)
     ctx.output.run_planned(expected_steps(ctx, list(args.components)))
     if not args.json:
-        return engine.build(ctx, components, parallel=settings.parallel,
+        return engine.build(ctx, components, whole, reports(), parallel=settings.parallel,
                             keep_going=args.keep_going, verify=args.verify)
     summary = Console(file=sys.stderr, highlight=False, width=120)
     try:
-        code = engine.build(ctx, components, parallel=settings.parallel,
+        code = engine.build(ctx, components, whole, reports(), parallel=settings.parallel,
                             keep_going=args.keep_going, verify=args.verify, out=summary)
     except RocbuildError as exc:  # busy, preflight: still one document for the script
         code = exc.exit_code

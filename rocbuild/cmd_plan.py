@@ -6,13 +6,14 @@ import argparse
 import json
 import sys
 
-from rocbuild import cache, cost, plan_table, resources, status
-from rocbuild.build import BuildContext, Output
+from rocbuild import cache, cost, outcome, plan_table, resources, status
 from rocbuild.graph import load_stack
 from rocbuild.plan import build_plan, to_json
 from rocbuild.settings import Settings
+from rocbuild.state import StateDir
 from rocbuild.steps import steps_of
 from rocbuild.ui import console, print_commands, print_cost, print_plan
+from rocbuild.uptodate import Rule
 
 
 def register(sub: argparse._SubParsersAction, parents: list[argparse.ArgumentParser]) -> None:
@@ -31,13 +32,13 @@ def register(sub: argparse._SubParsersAction, parents: list[argparse.ArgumentPar
     parser.set_defaults(func=run)
 
 
-def expected_seconds(ctx: BuildContext) -> dict[str, float | None]:
+def expected_seconds(rule: Rule, cpus: int) -> dict[str, float | None]:
     """Each component's expected time: this host's last run of each step (stamps), else
-    the recipe's CPU-hour estimate (BuildContext.expected_seconds)."""
+    the recipe's CPU-hour estimate (outcome.expected_seconds)."""
     seconds: dict[str, float | None] = {}
-    for comp in ctx.stack.selected():
+    for comp in rule.stack.selected():
         known = [s for step in steps_of(comp)
-                 if (s := ctx.expected_seconds(comp, step)) is not None]
+                 if (s := outcome.expected_seconds(rule.state, comp, step, cpus)) is not None]
         seconds[comp.name] = sum(known) if known else None
     return seconds
 
@@ -45,11 +46,12 @@ def expected_seconds(ctx: BuildContext) -> dict[str, float | None]:
 def run(args: argparse.Namespace, settings: Settings) -> int:
     stack = load_stack(settings, args.components)
     # each component's state from the workdir's stamps (done / failed / stale / pending)
-    ctx = BuildContext(stack=stack, settings=settings, output=Output(sys.stderr))
-    states = {c.name: c.state for c in status.collect(ctx).components}
-    pending = [c.name for c in cost.pending_components(stack, ctx.is_current)]
-    plan = build_plan(stack, settings, resources.snapshot(), lambda c: states[c.name], pending,
-                      cache.plan_lines(settings, stack, ctx.state),
+    rule = Rule(stack, StateDir(stack.workdir))  # read-only: no build context, no output
+    states = {c.name: c.state for c in status.collect(rule, settings).components}
+    pending = [c.name for c in cost.pending_components(stack, rule.is_current)]
+    host = resources.snapshot()
+    plan = build_plan(stack, settings, host, lambda c: states[c.name], pending,
+                      cache.plan_lines(settings, stack, rule.state),
                       requested=args.components)
     if args.json:
         json.dump(to_json(plan), sys.stdout, indent=2)
@@ -59,6 +61,6 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     else:
         out = console()
         print_plan(plan, out)
-        plan_table.print_table(plan, out, expected_seconds(ctx), why=args.why)
+        plan_table.print_table(plan, out, expected_seconds(rule, host.cpus), why=args.why)
         print_cost(plan, out)
     return 0

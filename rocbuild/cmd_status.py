@@ -19,10 +19,10 @@ from rich.markup import escape
 from rich.table import Table
 
 from rocbuild import launchers
-from rocbuild.build import BuildContext, Output
 from rocbuild.errors import EXIT_OK, EXIT_STEP_FAILED
 from rocbuild.graph import load_stack
 from rocbuild.settings import Settings
+from rocbuild.state import StateDir
 from rocbuild.status import (
     ComponentStatus,
     FailureStatus,
@@ -32,6 +32,7 @@ from rocbuild.status import (
     to_json,
 )
 from rocbuild.ui import console
+from rocbuild.uptodate import Rule
 
 STATE_STYLE = {"done": "green", "failed": "bold red", "stale": "yellow", "pending": "dim",
                "running": "bold cyan"}
@@ -54,8 +55,7 @@ def register(sub: argparse._SubParsersAction, parents: list[argparse.ArgumentPar
 
 def run(args: argparse.Namespace, settings: Settings) -> int:
     stack = load_stack(settings, args.components)
-    ctx = BuildContext(stack=stack, settings=settings, output=Output(sys.stdout))
-    report = collect(ctx, list(args.components))
+    report = collect(Rule(stack, StateDir(stack.workdir)), settings, list(args.components))
     if args.json:
         json.dump(to_json(report), sys.stdout, indent=2)
         sys.stdout.write("\n")

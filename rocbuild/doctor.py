@@ -18,14 +18,12 @@ import math
 import os
 import re
 import shutil
-import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from rocbuild import cost, hostreqs, launchers, resources
-from rocbuild.build import BuildContext, Output
 from rocbuild.buildinfo import info_path
 from rocbuild.errors import ConfigError
 from rocbuild.gpu import (
@@ -40,7 +38,9 @@ from rocbuild.gpu import (
 from rocbuild.graph import load_stack
 from rocbuild.resources import GIB
 from rocbuild.settings import Settings
+from rocbuild.state import StateDir
 from rocbuild.targets import TargetId
+from rocbuild.uptodate import Rule
 
 OK, WARN, FAIL, SKIP = "ok", "warn", "fail", "skip"
 SCHEMA = 1
@@ -156,9 +156,9 @@ def needs_from(settings: Settings) -> Needs:
     selected = stack.selected()
     link_mem = max((int(c.recipe.resources.get("link_mem", 0)) for c in selected), default=0)
     # the figure plan shows and preflight refuses on: components not installed yet
-    ctx = BuildContext(stack=stack, settings=settings, output=Output(sys.stderr))
+    rule = Rule(stack, StateDir(stack.workdir))  # read-only: no build context
     disk = cost.disk_needed(stack, [c.name for c in cost.pending_components(stack,
-                                                                            ctx.is_current)])
+                                                                            rule.is_current)])
     source = settings.source("target") if settings.target is not None else \
         f"default of {stack.recipes.stack.file}"
     return Needs(targets=stack.targets, targets_source=source, prefix=stack.prefix,

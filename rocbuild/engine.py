@@ -11,19 +11,18 @@ import signal
 import sys
 import time
 from collections.abc import Sequence
-from typing import Any, TextIO
+from dataclasses import dataclass
+from typing import Any, Protocol, TextIO
 
 from doit.cmd_base import ModuleTaskLoader
 from doit.doit_cmd import DoitMain
 from doit.exceptions import TaskFailed
 from rich.console import Console
-from rich.markup import escape
-from rich.table import Table
 
-from rocbuild import buildinfo, continuation, finish, launchers, optcheck, preflight
+from rocbuild import buildinfo, continuation, finish, optcheck, preflight
 from rocbuild.build import BuildContext, StepOutcome
-from rocbuild.diagnose import diagnose
 from rocbuild.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_STEP_FAILED, EXIT_VERIFY_FAILED
+from rocbuild.graph import Stack
 from rocbuild.tasks import make_namespace
 
 BACKENDS = {"BACKEND": {"durable": "rocbuild.state:DurableSqliteDB"}}
@@ -82,6 +81,20 @@ def make_reporter(ctx: BuildContext) -> type:
     return RocbuildReporter
 
 
+class SummaryPrinter(Protocol):
+    def __call__(self, outcomes: Sequence[StepOutcome], stack: Stack, command: str | None,
+                 out: Console, seconds: float, *, interrupted: bool = False) -> None: ...
+
+
+@dataclass(frozen=True)
+class Reports:
+    """How the CLI layer shows the end of a run: the engine hands over the outcomes
+    (``summary``, ui.print_build_summary), finish.py the verify report (``verify``)."""
+
+    summary: SummaryPrinter
+    verify: finish.VerifyPrinter
+
+
 def _term_to_interrupt(signum: int, frame: Any) -> None:
     raise KeyboardInterrupt(f"signal {signum}")
 
@@ -109,10 +122,13 @@ def run_doit(ctx: BuildContext, task_names: Sequence[str], *, parallel: int = 1,
         signal.signal(signal.SIGTERM, old)
 
 
-def build(ctx: BuildContext, components: Sequence[str], *, parallel: int = 1,
-          keep_going: bool = False, out: Console | None = None, verify: bool = True) -> int:
+def build(ctx: BuildContext, components: Sequence[str], whole: Stack, reports: Reports, *,
+          parallel: int = 1, keep_going: bool = False, out: Console | None = None,
+          verify: bool = True) -> int:
     """Build ``components`` (with everything they need), then write the environment files
-    and build-info and run verify (finish.py); print the summary; exit code."""
+    and build-info and run verify (finish.py); the summary goes to ``reports``; exit code.
+    ``whole`` is the stack's whole default set, loaded with the run's stack (finish.py)."""
+    console = out or Console(file=ctx.output.stream, highlight=False, width=120)
     started = time.monotonic()
     started_at = buildinfo.now()
     ctx.ensure_ready()
@@ -125,66 +141,18 @@ def build(ctx: BuildContext, components: Sequence[str], *, parallel: int = 1,
             + [f"build:{c}" for c in components]
         doit_rc = run_doit(ctx, tasks, parallel=parallel, keep_going=keep_going)
     except KeyboardInterrupt:
-        print_summary(ctx, out, time.monotonic() - started, interrupted=True)
+        reports.summary(ctx.outcomes, ctx.stack, ctx.command, console,
+                        time.monotonic() - started, interrupted=True)
         return EXIT_INTERRUPTED
     finally:
         ctx.release()
     failed = [o for o in ctx.outcomes if o.result == "failed"]
-    console = out or Console(file=ctx.output.stream, highlight=False, width=120)
-    print_summary(ctx, console, time.monotonic() - started)
+    reports.summary(ctx.outcomes, ctx.stack, ctx.command, console, time.monotonic() - started)
     if failed or doit_rc != 0:
         if not failed:
             ctx.output.say(f"rocbuild: doit stopped with exit code {doit_rc} (see above)")
         return EXIT_STEP_FAILED
-    if not finish.finish(ctx, console, verify=verify, started=started_at):
+    if not finish.finish(ctx, console, whole, reports.verify, verify=verify,
+                         started=started_at):
         return EXIT_VERIFY_FAILED  # the exit-code table: 4 is what verify found wrong
     return EXIT_OK
-
-
-def print_summary(ctx: BuildContext, out: Console | None, seconds: float, *,
-                  interrupted: bool = False) -> None:
-    out = out or Console(file=ctx.output.stream, highlight=False, width=120)
-    ran = [o for o in ctx.outcomes if o.result != "current"]
-    current = [o for o in ctx.outcomes if o.result == "current"]
-    table = Table(title=f"rocbuild: {len(ran)} steps run, {len(current)} already current, "
-                        f"{seconds:.1f}s", title_justify="left")
-    for column in ("component", "step", "time", "jobs", "result"):
-        table.add_column(column)
-    for o in ran:
-        style = {"done": "green", "failed": "bold red"}.get(o.result, "")
-        table.add_row(escape(o.component), o.step, f"{o.seconds:.1f}s",
-                      str(o.jobs or "-"), f"[{style}]{o.result}[/]")
-    if ran:
-        out.print(table)
-    elif not interrupted:
-        out.print(f"rocbuild: all {len(current)} steps are current; nothing to do")
-    compiled = [o.component for o in ran if o.step == "compile"]
-    for line in launchers.summary_lines(ctx.stack.workdir, compiled):
-        out.print(f"compiled {escape(line)}", soft_wrap=True)
-    for o in ctx.outcomes:
-        for warning in o.warnings:
-            out.print(f"[yellow]warning[/] {escape(o.component)}: {o.step}: {escape(warning)}",
-                      soft_wrap=True)
-    for o in ctx.outcomes:
-        if o.result != "failed":
-            continue
-        out.print(f"[bold red]FAILED[/] {escape(o.component)}: {o.step}")
-        out.print(escape(o.message), soft_wrap=True)  # whole lines: paths stay searchable
-        if o.log is not None:  # a check before configure (options) has no log
-            out.print(f"log: {escape(str(o.log))}", soft_wrap=True)
-        found = diagnose([*o.tail, *o.message.splitlines()],
-                         context={"prefix": str(ctx.stack.prefix), "component": o.component,
-                                  "workdir": str(ctx.stack.workdir)})
-        if found is not None:
-            out.print(f"[bold]cause:[/] {escape(found.cause)}", soft_wrap=True)
-            out.print(f"[bold]fix:[/]   {escape(found.fix)}", soft_wrap=True)
-        if o.tail:
-            out.print(f"--- last {min(len(o.tail), 20)} lines ---")
-            for line in o.tail[-20:]:
-                out.print(escape(line), soft_wrap=True)
-        command = ctx.command or f"rocbuild build {o.component}"
-        out.print(f"continue with: {escape(command)}  (finished steps are kept; only this "
-                  "step and what follows run again)", soft_wrap=True)
-    if interrupted:
-        out.print("[yellow]interrupted[/]: finished steps are recorded; run the same command "
-                  "again to continue")

@@ -8,28 +8,31 @@ build-info say ``complete``, which ``rocbuild activate`` requires.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from rich.console import Console
 
 from rocbuild import buildinfo, envfiles
 from rocbuild.build import BuildContext
-from rocbuild.cmd_verify import print_report
-from rocbuild.graph import Stack, load_stack
+from rocbuild.graph import Stack
 from rocbuild.state import write_json_atomic
 from rocbuild.status import verify_record_path
 from rocbuild.steps import steps_of
-from rocbuild.verify import verify_prefix
+from rocbuild.uptodate import Rule
+from rocbuild.verify import VerifyReport, verify_prefix
+
+# shows a verify report (the CLI's, cmd_verify.print_report): finish decides, never draws it
+VerifyPrinter = Callable[[VerifyReport, Console], None]
 
 
-def _complete_stack(ctx: BuildContext) -> Stack | None:
-    """The stack's whole default set when every step of it is current (this run may have
-    built only a part; earlier runs the rest), else None."""
-    full = BuildContext(stack=load_stack(ctx.settings), settings=ctx.settings,
-                        output=ctx.output)
-    current = all(full.is_current(c, step) for c in full.stack.selected()
-                  for step in steps_of(c))
-    return full.stack if current else None
+def _complete_stack(ctx: BuildContext, whole: Stack) -> Stack | None:
+    """The stack's whole default set (``whole``, loaded when the run began) when every step
+    of it is current (this run may have built only a part; earlier runs the rest), else
+    None."""
+    rule = Rule(whole, ctx.state)
+    current = all(rule.is_current(c, step) for c in whole.selected() for step in steps_of(c))
+    return whole if current else None
 
 
 def _build_info(ctx: BuildContext, stack: Stack, started: str) -> buildinfo.BuildInfo:
@@ -46,13 +49,14 @@ def record_verify(ctx: BuildContext, ok: bool, seconds: float, summary: str) -> 
                        "seconds": round(seconds, 1), "summary": "" if ok else summary})
 
 
-def finish(ctx: BuildContext, out: Console, *, verify: bool, started: str) -> bool:
+def finish(ctx: BuildContext, out: Console, whole: Stack, print_report: VerifyPrinter, *,
+           verify: bool, started: str) -> bool:
     """Write env files and build-info; run verify when the whole stack is built. Returns
     False when verify found a problem (missing code or linkage; the build then exits 4)."""
     prefix = ctx.stack.prefix
     written = envfiles.write_env_files(envfiles.spec_for(ctx.stack))
     out.print(f"environment: source {written[0]}", soft_wrap=True)
-    complete = _complete_stack(ctx)
+    complete = _complete_stack(ctx, whole)
     if complete is None:
         buildinfo.write_build_info(prefix, _build_info(ctx, ctx.stack, started))
         out.print("build-info: part of the stack is built; run `rocbuild build` for the rest")

@@ -12,7 +12,7 @@ import os
 import shutil
 from dataclasses import dataclass
 
-from rocbuild import cache_install, cost, hostreqs, launchers, sources
+from rocbuild import actions, cache_install, cost, hostreqs, launchers, sources
 from rocbuild.build import BuildContext
 from rocbuild.errors import BuildFailed, RocbuildError
 from rocbuild.resources import format_gib
@@ -82,7 +82,7 @@ def check_patches(ctx: BuildContext) -> list[Problem]:
     for comp in ctx.stack.selected():
         if comp.owns_checkout and "patch" in steps_of(comp) and ctx.is_current(comp, "fetch"):
             try:
-                ctx.check_patches(comp)
+                actions.check_patches(ctx, comp)
             except BuildFailed as exc:
                 problems.append(Problem(str(exc), exc.tip or "refresh the patch"))
     return problems

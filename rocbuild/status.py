@@ -19,10 +19,12 @@ from pathlib import Path
 from typing import Any
 
 from rocbuild import continuation, running
-from rocbuild.build import BuildContext, log_path
+from rocbuild.build import log_path
 from rocbuild.diagnose import Diagnosis, diagnose
 from rocbuild.graph import Component
+from rocbuild.jobs import job_cap_path
 from rocbuild.running import RunningStep
+from rocbuild.settings import Settings
 from rocbuild.state import read_json
 from rocbuild.steps import steps_of
 from rocbuild.uptodate import Rule
@@ -110,15 +112,11 @@ def format_duration(seconds: float) -> str:
     return f"{minutes // 60}h{minutes % 60:02d}m" if minutes >= 60 else f"{minutes}m"
 
 
-def job_cap_path(workdir: Path, component: str) -> Path:
-    return workdir / "state" / "caps" / f"{component}.json"
-
-
 @dataclass
 class _Walk:
     """What is known so far while walking the components in build order."""
 
-    ctx: BuildContext
+    ctx: Rule
     running: dict[tuple[str, str], RunningStep] = field(default_factory=dict)
     unsettled: dict[str, str] = field(default_factory=dict)  # component -> state, not done
     changed: set[str] = field(default_factory=set)  # recorded inputs differ from now
@@ -127,7 +125,7 @@ class _Walk:
 
     @property
     def rule(self) -> Rule:
-        return self.ctx.rule
+        return self.ctx
 
     def moving_inputs(self, comp: Component, step: str) -> list[str]:
         """The input steps of ``step`` that run first: a step name for this component's
@@ -136,14 +134,15 @@ class _Walk:
                 if self.runs.get((c, s), False)]
 
 
-def collect(ctx: BuildContext, requested: list[str] | None = None) -> StatusReport:
+def collect(ctx: Rule, settings: Settings, requested: list[str] | None = None
+            ) -> StatusReport:
     """The status of every selected component, in build order, with the steps running now,
     the run that holds the workdir, and the last verify."""
     workdir = ctx.stack.workdir
     walk = _Walk(ctx, running=running.steps(workdir),
-                 runs=ctx.rule.next_runs(ctx.stack.selected()))
+                 runs=ctx.next_runs(ctx.stack.selected()))
     command = (continuation.recorded(workdir)
-               or continuation.fallback(ctx.settings, requested or []))
+               or continuation.fallback(settings, requested or []))
     report = StatusReport(workdir, ctx.stack.prefix, command=command,
                           lock_holder=running.lock_holder(workdir))
     for comp in ctx.stack.selected():
@@ -233,7 +232,7 @@ def _why_pending(walk: _Walk, comp: Component, step: str, before: StepStatus | N
     return "not run yet"
 
 
-def _inputs_differ(ctx: BuildContext, comp: Component, step: str,
+def _inputs_differ(ctx: Rule, comp: Component, step: str,
                    stamp: Mapping[str, Any]) -> bool:
     stored, expected = stamp.get("inputs"), ctx.expected_inputs(comp, step)
     return expected is None or not isinstance(stored, dict) or stored != expected
@@ -252,7 +251,7 @@ def _with(recorded: StepStatus, state: str, why: str) -> StepStatus:
                       recorded.jobs, recorded.oom_retries, recorded.log)
 
 
-def _why_stale(ctx: BuildContext, comp: Component, step: str, stamp: Mapping[str, Any],
+def _why_stale(ctx: Rule, comp: Component, step: str, stamp: Mapping[str, Any],
                changed: set[str]) -> str:
     """Which input of the step changed since its stamp was written."""
     stored = stamp.get("inputs")
@@ -262,7 +261,7 @@ def _why_stale(ctx: BuildContext, comp: Component, step: str, stamp: Mapping[str
     if not isinstance(stored, dict):
         return "recorded by an older rocbuild (inputs unknown)"
     if stored == expected:
-        return ctx.rule.missing_output(comp, step) or "its output is missing"
+        return ctx.missing_output(comp, step) or "its output is missing"
     reasons = _input_changes(comp, stored, expected, changed,
                              patches_changed=_patches_changed(ctx, comp))
     return "; ".join(reasons) or "inputs changed"
@@ -320,7 +319,7 @@ def _patch_changes(old: Mapping[str, str], new: Mapping[str, str]) -> str:
     return ", ".join(parts)
 
 
-def _patches_changed(ctx: BuildContext, comp: Component) -> bool:
+def _patches_changed(ctx: Rule, comp: Component) -> bool:
     """The patch series of the component's checkout differs from what its patch step
     applied last (the recipe fingerprint includes the patches, so this tells them apart)."""
     stamp = ctx.state.read_stamp(comp.checkout, "patch") or {}
@@ -347,7 +346,7 @@ def _recipe_change(comp: Component, changed: set[str], rebuilt: list[str],
     return ["recipe options changed"]
 
 
-def _diagnose_failure(ctx: BuildContext, comp: Component, failure: Mapping[str, Any]
+def _diagnose_failure(ctx: Rule, comp: Component, failure: Mapping[str, Any]
                       ) -> Diagnosis | None:
     tail = [str(line) for line in failure.get("tail") or []]
     message = str(failure.get("message") or "")

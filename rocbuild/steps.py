@@ -151,7 +151,7 @@ def fetch_argv(component: Component, workdir: Path,
 def venv_commands(stack: Stack, python: str) -> list[list[str]]:
     """The build venv (``<workdir>/venv``) with the recipes' Python packages, and the wheels
     builds pip-install by themselves downloaded into ``<workdir>/wheels``; empty when no
-    selected recipe needs Python packages. build.setup_python runs exactly these."""
+    selected recipe needs Python packages. actions.setup_python runs exactly these."""
     packages, wheels = stack.python_needs()
     if not packages and not wheels:
         return []

@@ -17,7 +17,7 @@ from typing import Any
 
 from doit.exceptions import TaskFailed
 
-from rocbuild import cache_install, faults, optcheck, prefixguard
+from rocbuild import actions, cache_install, faults, optcheck, prefixguard
 from rocbuild.build import BuildContext
 from rocbuild.graph import Component
 from rocbuild.steps import steps_of
@@ -44,7 +44,7 @@ def _action(ctx: BuildContext, name: str, step: str) -> TaskFailed | None:
 
 def _python_action(ctx: BuildContext) -> TaskFailed | None:
     ctx.ensure_ready()
-    outcome = ctx.setup_python()
+    outcome = actions.setup_python(ctx)
     return TaskFailed(outcome.message) if outcome.result == "failed" else None
 
 
@@ -150,7 +150,7 @@ def make_namespace(ctx: BuildContext) -> dict[str, Any]:
                 "basename": PYTHON_TASK,
                 "doc": "the build venv with the recipes' Python packages, and the wheelhouse",
                 "actions": [(_python_action, [ctx])],
-                "uptodate": [ctx.python_is_current],
+                "uptodate": [(actions.python_is_current, [ctx])],
                 "verbosity": 2,
             }
 

@@ -1,15 +1,22 @@
-"""Terminal renderings (rich) of the plan; plain text when output is not a terminal."""
+"""Terminal renderings (rich) of the plan and of a build's summary; plain text when output is
+not a terminal."""
 
 from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Sequence
 from typing import TextIO
 
 from rich.console import Console
 from rich.markup import escape
+from rich.table import Table
 
+from rocbuild import launchers
 from rocbuild.cost import summary_lines
+from rocbuild.diagnose import diagnose
+from rocbuild.graph import Stack
+from rocbuild.outcome import StepOutcome
 from rocbuild.plan import Plan, to_json
 from rocbuild.resources import format_gib
 from rocbuild.steps import shell_line, venv_commands
@@ -90,3 +97,53 @@ def print_commands(plan: Plan, out: TextIO) -> None:
     if venv:  # only source-only components selected: the run still prepares the venv
         out.write("# --- build venv ---\n")
         out.writelines(shell_line(argv) + "\n" for argv in venv)
+
+
+def print_build_summary(outcomes: Sequence[StepOutcome], stack: Stack, command: str | None,
+                        out: Console, seconds: float, *, interrupted: bool = False) -> None:
+    """The end of a build: the steps run, warnings, and for each failure its message, log,
+    known cause and fix, log tail and the command that continues."""
+    ran = [o for o in outcomes if o.result != "current"]
+    current = [o for o in outcomes if o.result == "current"]
+    table = Table(title=f"rocbuild: {len(ran)} steps run, {len(current)} already current, "
+                        f"{seconds:.1f}s", title_justify="left")
+    for column in ("component", "step", "time", "jobs", "result"):
+        table.add_column(column)
+    for o in ran:
+        style = {"done": "green", "failed": "bold red"}.get(o.result, "")
+        table.add_row(escape(o.component), o.step, f"{o.seconds:.1f}s",
+                      str(o.jobs or "-"), f"[{style}]{o.result}[/]")
+    if ran:
+        out.print(table)
+    elif not interrupted:
+        out.print(f"rocbuild: all {len(current)} steps are current; nothing to do")
+    compiled = [o.component for o in ran if o.step == "compile"]
+    for line in launchers.summary_lines(stack.workdir, compiled):
+        out.print(f"compiled {escape(line)}", soft_wrap=True)
+    for o in outcomes:
+        for warning in o.warnings:
+            out.print(f"[yellow]warning[/] {escape(o.component)}: {o.step}: {escape(warning)}",
+                      soft_wrap=True)
+    for o in outcomes:
+        if o.result != "failed":
+            continue
+        out.print(f"[bold red]FAILED[/] {escape(o.component)}: {o.step}")
+        out.print(escape(o.message), soft_wrap=True)  # whole lines: paths stay searchable
+        if o.log is not None:  # a check before configure (options) has no log
+            out.print(f"log: {escape(str(o.log))}", soft_wrap=True)
+        found = diagnose([*o.tail, *o.message.splitlines()],
+                         context={"prefix": str(stack.prefix), "component": o.component,
+                                  "workdir": str(stack.workdir)})
+        if found is not None:
+            out.print(f"[bold]cause:[/] {escape(found.cause)}", soft_wrap=True)
+            out.print(f"[bold]fix:[/]   {escape(found.fix)}", soft_wrap=True)
+        if o.tail:
+            out.print(f"--- last {min(len(o.tail), 20)} lines ---")
+            for line in o.tail[-20:]:
+                out.print(escape(line), soft_wrap=True)
+        command = command or f"rocbuild build {o.component}"
+        out.print(f"continue with: {escape(command)}  (finished steps are kept; only this "
+                  "step and what follows run again)", soft_wrap=True)
+    if interrupted:
+        out.print("[yellow]interrupted[/]: finished steps are recorded; run the same command "
+                  "again to continue")

@@ -295,6 +295,13 @@ def test_doit_from_the_repo_root_runs_the_same_graph(chain: Chain, tmp_path: Pat
                             text=True, timeout=120)
     assert result.returncode == 0, result.stdout + result.stderr
     assert chain.run_gamma() == "gamma 11"
+    # the same two ends as `rocbuild build`: preflight before the first step, and the
+    # environment files and build-info after the last one
+    assert "preflight: ok" in result.stdout.split("▶", 1)[0], result.stdout
+    env_file = re.search(r"environment: source (\S+)", result.stdout.rsplit("▶", 1)[1])
+    assert env_file is not None and Path(env_file[1]).is_file(), result.stdout
+    info = json.loads((chain.prefix / ".rocbuild/build-info.json").read_text())
+    assert sorted(info["components"]) == ["alpha", "beta", "gamma"]
     listing = subprocess.run(["doit", "list", "--all"], env=env, cwd=REPO, capture_output=True,
                              text=True).stdout
     assert "build:gamma" in listing and "compile:beta" in listing

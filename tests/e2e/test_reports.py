@@ -15,10 +15,11 @@ import pytest
 from rich.console import Console
 
 from rocbuild import cmd_status
-from rocbuild.build import BuildContext, Output
 from rocbuild.graph import load_stack
 from rocbuild.settings import resolve
+from rocbuild.state import StateDir
 from rocbuild.status import collect
+from rocbuild.uptodate import Rule
 from tests.cli import child_env, run_cli, run_flags
 from tests.e2e.chain import Chain, add_gamma_patch
 from tests.e2e.test_engine import sleepers, slow_beta, wait_for
@@ -124,10 +125,10 @@ def test_status_table_reads_at_80_columns(chain: Chain) -> None:
     run_flags(chain.flags(), "build", "--quiet", "--no-verify", expect=1)
     settings = resolve({"recipes": str(chain.recipes), "workdir": str(chain.workdir),
                         "prefix": str(chain.prefix), "mirror": [chain.mirror]}, env={})
-    ctx = BuildContext(stack=load_stack(settings), settings=settings,
-                       output=Output(io.StringIO()))
+    stack = load_stack(settings)
+    report = collect(Rule(stack, StateDir(stack.workdir)), settings)
     buffer = io.StringIO()
-    cmd_status.print_status(collect(ctx), Console(file=buffer, width=80, color_system=None),
+    cmd_status.print_status(report, Console(file=buffer, width=80, color_system=None),
                             [])
     # the table (after the header line, which keeps the long tmp paths whole)
     table = buffer.getvalue().split("\nFAILED", 1)[0].splitlines()[1:]

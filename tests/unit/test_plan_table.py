@@ -9,12 +9,13 @@ import pytest
 from rich.console import Console
 
 from rocbuild import cmd_plan, plan_table, ui
-from rocbuild.build import BuildContext, Output
 from rocbuild.cli import main
 from rocbuild.graph import load_stack
 from rocbuild.plan import build_plan
 from rocbuild.resources import GIB, HostSnapshot
 from rocbuild.settings import resolve
+from rocbuild.state import StateDir
+from rocbuild.uptodate import Rule
 
 
 def host(cpus: int, mem_gib: float) -> HostSnapshot:
@@ -28,12 +29,11 @@ def render(tmp_path: Path, snapshot: HostSnapshot, *, width: int = 80, why: bool
                        cwd=tmp_path)
     stack = load_stack(settings)  # the shipped recipes: the real 18 components
     plan = build_plan(stack, settings, snapshot)
-    ctx = BuildContext(stack=stack, settings=settings, output=Output(io.StringIO()),
-                       host_snapshot=lambda: snapshot)
+    rule = Rule(stack, StateDir(stack.workdir))
     buffer = io.StringIO()
     out = Console(file=buffer, width=width, highlight=False, color_system=None)
     ui.print_plan(plan, out)
-    plan_table.print_table(plan, out, cmd_plan.expected_seconds(ctx), why=why)
+    plan_table.print_table(plan, out, cmd_plan.expected_seconds(rule, snapshot.cpus), why=why)
     return buffer.getvalue(), [p.name for p in plan.components]
 
 

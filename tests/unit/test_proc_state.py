@@ -105,10 +105,10 @@ def test_parallel_compile_steps_share_one_job_budget(tmp_path: Path) -> None:
     from rocbuild.build import BuildContext, Output
 
     ctx = BuildContext(stack=None, settings=None, output=Output(sys.stdout))  # type: ignore[arg-type]
-    assert ctx._take_jobs("llvm", 8) == 8
-    assert ctx._take_jobs("rocblas", 8) == 1  # llvm holds the budget
-    ctx._return_jobs("llvm")
-    assert ctx._take_jobs("hipblas", 8) == 7  # rocblas still holds 1
+    assert ctx.budget.take("llvm", 8) == 8
+    assert ctx.budget.take("rocblas", 8) == 1  # llvm holds the budget
+    ctx.budget.give_back("llvm")
+    assert ctx.budget.take("hipblas", 8) == 7  # rocblas still holds 1
 
 
 def test_attempt_markers_name_the_environment_and_an_interruption(tmp_path: Path) -> None:

@@ -1,0 +1,56 @@
+"""What one step did (StepOutcome) and where its log is: shared by the build context, the
+step actions and the reports, so none of them imports another for it."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rocbuild import proc
+from rocbuild.graph import Component
+from rocbuild.state import StateDir
+
+
+def log_path(workdir: Path, component: str, step: str) -> Path:
+    return workdir / "logs" / component / f"{step}.log"
+
+
+def step_logger(log: Path) -> Callable[[str], None]:
+    """A function that appends one line of rocbuild's own to the step log ``log``."""
+    log.parent.mkdir(parents=True, exist_ok=True)
+
+    def write(text: str) -> None:
+        with log.open("a", encoding="utf-8") as f:
+            f.write(proc.stamped(text) + "\n")
+
+    return write
+
+
+@dataclass
+class StepOutcome:
+    component: str
+    step: str
+    result: str  # "done", "failed", "current"
+    seconds: float = 0.0
+    jobs: int | None = None
+    peak_rss: int = 0
+    message: str = ""
+    log: Path | None = None
+    tail: list[str] = field(default_factory=list)
+    record: dict[str, Any] = field(default_factory=dict)  # step facts kept in its stamp
+    oom_retries: int = 0
+    warnings: list[str] = field(default_factory=list)
+
+
+def expected_seconds(state: StateDir, comp: Component, step: str, cpus: int) -> float | None:
+    """How long the step took last time on this host (its stamp, even a stale one), else
+    for compile the recipe's CPU-hour estimate spread over this host's CPUs."""
+    stamp = state.read_stamp(comp.name, step)
+    if stamp and isinstance(stamp.get("seconds"), (int, float)):
+        return float(stamp["seconds"])
+    hours = comp.recipe.resources.get("cpu_hours")
+    if step == "compile" and hours:
+        return float(hours) * 3600 / max(cpus, 1)
+    return None
