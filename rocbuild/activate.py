@@ -21,16 +21,12 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from rocbuild.buildinfo import BuildInfo, info_path, now, read_build_info, write_atomic
-from rocbuild.errors import ConfigError, RocbuildError
+from rocbuild.buildinfo import PREFIX_FILE_MODE, BuildInfo, info_path, now, read_build_info
+from rocbuild.errors import ActivationError, ConfigError, RocbuildError
+from rocbuild.state import write_text_atomic
 
 DEFAULT_LINK = Path("/opt/rocm")
 LINK_ENV = "ROCBUILD_LINK"  # the link path when --link is not given
-
-
-class ActivationError(ConfigError):
-    """The link may not be changed by this user; the old link is untouched. Bad input (exit
-    2), like any other path the user named that cannot be used: the fix is sudo or --link."""
 
 
 def temp_link_path(link: Path) -> Path:
@@ -85,7 +81,7 @@ def read_state(link: Path) -> LinkState | None:
 def _write_state(link: Path, current: Path, previous: Path | None) -> None:
     doc = {"link": str(link), "current": str(current),
            "previous": str(previous) if previous else None, "changed": now()}
-    write_atomic(state_path(link), json.dumps(doc, indent=2) + "\n")
+    write_text_atomic(state_path(link), json.dumps(doc, indent=2) + "\n", mode=PREFIX_FILE_MODE)
 
 
 def check_prefix(prefix: Path) -> BuildInfo:

@@ -13,7 +13,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import tempfile
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timezone
@@ -23,6 +22,9 @@ from typing import Any
 from rocbuild import __version__
 from rocbuild.errors import ConfigError
 from rocbuild.graph import Stack
+from rocbuild.state import write_text_atomic
+
+PREFIX_FILE_MODE = 0o644  # files rocbuild writes into the prefix are read by every user
 
 SCHEMA = 1
 INFO_DIR = ".rocbuild"
@@ -105,26 +107,10 @@ def base_record(stack: Stack) -> dict[str, Any]:
                      "taken": sorted(stack.base.taken)}}
 
 
-def write_atomic(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` so readers see the old file or the new one, never a part:
-    a temp file in the same folder (same filesystem), fsync, then rename over the target."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.chmod(tmp, 0o644)  # mkstemp makes 0600; the prefix is read by every user
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 def write_build_info(prefix: Path, info: BuildInfo) -> Path:
     path = info_path(prefix)
-    write_atomic(path, json.dumps(info.to_json(), indent=2, sort_keys=True) + "\n")
+    write_text_atomic(path, json.dumps(info.to_json(), indent=2, sort_keys=True) + "\n",
+                      mode=PREFIX_FILE_MODE)
     return path
 
 

@@ -29,18 +29,14 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from rocbuild.artifacts import Manifest, Progress, sha256_file
-from rocbuild.doctor import fmt_bytes
-from rocbuild.errors import ConfigError, RocbuildError
+from rocbuild.errors import CacheUnavailable, ConfigError
+from rocbuild.resources import format_bytes
 from rocbuild.state import read_json, write_json_atomic
 
 INDEX = "index.json"
 INDEX_FORMAT = 1
 _CHUNK = 1 << 20
 HTTP_TIMEOUT = 60.0
-
-
-class CacheUnavailable(RocbuildError):
-    """The cache cannot be read or written (server down, folder gone, no permission)."""
 
 
 def manifest_path(component: str, key: str) -> str:
@@ -293,5 +289,5 @@ class ProgressLine:
 
 
 def fmt_size(n: float) -> str:
-    return fmt_bytes(n) if n >= 1 << 20 else f"{n / 1024:.0f} KiB"
+    return format_bytes(n)
 

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from typing import NoReturn
 
 from rocbuild import __version__, faults, help_text, settings
-from rocbuild.errors import EXIT_INTERRUPTED, RocbuildError
+from rocbuild.errors import EXIT_INTERRUPTED, RocbuildError, report
 from rocbuild.targets import looks_like_target
 
 # Subcommand modules, in the order `rocbuild --help` lists them.
@@ -68,13 +68,6 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _report(exc: RocbuildError) -> int:
-    print(f"rocbuild: error: {exc}", file=sys.stderr)
-    if exc.tip:
-        print(f"TIP: {exc.tip}", file=sys.stderr)
-    return exc.exit_code
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -86,13 +79,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"rocbuild: note: {note}", file=sys.stderr)
         return int(args.func(args, resolved))
     except RocbuildError as exc:
-        return _report(exc)
+        return report(exc, sys.stderr)
     except OSError as exc:  # a full disk or a read-only file system under rocbuild's own files
         if not faults.is_machine_fault(exc):
             raise
-        return _report(faults.explain(exc))
+        return report(faults.explain(exc), sys.stderr)
     except BrokenPipeError:  # `rocbuild plan | head`: the reader left, which is not an error
-        sys.stdout = None  # type: ignore[assignment]  # no flush of a closed pipe at exit
+        sys.stdout = None  # no flush of a closed pipe at exit
         return 0
     except KeyboardInterrupt:
         print("rocbuild: interrupted; what finished is kept, run the same command again to "

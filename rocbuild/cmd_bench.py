@@ -17,10 +17,11 @@ from rocbuild.bench.llamabench import BenchSettings
 from rocbuild.bench.model import read_model
 from rocbuild.bench.runner import Limits
 from rocbuild.bench.session import choose_binaries, run_session
-from rocbuild.buildinfo import read_build_info, write_atomic
+from rocbuild.buildinfo import read_build_info
 from rocbuild.errors import ConfigError
 from rocbuild.graph import load_stack
 from rocbuild.settings import Settings
+from rocbuild.state import write_text_atomic
 from rocbuild.ui import console
 
 
@@ -148,9 +149,9 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
                          limits=Limits(run_timeout=args.timeout, stop_grace=args.stop_grace),
                          vram_timeout=args.vram_timeout, echo=echo)
     if args.csv is not None:
-        write_atomic(args.csv, report.to_csv(result))
+        write_text_atomic(args.csv, report.to_csv(result))
     if args.chart is not None:
-        write_atomic(args.chart, chart.render_svg(result))
+        write_text_atomic(args.chart, chart.render_svg(result))
     if args.json:
         json.dump(result.to_json(), sys.stdout, indent=2)
         sys.stdout.write("\n")

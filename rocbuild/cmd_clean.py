@@ -9,9 +9,9 @@ from rich.markup import escape
 from rich.table import Table
 
 from rocbuild import clean
-from rocbuild.doctor import fmt_bytes
 from rocbuild.errors import ConfigError
 from rocbuild.graph import Stack, load_stack
+from rocbuild.resources import format_bytes
 from rocbuild.settings import Settings
 from rocbuild.ui import console
 
@@ -73,7 +73,7 @@ def report(stack: Stack, items: list[clean.Item], *, dry_run: bool) -> int:
         for column, justify in (("what", "left"), ("path", "left"), ("size", "right")):
             table.add_column(column, justify=justify)  # type: ignore[arg-type]
         for item in items:
-            size = fmt_bytes(item.size) if item.removable else "-"
+            size = format_bytes(item.size) if item.removable else "-"
             path = escape(str(item.path)) + (f" [dim]({escape(item.note)})[/]"
                                              if item.note else "")
             table.add_row(item.kind, path, size)
@@ -82,8 +82,8 @@ def report(stack: Stack, items: list[clean.Item], *, dry_run: bool) -> int:
         out.print("nothing to clean")
         return 0
     if dry_run:
-        out.print(f"would free {fmt_bytes(total)} (--dry-run: nothing removed)")
+        out.print(f"would free {format_bytes(total)} (--dry-run: nothing removed)")
         return 0
     freed = clean.remove(stack, removable)
-    out.print(f"freed {fmt_bytes(freed)}")
+    out.print(f"freed {format_bytes(freed)}")
     return 0

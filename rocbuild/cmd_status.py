@@ -21,6 +21,7 @@ from rich.table import Table
 from rocbuild import launchers
 from rocbuild.errors import EXIT_OK, EXIT_STEP_FAILED
 from rocbuild.graph import load_stack
+from rocbuild.resources import format_bytes
 from rocbuild.settings import Settings
 from rocbuild.state import StateDir
 from rocbuild.status import (
@@ -77,8 +78,8 @@ def format_seconds(seconds: float | None) -> str:
     return f"{hours}h{minutes:02d}m"
 
 
-def format_gib(size: int | None) -> str:
-    return "-" if not size else f"{size / 2**30:.2f} GiB"
+def _peak(size: int | None) -> str:
+    return "-" if not size else format_bytes(size, "GiB", digits=2)
 
 
 def print_status(report: StatusReport, out: Console, requested: list[str]) -> None:
@@ -154,7 +155,7 @@ def _add_rows(table: Table, comp: ComponentStatus, wide: bool = True) -> None:
         cells = [escape(comp.name) if i == 0 else "", step.step, _styled(step.state),
                  format_seconds(step.seconds)]
         if wide:
-            cells += [str(step.jobs or "-"), format_gib(step.peak_rss), _retries(step),
+            cells += [str(step.jobs or "-"), _peak(step.peak_rss), _retries(step),
                       escape(step.why)]
         else:
             cells.append(escape(step.why) or _resources(step))
@@ -164,7 +165,7 @@ def _add_rows(table: Table, comp: ComponentStatus, wide: bool = True) -> None:
 def _resources(step: StepStatus) -> str:
     """Jobs, peak memory and OOM retries of a done step, for the narrow table."""
     parts = [f"{step.jobs} jobs"] if step.jobs else []
-    parts += [f"peak {format_gib(step.peak_rss)}"] if step.peak_rss else []
+    parts += [f"peak {_peak(step.peak_rss)}"] if step.peak_rss else []
     parts += [f"{step.oom_retries} OOM retries"] if step.oom_retries else []
     return f"[dim]{', '.join(parts)}[/]" if parts else ""
 

@@ -17,7 +17,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from rocbuild.settings import OPTION_BY_NAME, OPTIONS, Settings
+from rocbuild.settings import OPTIONS, Settings
 from rocbuild.state import StateDir, read_json, write_json_atomic
 
 PATH_FLAGS = ("--recipes", "--workdir", "--prefix")
@@ -52,8 +52,7 @@ def _env_as_flags(settings: Settings) -> list[str]:
     """Settings taken from ROCBUILD_* variables, as flags: a new shell may not have them."""
     flags: list[str] = []
     for option in OPTIONS:
-        value = settings.values.get(option.name)
-        if value is None or not value.source.startswith("env "):
+        if not settings.source(option.name).startswith("env "):
             continue
         raw = os.environ.get(option.env, "")
         if option.repeatable:
@@ -69,8 +68,8 @@ def command_line(argv: Sequence[str], settings: Settings, cwd: Path | None = Non
     cwd = cwd or Path.cwd()
     words = ["rocbuild", *_absolute_paths(argv, cwd), *_env_as_flags(settings)]
     line = shlex.join(words)
-    from_cwd_config = any(v.source == f"config {cwd / 'rocbuild.toml'}"
-                          for v in settings.values.values())
+    from_cwd_config = any(settings.source(o.name) == f"config {cwd / 'rocbuild.toml'}"
+                          for o in OPTIONS)
     return f"cd {shlex.quote(str(cwd))} && {line}" if from_cwd_config else line
 
 
@@ -90,11 +89,11 @@ def fallback(settings: Settings, components: Sequence[str]) -> str:
     """When no build recorded its command: `rocbuild build` with the settings this command
     was given (flags and environment), so the line still points at the same workdir."""
     words = ["rocbuild", "build", *components]
-    for name, value in settings.values.items():
-        option = OPTION_BY_NAME.get(name)
-        if option is None or not value.source.startswith(("flag ", "env ")):
+    for option in OPTIONS:
+        if not settings.source(option.name).startswith(("flag ", "env ")):
             continue
-        items = value.value if option.repeatable else [value.value]
+        value = settings.value(option.name)
+        items = value if option.repeatable else [value]
         for item in items:
             text = f"{item[0]}={item[1]}" if isinstance(item, tuple) and len(item) == 2 \
                 and isinstance(item[0], str) else item

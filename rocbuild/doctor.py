@@ -36,7 +36,7 @@ from rocbuild.gpu import (
     recommended_targets,
 )
 from rocbuild.graph import load_stack
-from rocbuild.resources import GIB
+from rocbuild.resources import GIB, format_bytes
 from rocbuild.settings import Settings
 from rocbuild.state import StateDir
 from rocbuild.targets import TargetId
@@ -91,14 +91,7 @@ RunTool = Callable[[Sequence[str]], "tuple[int, str] | None"]
 
 
 run_tool = hostreqs.run_tool
-nearest_existing = hostreqs.nearest_existing
-
-
-def free_space(path: Path) -> tuple[int, int]:
-    """(filesystem id, bytes free to an unprivileged user) where ``path`` is or will be."""
-    probe = nearest_existing(path)
-    stats = os.statvfs(probe)
-    return os.stat(probe).st_dev, stats.f_bavail * stats.f_frsize
+free_space = hostreqs.free_space
 
 
 @dataclass(frozen=True)
@@ -147,12 +140,12 @@ class Needs:
 def needs_from(settings: Settings) -> Needs:
     """Read the stack for the doctor; a broken recipe is reported, not raised, so the host
     checks still run."""
-    base = {"workdir": settings.workdir, "swap_weight": settings.swap_weight}
     try:
         stack = load_stack(settings)
     except ConfigError as exc:
         return Needs(targets=settings.target or (), targets_source=settings.source("target"),
-                     prefix=settings.prefix, problem=str(exc), **base)
+                     workdir=settings.workdir, swap_weight=settings.swap_weight,
+                     prefix=settings.prefix, problem=str(exc))
     selected = stack.selected()
     link_mem = max((int(c.recipe.resources.get("link_mem", 0)) for c in selected), default=0)
     # the figure plan shows and preflight refuses on: components not installed yet
@@ -168,7 +161,8 @@ def needs_from(settings: Settings) -> Needs:
                  packages={c.name: c.recipe.system_packages for c in selected
                            if c.recipe.system_packages},
                  stack_summary=f"{stack.recipes.stack.name} {stack.version}, "
-                               f"{len(selected)} components", **base)
+                               f"{len(selected)} components",
+                 workdir=settings.workdir, swap_weight=settings.swap_weight)
 
 
 @dataclass(frozen=True)
@@ -204,11 +198,6 @@ class Report:
 
 
 # --- helpers -------------------------------------------------------------------------------
-def fmt_bytes(n: float) -> str:
-    if n >= GIB:
-        return f"{n / GIB:.1f} GiB"
-    # KiB below a MiB, so a small tree (rocbuild clean) does not read "0 MiB"
-    return f"{n / (1 << 20):.0f} MiB" if n >= 1 << 20 else f"{n / 1024:.0f} KiB"
 
 
 def parse_os_release(text: str | None) -> dict[str, str]:
@@ -462,17 +451,19 @@ def check_aspm(ctx: Context) -> Check:
 
 
 def check_bar(ctx: Context) -> Check:
-    problems, fine = [], []
+    problems: list[str] = []
+    fine: list[str] = []
     for gpu in ctx.gpus:
         bar = gpu.vram_bar
         if bar is None:
             continue
         window = gpu.visible_vram or bar.size
         if gpu.vram:
-            text = f"{gpu.bdf}: BAR{bar.index} {fmt_bytes(bar.size)} for {fmt_bytes(gpu.vram)} VRAM"
+            text = (f"{gpu.bdf}: BAR{bar.index} {format_bytes(bar.size)} for "
+                    f"{format_bytes(gpu.vram)} VRAM")
             (fine if window >= gpu.vram else problems).append(text)
         else:
-            text = f"{gpu.bdf}: BAR{bar.index} {fmt_bytes(bar.size)} (VRAM size unknown)"
+            text = f"{gpu.bdf}: BAR{bar.index} {format_bytes(bar.size)} (VRAM size unknown)"
             (fine if bar.size >= 4 * GIB else problems).append(text)
     if problems:
         return Check("bar", WARN, "small BAR: " + "; ".join(problems + fine),
@@ -518,9 +509,9 @@ def check_memory(ctx: Context) -> Check:
         available, swap_free = snap.mem_available, snap.swap_free
     weight, reserve, need = needs.swap_weight, resources.DEFAULT_RESERVE, needs.link_mem
     budget = available + swap_free * weight - reserve
-    what = (f"{fmt_bytes(available)} of {fmt_bytes(total)} RAM available, swap "
-            f"{fmt_bytes(swap_free)} free of {fmt_bytes(swap_total)}")
-    job = f"one LLVM link job needs {fmt_bytes(need)}"
+    what = (f"{format_bytes(available)} of {format_bytes(total)} RAM available, swap "
+            f"{format_bytes(swap_free)} free of {format_bytes(swap_total)}")
+    job = f"one LLVM link job needs {format_bytes(need)}"
     if budget >= need:
         return Check("memory", OK, f"{what}: {job}, which fits")
     if weight <= 0:
@@ -530,8 +521,8 @@ def check_memory(ctx: Context) -> Check:
     add_gib = max(1, math.ceil((swap_needed - swap_free) / GIB))
     status = FAIL if total + swap_total < need else WARN
     return Check("memory", status,
-                 f"{what}: {job} (+{fmt_bytes(reserve)} reserve, swap counted at ×{weight:g}); "
-                 f"short by {fmt_bytes(need - budget)}",
+                 f"{what}: {job} (+{format_bytes(reserve)} reserve, swap counted at ×{weight:g}); "
+                 f"short by {format_bytes(need - budget)}",
                  f"add a {add_gib} GiB swapfile: {_swap_commands(add_gib)}")
 
 
@@ -552,7 +543,7 @@ def check_disk(ctx: Context) -> Check:
     for fs, items in by_fs.items():
         need = sum(amount for _, _, amount in items)
         names = " and ".join(f"{label} {path}" for label, path, _ in items)
-        text = f"{names}: {fmt_bytes(free_of[fs])} free, about {fmt_bytes(need)} needed"
+        text = f"{names}: {format_bytes(free_of[fs])} free, about {format_bytes(need)} needed"
         parts.append(text)
         if free_of[fs] < need:
             short.append(text)
@@ -593,8 +584,7 @@ def check_toolchain(ctx: Context) -> Check:
         return Check("toolchain", SKIP, "the build toolchain is not checked for a captured tree")
     findings = hostreqs.tool_findings(_requirements(ctx.needs), _probe(host))
     cmake = shutil.which("cmake", path=host.tools_path)
-    version = hostreqs.tool_version(cmake, _probe(host), r"cmake version (\d+)\.(\d+)") \
-        if cmake else None
+    version = hostreqs.cmake_version(cmake, _probe(host)) if cmake else None
     shown = f"cmake {'.'.join(map(str, version))}, " if version else ""
     return _as_check("toolchain", findings,
                      f"{shown}{', '.join(t for t in hostreqs.BASE_TOOLS if t != 'cmake')} found")
@@ -688,12 +678,14 @@ def check_hsa_override(ctx: Context) -> Check:
         return Check("hsa-override", OK, "HSA_OVERRIDE_GFX_VERSION is not set")
     built = {t.processor for t in ctx.needs.targets} or \
         {t.processor for t in recommended_targets(ctx.gpus)}
-    bad, other = [], []
+    bad: list[tuple[Gpu, str, str]] = []
+    other: list[tuple[Gpu, str, str]] = []
     used: set[str] = set()
     for gpu in ctx.gpus:
         # libhsakmt reads HSA_OVERRIDE_GFX_VERSION_<KFD node> first, then the global one
         per_node = f"HSA_OVERRIDE_GFX_VERSION_{gpu.node}" if gpu.node is not None else None
-        var = per_node if per_node in env else "HSA_OVERRIDE_GFX_VERSION"
+        var = per_node if per_node is not None and per_node in env \
+            else "HSA_OVERRIDE_GFX_VERSION"
         if var not in env:
             continue
         used.add(var)

@@ -21,7 +21,7 @@ from rocbuild import buildinfo, finish, preflight
 from rocbuild.build import BuildContext, Output
 from rocbuild.cmd_build import reports
 from rocbuild.engine import make_reporter
-from rocbuild.errors import RocbuildError
+from rocbuild.errors import RocbuildError, report
 from rocbuild.graph import Stack, load_stack
 from rocbuild.settings import resolve
 from rocbuild.tasks import make_namespace
@@ -32,19 +32,12 @@ WORKING_BASENAMES = ("fetch", "patch", "configure", "compile", "install", "optio
                      "python-venv")
 
 
-def _report(exc: RocbuildError) -> None:
-    """The CLI's one-line message for bad input or a refused run."""
-    print(f"rocbuild: error: {exc}", file=sys.stderr)
-    if exc.tip:
-        print(f"TIP: {exc.tip}", file=sys.stderr)
-
-
 def _preflight_action(ctx: BuildContext) -> TaskFailed | None:
     try:
         ctx.ensure_ready()
         preflight.run(ctx)
     except RocbuildError as exc:  # a busy workdir, or what preflight found
-        _report(exc)
+        report(exc, sys.stderr)  # the CLI's message for bad input or a refused run
         return TaskFailed(str(exc))
     return None
 
@@ -99,8 +92,7 @@ def namespace_from_environment() -> dict[str, Any]:
         settings = resolve({k: v for k, v in flags.items() if v is not None})
         stack = load_stack(settings)
     except RocbuildError as exc:  # same one-line message and exit code as the CLI
-        _report(exc)
-        raise SystemExit(exc.exit_code) from None
+        raise SystemExit(report(exc, sys.stderr)) from None
     ctx = BuildContext(stack=stack, settings=settings, output=Output(sys.stdout))
     namespace = make_namespace(ctx)
     namespace["DOIT_CONFIG"]["reporter"] = make_reporter(ctx)

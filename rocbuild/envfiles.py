@@ -24,9 +24,10 @@ from pathlib import Path
 import jinja2
 
 from rocbuild import __version__
-from rocbuild.buildinfo import write_atomic
+from rocbuild.buildinfo import PREFIX_FILE_MODE
 from rocbuild.errors import ConfigError
 from rocbuild.graph import Stack
+from rocbuild.state import write_text_atomic
 
 SHELLS = ("bash", "zsh", "fish", "lmod", "tcl")
 _TEMPLATES = Path(__file__).resolve().parent / "templates"
@@ -194,6 +195,6 @@ def write_env_files(spec: EnvSpec) -> list[Path]:
     written = []
     for shell in ("bash", "fish", "lmod", "tcl"):
         path = spec.prefix / relative_path(spec, shell)
-        write_atomic(path, render(spec, shell))
+        write_text_atomic(path, render(spec, shell), mode=PREFIX_FILE_MODE)
         written.append(path)
     return written

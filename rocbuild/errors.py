@@ -1,11 +1,16 @@
 """Error classes that reach the user, each with its exit code (DESIGN 3.4).
 
 An exception's ``str()`` is the message shown to the user; ``tip`` is the next command or
-fix, printed on its own line. The CLI catches ``RocbuildError`` once and never shows a
-traceback for these.
+fix, printed on its own line. The CLI (``cli.main``) and plain ``doit`` (``doit_entry``)
+catch ``RocbuildError`` once and print it with ``report``; neither shows a traceback for
+these. Every user-facing class lives here, except ``sources.GitFailed`` (a ``BuildFailed``
+that parses git's output, so it stays beside git); a unit test checks that every
+``RocbuildError`` subclass in the package has an exit code from ``EXIT_CODES``.
 """
 
 from __future__ import annotations
+
+from typing import TextIO
 
 EXIT_OK = 0
 EXIT_STEP_FAILED = 1
@@ -13,6 +18,16 @@ EXIT_BAD_INPUT = 2
 EXIT_BUSY = 3  # another run holds the workdir or the prefix: retry later (cron wrappers do)
 EXIT_VERIFY_FAILED = 4  # verify found a library without code for a target (or unreadable)
 EXIT_INTERRUPTED = 130
+
+# The documented table (README "Exit codes"): code -> what it tells a script.
+EXIT_CODES: dict[int, str] = {
+    EXIT_OK: "success",
+    EXIT_STEP_FAILED: "a step failed (the message names it and its log)",
+    EXIT_BAD_INPUT: "bad input: a recipe, config file, flag, variable or value to fix",
+    EXIT_BUSY: "another run holds the workdir or the prefix; retry later",
+    EXIT_VERIFY_FAILED: "verify found installed files without code for a target",
+    EXIT_INTERRUPTED: "interrupted (Ctrl-C or SIGTERM); what finished is kept",
+}
 
 
 class RocbuildError(Exception):
@@ -31,10 +46,35 @@ class ConfigError(RocbuildError):
     exit_code = EXIT_BAD_INPUT
 
 
+class PreflightError(RocbuildError):
+    """The build cannot start; nothing has run. Exit 2, like other input the user must fix."""
+
+    exit_code = EXIT_BAD_INPUT
+
+
 class BuildFailed(RocbuildError):
     """A build step failed; the message names the step and its log."""
 
     exit_code = EXIT_STEP_FAILED
+
+
+class StateWriteError(RocbuildError):
+    """rocbuild could not write its own state or a log; what finished before is kept."""
+
+    exit_code = EXIT_STEP_FAILED
+
+
+class CacheUnavailable(RocbuildError):
+    """The cache cannot be read or written (server down, folder gone, no permission)."""
+
+    exit_code = EXIT_STEP_FAILED
+
+
+class ActivationError(ConfigError):
+    """The link may not be changed by this user; the old link is untouched. Bad input (exit
+    2), like any other path the user named that cannot be used: the fix is sudo or --link."""
+
+    exit_code = EXIT_BAD_INPUT
 
 
 class BusyError(RocbuildError):
@@ -42,3 +82,12 @@ class BusyError(RocbuildError):
     the input, so a script may retry later."""
 
     exit_code = EXIT_BUSY
+
+
+def report(exc: RocbuildError, stream: TextIO) -> int:
+    """Print ``exc`` as the user reads it (one message, then its TIP) and return its exit
+    code. The one printer of errors: the CLI and plain ``doit`` both call it."""
+    print(f"rocbuild: error: {exc}", file=stream)
+    if exc.tip:
+        print(f"TIP: {exc.tip}", file=stream)
+    return exc.exit_code

@@ -11,14 +11,10 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
-from rocbuild.errors import RocbuildError
+from rocbuild.errors import StateWriteError
 
 _WHAT = {errno.ENOSPC: "no space left on the device", errno.EDQUOT: "the disk quota is used up",
          errno.EROFS: "the file system is mounted read-only"}
-
-
-class StateWriteError(RocbuildError):
-    """rocbuild could not write its own state or a log; what finished before is kept."""
 
 
 def is_machine_fault(exc: BaseException) -> bool:

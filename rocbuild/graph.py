@@ -8,7 +8,7 @@ from __future__ import annotations
 import hashlib
 import heapq
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -16,7 +16,7 @@ from typing import Any
 from rocbuild import inputcheck, launchers
 from rocbuild.base import Base, load_base
 from rocbuild.errors import ConfigError
-from rocbuild.recipes import Recipe, RecipeSet, load_recipes, suggest
+from rocbuild.recipes import Recipe, RecipeSet, load_recipes, unknown_component
 from rocbuild.render import render
 from rocbuild.settings import Settings, rewrite_url
 from rocbuild.targets import TargetError, TargetId, looks_like_target, parse_target_list
@@ -106,13 +106,7 @@ class Stack:
 
     def closure(self, name: str) -> list[str]:
         """``name`` and everything it depends on, directly or not, in build order."""
-        seen: set[str] = set()
-        todo = [name]
-        while todo:
-            current = todo.pop()
-            if current not in seen:
-                seen.add(current)
-                todo.extend(self.components[current].depends)
+        seen = reachable([name], lambda n: self.components[n].depends)
         return [n for n in self.order if n in seen] or [name]
 
     def python_needs(self) -> tuple[tuple[str, ...], tuple[str, ...]]:
@@ -175,6 +169,19 @@ def _find_cycle(graph: Mapping[str, tuple[str, ...]], nodes: Iterable[str]) -> l
     return []
 
 
+def reachable(start: Iterable[str], deps_of: Callable[[str], Iterable[str]]) -> set[str]:
+    """``start`` and everything it depends on, directly or not: the one dependency walk
+    (Stack.closure, build_order and the source folders a recipe may name use it)."""
+    seen: set[str] = set()
+    todo = list(start)
+    while todo:
+        current = todo.pop()
+        if current not in seen:
+            seen.add(current)
+            todo.extend(deps_of(current))
+    return seen
+
+
 def build_order(recipes: RecipeSet, requested: Iterable[str],
                 taken: Iterable[str] = ()) -> tuple[str, ...]:
     """The closure of ``requested`` in dependency order. Ties go by the order of
@@ -185,13 +192,7 @@ def build_order(recipes: RecipeSet, requested: Iterable[str],
     graph = {name: tuple(d for d in direct_deps(r) if d not in cut)
              for name, r in recipes.recipes.items()}
     requested = [n for n in requested if n not in cut]
-    closure: set[str] = set()
-    todo = list(requested)
-    while todo:
-        name = todo.pop()
-        if name not in closure:
-            closure.add(name)
-            todo.extend(graph[name])
+    closure = reachable(requested, graph.__getitem__)
     rank = {name: i for i, name in enumerate(recipes.stack.components)}
 
     def key(name: str) -> tuple[int, str]:
@@ -269,15 +270,14 @@ def load_stack(settings: Settings, requested: Iterable[str] = ()) -> Stack:
     spec = recipes.stack
     explicit = bool(list(requested))
     requested = list(requested) or default_request(recipes)
-    known = sorted(recipes.recipes)
     for name in requested:
         if name not in recipes.recipes and looks_like_target(name):
             raise ConfigError(f"'{name}' is a GPU target, not a component: to build for "
                               "several targets, separate them with commas",
                               tip="--target gfx906,gfx90a (one argument, no spaces)")
         if name not in recipes.recipes:
-            raise ConfigError(f"unknown component '{name}' (known: {', '.join(known)})."
-                              + suggest(name, known), tip="run `rocbuild plan` to see them all")
+            raise unknown_component(name, recipes.recipes,
+                                    tip="run `rocbuild plan` to see them all")
     targets = _resolve_targets(recipes, settings)
     target_names = [str(t) for t in targets]
     order = build_order(recipes, requested)
@@ -330,13 +330,7 @@ def _render_component(stack: Stack, recipe: Recipe, done: Mapping[str, Component
     checkout_dir = stack.workdir / "src" / owner
     # A recipe may name the source folder of itself and of anything it depends on, directly
     # or not; `src.x` for an unrelated component is undefined, so a missing dependency shows.
-    reachable: dict[str, Component] = {}
-    todo = list(deps)
-    while todo:
-        dep = todo.pop()
-        if dep not in reachable:
-            reachable[dep] = done[dep]
-            todo.extend(done[dep].depends)
+    below = {d: done[d] for d in reachable(deps, lambda d: done[d].depends)}
     subdir_ctx = {"version": stack.version, "series": stack.series, "name": recipe.name,
                   "targets": [str(t) for t in stack.targets], "prefix": str(stack.prefix),
                   # the ROCm to build against (compilers, HIP): the base, else the prefix; and
@@ -356,9 +350,9 @@ def _render_component(stack: Stack, recipe: Recipe, done: Mapping[str, Component
         "venv": str(venv_dir(stack.workdir)),
         "python": str(venv_dir(stack.workdir) / "bin" / "python"),
         "wheelhouse": str(wheelhouse_dir(stack.workdir)),
-        "src": {**{n: str(c.source_dir) for n, c in reachable.items()},
+        "src": {**{n: str(c.source_dir) for n, c in below.items()},
                 recipe.name: str(source_dir)},
-        "build": {n: str(c.build_dir) for n, c in reachable.items()},
+        "build": {n: str(c.build_dir) for n, c in below.items()},
     }
 
     def r(text: str, key: str) -> str:

@@ -201,8 +201,13 @@ def _shown(version: tuple[int, ...]) -> str:
     return ".".join(map(str, version))
 
 
+def cmake_version(path: str, probe: Probe) -> tuple[int, ...] | None:
+    """(major, minor) of the cmake at ``path``: the one probe of doctor and preflight."""
+    return tool_version(path, probe, r"cmake version (\d+)\.(\d+)")
+
+
 def _cmake(path: str, reqs: Requirements, probe: Probe) -> list[Finding]:
-    version = tool_version(path, probe, r"cmake version (\d+)\.(\d+)")
+    version = cmake_version(path, probe)
     if version is None:
         return [Finding("toolchain", WARN, f"cannot read the version of {path}",
                         f"run `{path} --version`; rocbuild needs cmake >= 3.25 and < 4")]
@@ -300,6 +305,14 @@ def nearest_existing(path: Path) -> Path:
         if candidate.exists():
             return candidate
     return Path("/")
+
+
+def free_space(path: Path) -> tuple[int, int]:
+    """(filesystem id, bytes free to an unprivileged user) where ``path`` is or will be: the
+    one disk probe of doctor and preflight."""
+    probe = nearest_existing(path)
+    stats = os.statvfs(probe)
+    return os.stat(probe).st_dev, stats.f_bavail * stats.f_frsize
 
 
 def _read_only(path: Path) -> bool:

@@ -122,10 +122,10 @@ def resolve(settings: Settings, workdir: Path, build_disk: int,
     whole stack: the cache is sized to half of it (ccache compresses objects, and a build
     tree also holds the linked libraries the cache never stores), at least ccache's 5 GB."""
     env = os.environ if env is None else env
-    mode = getattr(settings, "ccache", "auto")
-    hosts = getattr(settings, "distcc", "") or ""
+    mode = settings.ccache
+    hosts = settings.distcc
     found = which("ccache")
-    version = ccache_version(found) if found else None
+    version = ccache_version(found) if found and mode != "off" else None  # no probe when off
     ccache: str | None = None
     if mode == "off":
         state = f"off ({settings.source('ccache')})"

@@ -268,7 +268,7 @@ def check_linkage(paths: Iterable[Path], prefix: Path | None, system: System | N
     ``exempt`` maps files whose recipe opted out of the RUNPATH to its reason: they are
     resolved and shown, but do not fail."""
     # by real path: the caller's list (install manifests) may spell the prefix differently
-    exempt = {os.path.realpath(k): v for k, v in (exempt or {}).items()}
+    exempt_real = {os.path.realpath(k): v for k, v in (exempt or {}).items()}
     system = system or System()
     abi = host_abi()
     paths = list(paths)
@@ -309,5 +309,5 @@ def check_linkage(paths: Iterable[Path], prefix: Path | None, system: System | N
                 copy = None  # taken from the prefix: as it should be
             needed.append(Needed(name, resolved, how, copy))
         files.append(FileLinkage(path, tuple(needed), dynamic.runpath, dynamic.rpath,
-                                 exempt=exempt.get(os.path.realpath(path))))
+                                 exempt=exempt_real.get(os.path.realpath(path))))
     return LinkageReport(tuple(files), other, system.root)

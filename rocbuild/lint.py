@@ -277,18 +277,6 @@ def options_to_prove(stacks: Sequence[Stack], comp_name: str) -> list[str]:
     return names
 
 
-def dependency_closure(stack: Stack, name: str) -> list[str]:
-    """Everything ``name`` depends on, directly or not, in build order."""
-    seen: set[str] = set()
-    todo = list(stack.components[name].depends)
-    while todo:
-        dep = todo.pop()
-        if dep not in seen:
-            seen.add(dep)
-            todo.extend(stack.components[dep].depends)
-    return [n for n in stack.order if n in seen]
-
-
 def source_root(comp: Component, sources: Path) -> Path:
     """The component's source folder inside ``sources`` (laid out like <workdir>/src)."""
     return sources / comp.checkout / comp.source_dir.relative_to(comp.checkout_dir)
@@ -303,7 +291,7 @@ def _check_component(stacks: Sequence[Stack], comp: Component, sources: Path,
         note = Finding("note", comp.name, f"not checked (no checkout at {root})")
         return SourceCheck(comp.name, root, checked=False, options=options), [note]
     trees, missing = [(comp.name, words.under(root))], []
-    for dep in dependency_closure(stack, comp.name):
+    for dep in (n for n in stack.closure(comp.name) if n != comp.name):
         dep_root = source_root(stack.components[dep], sources)
         if dep_root.is_dir():
             trees.append((dep, words.under(dep_root)))

@@ -13,7 +13,7 @@ import time
 from collections.abc import Sequence
 
 from rocbuild.build import BuildContext, StepOutcome
-from rocbuild.lint import CMakeWords, check_component_sources, dependency_closure
+from rocbuild.lint import CMakeWords, check_component_sources
 
 STEP = "options"
 _WORDS = CMakeWords()  # one walk of each tree per process, shared by every component
@@ -46,5 +46,5 @@ def check(ctx: BuildContext, name: str) -> StepOutcome:
 def tasks(ctx: BuildContext, components: Sequence[str]) -> list[str]:
     """The ``options:`` tasks of every built component ``components`` need, in build order:
     the engine runs them after all sources and before the first build."""
-    needed = {n for c in components for n in (c, *dependency_closure(ctx.stack, c))}
+    needed = {n for c in components for n in ctx.stack.closure(c)}
     return [f"{STEP}:{n}" for n in ctx.stack.order if n in needed and ctx.component(n).builds]

@@ -91,7 +91,7 @@ def _json_value(value: Any) -> Any:
 
 def to_json(plan: Plan) -> dict[str, Any]:
     stack = plan.stack
-    settings = {o.name: {"value": _json_value(plan.settings.values[o.name].value),
+    settings = {o.name: {"value": _json_value(plan.settings.value(o.name)),
                          "source": plan.settings.source(o.name)} for o in OPTIONS}
     settings["prefix"] = {"value": str(stack.prefix),
                           "source": plan.settings.source("prefix")

@@ -15,9 +15,8 @@ from rich.markup import escape
 from rich.table import Table
 
 from rocbuild.cmd_status import format_seconds
-from rocbuild.doctor import fmt_bytes
 from rocbuild.plan import Plan, PlannedComponent
-from rocbuild.resources import format_gib
+from rocbuild.resources import format_bytes, format_gib
 
 REF_WIDTH = 12  # a tag such as rocm-6.4.3 fits; a full commit id is cut to 12 hex digits
 
@@ -47,7 +46,7 @@ def time_cell(seconds: float | None) -> str:
 
 def disk_cell(p: PlannedComponent) -> str:
     disk = p.component.recipe.resources.get("disk")
-    return fmt_bytes(float(disk)) if disk else "-"
+    return format_bytes(float(disk)) if disk else "-"
 
 
 def table(plan: Plan, seconds: Mapping[str, float | None]) -> Table:

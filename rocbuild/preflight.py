@@ -9,20 +9,13 @@ can already be checked. All problems are reported together, each with its fix.
 from __future__ import annotations
 
 import os
-import shutil
 from dataclasses import dataclass
 
 from rocbuild import actions, cache_install, cost, hostreqs, launchers, sources
 from rocbuild.build import BuildContext
-from rocbuild.errors import BuildFailed, RocbuildError
+from rocbuild.errors import BuildFailed, PreflightError
 from rocbuild.resources import format_gib
 from rocbuild.steps import step_env, steps_of
-
-
-class PreflightError(RocbuildError):
-    """The build cannot start; nothing has run. Exit 2, like other input the user must fix."""
-
-    exit_code = 2
 
 
 @dataclass(frozen=True)
@@ -42,7 +35,7 @@ def check_disk(ctx: BuildContext) -> list[Problem]:
     for where, bytes_needed in ((ctx.stack.workdir, need.workdir),
                                 (ctx.stack.prefix, need.prefix)):
         base = hostreqs.nearest_existing(where)
-        free = shutil.disk_usage(base).free
+        free = hostreqs.free_space(where)[1]
         if bytes_needed > free:
             problems.append(Problem(
                 f"{where}: {format_gib(free)} free, the pending components need about "

@@ -10,7 +10,7 @@ from __future__ import annotations
 import difflib
 import re
 import sys
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -44,6 +44,14 @@ def suggest(word: str, choices: list[str] | tuple[str, ...]) -> str:
     """' Did you mean X?' when a close match exists, else ''."""
     close = difflib.get_close_matches(word, choices, n=1)
     return f" Did you mean '{close[0]}'?" if close else ""
+
+
+def unknown_component(name: str, known: Iterable[str], tip: str, where: str = "") -> ConfigError:
+    """The one "unknown component" error: names the known ones and the closest match.
+    ``where`` is the file and key that named it (a recipe's ``depends``), else empty."""
+    names = sorted(known)
+    return ConfigError(f"{where}unknown component '{name}' (known: {', '.join(names)})."
+                       + suggest(name, names), tip=tip)
 
 
 # --- schema ---------------------------------------------------------------------------------
@@ -422,10 +430,9 @@ def load_recipes(folder: Path) -> RecipeSet:
     for recipe in recipes.values():
         for dep in recipe.depends:
             if dep not in recipes:
-                raise ConfigError(
-                    f"{recipe.file}: key 'depends': unknown component '{dep}' "
-                    f"(known: {', '.join(names)})." + suggest(dep, names),
-                    tip=f"add recipes/{dep}.toml or fix 'depends' in {recipe.file}")
+                raise unknown_component(
+                    dep, names, f"add recipes/{dep}.toml or fix 'depends' in {recipe.file}",
+                    where=f"{recipe.file}: key 'depends': ")
             if dep == recipe.name:
                 raise ConfigError(f"{recipe.file}: key 'depends': a component cannot depend on "
                                   "itself", tip=f"remove '{dep}' from 'depends' in {recipe.file}")
@@ -438,10 +445,8 @@ def load_recipes(folder: Path) -> RecipeSet:
         owner = recipe.source.from_component
         if owner is not None:
             if owner not in recipes:
-                raise ConfigError(
-                    f"{recipe.file}: key 'source.from': unknown component '{owner}' "
-                    f"(known: {', '.join(names)})." + suggest(owner, names),
-                    tip=f"fix 'source.from' in {recipe.file}")
+                raise unknown_component(owner, names, f"fix 'source.from' in {recipe.file}",
+                                        where=f"{recipe.file}: key 'source.from': ")
             if recipes[owner].source.from_component is not None:
                 raise ConfigError(
                     f"{recipe.file}: key 'source.from': '{owner}' itself reuses the checkout of "
@@ -449,8 +454,6 @@ def load_recipes(folder: Path) -> RecipeSet:
                     tip=f"set from = \"{recipes[owner].source.from_component}\" in {recipe.file}")
     for name in stack.components:
         if name not in recipes:
-            raise ConfigError(
-                f"{stack.file}: key 'stack.components': unknown component '{name}' "
-                f"(known: {', '.join(names)})." + suggest(name, names),
-                tip=f"fix 'stack.components' in {stack.file}")
+            raise unknown_component(name, names, f"fix 'stack.components' in {stack.file}",
+                                    where=f"{stack.file}: key 'stack.components': ")
     return RecipeSet(stack=stack, recipes=recipes, folder=folder)

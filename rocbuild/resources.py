@@ -22,8 +22,23 @@ DEFAULT_RESERVE = GIB  # memory left for the desktop, the shell and rocbuild its
 DEFAULT_JOB_MEM = GIB  # per compile job when a recipe does not say
 
 
+MIB = 1 << 20
+
+
+def format_bytes(n_bytes: float, unit: str | None = None, digits: int = 1) -> str:
+    """A size as users read it, the one byte formatter: in ``unit`` ("GiB" or "MiB") when
+    given, else the largest of GiB, MiB and KiB it reaches. GiB shows ``digits`` decimals,
+    MiB and KiB whole numbers."""
+    if unit == "GiB" or (unit is None and n_bytes >= GIB):
+        return f"{n_bytes / GIB:.{digits}f} GiB"
+    if unit == "MiB" or (unit is None and n_bytes >= MIB):
+        return f"{n_bytes / MIB:.0f} MiB"
+    return f"{n_bytes / 1024:.0f} KiB"
+
+
 def format_gib(n_bytes: float) -> str:
-    return f"{n_bytes / GIB:.1f} GiB"
+    """Memory and disk figures of plans and job sizing: always in GiB, one decimal."""
+    return format_bytes(n_bytes, "GiB")
 
 
 @dataclass(frozen=True)
@@ -93,7 +108,7 @@ def cgroup_memory_room(root: Path) -> tuple[int | None, int | None]:
     else:
         limit = _int_or_none(_read(folder, "memory/memory.limit_in_bytes"))
         used = _int_or_none(_read(folder, "memory/memory.usage_in_bytes"))
-        swap_limit = swap_used = None
+        swap_limit, swap_used = None, 0
     # page cache counts in "current" but is reclaimable; take the usage as a safe upper bound
     mem_room = max(limit - (used or 0), 0) if limit is not None else None
     swap_room = max(swap_limit - swap_used, 0) if swap_limit is not None else None

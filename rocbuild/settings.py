@@ -1,7 +1,9 @@
 """Settings: flag > ``ROCBUILD_*`` environment > config file > default, each with its source.
 
-Every setting is declared once in ``OPTIONS``; the argparse flags, the environment names, the
-config-file keys and the provenance shown by ``rocbuild plan`` all come from that table.
+Every setting is declared once in ``OPTIONS`` (flag, environment variable, config key, help,
+parser and default); the argparse flags, the environment names, the config-file keys and the
+provenance shown by ``rocbuild plan`` all come from that table. ``Settings`` holds one typed
+field per option (a unit test keeps the two in step).
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ import argparse
 import os
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -79,15 +81,33 @@ def _parse_cache(text: str) -> str:
     return str(_parse_path(text))
 
 
+def _default_recipes_dir() -> Path:
+    package = Path(__file__).resolve().parent
+    packaged = package / "_data" / "recipes"  # wheel layout (see pyproject force-include)
+    return packaged if packaged.is_dir() else package.parent / "recipes"
+
+
+def _default_workdir(env: Mapping[str, str]) -> Path:
+    cache = env.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(cache) / "rocbuild"
+
+
 @dataclass(frozen=True)
 class Option:
-    """One setting: its flag, environment variable and config key derive from ``name``."""
+    """One setting: its flag, environment variable and config key derive from ``name``;
+    ``default`` is the value when none of them is given (a function of the environment for
+    the folders that follow XDG variables)."""
 
     name: str
     help: str
     parse: Callable[[str], Any]
     metavar: str
+    default: Any = None
     repeatable: bool = False  # a flag given several times adds up (mirror rules)
+    default_from_env: Callable[[Mapping[str, str]], Any] | None = None
+
+    def default_value(self, env: Mapping[str, str]) -> Any:
+        return self.default_from_env(env) if self.default_from_env else self.default
 
     @property
     def flag(self) -> str:
@@ -100,38 +120,29 @@ class Option:
 
 OPTIONS: tuple[Option, ...] = (
     Option("recipes", "recipes folder (default: the one shipped with rocbuild)", _parse_path,
-           "DIR"),
-    Option("workdir", "sources, build trees, logs and state", _parse_path, "DIR"),
+           "DIR", default_from_env=lambda env: _default_recipes_dir()),
+    Option("workdir", "sources, build trees, logs and state", _parse_path, "DIR",
+           default_from_env=_default_workdir),
     Option("prefix", "install prefix (default from recipes/stack.toml)", _parse_path, "PATH"),
     Option("target", "comma-separated GPU targets, e.g. gfx906 or gfx906,gfx90a", _parse_targets,
            "LIST"),
     Option("mirror", "rewrite a source URL prefix, like git's insteadOf (repeatable)",
-           _parse_mirror_rules, "FROM=TO", repeatable=True),
+           _parse_mirror_rules, "FROM=TO", default=(), repeatable=True),
     Option("base", "an installed ROCm (e.g. /opt/rocm-6.4.3) whose components are used instead "
            "of built; only what it lacks for the targets is built", _parse_path, "PATH"),
     Option("jobs", "upper bound on parallel jobs", _parse_positive_int, "N"),
-    Option("parallel", "components built at the same time", _parse_positive_int, "N"),
+    Option("parallel", "components built at the same time", _parse_positive_int, "N",
+           default=1),
     Option("swap_weight", "share of free swap counted as memory when sizing jobs (0-1)",
-           _parse_fraction, "F"),
+           _parse_fraction, "F", default=0.5),
     Option("ccache", "compiler cache: on, off or auto (auto: on when ccache is installed)",
-           parse_ccache_mode, "MODE"),
+           parse_ccache_mode, "MODE", default="auto"),
     Option("distcc", "distcc hosts for the components a recipe marks distributable, e.g. "
-           "'box1/8 box2/4' (DISTCC_HOSTS syntax)", parse_distcc_hosts, "HOSTS"),
+           "'box1/8 box2/4' (DISTCC_HOSTS syntax)", parse_distcc_hosts, "HOSTS", default=""),
     Option("cache", "binary cache of built components to install from (a folder or an "
            "http(s):// URL serving one)", _parse_cache, "DIR_OR_URL"),
 )
 OPTION_BY_NAME = {o.name: o for o in OPTIONS}
-
-
-def _default_recipes_dir() -> Path:
-    package = Path(__file__).resolve().parent
-    packaged = package / "_data" / "recipes"  # wheel layout (see pyproject force-include)
-    return packaged if packaged.is_dir() else package.parent / "recipes"
-
-
-def _default_workdir(env: Mapping[str, str]) -> Path:
-    cache = env.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(cache) / "rocbuild"
 
 
 def user_config_path(env: Mapping[str, str]) -> Path:
@@ -140,31 +151,40 @@ def user_config_path(env: Mapping[str, str]) -> Path:
 
 
 @dataclass(frozen=True)
-class Value:
-    """A resolved setting: the value and where it came from (flag, env, config file, default)."""
-
-    value: Any
-    source: str
-
-
-@dataclass(frozen=True)
 class Settings:
-    """Resolved settings. ``None`` values mean "use what the recipes say" (prefix, target)."""
+    """Resolved settings, one field per option in ``OPTIONS`` (defaults live there). ``None``
+    means "use what the recipes say" (prefix, target) or "no limit" (jobs)."""
 
-    values: Mapping[str, Value] = field(default_factory=dict)
-    notes: tuple[str, ...] = ()  # said once on stderr, e.g. how a product name was read
-
-    def __getattr__(self, name: str) -> Any:
-        try:
-            return self.values[name].value
-        except KeyError:
-            raise AttributeError(name) from None
+    recipes: Path
+    workdir: Path
+    prefix: Path | None
+    target: tuple[TargetId, ...] | None
+    mirror: tuple[tuple[str, str], ...]
+    base: Path | None
+    jobs: int | None
+    parallel: int
+    swap_weight: float
+    ccache: str  # on, off or auto (launchers.CCACHE_MODES)
+    distcc: str  # a DISTCC_HOSTS list, "" for none
+    cache: str | None  # a folder or an http(s)/file URL (cache_store opens it)
+    # where each value came from: "flag --jobs", "env ROCBUILD_JOBS", "config PATH", "default"
+    sources: Mapping[str, str] = field(default_factory=dict, compare=False)
+    # said once on stderr, e.g. how a product name was read
+    notes: tuple[str, ...] = field(default=(), compare=False)
 
     def source(self, name: str) -> str:
-        return self.values[name].source
+        return self.sources.get(name, "default")
+
+    def value(self, name: str) -> Any:
+        """The value of the option called ``name`` (for tables over ``OPTIONS``)."""
+        if name not in OPTION_BY_NAME:
+            raise KeyError(name)
+        return getattr(self, name)
 
     def with_value(self, name: str, value: Any, source: str) -> Settings:
-        return Settings({**self.values, name: Value(value, source)}, self.notes)
+        if name not in OPTION_BY_NAME:
+            raise KeyError(name)
+        return replace(self, **{name: value}, sources={**self.sources, name: source})
 
 
 def add_flags(parser: argparse.ArgumentParser, title: str | None = None,
@@ -238,21 +258,8 @@ def resolve(
     cwd = Path.cwd() if cwd is None else cwd
     config_path = find_config_file(cwd, env)
     config = _read_config_file(config_path) if config_path else {}
-    defaults: dict[str, Any] = {
-        "recipes": _default_recipes_dir(),
-        "workdir": _default_workdir(env),
-        "prefix": None,
-        "target": None,
-        "mirror": (),
-        "base": None,
-        "jobs": None,
-        "parallel": 1,
-        "swap_weight": 0.5,
-        "ccache": "auto",
-        "distcc": "",
-        "cache": None,
-    }
-    values: dict[str, Value] = {}
+    values: dict[str, Any] = {}
+    sources: dict[str, str] = {}
     notes: list[str] = []
     for option in OPTIONS:
         raw: Any = None
@@ -268,7 +275,8 @@ def resolve(
             except ValueError as exc:
                 raise ConfigError(f"{config_path}: key '{option.name}': {exc}") from None
         if raw is None:
-            values[option.name] = Value(defaults[option.name], "default")
+            values[option.name] = option.default_value(env)
+            sources[option.name] = "default"
             continue
         items = raw if isinstance(raw, list) else [raw]
         try:
@@ -281,11 +289,12 @@ def resolve(
             value = tuple(rule for rules in parsed for rule in rules)
         else:
             value = parsed[-1]
-        values[option.name] = Value(value, where)
+        values[option.name] = value
+        sources[option.name] = where
         if option.name == "target":
             notes += [f"{where}: {note}" for item in items for part in str(item).split(",")
                       if (note := product_note(part))]
-    return Settings(values, tuple(notes))
+    return Settings(**values, sources=sources, notes=tuple(notes))
 
 
 def rewrite_url(url: str, rules: tuple[tuple[str, str], ...]) -> str:

@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shlex
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -21,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from rocbuild import gpu, proc
+from rocbuild.steps import shell_line
 from rocbuild.targets import TargetId
 
 KFD_DEVICE = Path("dev/kfd")
@@ -43,24 +43,17 @@ class GpuPresence:
         return bool(self.agents)
 
 
-def detect_gpus(root: Path = Path("/")) -> GpuPresence:
-    """The GPU agents ROCr would see under ``root``: ``/dev/kfd`` must exist (without it
-    nothing can run), and only KFD nodes with a GPU ISA count (CPU nodes report 0). Unlike
-    gpu.detect_gpus, no PCI fallback: a card without a loaded driver cannot run a test."""
+def kfd_agents(root: Path = Path("/")) -> GpuPresence:
+    """The GPU agents ROCr would see under ``root``: the KFD nodes of gpu.detect_gpus (the
+    one GPU detection) with a known ISA, and ``/dev/kfd`` must exist (without it nothing can
+    run). The cards gpu.detect_gpus finds only on the PCI bus (no driver loaded) do not count:
+    they cannot run a test."""
     if not (root / KFD_DEVICE).exists():
         return GpuPresence((), "no AMD GPU (no /dev/kfd)")
-    nodes_dir = root / gpu.KFD_NODES
-    try:
-        nodes = sorted(int(n.name) for n in nodes_dir.iterdir() if n.name.isdigit())
-    except OSError:
+    if not gpu.kfd_present(root):
         return GpuPresence((), f"no AMD GPU (no KFD topology at /{gpu.KFD_NODES})")
-    agents = []
-    for node in nodes:
-        props = gpu.parse_properties(gpu.read_text(nodes_dir / str(node) / "properties"))
-        version = props.get("gfx_target_version", 0)
-        name = gpu.decode_gfx_target_version(version)
-        if name:
-            agents.append(GpuAgent(node, name, version))
+    agents = [GpuAgent(g.node, g.gfx, g.gfx_target_version) for g in gpu.detect_gpus(root)
+              if g.node is not None and g.gfx and g.gfx_target_version is not None]
     if not agents:
         return GpuPresence((), "no AMD GPU (no KFD node with a gfx_target_version)")
     return GpuPresence(tuple(agents))
@@ -250,10 +243,6 @@ def smoke_env(prefix: Path, base: Mapping[str, str] | None = None,
     return env
 
 
-def shell_line(argv: Sequence[str]) -> str:
-    return " ".join(shlex.quote(a) for a in argv)
-
-
 def _run(argv: Sequence[str], cwd: Path, env: Mapping[str, str], timeout: float,
          echo: Callable[[str], None]) -> tuple[int | None, str]:
     """(exit code or None on timeout, combined output). The child gets its own session so a
@@ -292,7 +281,7 @@ def run_smoke(prefix: Path, targets: Sequence[TargetId], model: Path | None = No
               base: Path | None = None) -> SmokeReport:
     """Run the smoke tests on the first GPU whose processor is a requested target, or say
     in one line why they are skipped."""
-    presence = detect_gpus(root)
+    presence = kfd_agents(root)
     if not presence.present:
         return SmokeReport(skipped=f"smoke tests skipped: {presence.reason}")
     agent = select_agent(presence, targets)

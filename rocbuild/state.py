@@ -26,10 +26,12 @@ from rocbuild import faults
 from rocbuild.errors import BusyError
 
 
-def write_text_atomic(path: Path, text: str) -> None:
+def write_text_atomic(path: Path, text: str, mode: int | None = None) -> None:
     """Write ``path`` so that a reader (or a run after a kill) sees the old file or the new
     one, never a part: a temp file in the same folder, fsynced, then renamed over it. A full
-    disk or a read-only file system is one message (faults.py)."""
+    disk or a read-only file system is one message (faults.py). ``mode``: the file's
+    permissions whatever the umask (files in the prefix are read by every user). The one
+    atomic writer: state, build-info, env files, activation state and bench reports."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     with faults.writing(path):
         try:
@@ -38,6 +40,8 @@ def write_text_atomic(path: Path, text: str) -> None:
                 f.write(text)
                 f.flush()
                 os.fsync(f.fileno())
+            if mode is not None:
+                os.chmod(tmp, mode)
             os.replace(tmp, path)
         finally:
             with contextlib.suppress(OSError):

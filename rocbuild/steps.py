@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import shlex
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -198,8 +198,9 @@ def commands_for(stack: Stack, component: Component, jobs: Mapping[str, int],
     return out
 
 
-def shell_line(argv: tuple[str, ...] | list[str], env: tuple[tuple[str, str], ...] = ()) -> str:
-    """One paste-ready shell line; ``$PATH`` in an override stays expandable."""
+def shell_line(argv: Sequence[str], env: tuple[tuple[str, str], ...] = ()) -> str:
+    """One paste-ready shell line (plan's commands, smoke's echo); ``$PATH`` in an override
+    stays expandable."""
     assignments = []
     for key, value in env:
         if value.endswith(":$PATH"):

@@ -30,11 +30,11 @@ def render_svg(result: BenchResult, note: str | None = None) -> str:
         for test in run.tests:
             if test.summary is None:
                 continue
-            ref = result.published_for(run, test.name)
+            published = result.published_for(run, test.name)
             s = test.summary
             tests.setdefault(test.name, []).append(
                 (run.spec.label, run.spec.backend, s.median, s.low, s.high,
-                 ref.tokens_per_s if ref else None))
+                 published.tokens_per_s if published else None))
     plot_w = WIDTH - LABEL_W - 90
     parts: list[str] = []
     y = 44

@@ -15,8 +15,8 @@ from rocbuild.bench import stats
 from rocbuild.bench.host import POWER_FILE
 from rocbuild.bench.runner import OK, BackendRun
 from rocbuild.bench.session import BenchResult
-from rocbuild.doctor import fmt_bytes
 from rocbuild.gpu import format_speed
+from rocbuild.resources import format_bytes
 
 
 def _gts(speed: float | None) -> str:
@@ -26,7 +26,7 @@ def _gts(speed: float | None) -> str:
 def _size(n: int) -> str:
     if n < 1 << 10:
         return f"{n} bytes"
-    return fmt_bytes(n) if n >= 1 << 20 else f"{n / 1024:.0f} KiB"
+    return format_bytes(n)
 
 
 def _ts(value: float) -> str:
@@ -42,7 +42,7 @@ def _record_lines(result: BenchResult) -> Iterator[str]:
            f"median of {s.repetitions} (+1 warm-up dropped)")
     for facts in h.gpus:
         g = facts.gpu
-        vram = f", {fmt_bytes(g.vram)}" if g.vram else ""
+        vram = f", {format_bytes(g.vram)}" if g.vram else ""
         yield f"gpu      {escape(g.name)} ({g.gfx or '?'}{vram})"
         yield f"power    {escape(facts.power_level or 'unknown')} ({POWER_FILE})"
         if g.link is not None:

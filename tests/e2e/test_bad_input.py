@@ -354,3 +354,26 @@ def test_disk_filling_during_a_step_is_one_failure_and_resumes(tmp_path: Path) -
     second = (tmp_path / "second.out").read_text()
     assert (tmp_path / "second.rc").read_text().strip() == "0", second
     assert (tmp_path / "prefix" / "share" / "a.txt").is_file()
+
+
+@pytest.mark.parametrize("variable, value, message", [
+    ("ROCBUILD_JOBS", "abc", "rocbuild: error: env ROCBUILD_JOBS: 'abc' is not a whole number"),
+    ("ROCBUILD_RECIPES", "{bad}", "invalid TOML"),
+])
+def test_plain_doit_reports_bad_input_like_the_cli(tmp_path: Path, variable: str, value: str,
+                                                   message: str) -> None:
+    """dodo.py loads the same settings and recipes: one message and its TIP (errors.report),
+    exit 2, no traceback from doit's loader."""
+    bad = tmp_path / "recipes"
+    bad.mkdir()
+    (bad / "stack.toml").write_text("components = [\n")
+    repo = Path(__file__).resolve().parents[2]
+    argv = [sys.executable, "-m", "doit", "list"]
+    done = subprocess.run(argv, cwd=repo, capture_output=True, text=True, timeout=120,
+                          env=child_env({variable: value.replace("{bad}", str(bad))}))
+    result = CliResult(argv, done.returncode, done.stdout, done.stderr)
+    assert_no_traceback(result)
+    assert result.returncode == 2, result.explain()
+    lines = result.stderr.splitlines()
+    assert message in lines[0] and lines[0].startswith("rocbuild: error: "), result.explain()
+    assert lines[1].startswith("TIP: ") and len(lines) == 2, result.explain()

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from rocbuild.cli import main
+from tests.cli import run_cli
 from tests.conftest import require_tool
 from tests.e2e.chain import one_component_stack
 
@@ -69,13 +70,13 @@ def test_verified_build_is_complete(tmp_path: Path, capsys: pytest.CaptureFixtur
 def test_missing_target_code_fails_the_build_and_blocks_activation(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     flags = stack(tmp_path, "gfx1030")  # the library is built, but not for gfx906
-    assert main(["build", *flags, "--quiet"]) == 4  # verify failed (exit codes table)
-    out = capsys.readouterr().out
+    # verify failed (exit codes table)
+    out = run_cli("build", *flags, "--quiet", expect=4).stdout
     assert "verify failed" in out and "libkern.so" in out
     info = build_info(tmp_path)
     assert info["complete"] is False and info["verified"] is False
     link = tmp_path / "rocm"
-    assert main(["activate", str(tmp_path / "prefix"), "--link", str(link)]) == 2
+    run_cli("activate", str(tmp_path / "prefix"), "--link", str(link), expect=2)
     assert not link.exists()
     # --no-verify accepts the prefix as complete but unproven
     assert main(["build", *flags, "--quiet", "--no-verify"]) == 0

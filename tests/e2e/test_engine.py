@@ -18,6 +18,7 @@ import pytest
 
 from rocbuild.cli import main
 from rocbuild.state import StateDir
+from tests.cli import run_cli
 from tests.conftest import REPO, require_tool
 from tests.e2e.chain import Chain, git, make_chain
 
@@ -27,6 +28,13 @@ pytestmark = pytest.mark.e2e
 def build(chain: Chain, capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str]:
     rc = main(["build", *chain.flags(), "--quiet", "--no-verify", *args])
     return rc, capsys.readouterr().out
+
+
+def failing_build(chain: Chain, *args: str) -> tuple[int, str]:
+    """A build that fails, run as the user does: a child process (tests/cli.py run_cli, which
+    asserts that no traceback reached the user); (exit code, stdout)."""
+    result = run_cli("build", *chain.flags(), "--quiet", "--no-verify", *args)
+    return result.returncode, result.stdout
 
 
 def started_steps(out: str) -> list[str]:
@@ -79,7 +87,7 @@ def test_full_build_then_noop(chain: Chain, capsys: pytest.CaptureFixture[str]) 
 def test_failure_in_the_middle_is_resumed_without_recompiling_the_first(
         chain: Chain, capsys: pytest.CaptureFixture[str]) -> None:
     chain.set_args("beta", "-DBETA_FAIL=ON")
-    rc, out = build(chain, capsys)
+    rc, out = failing_build(chain)
     assert rc == 1
     assert "FAILED beta: compile" in out
     log = chain.workdir / "logs/beta/compile.log"
@@ -127,7 +135,7 @@ def test_patches_apply_once_and_a_broken_one_stops_before_any_build(
     (patches / "beta").mkdir(parents=True)
     broken = patches / "beta" / "0001-broken.patch"
     broken.write_text("--- a/beta.c\n+++ b/beta.c\n@@ -1,1 +1,1 @@\n-no such line\n+x\n")
-    rc, out = build(chain, capsys)
+    rc, out = failing_build(chain)
     assert rc == 1
     assert f"patch {broken} does not apply" in out
     assert not [s for s in started_steps(out) if s.endswith(":configure")]
@@ -145,8 +153,8 @@ def test_patches_apply_once_and_a_broken_one_stops_before_any_build(
 def test_second_build_on_the_same_workdir_is_refused(
         chain: Chain, capsys: pytest.CaptureFixture[str]) -> None:
     with StateDir(chain.workdir).lock():
-        rc = main(["build", *chain.flags(), "--quiet"])
-    err = capsys.readouterr().err
+        result = run_cli("build", *chain.flags(), "--quiet")
+    rc, err = result.returncode, result.stderr
     assert rc == 3  # busy, not bad input (issue 10 #7)
     assert f"another rocbuild run (pid {os.getpid()}) is using the workdir" in err
 
@@ -159,7 +167,7 @@ def test_unknown_ref_fails_with_a_clear_message(chain: Chain,
         ref = "v9"
         [cmake]
         """)
-    rc, out = build(chain, capsys)
+    rc, out = failing_build(chain)
     assert rc == 1
     assert "alpha: cannot fetch v9 from" in out
     assert "check that 'v9' exists" in out
@@ -351,5 +359,5 @@ def test_plan_shows_each_components_state(chain: Chain,
 
     assert states() == {"alpha": "pending", "beta": "pending", "gamma": "pending"}
     chain.set_args("beta", "-DBETA_FAIL=ON")
-    assert build(chain, capsys)[0] == 1
+    assert failing_build(chain)[0] == 1
     assert states() == {"alpha": "done", "beta": "failed", "gamma": "pending"}

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from rocbuild.cli import main
+from tests.cli import run_cli
 from tests.conftest import require_tool
 from tests.e2e.chain import Chain
 
@@ -19,12 +20,11 @@ def refused(chain: Chain, capsys: pytest.CaptureFixture[str], *args: str,
     flags = chain.flags()
     if prefix is not None:
         flags[flags.index("--prefix") + 1] = str(prefix)
-    rc = main(["build", *flags, "--quiet", "--no-verify", *args])
-    captured = capsys.readouterr()
-    assert rc == 2, captured.out + captured.err
-    assert "▶" not in captured.out  # no step started
+    # a child process, as the user runs it: exit 2 and no traceback (tests/cli.py)
+    result = run_cli("build", *flags, "--quiet", "--no-verify", *args, expect=2)
+    assert "▶" not in result.stdout  # no step started
     assert not (chain.workdir / "logs").exists() and not (chain.workdir / "src").exists()
-    return captured.err
+    return result.stderr
 
 
 def test_prefix_that_cannot_be_created(chain: Chain, capsys: pytest.CaptureFixture[str],
@@ -74,7 +74,6 @@ def test_stale_patch_of_a_fetched_source(chain: Chain, capsys: pytest.CaptureFix
     patches.mkdir(parents=True)
     bad = patches / "0001-stale.patch"
     bad.write_text("--- a/alpha.c\n+++ b/alpha.c\n@@ -1,1 +1,1 @@\n-nothing like this\n+x\n")
-    rc = main(["build", *chain.flags(), "--quiet", "--no-verify"])
-    captured = capsys.readouterr()
-    assert rc == 2 and "▶" not in captured.out
-    assert f"patch {bad} does not apply" in captured.err
+    captured = run_cli("build", *chain.flags(), "--quiet", "--no-verify", expect=2)
+    assert "▶" not in captured.stdout
+    assert f"patch {bad} does not apply" in captured.stderr

@@ -16,6 +16,7 @@ import pytest
 
 from rocbuild.cli import main
 from rocbuild.state import StateDir, write_json_atomic
+from tests.cli import run_cli
 from tests.conftest import require_tool
 from tests.e2e.chain import Chain, add_gamma_patch, git, make_chain
 
@@ -44,6 +45,13 @@ def build(chain: Chain, capsys: pytest.CaptureFixture[str], *args: str) -> tuple
     # --no-verify: the chain has no GPU code for verify to find
     rc = main(["build", *chain.flags(), "--quiet", "--no-verify", *args])
     return rc, capsys.readouterr().out
+
+
+def failing_build(chain: Chain, *args: str) -> tuple[int, str]:
+    """A build that fails, run as the user does: a child process (tests/cli.py run_cli, which
+    asserts that no traceback reached the user); (exit code, stdout)."""
+    result = run_cli("build", *chain.flags(), "--quiet", "--no-verify", *args)
+    return result.returncode, result.stdout
 
 
 def status_text(chain: Chain, capsys: pytest.CaptureFixture[str], *args: str) -> str:
@@ -86,7 +94,7 @@ def break_beta(chain: Chain) -> None:
 def test_after_a_failed_build_status_shows_the_failure_and_what_waits(
         chain: Chain, capsys: pytest.CaptureFixture[str]) -> None:
     break_beta(chain)
-    assert build(chain, capsys)[0] == 1
+    assert failing_build(chain)[0] == 1
     out = status_text(chain, capsys)
     rows = table_rows(out)
     for step in STEPS:
@@ -115,7 +123,7 @@ def test_after_a_failed_build_status_shows_the_failure_and_what_waits(
 def test_json_document_has_a_stable_shape(chain: Chain,
                                           capsys: pytest.CaptureFixture[str]) -> None:
     break_beta(chain)
-    assert build(chain, capsys)[0] == 1
+    assert failing_build(chain)[0] == 1
     doc = status_json(chain, capsys)
     assert set(doc) == {"workdir", "prefix", "components", "verify", "running", "failed",
                         "continue"}
@@ -259,7 +267,7 @@ def test_a_known_cause_is_found_in_real_cmake_output(
     git(src, "tag", "v2")
     git(chain.repos / "beta.git", "fetch", "-q", str(src), "refs/tags/v2:refs/tags/v2")
     chain.write_recipe("beta", recipe("beta", ["alpha"], [], ref="v2"))
-    assert build(chain, capsys)[0] == 1
+    assert failing_build(chain)[0] == 1
 
     out = status_text(chain, capsys)
     assert table_rows(out)[("beta", "configure")][0] == "failed"
@@ -296,20 +304,20 @@ def test_oom_retries_and_the_job_cap_are_reported(
 def test_status_reads_while_a_build_holds_the_lock(
         chain: Chain, capsys: pytest.CaptureFixture[str]) -> None:
     break_beta(chain)
-    assert build(chain, capsys)[0] == 1
+    assert failing_build(chain)[0] == 1
     with StateDir(chain.workdir).lock():
         assert "FAILED beta: compile" in status_text(chain, capsys, "beta")
 
 
 def test_status_of_an_unknown_component_is_bad_input(
         chain: Chain, capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["status", *chain.flags(), "delta"]) == 2
-    assert "unknown component 'delta'" in capsys.readouterr().err
+    result = run_cli("status", *chain.flags(), "delta", expect=2)
+    assert "unknown component 'delta'" in result.stderr
 
 
 def test_logs(chain: Chain, capsys: pytest.CaptureFixture[str]) -> None:
     break_beta(chain)
-    assert build(chain, capsys)[0] == 1
+    assert failing_build(chain)[0] == 1
     logs = chain.workdir / "logs"
 
     assert main(["logs", *chain.flags(), "beta", "--tail", "5"]) == 0
@@ -327,11 +335,10 @@ def test_logs(chain: Chain, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["logs", *chain.flags(), "gamma"]) == 0
     assert capsys.readouterr().out == (logs / "gamma/patch.log").read_text()
 
-    assert main(["logs", *chain.flags(), "gamma", "configure"]) == 2  # not there: bad input
-    assert "no log for gamma: configure yet" in capsys.readouterr().err
-    assert main(["logs", *chain.flags(), "delta"]) == 2
-    assert "known: alpha, beta, gamma" in capsys.readouterr().err
-    assert main(["logs", *chain.flags(), "beta", "link"]) == 2
-    err = capsys.readouterr().err
+    result = run_cli("logs", *chain.flags(), "gamma", "configure", expect=2)  # not there: bad input
+    assert "no log for gamma: configure yet" in result.stderr
+    result = run_cli("logs", *chain.flags(), "delta", expect=2)
+    assert "known: alpha, beta, gamma" in result.stderr
+    err = run_cli("logs", *chain.flags(), "beta", "link", expect=2).stderr
     assert "unknown step 'link' for beta" in err
     assert "fetch, patch, configure, compile, install" in err

@@ -33,6 +33,7 @@ from rocbuild.verify import (
     default_decoders,
     verify_file,
 )
+from tests.cli import run_cli
 from tests.conftest import require_tool
 from tests.unit.test_verify_scan import ccob, fatbin
 
@@ -209,8 +210,8 @@ def test_cli_prefix_table(built: Path, tmp_path: Path, capsys: pytest.CaptureFix
     os.symlink("libmulti.so.1", prefix / "lib" / "libmulti.so")
     shutil.copy(built / "libmixed.so", prefix / "lib" / "libggml-hip.so")
     shutil.copy(built / "hello", prefix / "bin" / "hello")
-    code = main(["verify", "--prefix", str(prefix), "--target", "gfx906", "--no-smoke"])
-    out = capsys.readouterr().out
+    result = run_cli("verify", "--prefix", str(prefix), "--target", "gfx906", "--no-smoke")
+    code, out = result.returncode, result.stdout
     print(out)  # the table, for `pytest -s`
     assert code == 4
     rows = {line.split("│")[1].strip(): line for line in out.splitlines() if line.count("│") == 6}

@@ -84,3 +84,12 @@ def test_kernel_oom_lines_after_the_step_started(tmp_path: Path) -> None:
     assert found == ["Out of memory: Killed process 4242 (ld.lld) total-vm:9000000kB",
                      "oom-kill:constraint=CONSTRAINT_NONE,task=ld.lld,pid=4242"]
     assert kernel_oom_kills_since(0, tmp_path / "unreadable") == []
+
+
+def test_format_bytes_is_the_one_byte_formatter() -> None:
+    from rocbuild.resources import GIB, format_bytes, format_gib
+    assert format_bytes(16 * GIB) == "16.0 GiB"
+    assert format_bytes(256 << 20) == "256 MiB"
+    assert format_bytes(3 << 10) == "3 KiB"
+    assert format_bytes(GIB // 2, "GiB", digits=2) == "0.50 GiB"
+    assert format_gib(GIB // 2) == "0.5 GiB"

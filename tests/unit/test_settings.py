@@ -63,3 +63,28 @@ def test_config_file_errors_name_file_and_key(tmp_path: Path) -> None:
     cfg.write_text("jobs = true\n")
     with pytest.raises(ConfigError, match=r"rocbuild\.toml: key 'jobs'"):
         resolve({}, env={}, cwd=tmp_path)
+
+
+def test_settings_has_one_typed_field_per_option_and_defaults_come_from_the_options(
+        tmp_path: Path) -> None:
+    import dataclasses
+    import typing
+
+    from rocbuild import settings as settings_module
+    fields = [f.name for f in dataclasses.fields(settings_module.Settings)
+              if f.name not in ("sources", "notes")]
+    assert fields == [o.name for o in settings_module.OPTIONS]
+    hints = typing.get_type_hints(settings_module.Settings)
+    assert all(hints[name] is not typing.Any for name in fields)
+    env = {"XDG_CACHE_HOME": str(tmp_path / "cache"), "XDG_CONFIG_HOME": str(tmp_path / "cfg")}
+    resolved = resolve({}, env=env, cwd=tmp_path)
+    for option in settings_module.OPTIONS:
+        assert resolved.source(option.name) == "default"
+        assert getattr(resolved, option.name) == option.default_value(env), option.name
+    assert resolved.workdir == tmp_path / "cache" / "rocbuild" and resolved.parallel == 1
+    changed = resolved.with_value("jobs", 3, "test")
+    assert (changed.jobs, changed.source("jobs"), resolved.jobs) == (3, "test", None)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        resolved.jobs = 2  # type: ignore[misc]
+    with pytest.raises(KeyError):
+        resolved.with_value("job", 3, "test")

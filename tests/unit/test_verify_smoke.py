@@ -29,19 +29,19 @@ def host_tree(root: Path, *node_versions: int | None, kfd: bool = True) -> Path:
 
 
 def test_no_dev_kfd(tmp_path: Path) -> None:
-    presence = smoke.detect_gpus(host_tree(tmp_path, 0, 90006, kfd=False))
+    presence = smoke.kfd_agents(host_tree(tmp_path, 0, 90006, kfd=False))
     assert not presence.present and presence.reason == "no AMD GPU (no /dev/kfd)"
 
 
 def test_kfd_without_topology_or_gpu_nodes(tmp_path: Path) -> None:
-    assert smoke.detect_gpus(host_tree(tmp_path / "a")).reason.startswith(
+    assert smoke.kfd_agents(host_tree(tmp_path / "a")).reason.startswith(
         "no AMD GPU (no KFD topology")
-    assert smoke.detect_gpus(host_tree(tmp_path / "b", 0, None)).reason == \
+    assert smoke.kfd_agents(host_tree(tmp_path / "b", 0, None)).reason == \
         "no AMD GPU (no KFD node with a gfx_target_version)"
 
 
 def test_gpu_nodes_are_decoded(tmp_path: Path) -> None:
-    presence = smoke.detect_gpus(host_tree(tmp_path, 0, 90006, 100300, 90010))
+    presence = smoke.kfd_agents(host_tree(tmp_path, 0, 90006, 100300, 90010))
     assert [(a.node, a.gfx) for a in presence.agents] == [
         (1, "gfx906"), (2, "gfx1030"), (3, "gfx90a")]
 

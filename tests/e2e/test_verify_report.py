@@ -1,14 +1,18 @@
 """What `rocbuild verify` tells the user, run as a real child process (tests/cli.py): a
 named file without GPU code says so, a missing target is one line per file, and the bundle
-numbers in the text are the ones in --json."""
+numbers in the text are the ones in --json. (An e2e test: it starts rocbuild.)"""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
+import pytest
+
 from tests.cli import run_cli
 from tests.unit.test_verify_scan import elf_with_fatbin, fatbin, make_elf, tu, write
+
+pytestmark = pytest.mark.e2e
 
 
 def problem_lines(text: str) -> list[str]:
