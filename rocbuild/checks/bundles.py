@@ -15,7 +15,6 @@ import hashlib
 import io
 import os
 import struct
-import subprocess
 import tempfile
 import zlib
 from collections.abc import Callable, Iterator
@@ -23,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+from rocbuild import proc
 from rocbuild.checks.elf import FormatError, Source, kernel_names
 from rocbuild.model.targets import TargetError, TargetId, parse_target
 
@@ -487,15 +487,14 @@ def bundler_lister(bundler: Path) -> BundleLister:
             tmp.write(blob)
             tmp.flush()
             argv = [str(bundler), "--list", "--type=o", f"--input={tmp.name}"]
-            try:
-                proc = subprocess.run(argv, capture_output=True, text=True, timeout=300,
-                                      check=False)
-            except (OSError, subprocess.TimeoutExpired) as exc:
-                raise DecodeError(f"{bundler} could not run: {exc}") from None
-        if proc.returncode != 0:
-            why = (proc.stderr.strip().splitlines() or [f"exit {proc.returncode}"])[-1]
+            done = proc.run_capture(argv, timeout=300)
+            if done is None or done.returncode is None:
+                why = "it cannot start" if done is None else "it timed out after 300 s"
+                raise DecodeError(f"{bundler} could not run: {why}")
+        if done.returncode != 0:
+            why = (done.stderr.strip().splitlines() or [f"exit {done.returncode}"])[-1]
             raise DecodeError(f"{bundler.name} cannot list this bundle: {why}")
-        return [line.strip() for line in proc.stdout.splitlines() if line.strip()]
+        return [line.strip() for line in done.stdout.splitlines() if line.strip()]
 
     return list_ids
 

@@ -21,12 +21,12 @@ import glob
 import os
 import re
 import shutil
-import subprocess
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from rocbuild import proc
 from rocbuild.model.graph import Stack, prefix_problem
 
 FAIL, WARN = "fail", "warn"
@@ -93,10 +93,8 @@ RunTool = Callable[[Sequence[str]], "tuple[int, str] | None"]
 def run_tool(argv: Sequence[str]) -> tuple[int, str] | None:
     """Run a read-only query (``cmake --version``, ``dpkg-query``): (exit code, stdout), or
     None when it cannot start or hangs. Non-zero exits still return their output."""
-    try:
-        done = subprocess.run(list(argv), capture_output=True, text=True, timeout=30,
-                              check=False, stdin=subprocess.DEVNULL)
-    except (OSError, subprocess.SubprocessError):
+    done = proc.run_capture(argv, timeout=30)
+    if done is None or done.returncode is None:
         return None
     return done.returncode, done.stdout
 

@@ -10,18 +10,16 @@ machines, so only detection, the skip path and the commands are tested there.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import re
-import signal
-import subprocess
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rocbuild import proc
 from rocbuild.checks import gpu
 from rocbuild.model.steps import shell_line
 from rocbuild.model.targets import TargetId
@@ -246,33 +244,16 @@ def smoke_env(prefix: Path, base: Mapping[str, str] | None = None,
     return env
 
 
-def _run(argv: Sequence[str], cwd: Path, env: Mapping[str, str],
-         timeout: float) -> tuple[int | None, str]:
+def _run(argv: Sequence[str], cwd: Path, env: Mapping[str, str], timeout: float,
+         echo: Callable[[str], None]) -> tuple[int | None, str]:
     """(exit code or None on timeout, combined output). The child gets its own session so a
     timeout stops hipcc's clang children too. SIGTERM first and a long grace period: killing
     a GPU-busy process on gfx906 with SIGKILL has hung amdgpu (gfx906-facts.md 3.4)."""
-    try:
-        proc = subprocess.Popen(argv, cwd=cwd, env=dict(env), stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT, text=True, errors="replace",
-                                start_new_session=True)
-    except OSError as exc:
-        return 127, f"cannot run {argv[0]}: {exc.strerror or exc}"
-    try:
-        output, _ = proc.communicate(timeout=timeout)
-        return proc.returncode, output
-    except subprocess.TimeoutExpired:
-        _signal_group(proc.pid, signal.SIGTERM)
-        try:
-            output, _ = proc.communicate(timeout=120)
-        except subprocess.TimeoutExpired:
-            _signal_group(proc.pid, signal.SIGKILL)
-            output, _ = proc.communicate()
-        return None, output
-
-
-def _signal_group(pid: int, signum: int) -> None:
-    with contextlib.suppress(ProcessLookupError):  # it may have ended on its own meanwhile
-        os.killpg(pid, signum)
+    done = proc.run_capture(argv, timeout=timeout, cwd=cwd, env=env, merge_stderr=True,
+                            grace=120, echo=echo)
+    if done is None:
+        return 127, f"cannot run {argv[0]}: not found or not executable"
+    return done.returncode, done.stdout
 
 
 def run_test(test: SmokeTest, workdir: Path, env: Mapping[str, str],
@@ -282,8 +263,7 @@ def run_test(test: SmokeTest, workdir: Path, env: Mapping[str, str],
     output, line = "", ""
     for argv in test.commands:
         line = shell_line(argv)
-        echo(f"+ {line}")
-        code, output = _run(argv, workdir, env, test.timeout)
+        code, output = _run(argv, workdir, env, test.timeout, echo)  # echoes "+ line"
         if code != 0:
             why = "timed out" if code is None else f"exit {code}"
             tail = " | ".join(output.strip().splitlines()[-3:]) or "no output"

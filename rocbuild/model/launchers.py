@@ -14,7 +14,6 @@ import functools
 import os
 import re
 import shutil
-import subprocess
 import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
@@ -22,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from rocbuild import proc
 from rocbuild.files import read_json, write_json_atomic
 from rocbuild.model.resources import DEFAULT_RESERVE, GIB, HostSnapshot, JobCount, format_gib
 
@@ -84,12 +84,8 @@ def parse_ccache_version(text: str) -> tuple[int, ...] | None:
 
 @functools.lru_cache(maxsize=8)
 def ccache_version(path: str) -> tuple[int, ...] | None:
-    try:
-        out = subprocess.run([path, "--version"], capture_output=True, text=True,
-                             timeout=30).stdout
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    return parse_ccache_version(out)
+    done = proc.run_capture([path, "--version"], timeout=30)
+    return parse_ccache_version(done.stdout) if done is not None else None
 
 
 def _version_text(version: tuple[int, ...]) -> str:

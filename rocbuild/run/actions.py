@@ -15,12 +15,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from rocbuild import proc
 from rocbuild.checks.lint import unused_cmake_variables
 from rocbuild.errors import BuildFailed
 from rocbuild.model.graph import Component, sha256_text, venv_dir
 from rocbuild.model.steps import configure_argv, install_argv, step_env, venv_commands
 from rocbuild.prefix import ownership
-from rocbuild.run import jobs, patches, proc, sources
+from rocbuild.run import jobs, patches, sources
 from rocbuild.run.outcome import StepOutcome, log_path, step_logger
 from rocbuild.run.state import write_text_atomic
 from rocbuild.run.uptodate import BUILD_ID_FILE, build_id
@@ -114,7 +115,7 @@ def fetch(ctx: BuildContext, comp: Component, log: Path, outcome: StepOutcome) -
         mirror=ctx.settings.mirror, offline=ctx.offline,
         previous_commit=before.get("commit"), applied=patched.get("applied"),
         save_root=saved_dir(ctx, comp))
-    fetched = sources.fetch(req, step_logger(log))
+    fetched = sources.fetch(req, step_logger(log), registry=ctx.registry())
     outcome.record.update(commit=fetched.commit, checkout_id=fetched.checkout_id)
     if fetched.saved is not None:
         outcome.warnings.append(f"the old checkout held edits or commits of yours; it was "
@@ -128,7 +129,7 @@ def patch(ctx: BuildContext, comp: Component, log: Path, outcome: StepOutcome) -
     applied, saved = patches.apply_series(
         comp.name, comp.checkout_dir, fetched["commit"], [p.path for p in comp.patches],
         step_logger(log), applied_before=before.get("applied"),
-        save_root=saved_dir(ctx, comp))
+        save_root=saved_dir(ctx, comp), registry=ctx.registry())
     outcome.record["applied"] = applied
     if saved is not None:
         outcome.warnings.append(f"your edits in {comp.checkout_dir} were saved to {saved} "

@@ -19,11 +19,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
+from rocbuild import proc
 from rocbuild.errors import BuildFailed
 from rocbuild.model import resources
 from rocbuild.model.graph import Component, Stack
 from rocbuild.model.settings import Settings
-from rocbuild.run import actions, leftovers, outcome, proc, running
+from rocbuild.run import actions, leftovers, outcome, running
 from rocbuild.run.jobs import JobBudget
 from rocbuild.run.outcome import StepOutcome, log_path, step_logger
 from rocbuild.run.state import StateDir, prefix_lock
@@ -80,6 +81,7 @@ class BuildContext:
     # jobs held by compile steps running right now (--parallel): one budget for all of them
     budget: JobBudget = field(default_factory=JobBudget)
     cache_choices: dict[str, Any] | None = None  # what --cache serves (cache_install.served)
+    _children: proc.ChildRegistry | None = field(default=None, repr=False)
 
     def ensure_ready(self) -> None:
         """Take the workdir's run lock and the prefix lock (held until ``release``) and end
@@ -110,7 +112,10 @@ class BuildContext:
         return StateDir(self.stack.workdir)
 
     def registry(self) -> proc.ChildRegistry:
-        return proc.ChildRegistry(self.state.running_dir)
+        """The run's children: one registry per context, so an interrupt kills them all."""
+        if self._children is None:
+            self._children = proc.ChildRegistry(self.state.running_dir)
+        return self._children
 
     def component(self, name: str) -> Component:
         return self.stack.components[name]

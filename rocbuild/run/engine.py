@@ -22,7 +22,7 @@ from rich.console import Console
 from rocbuild.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_STEP_FAILED, EXIT_VERIFY_FAILED
 from rocbuild.model.graph import Stack
 from rocbuild.prefix import buildinfo
-from rocbuild.run import continuation, finish, optcheck, preflight, proc
+from rocbuild.run import continuation, finish, optcheck, preflight
 from rocbuild.run.build import BuildContext, StepOutcome
 from rocbuild.run.tasks import make_namespace
 
@@ -117,7 +117,7 @@ def run_doit(ctx: BuildContext, task_names: Sequence[str], *, parallel: int = 1,
         return DoitMain(ModuleTaskLoader(namespace), config_filenames=(),
                         extra_config=BACKENDS).run(argv)
     except KeyboardInterrupt:
-        proc.kill_all_live()  # worker threads may still own children in their own sessions
+        ctx.registry().kill_all()  # worker threads may still own children in their own sessions
         raise
     finally:
         signal.signal(signal.SIGTERM, old)

@@ -16,13 +16,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from rocbuild import proc
 from rocbuild.checks.diagnose import is_memory_death
 from rocbuild.errors import BuildFailed
 from rocbuild.model import launchers, resources
 from rocbuild.model.graph import Component
 from rocbuild.model.resources import GIB
 from rocbuild.model.steps import build_argv, configure_argv
-from rocbuild.run import proc
 from rocbuild.run.outcome import StepOutcome, step_logger
 from rocbuild.run.state import read_json, write_json_atomic
 

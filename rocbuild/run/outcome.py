@@ -8,8 +8,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rocbuild import proc
 from rocbuild.model.graph import Component
-from rocbuild.run import proc
 from rocbuild.run.state import StateDir
 
 

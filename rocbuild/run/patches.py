@@ -11,22 +11,26 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
 import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from rocbuild import proc
 from rocbuild.errors import BuildFailed
 
 Logger = Callable[[str], None]
 
 
-def _git(checkout: Path, args: Sequence[str], env: dict[str, str] | None = None
-         ) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(["git", "-C", str(checkout), *args], capture_output=True, text=True,
-                          env=env, stdin=subprocess.DEVNULL)
+def _git(checkout: Path, args: Sequence[str], env: dict[str, str] | None = None, *,
+         input: str | None = None, registry: proc.ChildRegistry | None = None
+         ) -> proc.Captured:
+    """A local git command (no network, so no timeout: a reset of llvm-project takes what it
+    takes); interrupted, it is killed with its group like every child."""
+    done = proc.run_capture(["git", "-C", str(checkout), *args], timeout=None, env=env,
+                            input=input, registry=registry)
+    return done if done is not None else proc.Captured(127, "", "cannot run git")
 
 
 def check_series(component: str, checkout: Path, commit: str, patches: Sequence[Path]) -> None:
@@ -61,9 +65,8 @@ def _blobs(checkout: Path, paths: Sequence[str]) -> dict[str, str | None]:
     present = [p for p in paths if (checkout / p).is_file() or (checkout / p).is_symlink()]
     found: dict[str, str | None] = dict.fromkeys(paths)
     if present:
-        out = subprocess.run(["git", "-C", str(checkout), "hash-object", "--no-filters",
-                              "--stdin-paths"], input="\n".join(present) + "\n",
-                             capture_output=True, text=True)
+        out = _git(checkout, ["hash-object", "--no-filters", "--stdin-paths"],
+                   input="\n".join(present) + "\n")
         if out.returncode == 0:
             found.update(zip(present, out.stdout.split(), strict=False))
     return found
@@ -136,7 +139,8 @@ def save_edits(checkout: Path, edits: Mapping[str, str | None], save_root: Path)
 
 def apply_series(component: str, checkout: Path, commit: str, patches: Sequence[Path],
                  log: Logger, *, applied_before: Applied | None = None,
-                 save_root: Path | None = None) -> tuple[Applied, Path | None]:
+                 save_root: Path | None = None, registry: proc.ChildRegistry | None = None
+                 ) -> tuple[Applied, Path | None]:
     """Reset the checkout to ``commit`` and apply the series; returns what the series made
     (for the stamp) and the folder the user's edits were saved to, if there were any.
     ``git reset --hard`` rewrites only files that differ, so unpatched sources keep their
@@ -162,12 +166,12 @@ def apply_series(component: str, checkout: Path, commit: str, patches: Sequence[
             path.unlink()
     args = ["reset", "-q", "--hard", commit]
     log(f"$ git -C {checkout} {' '.join(args)}")
-    result = _git(checkout, args)
+    result = _git(checkout, args, registry=registry)
     if result.returncode != 0:
         raise BuildFailed(f"{component}: git reset failed: {result.stderr.strip()}")
     for patch in patches:
         log(f"$ git -C {checkout} apply {patch}")
-        result = _git(checkout, ["apply", "--", str(patch)])
+        result = _git(checkout, ["apply", "--", str(patch)], registry=registry)
         if result.returncode != 0:
             raise BuildFailed(f"{component}: patch {patch} failed: {result.stderr.strip()}")
     return applied_state(checkout, patches), saved

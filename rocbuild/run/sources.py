@@ -1,4 +1,8 @@
-"""Fetch a component's pinned ref with gitpython: shallow, cached, mirrored, never half-done.
+"""Fetch a component's pinned ref: shallow, cached, mirrored, never half-done.
+
+git commands that can hang (fetch, checkout, submodule update) run through ``proc.run_logged``:
+own session, registered with the run, killed as a group on interrupt. gitpython only reads
+and writes local repository data (init, rev-parse, config, update-ref).
 
 Each repository has a bare cache in ``<workdir>/cache/git/`` that keeps every fetched ref, so a
 clean rebuild (or ``--offline``) does not download again. The checkout is assembled in a
@@ -8,6 +12,7 @@ mid-clone never leaves a checkout that the next run would trust.
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import time
@@ -19,6 +24,7 @@ from typing import Any
 
 import git
 
+from rocbuild import proc
 from rocbuild.errors import BuildFailed
 from rocbuild.model.gitcache import cache_dir, cache_ref, insteadof_args
 from rocbuild.run import patches
@@ -78,20 +84,15 @@ def git_cause(stderr: str, limit: int = 12) -> str:
     return "\n".join(f"  {line.strip()}" for line in lines[:limit]) or "  (git printed nothing)"
 
 
-def _run(repo_dir: Path, args: Sequence[str], log: Logger) -> str:
+def _run(repo_dir: Path, args: Sequence[str], log: Logger,
+         registry: proc.ChildRegistry | None) -> None:
     log(f"$ git -C {repo_dir} {' '.join(args)}")
-    try:
-        _status, out, err = git.Git(str(repo_dir)).execute(
-            ["git", *args], with_extended_output=True, env=_git_env())
-    except git.GitCommandError as exc:
-        for text in (exc.stdout, exc.stderr):
-            if text:
-                log(str(text).strip())
-        raise GitFailed(args, repo_dir, str(exc.stderr or exc)) from None
-    for text in (out, err):
-        if text:
-            log(str(text).strip())
-    return str(out)
+    # C locale as gitpython had it: _TRANSIENT reads git's English messages
+    env = {**os.environ, "LC_ALL": "C", "LANGUAGE": "C", **_git_env()}
+    result = proc.run_logged(["git", *args], cwd=repo_dir, env=env, on_line=log, tail=200,
+                             registry=registry)
+    if not result.ok:
+        raise GitFailed(args, repo_dir, "\n".join(result.tail))
 
 
 def _ensure_cache(cache: Path, log: Logger) -> None:
@@ -122,7 +123,8 @@ def _is_tag_or_commit(cache: Path, ref: str) -> bool:
     return kind == "tag"
 
 
-def fetch_into_cache(req: FetchRequest, log: Logger) -> str:
+def fetch_into_cache(req: FetchRequest, log: Logger,
+                     registry: proc.ChildRegistry | None = None) -> str:
     """The commit ``req.ref`` names, fetched into the cache unless it is already there."""
     cache = cache_dir(req.cache_root, req.url)
     _ensure_cache(cache, log)
@@ -138,7 +140,8 @@ def fetch_into_cache(req: FetchRequest, log: Logger) -> str:
     while attempts < req.attempts:
         attempts += 1
         try:
-            _run(cache, ["fetch", "--depth", "1", "--no-tags", "--", req.url, req.ref], log)
+            _run(cache, ["fetch", "--depth", "1", "--no-tags", "--", req.url, req.ref], log,
+                 registry)
             last_error = ""
             break
         except GitFailed as exc:
@@ -213,9 +216,11 @@ def _holds_user_work(req: FetchRequest) -> bool:
     return bool(patches.user_edits(req.checkout_dir, req.applied))
 
 
-def fetch(req: FetchRequest, log: Logger) -> FetchResult:
-    """Make ``req.checkout_dir`` a checkout of the pinned ref."""
-    commit = fetch_into_cache(req, log)
+def fetch(req: FetchRequest, log: Logger,
+          registry: proc.ChildRegistry | None = None) -> FetchResult:
+    """Make ``req.checkout_dir`` a checkout of the pinned ref; its git commands are
+    registered in ``registry`` (the run's) while they run."""
+    commit = fetch_into_cache(req, log, registry)
     partial = req.checkout_dir.with_name(req.checkout_dir.name + ".partial")
     if partial.exists():
         shutil.rmtree(partial)  # left by a run that was killed while checking out
@@ -226,11 +231,12 @@ def fetch(req: FetchRequest, log: Logger) -> FetchResult:
     cache = cache_dir(req.cache_root, req.url)
     partial.mkdir(parents=True)
     git.Repo.init(str(partial))
-    _run(partial, ["fetch", "--depth", "1", "--no-tags", "--", cache.as_uri(), commit], log)
-    _run(partial, ["checkout", "-q", "--detach", "FETCH_HEAD"], log)
+    _run(partial, ["fetch", "--depth", "1", "--no-tags", "--", cache.as_uri(), commit], log,
+         registry)
+    _run(partial, ["checkout", "-q", "--detach", "FETCH_HEAD"], log, registry)
     if req.submodules:
         _run(partial, [*insteadof_args(req.mirror), "submodule", "update", "--init",
-                       "--recursive", "--depth", "1"], log)
+                       "--recursive", "--depth", "1"], log, registry)
     token = _new_checkout_id(partial)
     saved = None
     if req.checkout_dir.exists():  # an older ref: replace the source, never a build tree

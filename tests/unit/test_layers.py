@@ -1,6 +1,7 @@
 """The layers import one way (README, Development): the CLI uses everything; running a build
 uses the model, the checks and the prefix; the checks and the prefix use the model only; the
-model uses nothing of the others. errors, faults and files are shared by all."""
+model uses nothing of the others. errors, faults, files and proc (the one way to run a
+program) are shared by all."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import ast
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[2] / "rocbuild"
-SHARED = {"errors", "faults", "files", "__init__", "__version__"}
+SHARED = {"errors", "faults", "files", "proc", "__init__", "__version__"}
 ALLOWED = {
     "model": {"model"},
     "checks": {"checks", "model"},

@@ -12,7 +12,7 @@ import pytest
 
 from rocbuild.errors import BusyError
 from rocbuild.faults import StateWriteError
-from rocbuild.run.proc import ChildRegistry, RunResult, run_logged
+from rocbuild.proc import ChildRegistry, RunResult, run_logged
 from rocbuild.run.state import StateDir, read_json, write_json_atomic
 
 
@@ -112,7 +112,7 @@ def test_parallel_compile_steps_share_one_job_budget(tmp_path: Path) -> None:
 
 
 def test_attempt_markers_name_the_environment_and_an_interruption(tmp_path: Path) -> None:
-    from rocbuild.run.proc import log_attempt
+    from rocbuild.proc import log_attempt
 
     log = tmp_path / "step.log"
     env = {**os.environ, "ROCBUILD_TEST_MARK": "on the marker"}

@@ -1,0 +1,86 @@
+"""The one runner (proc.run_logged, proc.run_capture): own session, registered with the run's
+registry while alive, the whole group ended on timeout or when the run is interrupted. Real
+child processes (sys.executable -c), no mocks."""
+
+from __future__ import annotations
+
+import shlex
+import sys
+import threading
+import time
+from pathlib import Path
+
+import psutil
+
+from rocbuild.proc import ChildRegistry, RunResult, run_capture, run_logged
+
+# prints the pid of a grandchild in the same group, then waits on it for good
+_PARENT_OF_A_SLEEPER = ("import subprocess, sys, time; c = subprocess.Popen("
+                        "[sys.executable, '-c', 'import time; time.sleep(300)']); "
+                        "print(c.pid, flush=True); time.sleep(300)")
+
+
+def py(code: str) -> list[str]:
+    return [sys.executable, "-c", code]
+
+
+def _gone(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
+
+
+def _wait_until(predicate, limit: float = 30.0) -> None:
+    deadline = time.monotonic() + limit
+    while not predicate():
+        assert time.monotonic() < deadline, "timed out waiting"
+        time.sleep(0.05)
+
+
+def test_capture_timeout_ends_the_whole_group_and_keeps_the_output() -> None:
+    done = run_capture(py(_PARENT_OF_A_SLEEPER), timeout=1.0, grace=5.0)
+    assert done is not None and done.timed_out and not done.ok
+    grandchild = int(done.stdout.split()[0])
+    _wait_until(lambda: _gone(grandchild))
+
+
+def test_capture_is_registered_while_it_runs(tmp_path: Path) -> None:
+    registry = ChildRegistry(tmp_path / "running")
+    done = run_capture(py("import os, pathlib, sys; "
+                          f"print(pathlib.Path({str(tmp_path / 'running')!r}, "
+                          "f'{os.getpid()}.json').is_file(), os.getsid(0) == os.getpid())"),
+                       registry=registry)
+    assert done is not None and done.ok and done.stdout.split() == ["True", "True"]
+    assert registry.live() == [] and not list((tmp_path / "running").iterdir())
+
+
+def test_capture_of_a_missing_program_is_none() -> None:
+    assert run_capture(["/nonexistent/tool", "--version"]) is None
+
+
+def test_logged_to_a_sink_echoes_the_command_and_stops_at_its_timeout() -> None:
+    lines: list[str] = []
+    echoed: list[str] = []
+    argv = py("import time; print('started', flush=True); time.sleep(300)")
+    result = run_logged(argv, on_line=lines.append, echo=echoed.append, timeout=1.0)
+    assert echoed == [f"+ {shlex.join(argv)}"]
+    assert lines == ["started"] and result.log is None
+    assert result.timed_out and result.signal == 15  # SIGTERM first; SIGKILL only after grace
+
+
+def test_kill_all_ends_the_children_other_threads_are_waiting_on() -> None:
+    """What the engine does on Ctrl-C with --parallel: worker threads own the children."""
+    registry = ChildRegistry(None)
+    results: list[RunResult] = []
+    lines: list[str] = []
+    worker = threading.Thread(target=lambda: results.append(run_logged(
+        py(_PARENT_OF_A_SLEEPER), on_line=lines.append, registry=registry)))
+    worker.start()
+    _wait_until(lambda: bool(lines))
+    assert len(registry.live()) == 1
+    registry.kill_all()
+    worker.join(timeout=60)
+    assert results and results[0].signal == 15
+    _wait_until(lambda: _gone(int(lines[0])))
+    assert registry.live() == []
