@@ -91,6 +91,7 @@ def run_tool(ctx: BuildContext, comp: Component, step: str, argv: list[str], log
     """One command of a step, in the component's build environment; BuildFailed when it
     fails."""
     env = step_env(ctx.stack, comp)
+    ctx.output.command(comp.name, step, argv)
     result = proc.run_logged(
         argv, log=log, cwd=comp.build_dir if comp.build_dir.is_dir() else None, env=env,
         on_line=lambda line: ctx.output.build_line(comp.name, step, line),

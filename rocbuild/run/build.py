@@ -12,6 +12,7 @@ nothing that had finished and never marks unfinished work done.
 from __future__ import annotations
 
 import contextlib
+import shlex
 import threading
 import time
 import traceback
@@ -45,6 +46,12 @@ class Output:
         with self._lock:  # plain lines go to pipes and files: each says when it happened
             self.stream.write(f"{proc.clock()} {text}\n")
             self.stream.flush()
+
+    def command(self, component: str, step: str, argv: list[str]) -> None:
+        """``+ command`` before a step's program starts (cibuildwheel's habit), on plain
+        output, so a log of the console shows what ran; the bars of a terminal leave it out
+        (the step log has it either way)."""
+        self.say(f"+ {shlex.join(argv)}")
 
     def build_line(self, component: str, step: str, line: str) -> None:
         if self.show_build_output:

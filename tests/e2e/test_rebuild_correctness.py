@@ -262,3 +262,13 @@ def test_the_fetch_itself_refuses_to_download_when_offline(calc: Calc) -> None:
     assert not req.checkout_dir.exists()
     sources.fetch(dataclasses.replace(req, offline=False), lambda line: None)
     assert (req.checkout_dir / "calc.c").is_file()
+
+
+def test_plain_output_echoes_each_command_before_it_runs(calc: Calc) -> None:
+    """cibuildwheel's habit (issue 18): on a plain console each program a step runs is shown
+    as `+ command` first, so a piped log says what ran."""
+    out = build(calc).stdout
+    configure = re.search(r"^\S+ \+ cmake -G Ninja -S \S+ -B \S+", out, re.M)
+    compile_ = re.search(r"^\S+ \+ cmake --build \S+ --parallel \d+", out, re.M)
+    assert configure and compile_, out
+    assert out.index(configure.group(0)) < out.index("calc:configure | ")
