@@ -19,8 +19,11 @@ import pytest
 from rocbuild.cli.main import main
 from rocbuild.run.state import StateDir
 from tests.cli import run_cli
-from tests.conftest import REPO, require_tool
+from tests.conftest import REPO
 from tests.e2e.chain import Chain, git, make_chain
+
+# the doit of this interpreter: a venv that is not activated has it in its bin/ only
+DOIT = [sys.executable, "-m", "doit"]
 
 pytestmark = pytest.mark.e2e
 
@@ -297,9 +300,8 @@ def test_sigterm_stops_the_build_and_its_children(chain: Chain, tmp_path: Path) 
 
 
 def test_doit_from_the_repo_root_runs_the_same_graph(chain: Chain, tmp_path: Path) -> None:
-    require_tool("doit")
     env = cli_env(chain)
-    result = subprocess.run(["doit", "build:gamma"], env=env, cwd=REPO, capture_output=True,
+    result = subprocess.run([*DOIT, "build:gamma"], env=env, cwd=REPO, capture_output=True,
                             text=True, timeout=120)
     assert result.returncode == 0, result.stdout + result.stderr
     assert chain.run_gamma() == "gamma 11"
@@ -310,7 +312,7 @@ def test_doit_from_the_repo_root_runs_the_same_graph(chain: Chain, tmp_path: Pat
     assert env_file is not None and Path(env_file[1]).is_file(), result.stdout
     info = json.loads((chain.prefix / ".rocbuild/build-info.json").read_text())
     assert sorted(info["components"]) == ["alpha", "beta", "gamma"]
-    listing = subprocess.run(["doit", "list", "--all"], env=env, cwd=REPO, capture_output=True,
+    listing = subprocess.run([*DOIT, "list", "--all"], env=env, cwd=REPO, capture_output=True,
                              text=True).stdout
     assert "build:gamma" in listing and "compile:beta" in listing
     # the CLI reads the same stamps: nothing left to do
@@ -320,7 +322,7 @@ def test_doit_from_the_repo_root_runs_the_same_graph(chain: Chain, tmp_path: Pat
     # and doit sees a changed option through the same fingerprints (a CMake variable: an
     # option no CMake file reads would stop the build before configure, optcheck.py)
     chain.set_args("gamma", "-DCMAKE_C_FLAGS=-DUNUSED_BY_GAMMA=1")
-    result = subprocess.run(["doit", "build:gamma"], env=env, cwd=REPO, capture_output=True,
+    result = subprocess.run([*DOIT, "build:gamma"], env=env, cwd=REPO, capture_output=True,
                             text=True, timeout=120)
     assert result.returncode == 0
     assert started_steps(result.stdout) == ["gamma:configure", "gamma:compile", "gamma:install"]
