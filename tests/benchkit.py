@@ -81,8 +81,9 @@ sys.stdout.write(json.dumps(tests, indent=2) + "\n")
 if cfg.get("release_after") is not None:
     # the driver frees VRAM a moment after the process ends
     subprocess.Popen([sys.executable, "-c",
-                      "import sys, time; time.sleep(float(sys.argv[1])); "
-                      "open(sys.argv[2], 'w').write(sys.argv[3])",
+                      "import os, sys, time; time.sleep(float(sys.argv[1])); "
+                      "open(sys.argv[2] + '.new', 'w').write(sys.argv[3]); "
+                      "os.replace(sys.argv[2] + '.new', sys.argv[2])",  # sysfs reads are whole
                       str(cfg["release_after"]), cfg["vram_file"], str(cfg["idle"])],
                      start_new_session=True, stdout=subprocess.DEVNULL,
                      stderr=subprocess.DEVNULL)

@@ -191,9 +191,11 @@ class VramWatcher:
         while True:
             value = self.read()
             polls += 1
-            if self.idle is None or value is None or value <= self.idle + VRAM_SLACK:
-                reached = self.idle is not None and value is not None
-                return VramWait(self.idle, value, polls, self.clock() - started, reached)
+            if self.idle is None:  # nothing to compare with: no VRAM reading on this host
+                return VramWait(None, value, polls, self.clock() - started, False)
+            if value is not None and value <= self.idle + VRAM_SLACK:
+                return VramWait(self.idle, value, polls, self.clock() - started, True)
+            # a reading that fails now and then (None) is polled again, like a high one
             if self.clock() - started >= self.timeout:
                 return VramWait(self.idle, value, polls, self.clock() - started, False)
             self.sleep(self.poll)

@@ -168,10 +168,10 @@ def test_a_card_without_driver_is_no_gpu_to_bench_on() -> None:
 
 
 class FakeVram:
-    def __init__(self, readings: list[int]) -> None:
+    def __init__(self, readings: list[int | None]) -> None:
         self.readings, self.clock_now, self.sleeps = readings, 0.0, 0
 
-    def read(self) -> int:
+    def read(self) -> int | None:
         return self.readings.pop(0) if len(self.readings) > 1 else self.readings[0]
 
     def sleep(self, seconds: float) -> None:
@@ -186,6 +186,17 @@ def test_vram_wait_polls_until_back_to_idle() -> None:
     watcher.start()
     result = watcher.wait()
     assert result.reached and result.polls == 3 and fake.sleeps == 2
+
+
+def test_a_failed_reading_between_runs_is_polled_again_not_taken_as_the_end() -> None:
+    """A reading that fails once (None) must not end the wait as "not back to idle": it
+    ended a real test run early while the stand-in driver was writing the file."""
+    fake = FakeVram([1000, 9_000_000_000, None, 1000])
+    watcher = VramWatcher(fake.read, timeout=60, poll=1, sleep=fake.sleep,
+                          clock=lambda: fake.clock_now)
+    watcher.start()
+    result = watcher.wait()
+    assert result.reached and result.polls == 3 and result.last == 1000
 
 
 def test_vram_wait_gives_up_at_its_time_limit() -> None:
