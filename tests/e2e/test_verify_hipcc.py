@@ -299,6 +299,10 @@ def test_compiler_compressed_library_through_the_prefix_bundler(
     prefix = tmp_path / "rocm"
     (prefix / "lib" / "llvm" / "bin").mkdir(parents=True)
     os.symlink(BUNDLER19, prefix / "lib" / "llvm" / "bin" / "clang-offload-bundler")
+    # the bundler runs the llvm-objcopy beside it, as in a real prefix (a fresh Debian 12 has
+    # no unversioned llvm-objcopy on PATH to fall back on)
+    os.symlink(BUNDLER19.with_name("llvm-objcopy"),
+               prefix / "lib" / "llvm" / "bin" / "llvm-objcopy")
     argv = ["verify", "--target", "gfx906", "--prefix", str(prefix), str(clang19_compressed)]
     assert main(argv) == 0, capsys.readouterr().out
     assert "2 (zstd)" in capsys.readouterr().out
