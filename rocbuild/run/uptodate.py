@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -65,10 +65,14 @@ def run_id(stamp: dict[str, Any] | None) -> str | None:
 
 @dataclass(frozen=True)
 class Rule:
-    """The up-to-date rule for one Stack and its workdir state."""
+    """The up-to-date rule for one Stack and its workdir state. One instance answers one
+    question (a status walk, one doit up-to-date check): it remembers each checkout's edits so
+    a walk runs `git status` once per checkout, not once per question about it."""
 
     stack: Stack
     state: StateDir
+    _edits: dict[str, dict[str, Any] | None] = field(default_factory=dict, compare=False,
+                                                     repr=False)
 
     def component(self, name: str) -> Component:
         return self.stack.components[name]
@@ -131,6 +135,11 @@ class Rule:
 
     def local_edits(self, comp: Component) -> dict[str, Any] | None:
         """The user's own changes in the checkout, beyond the patch series (None if none)."""
+        if comp.checkout not in self._edits:
+            self._edits[comp.checkout] = self._read_edits(comp)
+        return self._edits[comp.checkout]
+
+    def _read_edits(self, comp: Component) -> dict[str, Any] | None:
         applied = (self.state.read_stamp(comp.checkout, "patch") or {}).get("applied")
         edits = patches.user_edits(self.component(comp.checkout).checkout_dir,
                                    applied if isinstance(applied, dict) else {})

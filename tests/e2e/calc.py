@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import subprocess
 import textwrap
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -87,7 +88,7 @@ class Calc:
         return ["--recipes", str(self.recipes), "--workdir", str(self.workdir),
                 "--prefix", str(self.prefix), "--mirror", f"{FAKE_HOST}={self.repos.as_uri()}/"]
 
-    def write_recipe(self, args: list[str] = (), ref: str = "v1", tail: str = "") -> None:  # type: ignore[assignment]
+    def write_recipe(self, args: Sequence[str] = (), ref: str = "v1", tail: str = "") -> None:
         quoted = ", ".join(f'"{a}"' for a in args)
         (self.recipes / "calc.toml").write_text(textwrap.dedent(f"""\
             summary = "calc test component"
