@@ -14,7 +14,7 @@ from rocbuild.errors import RocbuildError
 from rocbuild.model.graph import load_stack
 from rocbuild.model.settings import Settings
 from rocbuild.prefix import prefixguard
-from rocbuild.run import cache_install, continuation, engine, status
+from rocbuild.run import cache, cache_install, continuation, engine, status
 from rocbuild.run.build import BuildContext, Output
 
 
@@ -38,6 +38,10 @@ def register(sub: argparse._SubParsersAction, parents: list[argparse.ArgumentPar
                              "(the prefix is then complete but unproven)")
     parser.add_argument("--offline", action="store_true",
                         help="never download: use the source cache and mirrors only")
+    parser.add_argument("--allow-unsigned", action="store_true",
+                        help="with --cache: also install artifacts that are unsigned or signed "
+                             "by a key you do not trust (a signature that does not match is "
+                             "refused anyway)")
     parser.add_argument(prefixguard.ALLOW_FLAG, action="store_true",
                         help="install into an existing non-empty --prefix that rocbuild did "
                              "not create (its files may be overwritten)")
@@ -82,7 +86,8 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     ctx.output.say(f"rocbuild: {len(stack.order)} components for "
                    f"{', '.join(str(t) for t in stack.targets)} into {stack.prefix} "
                    f"(workdir {stack.workdir})")
-    cache_install.served(ctx)  # a bad --cache is bad input now, not an error inside doit
+    # a bad --cache is bad input now, not an error inside doit
+    cache_install.served(ctx, cache.Trust.default(args.allow_unsigned))
     components = list(args.components) or list(stack.order)
     ctx.output.run_planned(expected_steps(ctx, list(args.components)))
     if not args.json:

@@ -1,5 +1,7 @@
-"""`rocbuild cache push [COMPONENT...] --to DIR` and `rocbuild cache list`: store built
-components in a binary cache, and see what a cache holds (cache.py has the rules)."""
+"""`rocbuild cache push [COMPONENT...] --to DIR|oci://… [--sign KEY]`, `cache list`, `cache
+prune` and `cache keys new/list/trust`: store built components in a binary cache, see and trim
+what a cache holds, and manage the keys that sign artifacts (cache.py has the rules,
+signing.py the keys)."""
 
 from __future__ import annotations
 
@@ -8,6 +10,7 @@ import datetime
 import json
 import shutil
 import sys
+from pathlib import Path
 from typing import Any
 
 from rich.markup import escape
@@ -18,9 +21,10 @@ from rocbuild.errors import BuildFailed, ConfigError
 from rocbuild.model.graph import load_stack
 from rocbuild.model.settings import Settings
 from rocbuild.model.steps import steps_of
-from rocbuild.run import cache
+from rocbuild.run import cache, cache_prune, signing
+from rocbuild.run.artifacts import ArtifactRefused, Manifest
 from rocbuild.run.build import BuildContext, Output
-from rocbuild.run.cache_store import ProgressLine, fmt_size, writable_folder
+from rocbuild.run.cache_store import CacheUnavailable, ProgressLine, fmt_size
 
 
 def register(sub: argparse._SubParsersAction, parents: list[argparse.ArgumentParser]) -> None:
@@ -37,21 +41,66 @@ def register(sub: argparse._SubParsersAction, parents: list[argparse.ArgumentPar
                     "cache folder; serve that folder over HTTP for machines without the mount.")
     push.add_argument("components", nargs="*", metavar="COMPONENT",
                       help="components to store (default: every built one of the stack)")
-    push.add_argument("--to", metavar="DIR", default=None,
-                      help="the cache folder (default: the cache setting, when it is a folder)")
+    push.add_argument("--to", metavar="DIR_OR_OCI", default=None,
+                      help="the cache folder or oci://REGISTRY/NAMESPACE/NAME (default: the "
+                           "cache setting, when it is one of those)")
+    push.add_argument("--sign", metavar="KEY", default=None,
+                      help="sign each artifact's manifest with this key: a name from `cache "
+                           "keys new`, or an OpenSSH private key such as ~/.ssh/id_ed25519")
     push.set_defaults(func=run_push)
     listing = actions.add_parser("list", parents=parents, help="list what a cache holds",
-                                 description="List the artifacts of the cache (--cache).")
+                                 description="List the artifacts of the cache (--cache): a "
+                                             "folder, an HTTP URL or an oci:// repository.")
     listing.add_argument("--json", action="store_true", help="print a JSON document")
     listing.set_defaults(func=run_list)
+    prune = actions.add_parser(
+        "prune", parents=parents, help="remove old or unused artifacts from a cache",
+        description="Remove artifacts from the cache (--cache, a folder or an oci:// "
+                    "repository) that match any of the rules given. A registry frees the "
+                    "space when its own garbage collection runs.")
+    prune.add_argument("--older-than", metavar="DAYS", type=float, default=None,
+                       help="artifacts stored more than DAYS days ago")
+    prune.add_argument("--keep", metavar="N", type=int, default=None,
+                       help="all but the newest N artifacts of each component")
+    prune.add_argument("--unused", action="store_true",
+                       help="artifacts whose key the current recipes (with these settings: "
+                            "targets, CPU) no longer produce")
+    prune.add_argument("--dry-run", action="store_true",
+                       help="only print what would be removed")
+    prune.set_defaults(func=run_prune)
+    keys = actions.add_parser("keys", parents=parents, help="keys that sign artifacts",
+                              description="Make signing keys, list them, and trust the keys "
+                                          "of others (OpenSSH keys; the trusted ones are "
+                                          "in an allowed_signers file).")
+    key_actions = keys.add_subparsers(dest="keys_command", metavar="ACTION")
+    key_actions.required = True
+    new = key_actions.add_parser("new", parents=parents, help="make an Ed25519 signing key",
+                                 description="Make an Ed25519 key pair for `cache push --sign "
+                                             "NAME` (trusted on this machine at once).")
+    new.add_argument("name", metavar="NAME")
+    new.set_defaults(func=run_keys_new)
+    key_list = key_actions.add_parser("list", parents=parents,
+                                      help="list own keys and trusted keys")
+    key_list.set_defaults(func=run_keys_list)
+    trusting = key_actions.add_parser(
+        "trust", parents=parents, help="trust a public key's signatures",
+        description="Accept artifacts signed by this key: a .pub file or a public key line "
+                    "('ssh-ed25519 AAAA… comment').")
+    trusting.add_argument("key", metavar="PUBKEY")
+    trusting.add_argument("--name", default=None,
+                          help="the name to show for this signer (default: the key's comment "
+                               "or file name)")
+    trusting.set_defaults(func=run_keys_trust)
 
 
 def run_push(args: argparse.Namespace, settings: Settings) -> int:
     target = args.to or settings.cache
     if not target:
-        raise ConfigError("cache push needs a folder: --to DIR",
-                          tip="rocbuild cache push --to /srv/rocbuild-cache")
-    store = writable_folder(target)
+        raise ConfigError("cache push needs a folder or a registry: --to DIR_OR_OCI",
+                          tip="rocbuild cache push --to /srv/rocbuild-cache, or --to "
+                              "oci://ghcr.io/me/rocm-gfx906")
+    store = cache.writable_store(target)
+    key_file = signing.key_path(args.sign) if args.sign else None
     stack = load_stack(settings, args.components)
     ctx = BuildContext(stack=stack, settings=settings, output=Output(sys.stdout))
     wanted = args.components or list(stack.order)
@@ -70,27 +119,55 @@ def run_push(args: argparse.Namespace, settings: Settings) -> int:
                 failed += 1
                 continue
             key = cache.component_key(stack, comp)
-            if store.read_manifest(comp.name, key) is not None:
-                ctx.output.say(f"= {comp.name}: already in {store.location} ({key[:12]})")
-                continue
             try:
+                existing = store.read_manifest(comp.name, key)
+                if existing is not None:
+                    _already(ctx, store, comp.name, key, existing, key_file)
+                    continue
                 manifest, archive = cache.make_artifact(
                     stack, ctx.state, comp, staging,
                     ProgressLine(ctx.output.say, f"{comp.name}: packing"))
+                signature = signing.sign(manifest.to_json(), key_file) if key_file else None
                 store.push(manifest, archive, ProgressLine(ctx.output.say,
-                                                           f"{comp.name}: storing"))
-            except BuildFailed as exc:
+                                                           f"{comp.name}: storing"),
+                           signature=signature)
+            except (BuildFailed, CacheUnavailable) as exc:
                 ctx.output.say(f"✘ {exc}" + (f"\n  TIP: {exc.tip}" if exc.tip else ""))
                 failed += 1
                 continue
             finally:
                 shutil.rmtree(staging, ignore_errors=True)
+            signed = f", signed by {signing.key_of(signature)}" if signature else ", unsigned"
             ctx.output.say(f"✔ {comp.name}: {len(manifest.files)} files, "
                            f"{fmt_size(manifest.size)} packed to "
-                           f"{fmt_size(manifest.archive_size)} ({key[:12]})")
+                           f"{fmt_size(manifest.archive_size)} ({key[:12]}{signed})")
     finally:
         ctx.release()
     return 1 if failed else 0
+
+
+def _already(ctx: BuildContext, store: cache.FolderStore | cache.OciStore, name: str,
+             key: str, existing: dict[str, Any], key_file: Any) -> None:
+    """An artifact that is in the store already: signed now when --sign is given and it has
+    no signature yet (one that has one keeps it: its signer made it)."""
+    signature = store.read_signature(name, key)
+    if key_file is None or signature:
+        how = f"signed by {signing.key_of(signature)}" if signature else "unsigned"
+        ctx.output.say(f"= {name}: already in {store.location} ({key[:12]}, {how})")
+        return
+    try:
+        manifest = Manifest.from_json(existing)
+    except ArtifactRefused as exc:
+        raise BuildFailed(f"{name}: the artifact in {store.location} is unreadable: {exc}",
+                          tip="remove it (`rocbuild cache prune`) and push again") from None
+    if manifest.to_json() != existing:
+        raise BuildFailed(f"{name}: the artifact in {store.location} was written by another "
+                          "rocbuild version; it is not signed here",
+                          tip="remove it and push again")
+    signature = signing.sign(existing, key_file)
+    store.write_signature(manifest, signature)
+    ctx.output.say(f"✔ {name}: already in {store.location} ({key[:12]}), now signed by "
+                   f"{signing.key_of(signature)}")
 
 
 def _when(created: Any) -> str:
@@ -115,13 +192,127 @@ def run_list(args: argparse.Namespace, settings: Settings) -> int:
     if not entries:
         out.print(f"{escape(store.location)}: no artifacts")
         return 0
+    trusted = {s.fingerprint: s.principal
+               for s in signing.read_signers(signing.signers_file())}
     table = Table(title=f"{store.location}: {len(entries)} artifacts", title_justify="left")
-    for column in ("component", "key", "targets", "prefix", "commit", "size", "stored"):
+    for column in ("component", "key", "targets", "size", "download", "signer", "stored"):
         table.add_column(column)
     for e in entries:
         table.add_row(escape(str(e.get("component"))), str(e.get("key", ""))[:12],
-                      ",".join(map(str, e.get("targets", []))), escape(str(e.get("prefix"))),
-                      str(e.get("commit", ""))[:12], fmt_size(float(e.get("size", 0))),
+                      ",".join(map(str, e.get("targets", []))),
+                      fmt_size(float(e.get("size", 0))),
+                      fmt_size(float(e.get("archive_size", 0))),
+                      escape(_signer(str(e.get("signer") or ""), trusted)),
                       _when(e.get("created")))
     out.print(table)
     return 0
+
+
+def _signer(fingerprint: str, trusted: dict[str, str]) -> str:
+    """Who signed, as the index says (the signature itself is checked on install)."""
+    if not fingerprint:
+        return "unsigned"
+    name = trusted.get(fingerprint)
+    return f"{name} ({fingerprint[:19]}…)" if name else f"untrusted {fingerprint[:19]}…"
+
+
+def _open_for_prune(settings: Settings) -> cache.FolderStore | cache.OciStore:
+    if not settings.cache:
+        raise ConfigError("cache prune needs a cache: --cache DIR_OR_OCI",
+                          tip="rocbuild cache prune --cache /srv/rocbuild-cache --keep 2")
+    store = cache.open_cache(settings.cache)
+    if not isinstance(store, cache.FolderStore | cache.OciStore):
+        raise ConfigError(f"cannot prune {settings.cache}: an HTTP cache is read-only",
+                          tip="prune the folder the server serves (--cache DIR)")
+    return store
+
+
+def run_prune(args: argparse.Namespace, settings: Settings) -> int:
+    if args.keep is not None and args.keep < 1:
+        raise ConfigError(f"--keep {args.keep}: keep at least 1 artifact per component",
+                          tip="to empty the cache, remove its folder or repository")
+    if args.older_than is not None and args.older_than < 0:
+        raise ConfigError(f"--older-than {args.older_than}: days cannot be negative",
+                          tip="e.g. --older-than 30")
+    wanted = None
+    if args.unused:
+        stack = load_stack(settings)
+        wanted = {cache.component_key(stack, stack.components[n]) for n in stack.order}
+    rules = cache_prune.Rules(args.older_than, args.keep, wanted)
+    if not rules.any:
+        raise ConfigError("cache prune needs a rule: --older-than DAYS, --keep N or --unused",
+                          tip="rocbuild cache prune --keep 2 --dry-run")
+    store = _open_for_prune(settings)
+    chosen = cache_prune.select(store.index(), rules)
+    out = console()
+    verb = "would remove" if args.dry_run else "removing"
+    for entry, why in chosen:
+        out.print(f"{verb} {escape(str(entry.get('component')))} "
+                  f"{str(entry.get('key', ''))[:12]} "
+                  f"({fmt_size(float(entry.get('archive_size', 0)))}, {_when(entry.get('created'))}"
+                  f"): {escape(why)}")
+    total = sum(float(e.get("archive_size", 0)) for e, _ in chosen)
+    if args.dry_run or not chosen:
+        out.print(f"{len(chosen)} artifact(s), {fmt_size(total)}"
+                  + (" (dry run: nothing removed)" if args.dry_run else ": nothing to remove"))
+        return 0
+    problems = store.remove([e for e, _ in chosen])
+    for problem in problems:
+        out.print(f"✘ {escape(problem)}")
+    out.print(f"removed {len(chosen) - len(problems)} artifact(s), {fmt_size(total)} from "
+              f"{escape(store.location)}")
+    return 1 if problems else 0
+
+
+def run_keys_new(args: argparse.Namespace, settings: Settings) -> int:
+    path = signing.new_key(args.name)
+    public = path.with_name(path.name + ".pub")
+    print(f"made the key {path} (trusted on this machine)")
+    print(f"sign with:   rocbuild cache push --sign {args.name} --to …")
+    print(f"on the machines that install, trust it:  rocbuild cache keys trust {public}")
+    print(f"public key:  {public.read_text().strip()}")
+    return 0
+
+
+def run_keys_list(args: argparse.Namespace, settings: Settings) -> int:
+    out = console()
+    own = sorted(p for p in signing.keys_dir().glob("*.pub"))
+    out.print(f"own keys ({escape(str(signing.keys_dir()))}):" if own else
+              "own keys: none (`rocbuild cache keys new NAME`)")
+    for pub in own:
+        try:
+            _, blob, _ = signing.parse_public_key(pub.read_text())
+            fp = signing.Signer("", "", blob).fingerprint
+        except (OSError, ValueError):
+            fp = "unreadable"
+        out.print(f"  {escape(pub.stem):<20} {fp}")
+    signers = signing.read_signers(signing.signers_file())
+    out.print(f"trusted signers ({escape(str(signing.signers_file()))}):" if signers else
+              f"trusted signers: none ({escape(str(signing.signers_file()))})")
+    for s in signers:
+        out.print(f"  {escape(s.principal):<20} {s.fingerprint} {escape(s.key_type)}")
+    return 0
+
+
+def run_keys_trust(args: argparse.Namespace, settings: Settings) -> int:
+    text, default_name = args.key, ""
+    path = Path(args.key).expanduser()
+    if not args.key.startswith(("ssh-", "ecdsa-", "sk-")):
+        if not path.is_file():
+            raise ConfigError(f"{args.key}: no such public key file",
+                              tip="give a .pub file or a line 'ssh-ed25519 AAAA… name'")
+        text, default_name = path.read_text(), path.name.removesuffix(".pub")
+    try:
+        _, _, comment = signing.parse_public_key(text)
+    except ValueError as exc:
+        raise ConfigError(f"{args.key}: {exc}",
+                          tip="give a .pub file or a line 'ssh-ed25519 AAAA… name'") from None
+    name = args.name or _as_name(comment) or default_name or "signer"
+    signer = signing.trust(text, name)
+    print(f"trusted {signer.principal} ({signer.fingerprint}) in {signing.signers_file()}")
+    return 0
+
+
+def _as_name(comment: str) -> str:
+    cleaned = "".join(c if c.isalnum() or c in "._@-" else "-" for c in comment.strip())
+    return cleaned.strip("-.")[:64]

@@ -31,6 +31,9 @@ def register(sub: argparse._SubParsersAction, parents: list[argparse.ArgumentPar
     parser.add_argument("--why", action="store_true",
                         help="under the table, each component's dependencies and the "
                              "arithmetic behind its job counts")
+    parser.add_argument("--allow-unsigned", action="store_true",
+                        help="with --cache: plan as `build --allow-unsigned` would (unsigned "
+                             "and untrusted artifacts are then installed)")
     parser.set_defaults(func=run)
 
 
@@ -52,8 +55,9 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     states = {c.name: c.state for c in status.collect(rule, settings).components}
     pending = [c.name for c in cost.pending_components(stack, rule.is_current)]
     host = resources.snapshot()
-    plan = build_plan(stack, settings, host, lambda c: states[c.name], pending,
-                      cache.plan_lines(settings, stack, rule.state),
+    lines = cache.plan_lines(settings, stack, rule.state,
+                             cache.Trust.default(args.allow_unsigned))
+    plan = build_plan(stack, settings, host, lambda c: states[c.name], pending, lines,
                       requested=args.components)
     if args.json:
         json.dump(to_json(plan), sys.stdout, indent=2)
@@ -63,6 +67,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     else:
         out = console()
         print_plan(plan, out)
-        plan_table.print_table(plan, out, expected_seconds(rule, host.cpus), why=args.why)
+        plan_table.print_table(plan, out, expected_seconds(rule, host.cpus), why=args.why,
+                               cache_total=lines.total())
         print_cost(plan, out)
     return 0

@@ -84,7 +84,7 @@ def print_reasons(plan: Plan, out: Console) -> None:
 
 
 def print_table(plan: Plan, out: Console, seconds: Mapping[str, float | None],
-                *, why: bool = False) -> None:
+                *, why: bool = False, cache_total: str = "") -> None:
     out.print(table(plan, seconds))
     out.print(f"[dim]{escape(host_note(plan))}[/]")
     cached = [p for p in plan.components if p.cache and p.state != "done"]
@@ -92,5 +92,7 @@ def print_table(plan: Plan, out: Console, seconds: Mapping[str, float | None],
         out.print("binary cache:")
         for p in cached:
             out.print(f"  {escape(p.name):<22} {escape(p.cache)}")
+        if cache_total:
+            out.print(f"  {escape(cache_total)}")
     if why:
         print_reasons(plan, out)

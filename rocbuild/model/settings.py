@@ -72,12 +72,14 @@ def _parse_fraction(text: str) -> float:
 
 
 def _parse_cache(text: str) -> str:
-    """A folder (made absolute) or an http(s)/file URL, kept as text (cache_store opens it)."""
+    """A folder (made absolute), an http(s)/file URL or an oci:// registry reference, kept
+    as text (cache.open_cache opens it)."""
     scheme, sep, _ = text.partition("://")
-    if sep and scheme in ("http", "https", "file"):
+    if sep and scheme in ("http", "https", "file", "oci", "oci+http", "oci+https"):
         return text
     if sep:
-        raise ValueError(f"'{text}': a cache is a folder or an http(s):// URL")
+        raise ValueError(f"'{text}': a cache is a folder, an http(s):// URL or an "
+                         "oci://REGISTRY/NAMESPACE/NAME reference")
     return str(_parse_path(text))
 
 
@@ -139,8 +141,9 @@ OPTIONS: tuple[Option, ...] = (
            parse_ccache_mode, "MODE", default="auto"),
     Option("distcc", "distcc hosts for the components a recipe marks distributable, e.g. "
            "'box1/8 box2/4' (DISTCC_HOSTS syntax)", parse_distcc_hosts, "HOSTS", default=""),
-    Option("cache", "binary cache of built components to install from (a folder or an "
-           "http(s):// URL serving one)", _parse_cache, "DIR_OR_URL"),
+    Option("cache", "binary cache of built components to install from (a folder, an "
+           "http(s):// URL serving one, or oci://REGISTRY/NAMESPACE/NAME)", _parse_cache,
+           "DIR_OR_URL"),
 )
 OPTION_BY_NAME = {o.name: o for o in OPTIONS}
 

@@ -39,13 +39,15 @@ from rocbuild import __version__
 from rocbuild.errors import BuildFailed, ConfigError
 from rocbuild.model.graph import Component, Stack, portable_text, sha256_text
 from rocbuild.model.steps import configure_argv
-from rocbuild.run import artifacts, sources
+from rocbuild.run import artifacts, signing, sources
 from rocbuild.run.artifacts import ArtifactRefused, Manifest, Relocation
+from rocbuild.run.cache_oci import OciStore
 from rocbuild.run.cache_store import (
     CacheUnavailable,
     FolderStore,
     HttpStore,
     Store,
+    fmt_size,
     open_store,
     pull_archive,
 )
@@ -153,6 +155,24 @@ def make_artifact(stack: Stack, state: StateDir, comp: Component, folder: Path,
 
 # --- may an artifact be installed -----------------------------------------------------------
 @dataclass(frozen=True)
+class Trust:
+    """Whose signatures this user accepts (an OpenSSH allowed_signers file, signing.py) and
+    whether an unsigned or untrusted artifact may be installed anyway (--allow-unsigned). A
+    signature that does not verify is refused either way: it means the manifest changed."""
+
+    allowed: Path
+    allow_unsigned: bool = False
+
+    @classmethod
+    def default(cls, allow_unsigned: bool = False) -> Trust:
+        return cls(signing.signers_file(), allow_unsigned)
+
+
+ALLOW_UNSIGNED_TIP = ("trust its key (`rocbuild cache keys trust KEY.pub`), or give "
+                      "--allow-unsigned")
+
+
+@dataclass(frozen=True)
 class Choice:
     """What the cache offers for one component: ``use`` is FROM_CACHE or RELOCATE when the
     artifact may be installed, else NO_ARTIFACT or REFUSED with ``reason``."""
@@ -163,18 +183,26 @@ class Choice:
     reason: str = ""
     manifest: Manifest | None = None
     source_only: bool = False  # then "fetched", not "built", without the cache
+    location: str = ""  # the store's
+    signed: str = ""  # "signed by NAME (SHA256:…)", or why it is installed unsigned
 
     @property
     def usable(self) -> bool:
         return self.use in (FROM_CACHE, RELOCATE)
 
+    @property
+    def download(self) -> int:
+        return self.manifest.archive_size if self.manifest and self.usable else 0
+
     def describe(self) -> str:
         """One line for plan."""
-        if self.use == FROM_CACHE:
-            return "from cache (same prefix)"
-        if self.use == RELOCATE:
+        if self.usable:
             assert self.manifest is not None
-            return f"from cache, relocated from {self.manifest.prefix}"
+            where = (f" ({self.location}, {self.signed}, "
+                     f"{fmt_size(self.manifest.archive_size)})")
+            if self.use == FROM_CACHE:
+                return "from cache" + where
+            return f"from cache, relocated from {self.manifest.prefix}" + where
         otherwise = "fetched" if self.source_only else "built"
         if self.use == REFUSED:
             return f"cache refused: {self.reason}; {otherwise} instead"
@@ -186,9 +214,27 @@ def _differences(have: dict[str, Any], want: dict[str, Any]) -> list[str]:
             for name in sorted(set(have) | set(want)) if have.get(name) != want.get(name)]
 
 
-def choose(store: Store, stack: Stack, state: StateDir, comp: Component) -> Choice:
+def check_signature(store: Store, doc: dict[str, Any], component: str, key: str,
+                    trust: Trust) -> tuple[str, str]:
+    """(why the artifact is refused or "", how it is signed) for its manifest ``doc``: the
+    check that comes before anything of the artifact is used."""
+    verdict = signing.verify(doc, store.read_signature(component, key), trust.allowed)
+    if verdict.good:
+        return "", f"signed by {verdict.who()}"
+    if verdict.state == signing.BAD:
+        return verdict.reason, ""
+    if trust.allow_unsigned:
+        return "", ("unsigned" if verdict.state == signing.UNSIGNED
+                    else f"untrusted key {verdict.key}") + ", allowed by --allow-unsigned"
+    return f"{verdict.reason} ({ALLOW_UNSIGNED_TIP})", ""
+
+
+def choose(store: Store, stack: Stack, state: StateDir, comp: Component,
+           trust: Trust | None = None) -> Choice:
     """Whether the artifact for ``comp``'s key may be installed into this prefix. Reads only
-    the manifest; the archive itself is checked file by file when it is installed."""
+    the manifest and its signature (checked first, against ``trust``); the archive itself is
+    checked file by file against that manifest when it is installed."""
+    trust = trust or Trust.default()
     inputs = artifact_inputs(stack, comp)
     key = artifact_key(inputs)
     doc = store.read_manifest(comp.name, key)
@@ -196,8 +242,12 @@ def choose(store: Store, stack: Stack, state: StateDir, comp: Component) -> Choi
         return Choice(comp.name, key, NO_ARTIFACT, source_only=not comp.builds)
 
     def refuse(reason: str) -> Choice:
-        return Choice(comp.name, key, REFUSED, reason, source_only=not comp.builds)
+        return Choice(comp.name, key, REFUSED, reason, source_only=not comp.builds,
+                      location=store.location)
 
+    refused, signed = check_signature(store, doc, comp.name, key, trust)
+    if refused:
+        return refuse(refused)
     try:
         manifest = Manifest.from_json(doc)
         if manifest.component != comp.name or manifest.key != key:
@@ -216,13 +266,15 @@ def choose(store: Store, stack: Stack, state: StateDir, comp: Component) -> Choi
     except ArtifactRefused as exc:
         return refuse(str(exc))
     if manifest.prefix == str(stack.prefix):
-        return Choice(comp.name, key, FROM_CACHE, manifest=manifest)
+        return Choice(comp.name, key, FROM_CACHE, manifest=manifest, location=store.location,
+                      signed=signed)
     problems = artifacts.relocation_problems(manifest.files, manifest.prefix)
     if problems:
         return refuse(f"it was built for the prefix {manifest.prefix} and cannot be relocated "
                       f"to {stack.prefix}: {problems[0]}"
                       + (f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""))
-    return Choice(comp.name, key, RELOCATE, manifest=manifest)
+    return Choice(comp.name, key, RELOCATE, manifest=manifest, location=store.location,
+                  signed=signed)
 
 
 def install(store: Store, stack: Stack, choice: Choice, log: Callable[[str], None],
@@ -253,10 +305,15 @@ def install(store: Store, stack: Stack, choice: Choice, log: Callable[[str], Non
     return paths
 
 
-def open_cache(value: str | None) -> FolderStore | HttpStore | None:
+AnyStore = FolderStore | HttpStore | OciStore
+
+
+def open_cache(value: str | None) -> AnyStore | None:
     """The store of the `cache` setting (None: no cache)."""
     if not value:
         return None
+    if value.startswith(("oci://", "oci+http://", "oci+https://")):
+        return OciStore(value)
     store = open_store(value)
     if isinstance(store, FolderStore) and not store.root.is_dir():
         raise ConfigError(f"cache folder {store.root} does not exist",
@@ -264,16 +321,50 @@ def open_cache(value: str | None) -> FolderStore | HttpStore | None:
     return store
 
 
-def plan_lines(settings: Any, stack: Stack, state: StateDir) -> Callable[[Component], str]:
-    """For `rocbuild plan`: what the cache setting does with each component (one line)."""
-    store = open_cache(settings.cache)
-    if store is None:
-        return lambda comp: ""
+def writable_store(text: str) -> FolderStore | OciStore:
+    """Where `cache push --to` stores: a folder or an OCI repository (HTTP is read-only)."""
+    store = open_cache(text)
+    if isinstance(store, FolderStore | OciStore):
+        return store
+    raise ConfigError(f"cannot push to {text}: an HTTP cache is read-only",
+                      tip="push to the folder the server serves (--to DIR), or to a "
+                          "registry (--to oci://REGISTRY/NAMESPACE/NAME)")
 
-    def line(comp: Component) -> str:
+
+class PlanLines:
+    """For `rocbuild plan`: what the cache setting does with each component (one line), and
+    the download those choices add up to."""
+
+    def __init__(self, settings: Any, stack: Stack, state: StateDir,
+                 trust: Trust | None = None) -> None:
+        self.store = open_cache(settings.cache)
+        self.stack, self.state, self.trust = stack, state, trust or Trust.default()
+        self.download = 0
+        self.served = 0
+        self.unavailable = ""
+
+    def __call__(self, comp: Component) -> str:
+        if self.store is None:
+            return ""
+        if self.unavailable:  # said once; the rest is built as without a cache
+            return f"cache unavailable: {self.unavailable}"
         try:
-            return choose(store, stack, state, comp).describe()
+            choice = choose(self.store, self.stack, self.state, comp, self.trust)
         except CacheUnavailable as exc:
+            self.unavailable = str(exc)
             return f"cache unavailable: {exc}"
+        self.download += choice.download
+        self.served += choice.usable
+        return choice.describe()
 
-    return line
+    def total(self) -> str:
+        """The line under plan's cache lines ("" when nothing comes from the cache)."""
+        if self.store is None or not self.served:
+            return ""
+        return (f"download from {self.store.location}: {fmt_size(self.download)} for "
+                f"{self.served} component(s)")
+
+
+def plan_lines(settings: Any, stack: Stack, state: StateDir,
+               trust: Trust | None = None) -> PlanLines:
+    return PlanLines(settings, stack, state, trust)

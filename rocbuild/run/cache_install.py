@@ -31,8 +31,9 @@ from rocbuild.run.outcome import StepOutcome, log_path, step_logger
 STEP = "cache"
 
 
-def served(ctx: BuildContext) -> dict[str, cache.Choice]:
-    """The components this run installs from the cache (decided once, then kept)."""
+def served(ctx: BuildContext, trust: cache.Trust | None = None) -> dict[str, cache.Choice]:
+    """The components this run installs from the cache (decided once, then kept; ``trust``
+    is the signature policy, by default this user's trusted keys and no unsigned ones)."""
     if ctx.cache_choices is not None:
         return ctx.cache_choices
     chosen: dict[str, cache.Choice] = {}
@@ -43,7 +44,7 @@ def served(ctx: BuildContext) -> dict[str, cache.Choice]:
             if not steps_of(comp) or all(ctx.is_current(comp, s) for s in steps_of(comp)):
                 continue
             try:
-                choice = cache.choose(store, ctx.stack, ctx.state, comp)
+                choice = cache.choose(store, ctx.stack, ctx.state, comp, trust)
             except CacheUnavailable as exc:
                 ctx.output.say(f"cache: {exc}; building what is not built")
                 break

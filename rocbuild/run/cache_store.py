@@ -6,6 +6,7 @@ Layout, the same for both::
     <cache>/index.json                     what `rocbuild cache list` shows
     <cache>/<component>/<key>.json         the manifest (artifacts.Manifest)
     <cache>/<component>/<key>.tar.zst      the files
+    <cache>/<component>/<key>.sig          the SSH signature over the manifest (signing.py)
 
 A lookup reads only the small manifest; the archive is copied to a local ``.partial`` file
 that a later pull continues (an HTTP Range request; a server that ignores Range sends it
@@ -29,8 +30,10 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from rocbuild.errors import CacheUnavailable, ConfigError
+from rocbuild.files import write_text_atomic
 from rocbuild.model.resources import format_bytes
 from rocbuild.run.artifacts import Manifest, Progress, sha256_file
+from rocbuild.run.signing import key_of
 from rocbuild.run.state import read_json, write_json_atomic
 
 INDEX = "index.json"
@@ -47,12 +50,19 @@ def archive_path(component: str, key: str) -> str:
     return f"{component}/{key}.tar.zst"
 
 
+def signature_path(component: str, key: str) -> str:
+    return f"{component}/{key}.sig"
+
+
 class Store(Protocol):
     location: str
     writable: bool
 
     def read_manifest(self, component: str, key: str) -> dict[str, Any] | None:
         """The manifest document for ``key``, or None when the cache has no such artifact."""
+
+    def read_signature(self, component: str, key: str) -> str | None:
+        """The signature over the manifest of ``key``, or None when it is not signed."""
 
     def index(self) -> list[dict[str, Any]]:
         """The index entries (one per artifact)."""
@@ -116,6 +126,16 @@ class FolderStore:
                                    tip=f"remove {path} and push the component again")
         return doc
 
+    def read_signature(self, component: str, key: str) -> str | None:
+        path = self.root / signature_path(component, key)
+        return path.read_text() if path.is_file() else None
+
+    def write_signature(self, manifest: Manifest, signature: str) -> None:
+        """Sign an artifact that is in the folder already (and show the key in the index)."""
+        write_text_atomic(self.root / signature_path(manifest.component, manifest.key),
+                          signature)
+        self._add_to_index(manifest, signature)
+
     def index(self) -> list[dict[str, Any]]:
         doc = read_json(self.root / INDEX) or {}
         entries = doc.get("artifacts", [])
@@ -146,7 +166,8 @@ class FolderStore:
         finally:
             os.close(fd)
 
-    def push(self, manifest: Manifest, archive: Path, progress: Progress | None = None) -> None:
+    def push(self, manifest: Manifest, archive: Path, progress: Progress | None = None,
+             signature: str | None = None) -> None:
         folder = self.root / manifest.component
         folder.mkdir(parents=True, exist_ok=True)
         final = self.root / archive_path(manifest.component, manifest.key)
@@ -161,20 +182,46 @@ class FolderStore:
             out.flush()
             os.fsync(out.fileno())
         os.replace(tmp, final)
+        sig = self.root / signature_path(manifest.component, manifest.key)
+        if signature:  # before the manifest, which is what makes the artifact visible
+            write_text_atomic(sig, signature)
+        else:
+            sig.unlink(missing_ok=True)
         write_json_atomic(self.root / manifest_path(manifest.component, manifest.key),
                           manifest.to_json())
+        self._add_to_index(manifest, signature)
+
+    def _add_to_index(self, manifest: Manifest, signature: str | None) -> None:
         with self._locked():
             entries = [e for e in self.index()
                        if (e.get("component"), e.get("key")) != (manifest.component,
                                                                   manifest.key)]
-            entries.append(index_entry(manifest))
+            entries.append(index_entry(manifest, signature))
             entries.sort(key=lambda e: (str(e.get("component")), -float(e.get("created", 0))))
             write_json_atomic(self.root / INDEX, {"rocbuild_cache": INDEX_FORMAT,
                                                   "artifacts": entries})
 
 
-def index_entry(manifest: Manifest) -> dict[str, Any]:
-    return {"component": manifest.component, "key": manifest.key,
+    def remove(self, entries: list[dict[str, Any]]) -> list[str]:
+        """Delete these index entries' artifacts (manifest first: the artifact is gone
+        for readers before its archive is); returns the problems (empty: all gone)."""
+        gone = set()
+        for entry in entries:
+            component, key = str(entry.get("component")), str(entry.get("key"))
+            for rel in (manifest_path(component, key), signature_path(component, key),
+                        archive_path(component, key)):
+                (self.root / rel).unlink(missing_ok=True)
+            gone.add((component, key))
+        with self._locked():
+            kept = [e for e in self.index()
+                    if (str(e.get("component")), str(e.get("key"))) not in gone]
+            write_json_atomic(self.root / INDEX, {"rocbuild_cache": INDEX_FORMAT,
+                                                  "artifacts": kept})
+        return []
+
+
+def index_entry(manifest: Manifest, signature: str | None = None) -> dict[str, Any]:
+    return {"signer": key_of(signature), "component": manifest.component, "key": manifest.key,
             "targets": list(manifest.targets), "prefix": manifest.prefix,
             "commit": manifest.commit, "size": manifest.size,
             "archive_size": manifest.archive_size, "files": len(manifest.files),
@@ -212,6 +259,19 @@ class HttpStore:
 
     def read_manifest(self, component: str, key: str) -> dict[str, Any] | None:
         return self._get_json(manifest_path(component, key))
+
+    def read_signature(self, component: str, key: str) -> str | None:
+        url = self._url(signature_path(component, key))
+        try:
+            with urllib.request.urlopen(url, timeout=HTTP_TIMEOUT) as resp:
+                return str(resp.read(1 << 16).decode("utf-8", "replace"))
+        except urllib.error.HTTPError as exc:
+            if exc.code == 404:
+                return None
+            raise CacheUnavailable(f"{url}: HTTP {exc.code} {exc.reason}") from None
+        except (urllib.error.URLError, OSError) as exc:
+            raise CacheUnavailable(f"cannot reach the cache {self.location}: "
+                                   f"{getattr(exc, 'reason', exc)}") from None
 
     def index(self) -> list[dict[str, Any]]:
         doc = self._get_json(INDEX) or {}
