@@ -168,8 +168,8 @@ class Trust:
         return cls(signing.signers_file(), allow_unsigned)
 
 
-ALLOW_UNSIGNED_TIP = ("trust its key (`rocbuild cache keys trust KEY.pub`), or give "
-                      "--allow-unsigned")
+ALLOW_UNSIGNED_TIP = ("trust the signer's key with `rocbuild cache keys trust KEY.pub`, or "
+                      "give --allow-unsigned")
 
 
 @dataclass(frozen=True)
@@ -226,7 +226,7 @@ def check_signature(store: Store, doc: dict[str, Any], component: str, key: str,
     if trust.allow_unsigned:
         return "", ("unsigned" if verdict.state == signing.UNSIGNED
                     else f"untrusted key {verdict.key}") + ", allowed by --allow-unsigned"
-    return f"{verdict.reason} ({ALLOW_UNSIGNED_TIP})", ""
+    return f"{verdict.reason}; {ALLOW_UNSIGNED_TIP}", ""
 
 
 def choose(store: Store, stack: Stack, state: StateDir, comp: Component,
@@ -323,8 +323,10 @@ def open_cache(value: str | None) -> AnyStore | None:
 
 def writable_store(text: str) -> FolderStore | OciStore:
     """Where `cache push --to` stores: a folder or an OCI repository (HTTP is read-only)."""
-    store = open_cache(text)
-    if isinstance(store, FolderStore | OciStore):
+    if text.startswith(("oci://", "oci+http://", "oci+https://")):
+        return OciStore(text)
+    store = open_store(text)  # a folder is made by the first push
+    if isinstance(store, FolderStore):
         return store
     raise ConfigError(f"cannot push to {text}: an HTTP cache is read-only",
                       tip="push to the folder the server serves (--to DIR), or to a "

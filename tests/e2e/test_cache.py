@@ -2,7 +2,8 @@
 alpha <- beta <- gamma chain with real git, cmake and ninja and pushes it; the second, --offline
 with an empty source cache and a mirror that leads nowhere, installs the same stack from the
 cache (a folder, then a real `python -m http.server`) with zero compiler runs, counted by a
-compiler wrapper. Damaged or mismatched artifacts are refused and the component is built."""
+compiler wrapper. The first machine signs what it pushes (`cache keys new`, `push --sign`);
+damaged, mismatched or unsigned artifacts are refused and the component is built."""
 
 from __future__ import annotations
 
@@ -95,11 +96,16 @@ def first(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FirstMachine]:
             expect=0)
     assert count.read_text().count("run") > 0  # the wrapper does count compiler runs
     cache = root / "cache"
-    pushed = run_cli("cache", "push", *chain.flags(), "--to", str(cache), env=env, expect=0)
+    # the key is trusted in this config, which the second machine of these tests shares
+    run_cli("cache", "keys", "new", "alice", env=env, expect=0)
+    pushed = run_cli("cache", "push", *chain.flags(), "--to", str(cache), "--sign", "alice",
+                     env=env, expect=0)
     for name in (*COMPONENTS, "notes"):
-        assert re.search(rf"^(?:[\d:]+ )?✔ {name}: \d+ files", pushed.stdout, re.M), pushed.stdout
+        assert re.search(rf"^(?:[\d:]+ )?✔ {name}: \d+ files.*, signed by SHA256:", pushed.stdout,
+                         re.M), pushed.stdout
+    assert len(list(cache.glob("*/*.sig"))) == 4
     again = run_cli("cache", "push", *chain.flags(), "--to", str(cache), env=env, expect=0)
-    assert again.stdout.count("already in") == 4
+    assert again.stdout.count("already in") == 4 and again.stdout.count("signed by") == 4
     tree = prefix_tree(chain.prefix)
     assert "bin/gamma" in tree and "lib/libalpha.so" in tree
     verified = run_cli("verify", *chain.flags(), "--json", env=env).stdout
@@ -123,7 +129,12 @@ def test_second_machine_installs_the_stack_from_a_cache_folder_without_compiling
     work = tmp_path / "work-b"
     flags = machine.second(work, "--cache", str(machine.cache))
     plan = json.loads(run_cli("plan", *flags, "--json", env=machine.env, expect=0).stdout)
-    assert [c["cache"] for c in plan["components"]] == ["from cache (same prefix)"] * 4
+    for line in [c["cache"] for c in plan["components"]]:
+        assert re.fullmatch(rf"from cache \({re.escape(str(machine.cache))}, signed by alice "
+                            r"\(SHA256:\S+\), [\d.]+ (KiB|B)\)", line), line
+    table = run_cli("plan", *flags, env=machine.env, expect=0).stdout
+    assert re.search(rf"download from {re.escape(str(machine.cache))}: [\d.]+ KiB for 4 "
+                     r"component\(s\)", table), table
     assert plan["settings"]["cache"] == {"value": str(machine.cache), "source": "flag --cache"}
     wrapper, count = counting_cc(tmp_path / "cc-b")
     env = {**machine.env, "CC": str(wrapper)}
@@ -208,10 +219,22 @@ def _rewrite_archive(archive: Path, member: str) -> None:
     archive.write_bytes(zstandard.ZstdCompressor().compress(out.getvalue()))
 
 
-def tamper(cache: Path, how: str) -> str:
-    """Damage beta's artifact in ``cache``; returns the message the refusal must show."""
+def tamper(cache: Path, how: str) -> tuple[str, list[str]]:
+    """Damage beta's artifact in ``cache``; returns the message the refusal must show and
+    the flags the build needs to get that far: the file checks run behind the signature
+    check, so those cases remove the signature and allow unsigned artifacts."""
     (manifest_file,) = (cache / "beta").glob("*.json")
     manifest = json.loads(manifest_file.read_text())
+    signature = manifest_file.with_suffix(".sig")
+    if how == "signed-then-changed":  # a signed manifest edited afterwards
+        manifest["commit"] = "0" * 40
+        manifest_file.write_text(json.dumps(manifest))
+        return "its signature by alice's key does not match its manifest", []
+    if how == "unsigned":
+        signature.unlink()
+        return ("cache: beta: cache refused: it is not signed; trust the signer's key with "
+                "`rocbuild cache keys trust KEY.pub`, or give --allow-unsigned"), []
+    signature.unlink()
     if how == "archive":  # one file changed, and the archive's own checksum updated to match
         archive = cache / "beta" / manifest["archive"]["name"]
         _rewrite_archive(archive, "include/beta.h")
@@ -230,18 +253,20 @@ def tamper(cache: Path, how: str) -> str:
         manifest["inputs"]["targets"] = ["gfx90a"]
         expected = "its inputs do not match this build's: targets (artifact: ['gfx90a']"
     manifest_file.write_text(json.dumps(manifest))
-    return expected
+    return expected, ["--allow-unsigned"]
 
 
-@pytest.mark.parametrize("how", ["archive", "dotdot", "link", "inputs"])
+@pytest.mark.parametrize("how", ["archive", "dotdot", "link", "inputs", "signed-then-changed",
+                                 "unsigned"])
 def test_a_bad_artifact_is_refused_and_the_component_is_built(
         machine: FirstMachine, tmp_path: Path, how: str) -> None:
     cache = tmp_path / "cache"
     shutil.copytree(machine.cache, cache)
-    expected = tamper(cache, how)
+    expected, extra = tamper(cache, how)
     work = tmp_path / "work-b"
     flags = machine.second(work, "--cache", str(cache), online=True)
-    built = run_cli("build", *flags, "--quiet", "--no-verify", env=machine.env, expect=0)
+    built = run_cli("build", *flags, *extra, "--quiet", "--no-verify", env=machine.env,
+                    expect=0)
     assert expected in built.stdout, built.stdout
     assert compiled(work) == ["beta"]  # alpha and gamma came from the cache
     assert machine.chain.run_gamma() == "gamma 11"
@@ -287,8 +312,12 @@ def test_an_artifact_with_origin_runpaths_is_relocated_to_another_prefix(
     second = [*flags[:2], "--workdir", str(tmp_path / "work-b"), "--prefix", str(new),
               "--mirror", f"{FAKE_HOST}=file:///nonexistent/", "--cache", str(cache)]
     plan = json.loads(run_cli("plan", *second, "--json", expect=0).stdout)
-    assert plan["components"][0]["cache"] == f"from cache, relocated from {old}"
-    run_cli("build", *second, "--offline", "--quiet", "--no-verify", expect=0)
+    assert plan["components"][0]["cache"].startswith("cache refused: it is not signed")
+    plan = json.loads(run_cli("plan", *second, "--allow-unsigned", "--json", expect=0).stdout)
+    assert plan["components"][0]["cache"].startswith(
+        f"from cache, relocated from {old} ({cache}, unsigned, allowed by --allow-unsigned, ")
+    run_cli("build", *second, "--allow-unsigned", "--offline", "--quiet", "--no-verify",
+            expect=0)
     shutil.rmtree(old)  # nothing may still lead to the first prefix
     assert subprocess.run([str(new / "bin/relapp")], capture_output=True, text=True,
                           check=True, env={}).stdout == "rel 42\n"
