@@ -250,3 +250,28 @@ def test_prune_removes_what_the_current_recipes_cannot_use(
     listed = json.loads(run_cli("cache", "list", "--cache", url, "--json", env=second_env,
                                 expect=0).stdout)
     assert listed["artifacts"] == []
+
+
+def test_bad_cache_input_is_one_clear_message(tmp_path: Path) -> None:
+    flags = ["--workdir", str(tmp_path / "w")]
+    cases = [
+        (["cache", "keys", "trust", str(tmp_path / "nope.pub")], "nope.pub: no such public key"),
+        (["cache", "keys", "trust", "ssh-ed25519 !!!"], "the key is not valid base64"),
+        (["cache", "keys", "new", "two words"], "'two words' is not a usable key name"),
+        (["cache", "push", "--to", str(tmp_path / "c"), "--sign", "nosuch"],
+         "--sign nosuch: no such key"),
+        (["cache", "prune", "--cache", str(tmp_path)], "cache prune needs a rule"),
+        (["cache", "prune", "--cache", "http://127.0.0.1:9/", "--keep", "1"],
+         "an HTTP cache is read-only"),
+        (["cache", "list", "--cache", "oci://127.0.0.1:9/Upper/Case"],
+         "the repository 'Upper/Case' is not a valid OCI name"),
+        (["cache", "list", "--cache", "s3://bucket/x"], "oci://REGISTRY/NAMESPACE/NAME"),
+    ]
+    for argv, message in cases:
+        result = run_cli(*argv, *flags, expect=2)
+        assert message in result.stderr, (argv, result.stderr)
+    run_cli("cache", "keys", "new", "alice", *flags, expect=0)
+    again = run_cli("cache", "keys", "new", "alice", *flags, expect=2)
+    assert "exists already" in again.stderr
+    listed = run_cli("cache", "keys", "list", *flags, expect=0).stdout
+    assert re.search(r"alice\s+SHA256:\S+", listed) and "trusted signers" in listed
