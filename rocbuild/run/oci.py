@@ -462,17 +462,15 @@ class Client:
                   progress: Any = None) -> None:
         """Upload a file as a blob unless the registry has it: POST a session, PATCH chunks of
         UPLOAD_CHUNK read from the file (never more in memory), PUT with the digest. When a
-        PATCH fails, the session's own record (GET → Range) says how much arrived, and the
-        upload goes on from there (RETRIES times)."""
+        PATCH fails, the session's own record (GET → Range) says how much arrived and the
+        upload goes on from there; a registry that cannot continue the session gets a clean
+        new upload from 0 (RETRIES times in all). The registry checks the digest on the PUT,
+        so a wrong resume cannot store a wrong blob."""
         if self.blob_exists(digest):
             if progress:
                 progress(size, size)
             return
-        resp = self.request("POST", f"{self.base}/blobs/uploads/",
-                            {"Content-Length": "0"}, b"", scope="push")
-        self._expect(resp, (202,), "starting an upload")
-        resp.read()
-        location = self._location(resp)
+        location = self._start_upload()
         done, tries = 0, 0
         with path.open("rb") as f:
             while done < size:
@@ -495,12 +493,23 @@ class Client:
                     if tries > RETRIES:
                         raise
                     time.sleep(RETRY_PAUSE * tries)
-                    done = self._uploaded(location, exc)
+                    found = self._uploaded(location)
+                    if found is None:  # the session cannot go on: a clean new one from 0
+                        location, done = self._start_upload(), 0
+                    else:
+                        done = found
         sep = "&" if "?" in location else "?"
         resp = self.request("PUT", f"{location}{sep}digest={urllib.parse.quote(digest)}",
                             {"Content-Length": "0"}, b"", scope="push")
         self._expect(resp, (201,), f"finishing the upload of {digest[:19]}…")
         resp.read()
+
+    def _start_upload(self) -> str:
+        resp = self.request("POST", f"{self.base}/blobs/uploads/",
+                            {"Content-Length": "0"}, b"", scope="push")
+        self._expect(resp, (202,), "starting an upload")
+        resp.read()
+        return self._location(resp)
 
     def push_bytes(self, data: bytes) -> str:
         digest = digest_of(data)
@@ -527,17 +536,16 @@ class Client:
             raise RegistryError(f"{self.ref.host}: an upload answer without a Location")
         return urllib.parse.urljoin(self.base + "/", where)
 
-    def _uploaded(self, location: str, cause: Exception) -> int:
-        """How many bytes an upload session holds (its Range header, '0-<last>')."""
-        try:
-            resp = self.request("GET", location, scope="push")
-            resp.read()
-        except CacheUnavailable:
-            raise cause from None
-        if resp.status != 204:
-            raise cause
+    def _uploaded(self, location: str) -> int | None:
+        """How many bytes an upload session holds (its Range header, '0-<last>'), or None
+        when the session cannot be continued (the reference registry refuses a session whose
+        state token no longer matches what it stored, as after a PATCH cut off midway)."""
+        resp = self.request("GET", location, scope="push")
+        resp.read()
         found = re.match(r"^(?:bytes=)?0-(\d+)$", resp.header("Range"))
-        return int(found[1]) + 1 if found else 0
+        if resp.status != 204 or not found:
+            return None
+        return int(found[1]) + 1
 
 
 class _Slice:

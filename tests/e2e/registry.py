@@ -187,10 +187,11 @@ def registry(folder: Path, *, token_user: str = "", token_password: str = "",
 
 DROPPING_PROXY = textwrap.dedent("""\
     # forwards loopback TCP to the registry; the first GET of the blob named on the command
-    # line is cut off after CUT bytes of its response; logs each request line and Range
+    # line is cut off after CUT bytes of its response (or, with the method PATCH, the first
+    # upload chunk after CUT bytes of its request); logs each request line and Range
     import socket, sys, threading
     upstream_port, digest, cut = int(sys.argv[1]), sys.argv[2], int(sys.argv[3])
-    log_path = sys.argv[4]
+    log_path, method = sys.argv[4], sys.argv[5]
     dropped = threading.Event()
     lock = threading.Lock()
 
@@ -228,10 +229,18 @@ DROPPING_PROXY = textwrap.dedent("""\
         with lock:
             with open(log_path, "a") as log:
                 log.write(lines[0] + " | " + (ranged[0] if ranged else "-") + "\\n")
-            if lines[0].startswith("GET ") and digest in lines[0] and not dropped.is_set():
+            wanted = (lines[0].startswith("PATCH ") if method == "PATCH" else
+                      lines[0].startswith("GET ") and digest in lines[0])
+            if wanted and not dropped.is_set():
                 dropped.set()
                 limit = cut
         up = socket.create_connection(("127.0.0.1", upstream_port))
+        if method == "PATCH" and limit is not None:  # the head and part of the body only
+            up.sendall(head[:limit])
+            pump(client, up, max(0, limit - len(head)))
+            client.close()
+            up.close()
+            return
         up.sendall(head)
         threading.Thread(target=pump, args=(client, up), daemon=True).start()
         pump(up, client, limit)
@@ -247,11 +256,13 @@ DROPPING_PROXY = textwrap.dedent("""\
 
 
 @contextlib.contextmanager
-def dropping_proxy(reg: Registry, digest: str, cut: int, log: Path) -> Iterator[str]:
+def dropping_proxy(reg: Registry, digest: str, cut: int, log: Path,
+                   method: str = "GET") -> Iterator[str]:
     """A proxy to ``reg`` that cuts the first download of ``digest`` after ``cut`` bytes of
-    its response; yields its host:port."""
+    its response (``method`` PATCH: the first upload chunk after ``cut`` bytes of the
+    request); yields its host:port."""
     proc = subprocess.Popen([sys.executable, "-u", "-c", DROPPING_PROXY,
-                             reg.host.rsplit(":", 1)[1], digest, str(cut), str(log)],
+                             reg.host.rsplit(":", 1)[1], digest, str(cut), str(log), method],
                             stdout=subprocess.PIPE, text=True)
     try:
         assert proc.stdout is not None

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import re
 import shutil
 from collections.abc import Iterator
@@ -17,8 +18,9 @@ from pathlib import Path
 import pytest
 
 from rocbuild.run import signing
-from rocbuild.run.artifacts import Manifest
+from rocbuild.run.artifacts import Manifest, pack, sha256_file
 from rocbuild.run.cache_oci import OciStore
+from rocbuild.run.cache_store import pull_archive
 from tests.cli import run_cli
 from tests.e2e import test_cache
 from tests.e2e.registry import Registry, docker_config, dropping_proxy, free_port, registry
@@ -213,6 +215,33 @@ def test_a_connection_dropped_mid_layer_is_continued_with_a_range_request(
     assert gets[0].endswith("| -") and start and 0 < int(start[1]) < manifest.archive_size, gets
     assert not count.exists() and compiled(work) == []
     assert prefix_tree(machine.chain.prefix) == machine.tree
+
+
+def test_an_upload_cut_off_mid_chunk_goes_on_from_what_the_registry_has(
+        tmp_path: Path) -> None:
+    prefix = tmp_path / "prefix"
+    (prefix / "lib").mkdir(parents=True)
+    (prefix / "lib" / "big.bin").write_bytes(os.urandom(3 << 20))  # incompressible
+    archive = tmp_path / "x.tar.zst"
+    files = pack(prefix, ["lib/big.bin"], archive)
+    manifest = Manifest(component="x", key="k" * 64, inputs={}, targets=("gfx906",),
+                        prefix=str(prefix), commit="c" * 40, ref_kind="tag", rocbuild="0",
+                        files=tuple(files), archive_sha256=sha256_file(archive),
+                        archive_size=archive.stat().st_size)
+    log = tmp_path / "proxy.log"
+    with registry(tmp_path / "registry") as reg, \
+            dropping_proxy(reg, "", 1 << 20, log, method="PATCH") as proxy:
+        OciStore(f"oci://{proxy}/{REPO}").push(manifest, archive)  # the PUT checks the digest
+        store = OciStore(reg.url(REPO))
+        assert store.read_manifest("x", "k" * 64) == manifest.to_json()
+        pulled = tmp_path / "pulled" / manifest.archive_name
+        pull_archive(store, manifest, pulled)
+    lines = [line.split(" ", 1)[0] for line in log.read_text().splitlines()
+             if "/blobs/uploads/" in line]
+    # the cut PATCH; the session's state asked for (the reference registry cannot go on
+    # with it); a clean new upload; its PATCH and PUT (the registry checked the digest)
+    assert lines[:6] == ["POST", "PATCH", "GET", "POST", "PATCH", "PUT"], log.read_text()
+    assert sha256_file(pulled) == manifest.archive_sha256
 
 
 def test_a_registry_that_is_down_means_building_and_saying_so(
