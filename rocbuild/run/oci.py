@@ -488,7 +488,7 @@ class Client:
                     tries = 0
                     if progress:
                         progress(done, size)
-                except CacheUnavailable as exc:
+                except CacheUnavailable:
                     tries += 1
                     if tries > RETRIES:
                         raise
