@@ -68,6 +68,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         out = console()
         print_plan(plan, out)
         plan_table.print_table(plan, out, expected_seconds(rule, host.cpus), why=args.why,
-                               cache_total=lines.total())
+                               cache_total=lines.total(
+                                   {n for n, state in states.items() if state == "done"}))
         print_cost(plan, out)
     return 0

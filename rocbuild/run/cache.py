@@ -30,7 +30,7 @@ from __future__ import annotations
 import json
 import platform
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -341,8 +341,7 @@ class PlanLines:
                  trust: Trust | None = None) -> None:
         self.store = open_cache(settings.cache)
         self.stack, self.state, self.trust = stack, state, trust or Trust.default()
-        self.download = 0
-        self.served = 0
+        self.downloads: dict[str, int] = {}  # component -> archive bytes, for those served
         self.unavailable = ""
 
     def __call__(self, comp: Component) -> str:
@@ -355,16 +354,18 @@ class PlanLines:
         except CacheUnavailable as exc:
             self.unavailable = str(exc)
             return f"cache unavailable: {exc}"
-        self.download += choice.download
-        self.served += choice.usable
+        if choice.usable:
+            self.downloads[comp.name] = choice.download
         return choice.describe()
 
-    def total(self) -> str:
-        """The line under plan's cache lines ("" when nothing comes from the cache)."""
-        if self.store is None or not self.served:
+    def total(self, done: Collection[str] = ()) -> str:
+        """The line under plan's cache lines ("" when nothing comes from the cache); the
+        components in ``done`` are built here already and download nothing."""
+        wanted = {n: size for n, size in self.downloads.items() if n not in done}
+        if self.store is None or not wanted:
             return ""
-        return (f"download from {self.store.location}: {fmt_size(self.download)} for "
-                f"{self.served} component(s)")
+        return (f"download from {self.store.location}: {fmt_size(sum(wanted.values()))} for "
+                f"{len(wanted)} component(s)")
 
 
 def plan_lines(settings: Any, stack: Stack, state: StateDir,
