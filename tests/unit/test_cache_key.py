@@ -93,16 +93,24 @@ def test_choose_accepts_relocates_or_refuses(write_recipes, tmp_path: Path,
                                              changes: dict[str, object], reason: str) -> None:
     stack = stack_of(recipes(write_recipes), prefix="/opt/a", workdir=str(tmp_path / "w"))
     store = store_with(tmp_path, manifest_for(stack, "lib", **changes))
-    choice = cache.choose(store, stack, StateDir(stack.workdir), stack.components["lib"])
+    # these rules come after the signature check (e2e tests sign): unsigned is allowed here
+    trust = cache.Trust(tmp_path / "allowed_signers", allow_unsigned=True)
+    choice = cache.choose(store, stack, StateDir(stack.workdir), stack.components["lib"], trust)
     if reason:
         assert choice.use == cache.REFUSED and choice.reason.startswith(reason)
     elif "prefix" in changes:
         assert choice.use == cache.RELOCATE
-        assert choice.describe() == "from cache, relocated from /opt/elsewhere"
+        assert choice.describe() == (f"from cache, relocated from /opt/elsewhere ({store.root}, "
+                                     "unsigned, allowed by --allow-unsigned, 0 KiB)")
     else:
         assert choice.use == cache.FROM_CACHE
-    other = cache.choose(store, stack, StateDir(stack.workdir), stack.components["app"])
+    other = cache.choose(store, stack, StateDir(stack.workdir), stack.components["app"], trust)
     assert other.use == cache.NO_ARTIFACT and not other.usable
+    strict = cache.choose(store, stack, StateDir(stack.workdir), stack.components["lib"],
+                          cache.Trust(tmp_path / "allowed_signers"))
+    assert strict.use == cache.REFUSED and strict.reason == (
+        "it is not signed; trust the signer's key with `rocbuild cache keys trust KEY.pub`, "
+        "or give --allow-unsigned")
 
 
 def test_choose_refuses_an_artifact_of_another_commit_than_the_fetched_one(
@@ -111,7 +119,8 @@ def test_choose_refuses_an_artifact_of_another_commit_than_the_fetched_one(
     store = store_with(tmp_path, manifest_for(stack, "lib"))
     state = StateDir(stack.workdir)
     state.write_stamp("lib", "fetch", "f", commit="b" * 40)
-    choice = cache.choose(store, stack, state, stack.components["lib"])
+    choice = cache.choose(store, stack, state, stack.components["lib"],
+                          cache.Trust(tmp_path / "allowed_signers", allow_unsigned=True))
     assert choice.use == cache.REFUSED
     assert choice.reason == (f"it was built from commit {'a' * 12} but the source here is "
                              f"{'b' * 12}")
