@@ -15,6 +15,7 @@ from rich.table import Table
 
 from rocbuild.cli.ui import console
 from rocbuild.errors import BuildFailed, ConfigError
+from rocbuild.model import wording
 from rocbuild.model.graph import load_stack
 from rocbuild.model.settings import Settings
 from rocbuild.model.steps import steps_of
@@ -85,7 +86,7 @@ def run_push(args: argparse.Namespace, settings: Settings) -> int:
                 continue
             finally:
                 shutil.rmtree(staging, ignore_errors=True)
-            ctx.output.say(f"✔ {comp.name}: {len(manifest.files)} files, "
+            ctx.output.say(f"✔ {comp.name}: {wording.count(len(manifest.files), 'file')}, "
                            f"{fmt_size(manifest.size)} packed to "
                            f"{fmt_size(manifest.archive_size)} ({key[:12]})")
     finally:
@@ -115,7 +116,8 @@ def run_list(args: argparse.Namespace, settings: Settings) -> int:
     if not entries:
         out.print(f"{escape(store.location)}: no artifacts")
         return 0
-    table = Table(title=f"{store.location}: {len(entries)} artifacts", title_justify="left")
+    table = Table(title=f"{store.location}: {wording.count(len(entries), 'artifact')}",
+                  title_justify="left")
     for column in ("component", "key", "targets", "prefix", "commit", "size", "stored"):
         table.add_column(column)
     for e in entries:

@@ -32,6 +32,7 @@ from rocbuild.checks.verify import (
 )
 from rocbuild.cli.ui import console
 from rocbuild.errors import EXIT_OK, EXIT_VERIFY_FAILED, ConfigError
+from rocbuild.model import wording
 from rocbuild.model.graph import load_stack
 from rocbuild.model.settings import Settings
 from rocbuild.model.targets import TargetId
@@ -201,12 +202,13 @@ def print_linkage(report: VerifyReport, out: Console) -> None:
     for result in links.files:
         if result.exempt is not None and not all(n.ok for n in result.needed):
             out.print(f"[yellow]![/] linkage of {escape(_shown(result.path, report.prefix))} not "
-                      f"checked: its recipe opts out of the RUNPATH ({escape(result.exempt)})",
-                      soft_wrap=True)
+                      f"checked: its recipe opts out of the RUNPATH ({escape(result.exempt)})")
     resolved = sum(len(f.needed) for f in links.files)
     if links.ok:
-        out.print(f"[green]✓[/] linkage: {len(links.files)} programs and libraries, "
-                  f"{resolved} needed libraries, all resolve without LD_LIBRARY_PATH")
+        files = wording.count(len(links.files), "program or library", "programs and libraries")
+        out.print(f"[green]✓[/] linkage: {files}, "
+                  f"{wording.count(resolved, 'needed library', 'needed libraries')}, all "
+                  "resolve without LD_LIBRARY_PATH")
     else:
         broken = sum(len(f.problems) + bool(f.error) for f in failing)
         out.print(f"  [red]✗[/] linkage: {len(failing)} of {len(links.files)} programs and "
@@ -229,12 +231,13 @@ def print_report(report: VerifyReport, out: Console) -> None:
                           _linkage_cell(result, links), _verdict_cell(result))
         out.print(table)
     if report.skipped:
-        out.print(f"[dim]{report.skipped} other files hold no GPU code[/]")
+        out.print(f"[dim]{wording.count(report.skipped, 'other file')} "
+                  f"hold{'s' if report.skipped == 1 else ''} no GPU code[/]")
     for result in report.files:
         for problem in result.problems:
             # one line each, never wrapped, so it can be grepped
             out.print(f"  [red]✗[/] {escape(_shown(result.path, report.prefix))}: "
-                      f"{escape(problem)}", soft_wrap=True)
+                      f"{escape(problem)}")
     for tensile in report.tensile:
         where = escape(_shown(tensile.library, report.prefix))
         if tensile.ok:
@@ -254,7 +257,8 @@ def _summary(report: VerifyReport) -> str:
     bad = [f for f in report.files if f.verdict is not Verdict.PASS]
     targets = ", ".join(str(t) for t in report.targets)
     if report.ok:
-        return (f"[bold green]verify: PASS[/] — {len(report.files)} files with GPU code, "
+        return (f"[bold green]verify: PASS[/] — {wording.count(len(report.files), 'file')} "
+                "with GPU code, "
                 f"each translation unit carries {escape(targets)}")
     parts = []
     if bad:

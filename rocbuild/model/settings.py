@@ -187,12 +187,34 @@ class Settings:
         return replace(self, **{name: value}, sources={**self.sources, name: source})
 
 
+# ROCBUILD_* variables that are not settings of OPTIONS, read by one command each; any other
+# ROCBUILD_* name in the environment is a typo the user is told about (unknown_variables)
+EXTRA_VARIABLES: dict[str, str] = {
+    "ROCBUILD_LINK": "the link `rocbuild activate` changes when --link is not given",
+}
+
+
+def known_variables() -> list[str]:
+    return sorted([o.env for o in OPTIONS] + list(EXTRA_VARIABLES))
+
+
+def unknown_variables(env: Mapping[str, str] | None = None) -> list[str]:
+    """One warning per ``ROCBUILD_*`` variable rocbuild does not read (ROCBUILD_WRKDIR would
+    otherwise be ignored in silence, as a config key would not be), with the closest name."""
+    env = os.environ if env is None else env
+    known = known_variables()
+    return [f"environment variable {name} is not a rocbuild setting and is ignored."
+            + suggest(name, known) + " (`rocbuild help options` lists them)"
+            for name in sorted(env) if name.startswith("ROCBUILD_") and name not in known]
+
+
 def add_flags(parser: argparse.ArgumentParser, title: str | None = None,
-              description: str | None = None) -> None:
-    """Add every setting's flag, in one argument group when ``title`` is given (so each
-    subcommand's --help lists them once, apart from its own). Defaults are suppressed so a
-    flag given before the subcommand is not overwritten by the subcommand's parser, and so
-    unset flags are told apart."""
+              description: str | None = None, *, hidden: bool = False) -> None:
+    """Add every setting's flag, in one argument group when ``title`` is given. ``hidden``:
+    accepted but left out of --help (each subcommand takes the global options too, and its
+    help points at `rocbuild help options` instead of repeating 40 lines). Defaults are
+    suppressed so a flag given before the subcommand is not overwritten by the subcommand's
+    parser, and so unset flags are told apart."""
     group: argparse._ActionsContainer = (
         parser.add_argument_group(title, description) if title else parser)
     for option in OPTIONS:
@@ -200,7 +222,7 @@ def add_flags(parser: argparse.ArgumentParser, title: str | None = None,
             option.flag,
             dest=option.name,
             metavar=option.metavar,
-            help=f"{option.help} [env {option.env}]",
+            help=argparse.SUPPRESS if hidden else f"{option.help} [env {option.env}]",
             action="append" if option.repeatable else "store",
             default=argparse.SUPPRESS,
         )
