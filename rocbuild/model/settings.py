@@ -199,8 +199,9 @@ def known_variables() -> list[str]:
 
 
 def unknown_variables(env: Mapping[str, str] | None = None) -> list[str]:
-    """One warning per ``ROCBUILD_*`` variable rocbuild does not read (ROCBUILD_WRKDIR would
-    otherwise be ignored in silence, as a config key would not be), with the closest name."""
+    """One warning per ``ROCBUILD_*`` variable rocbuild does not read, with the closest name
+    (a misspelt workdir variable would otherwise be ignored in silence, where a misspelt
+    config key is refused)."""
     env = os.environ if env is None else env
     known = known_variables()
     return [f"environment variable {name} is not a rocbuild setting and is ignored."

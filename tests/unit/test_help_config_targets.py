@@ -36,7 +36,7 @@ def test_every_subcommand_has_two_or_three_examples() -> None:
 @pytest.mark.parametrize("command", ["build", "plan", "status", "doctor"])
 def test_a_commands_help_shows_its_own_options_and_points_at_the_globals(command: str) -> None:
     text = help_of(command)
-    usage, _, body = text.partition("\n\n")
+    usage = text.partition("\n\n")[0]
     assert "[global options]" in usage and "--workdir" not in usage
     for option in OPTIONS:  # accepted here, described once elsewhere
         assert f"  {option.flag} " not in text, option.flag
