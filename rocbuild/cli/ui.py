@@ -56,14 +56,16 @@ class FittedConsole(Console):
 
 def _word_breaks(text: str, width: int) -> list[int]:
     """Offsets where ``text`` is cut into lines of at most ``width`` cells, only between
-    words (a word longer than ``width`` gets a line of its own)."""
-    breaks, start, used = [], 0, 0
+    words (a word longer than ``width`` gets a line of its own). The indent counts on the
+    first line; a continued line starts at its word."""
+    breaks: list[int] = []
+    line_start, has_word = 0, False
     for match in re.finditer(r"\S+\s*", text):
-        word_width = cell_len(match.group().rstrip())
-        if used and used + word_width > width and match.start() > start:
+        ends_at = cell_len(text[line_start:match.start()]) + cell_len(match.group().rstrip())
+        if has_word and ends_at > width:
             breaks.append(match.start())
-            start, used = match.start(), 0
-        used += cell_len(match.group())
+            line_start = match.start()
+        has_word = True
     return breaks
 
 
