@@ -13,6 +13,7 @@ import difflib
 import sys
 from collections.abc import Iterable
 
+from rocbuild import errors
 from rocbuild.model.settings import CONFIG_FILE_NAME, OPTION_BY_NAME
 
 EXAMPLES: dict[str, tuple[tuple[str, str], ...]] = {  # command -> (what it does, the line)
@@ -98,13 +99,8 @@ GLOBAL_DESCRIPTION = (
     "over the file; `rocbuild plan` shows where each value came from."
 )
 
-EXIT_CODES = (
-    "exit codes: 0 success; 1 a build step failed (build), a step has failed (status), a "
-    "host check failed (doctor); 2 bad input (recipe, config, flag, value, a link you may "
-    "not change, nothing to check); 3 busy (another run holds the workdir or the prefix; "
-    "retry later); 4 verify found missing GPU code (verify, or the build's final verify; "
-    "also a broken linkage or a failed smoke test); 130 interrupted"
-)
+EXIT_CODES = "exit codes: " + "; ".join(  # the one table (errors.py), in the help's words
+    f"{code} {what}" for code, what in errors.EXIT_CODES.items())
 
 
 FIRST_COMMANDS = (  # what a newcomer runs first, in order (bare `rocbuild` shows them)

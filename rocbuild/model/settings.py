@@ -105,6 +105,7 @@ class Option:
     default: Any = None
     repeatable: bool = False  # a flag given several times adds up (mirror rules)
     default_from_env: Callable[[Mapping[str, str]], Any] | None = None
+    default_doc: str = ""  # how docs/settings.md states a default that depends on the host
 
     def default_value(self, env: Mapping[str, str]) -> Any:
         return self.default_from_env(env) if self.default_from_env else self.default
@@ -120,9 +121,11 @@ class Option:
 
 OPTIONS: tuple[Option, ...] = (
     Option("recipes", "recipes folder (default: the one shipped with rocbuild)", _parse_path,
-           "DIR", default_from_env=lambda env: _default_recipes_dir()),
+           "DIR", default_from_env=lambda env: _default_recipes_dir(),
+           default_doc="the recipes shipped with rocbuild"),
     Option("workdir", "sources, build trees, logs and state", _parse_path, "DIR",
-           default_from_env=_default_workdir),
+           default_from_env=_default_workdir,
+           default_doc="`$XDG_CACHE_HOME/rocbuild` (`~/.cache/rocbuild`)"),
     Option("prefix", "install prefix (default from recipes/stack.toml)", _parse_path, "PATH"),
     Option("target", "comma-separated GPU targets, e.g. gfx906 or gfx906,gfx90a", _parse_targets,
            "LIST"),
