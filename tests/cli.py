@@ -67,9 +67,11 @@ def run_flags(flags: Sequence[str], *args: str, **kwargs: object) -> CliResult:
     return run_cli(*args, *flags, **kwargs)  # type: ignore[arg-type]
 
 
-# lines rocbuild prints whole on purpose (ui.FittedConsole's whole=True): a command to paste,
-# which a terminal soft-wraps so that a copy of it stays one line
-WHOLE_LINE_STARTS = ("continue with:", "after fixing it:", ". ", "source ", "module ", "+ ")
+# lines rocbuild prints whole on purpose (soft_wrap=True, ui.FittedConsole): a command to
+# paste (a terminal soft-wraps it, so a copy stays one line) and verify's findings, one line
+# each for grep
+WHOLE_LINE_STARTS = ("continue with:", "after fixing it:", ". ", "source ", "module ", "+ ",
+                     "environment: source ", "✗ ", "! ", "command: ")
 
 
 def too_wide(text: str, width: int) -> list[str]:

@@ -58,5 +58,5 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         before = f" (was {escape(str(switch.previous))})" if switch.previous else ""
         out.print(f"{escape(str(switch.link))} -> {escape(str(switch.target))}{before}")
     out.print(f"ROCm {escape(switch.info.version)} for {escape(targets)}; load it with:")
-    out.print(f"  . {escape(str(switch.target))}/env.sh", whole=True)
+    out.print(f"  . {escape(str(switch.target))}/env.sh", soft_wrap=True)
     return 0

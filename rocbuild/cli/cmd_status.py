@@ -14,10 +14,11 @@ import sys
 import time
 
 from rich import box
+from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from rocbuild.cli.ui import FittedConsole, console
+from rocbuild.cli.ui import console
 from rocbuild.errors import EXIT_OK, EXIT_STEP_FAILED
 from rocbuild.model import launchers, wording
 from rocbuild.model.graph import load_stack
@@ -81,7 +82,7 @@ def _peak(size: int | None) -> str:
     return "-" if not size else format_bytes(size, "GiB", digits=2)
 
 
-def print_status(report: StatusReport, out: FittedConsole, requested: list[str]) -> None:
+def print_status(report: StatusReport, out: Console, requested: list[str]) -> None:
     out.print(f"[bold]rocbuild status[/] — workdir {escape(str(report.workdir))}, "
               f"prefix {escape(str(report.prefix))}")
     out.print(_table(report, wide=out.width >= WIDE))
@@ -108,9 +109,9 @@ def print_status(report: StatusReport, out: FittedConsole, requested: list[str])
                   + (" and verified" if report.verify is not None else ""))
     elif report.verify is not None and report.verify.state == "failed":
         out.print(f"[bold red]verify failed[/]: {escape(report.verify.why)}")
-        out.print(f"after fixing it: [bold]{escape(command)}[/]", whole=True)
+        out.print(f"after fixing it: [bold]{escape(command)}[/]", soft_wrap=True)
     else:
-        out.print(f"continue with: [bold]{escape(command)}[/]", whole=True)
+        out.print(f"continue with: [bold]{escape(command)}[/]", soft_wrap=True)
 
 
 def _table(report: StatusReport, *, wide: bool = True) -> Table:
@@ -177,7 +178,7 @@ def _retries(step: StepStatus) -> str:
     return str(step.oom_retries) if step.oom_retries else "-"
 
 
-def _print_cap(out: FittedConsole, comp: ComponentStatus) -> None:
+def _print_cap(out: Console, comp: ComponentStatus) -> None:
     cap = comp.job_cap or {}
     reason = f" ({cap['reason']})" if cap.get("reason") else ""
     out.print(f"job cap for {escape(comp.name)}: {escape(str(cap.get('jobs', '?')))} jobs"
@@ -187,7 +188,7 @@ def _print_cap(out: FittedConsole, comp: ComponentStatus) -> None:
 MESSAGE_LINES = 14
 
 
-def _print_failure(out: FittedConsole, name: str, failure: FailureStatus, *,
+def _print_failure(out: Console, name: str, failure: FailureStatus, *,
                    show_command: bool = True) -> None:
     when = ""
     if failure.when:
@@ -209,6 +210,6 @@ def _print_failure(out: FittedConsole, name: str, failure: FailureStatus, *,
     out.print(f"  log:   {escape(failure.log or '(none)')}")
     if not show_command:  # a build holds the workdir: a second one would be refused
         return
-    out.print(f"  continue with: [bold]{escape(failure.command)}[/]", whole=True)
+    out.print(f"  continue with: [bold]{escape(failure.command)}[/]", soft_wrap=True)
     out.print("  (finished steps are kept)")
 

@@ -237,7 +237,7 @@ def print_report(report: VerifyReport, out: Console) -> None:
         for problem in result.problems:
             # one line each, never wrapped, so it can be grepped
             out.print(f"  [red]✗[/] {escape(_shown(result.path, report.prefix))}: "
-                      f"{escape(problem)}")
+                      f"{escape(problem)}", soft_wrap=True)
     for tensile in report.tensile:
         where = escape(_shown(tensile.library, report.prefix))
         if tensile.ok:
@@ -279,7 +279,7 @@ def print_base_scan(base: Path, findings: list[basescan.BaseFinding], out: Conso
         out.print(f"[green]✓[/] base {escape(str(base))}: every library carries the targets")
     for finding in findings:
         mark = "[yellow]![/]" if finding.buildable else "[red]![/]"
-        out.print(f"  {mark} {escape(finding.text())}")
+        out.print(f"  {mark} {escape(finding.text())}", soft_wrap=True)  # one line for grep
 
 
 def print_smoke(report: smoke.SmokeReport, out: Console) -> None:
@@ -290,7 +290,7 @@ def print_smoke(report: smoke.SmokeReport, out: Console) -> None:
         mark = "[green]✓[/]" if result.ok else "[red]✗[/]"
         out.print(f"{mark} smoke {result.name}: {escape(result.detail)}")
         if not result.ok:
-            out.print(f"    command: {escape(result.command)}")
+            out.print(f"    command: {escape(result.command)}", soft_wrap=True)  # to paste
 
 
 def base_to_scan(flag: Path | None, prefix: Path | None) -> Path | None:

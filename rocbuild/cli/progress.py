@@ -114,7 +114,7 @@ class LiveOutput(Output):
                              counts=f"{done}/{len(self._expected)} steps", eta=text)
 
     def say(self, text: str) -> None:
-        self.progress.console.print(text, markup=False, highlight=False)
+        self.progress.console.print(text, markup=False, highlight=False, soft_wrap=True)
 
     def step_started(self, component: str, step: str, expected: float | None) -> None:
         with self._guard:

@@ -28,16 +28,16 @@ class FittedConsole(Console):
     """rich's Console that fits its width and never breaks inside a word. Text wraps at
     spaces; a word longer than a line (a path, a command) stays whole on a line of its own,
     where rich would fold it mid-word (and a terminal wrapping a longer line would too).
-    Tables keep rich's own layout (their columns are sized to fit). ``whole=True`` prints a
-    line unwrapped: a command to paste, which a terminal soft-wraps, so a copy of it is still
-    one line."""
+    Tables keep rich's own layout (their columns are sized to fit). ``soft_wrap=True`` keeps
+    rich's meaning, the line left whole for the terminal to wrap: a command to paste (a copy
+    of a soft-wrapped line is still one line) or a finding meant for grep."""
 
-    def print(self, *objects: Any, whole: bool = False, **kwargs: Any) -> None:
-        if whole:
-            super().print(*objects, overflow="ignore", crop=False, **kwargs)
+    def print(self, *objects: Any, **kwargs: Any) -> None:
+        if kwargs.get("soft_wrap"):
+            super().print(*objects, **kwargs)
             return
         if not objects or not all(isinstance(o, (str, Text)) for o in objects) or \
-                kwargs.get("no_wrap"):
+                kwargs.get("no_wrap") or "overflow" in kwargs:  # the caller chose the layout
             super().print(*objects, **kwargs)
             return
         sep = kwargs.pop("sep", " ")
@@ -47,7 +47,6 @@ class FittedConsole(Console):
                               self.render_str(o, markup=markup) for o in objects)
         if style is not None:
             text.stylize(style)
-        kwargs.pop("soft_wrap", None)
         for line in text.split(allow_blank=True):
             for piece in line.divide(_word_breaks(line.plain, self.width)):
                 piece.rstrip()
@@ -175,9 +174,8 @@ def print_build_summary(outcomes: Sequence[StepOutcome], stack: Stack, command: 
     if ran:
         out.print(table)
     elif not interrupted:
-        out.print(f"rocbuild: all {wording.count(len(current), 'step')} current; nothing to "
-                  "do" if len(current) != 1 else "rocbuild: the one step is current; nothing "
-                  "to do")
+        out.print(f"rocbuild: all {len(current)} steps are current; nothing to do"
+                  if len(current) != 1 else "rocbuild: its one step is current; nothing to do")
     compiled = [o.component for o in ran if o.step == "compile"]
     for line in launchers.summary_lines(stack.workdir, compiled):
         out.print(f"compiled {escape(line)}")
@@ -202,10 +200,7 @@ def print_build_summary(outcomes: Sequence[StepOutcome], stack: Stack, command: 
             for line in o.tail[-20:]:
                 out.print(escape(line))
         command = command or f"rocbuild build {o.component}"
-        if isinstance(out, FittedConsole):  # a command to paste stays one line
-            out.print(f"continue with: {escape(command)}", whole=True)
-        else:
-            out.print(f"continue with: {escape(command)}")
+        out.print(f"continue with: {escape(command)}", soft_wrap=True)  # to paste: one line
         out.print("(finished steps are kept; only this step and what follows run again)")
     if interrupted:
         out.print("[yellow]interrupted[/]: finished steps are recorded; run the same command "
