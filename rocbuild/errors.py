@@ -19,14 +19,23 @@ EXIT_BUSY = 3  # another run holds the workdir or the prefix: retry later (cron 
 EXIT_VERIFY_FAILED = 4  # verify found a library without code for a target (or unreadable)
 EXIT_INTERRUPTED = 130
 
-# The documented table (README "Exit codes"): code -> what it tells a script.
+# The one exit-code table: code -> what it tells a script. `rocbuild --help`, docs/exit-codes.md
+# (generated, cli/refdocs.py) and the tests all read it.
 EXIT_CODES: dict[int, str] = {
     EXIT_OK: "success",
-    EXIT_STEP_FAILED: "a step failed (the message names it and its log)",
-    EXIT_BAD_INPUT: "bad input: a recipe, config file, flag, variable or value to fix",
-    EXIT_BUSY: "another run holds the workdir or the prefix; retry later",
-    EXIT_VERIFY_FAILED: "verify found installed files without code for a target",
-    EXIT_INTERRUPTED: "interrupted (Ctrl-C or SIGTERM); what finished is kept",
+    EXIT_STEP_FAILED: "a build step failed (`build`; the message names the step and its log), "
+                      "a step is recorded as failed (`status`), a host check failed (`doctor`)",
+    EXIT_BAD_INPUT: "bad input (nothing was built): a recipe, config file, flag, environment "
+                    "variable, value or target name to fix; also a link you may not change "
+                    "(`activate`), a log that does not exist (`logs`), nothing to check",
+    EXIT_BUSY: "busy (another rocbuild run holds the workdir or is installing into the "
+               "prefix); retry later (a cron wrapper can loop on 3)",
+    EXIT_VERIFY_FAILED: "verify found missing GPU code or another wrong result (`verify`, or "
+                        "the build's final verify): a library without code for a target, a "
+                        "program or library that does not find its libraries without "
+                        "LD_LIBRARY_PATH, a failed smoke test",
+    EXIT_INTERRUPTED: "interrupted (Ctrl-C or SIGTERM); finished steps are kept, run the same "
+                      "command again",
 }
 
 

@@ -65,3 +65,19 @@ def assert_no_traceback(result: CliResult) -> None:
 def run_flags(flags: Sequence[str], *args: str, **kwargs: object) -> CliResult:
     """``run_cli`` with the global flags of a test stack first (e.g. ``chain.flags()``)."""
     return run_cli(*args, *flags, **kwargs)  # type: ignore[arg-type]
+
+
+# lines rocbuild prints whole on purpose (soft_wrap=True, ui.FittedConsole): a command to
+# paste (a terminal soft-wraps it, so a copy stays one line) and verify's findings, one line
+# each for grep
+WHOLE_LINE_STARTS = ("continue with:", "after fixing it:", ". ", "source ", "module ", "+ ",
+                     "environment: source ", "✗ ", "! ", "command: ")
+
+
+def too_wide(text: str, width: int) -> list[str]:
+    """The lines of ``text`` wider than ``width`` that rocbuild should have wrapped: a line may
+    be wider only when it is one word (a path, which is never broken inside) or a command
+    printed whole."""
+    return [line for line in text.splitlines()
+            if len(line) > width and len(line.split()) > 1
+            and not line.strip().startswith(WHOLE_LINE_STARTS)]

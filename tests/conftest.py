@@ -19,6 +19,8 @@ def clean_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
         # CCACHE_*/DISTCC_*: a developer's compiler cache or hosts would change what runs
         if name.startswith(("ROCBUILD_", "CCACHE_", "DISTCC_")):
             monkeypatch.delenv(name)
+    for name in ("COLUMNS", "LINES"):  # output is laid out for 80 columns unless a test says
+        monkeypatch.delenv(name, raising=False)
     home = tmp_path / "home"
     home.mkdir()
     monkeypatch.setenv("XDG_CONFIG_HOME", str(home / ".config"))

@@ -33,7 +33,7 @@ from rocbuild.checks.gpu import (
     override_spelling,
     recommended_targets,
 )
-from rocbuild.model import launchers, resources
+from rocbuild.model import launchers, privilege, resources
 from rocbuild.model.layout import info_path
 from rocbuild.model.resources import GIB, format_bytes
 from rocbuild.model.targets import TargetId
@@ -241,8 +241,9 @@ def check_os(ctx: Context) -> Check:
         hint = _KERNEL_PACKAGES.get(version, "the distribution's GA or HWE kernel")
         return Check("os", WARN, f"{what}: ROCm 6.4 is tested on {name.split(' LTS')[0]} with "
                                  f"kernel {' or '.join(kernels)}, not {series}",
-                     f"boot a tested kernel: sudo apt install {hint}; the in-tree amdgpu "
-                     "driver of other kernels usually works, but AMD did not test it")
+                     f"boot a tested kernel: {privilege.as_root('apt install ' + hint)}; the "
+                     "in-tree amdgpu driver of other kernels usually works, but AMD did not "
+                     "test it")
     limited = LIMITED_OS.get((os_id, version)) or LIMITED_OS.get((os_id, version.split(".")[0]))
     if limited:
         return Check("os", WARN, f"{what}: works for many, but not official: {limited}",
@@ -271,15 +272,16 @@ def check_amdgpu(ctx: Context) -> Check:
     if not ctx.gpus:
         return Check("amdgpu", WARN, "amdgpu is not loaded and there is no AMD GPU: fine for a "
                                      "build-only host, running the result needs both",
-                     "on the GPU host: sudo modprobe amdgpu")
+                     "on the GPU host: " + privilege.as_root("modprobe amdgpu"))
     blockers = _amdgpu_blockers(host)
     if blockers:
         args = " ".join(blockers)
         return Check("amdgpu", FAIL, f"amdgpu is not loaded; the kernel command line has {args}",
                      f"remove {args} from GRUB_CMDLINE_LINUX_DEFAULT in /etc/default/grub, run "
-                     "sudo update-grub and reboot")
+                     f"{privilege.as_root('update-grub')} and reboot")
     return Check("amdgpu", FAIL, "amdgpu kernel module is not loaded",
-                 "sudo modprobe amdgpu; if it fails, read `sudo dmesg | grep -i amdgpu` "
+                 f"{privilege.as_root('modprobe amdgpu')}; if it fails, read "
+                 f"`{privilege.as_root('dmesg')} | grep -i amdgpu` "
                  "(missing firmware: install linux-firmware; Ubuntu ships amdgpu in "
                  "linux-modules-extra-$(uname -r))")
 
@@ -309,7 +311,8 @@ def check_devices(ctx: Context) -> Check:
               if not os.access(p, wanted)]
     if denied:
         return Check("devices", FAIL, f"{host.user} cannot open {', '.join(denied)}",
-                     f"sudo usermod -aG render,video {host.user}, then log out and back in")
+                     f"{privilege.as_root(f'usermod -aG render,video {host.user}')}, then log "
+                     "out and back in")
     return Check("devices", OK, f"{nodes} readable and writable by {host.user}")
 
 
@@ -334,7 +337,8 @@ def check_groups(ctx: Context) -> Check:
                                  f"{'s' if len(missing) > 1 else ''} that own /dev/kfd and "
                                  "/dev/dri/renderD* (a desktop seat may still grant access, "
                                  "ssh sessions and services do not get it)",
-                 f"sudo usermod -aG {','.join(missing)} {user}, then log out and back in "
+                 f"{privilege.as_root(f'usermod -aG {chr(44).join(missing)} {user}')}, then log "
+                 "out and back in "
                  "(ROCm's install guide adds users to render and video)")
 
 
@@ -450,18 +454,22 @@ def check_nouveau(ctx: Context) -> Check:
         return Check("nouveau", OK, "nouveau not loaded")
     beside = " beside amdgpu" if "amdgpu" in modules else ""
     return Check("nouveau", WARN, f"nouveau is loaded{beside}",
-                 "unless an NVIDIA card drives your display: printf 'blacklist nouveau\\noptions "
-                 "nouveau modeset=0\\n' | sudo tee /etc/modprobe.d/blacklist-nouveau.conf && "
-                 "sudo update-initramfs -u, then reboot (the source article advises disabling "
-                 "nouveau next to amdgpu)")
+                 "unless an NVIDIA card drives your display: "
+                 + privilege.pipe_to_root("printf 'blacklist nouveau\\noptions nouveau "
+                                          "modeset=0\\n'",
+                                          "tee /etc/modprobe.d/blacklist-nouveau.conf")
+                 + " && " + privilege.as_root("update-initramfs -u")
+                 + ", then reboot (the source article advises disabling nouveau next to "
+                 "amdgpu)")
 
 
 def _swap_commands(gib: int) -> str:
     path = "/swapfile-rocbuild"
-    return (f"sudo fallocate -l {gib}G {path} && sudo chmod 600 {path} && sudo mkswap {path} "
-            f"&& sudo swapon {path}  (keep it across reboots: echo '{path} none swap sw 0 0' | "
-            "sudo tee -a /etc/fstab; on btrfs use `sudo btrfs filesystem mkswapfile` instead of "
-            "fallocate)")
+    keep = privilege.pipe_to_root(f"echo '{path} none swap sw 0 0'", "tee -a /etc/fstab")
+    return (privilege.as_root(f"fallocate -l {gib}G {path}", f"chmod 600 {path}",
+                              f"mkswap {path}", f"swapon {path}")
+            + f"  (keep it across reboots: {keep}; on btrfs use "
+            f"`{privilege.as_root('btrfs filesystem mkswapfile')}` instead of fallocate)")
 
 
 def check_memory(ctx: Context) -> Check:
@@ -607,9 +615,10 @@ def check_shadow(ctx: Context) -> Check:
     found, fixes = [], []
     if host.path("usr/include/hip").is_dir():
         found.append("distribution HIP headers in /usr/include/hip")
-        fixes.append("sudo apt remove libamdhip64-dev libhipblas-dev librocblas-dev "
-                     "librocsolver-dev (headers there break llama.cpp's HIP build against "
-                     "another ROCm, ggml-org/llama.cpp#16320)")
+        fixes.append(privilege.as_root("apt remove libamdhip64-dev libhipblas-dev "
+                                       "librocblas-dev librocsolver-dev")
+                     + " (headers there break llama.cpp's HIP build against another ROCm, "
+                     "ggml-org/llama.cpp#16320)")
     opt_rocm = host.path("opt/rocm")
     note = ""
     if opt_rocm.is_symlink():

@@ -20,6 +20,7 @@ from __future__ import annotations
 import glob
 import os
 import re
+import shlex
 import shutil
 import sys
 from collections.abc import Callable, Mapping, Sequence
@@ -27,10 +28,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from rocbuild import proc
+from rocbuild.model import privilege
 from rocbuild.model.graph import Stack, prefix_problem
 
 FAIL, WARN = "fail", "warn"
-APT_INSTALL = "sudo apt-get install -y "
 # Tools every build runs (configure, compile, fetch), whatever the recipes list.
 BASE_TOOLS = ("cmake", "ninja", "git")
 # Debian/Ubuntu package -> the program it provides; such an entry is also met by the program
@@ -74,6 +75,7 @@ class Finding:
     level: str  # FAIL stops a build; WARN is shown and lets it go on
     what: str
     fix: str
+    installs: tuple[str, ...] = ()  # the apt packages ``fix`` installs (one_install_line)
 
 
 @dataclass(frozen=True)
@@ -182,11 +184,11 @@ def package_findings(reqs: Requirements, probe: Probe) -> tuple[list[Finding], l
         return [], unchecked
     users = "; ".join(f"{p} ({', '.join(reqs.packages[p])})" for p in missing)
     if installed is not None:
-        fix = APT_INSTALL + " ".join(missing)
-    else:
-        probes = ", ".join(f"{p}: {reqs.checks.get(p) or 'tool:' + PACKAGE_TOOLS[p]}"
-                           for p in missing)
-        fix = f"install your distribution's packages for: {probes}"
+        return [Finding("packages", FAIL, f"not installed: {users}",
+                        privilege.apt_install(*missing), tuple(missing))], unchecked
+    probes = ", ".join(f"{p}: {reqs.checks.get(p) or 'tool:' + PACKAGE_TOOLS[p]}"
+                       for p in missing)
+    fix = f"install your distribution's packages for: {probes}"
     return [Finding("packages", FAIL, f"not installed: {users}", fix)], unchecked
 
 
@@ -241,8 +243,8 @@ def _ninja(path: str, probe: Probe) -> list[Finding]:
     if version is not None and version < NINJA_FLOOR:
         return [Finding("toolchain", FAIL, f"ninja {_shown(version)} is older than 1.5, which "
                         "job pools (LLVM_PARALLEL_LINK_JOBS) need",
-                        "python3 -m pip install --user ninja, or sudo apt-get install "
-                        "ninja-build from a newer release")]
+                        "python3 -m pip install --user ninja, or "
+                        f"{privilege.apt_install('ninja-build')} from a newer release")]
     return []
 
 
@@ -259,8 +261,9 @@ def _gcc(probe: Probe) -> list[Finding]:
     if version >= GCC_BREAKS:
         return [Finding("toolchain", WARN, f"{compiler} {_shown(version)}: GCC 15 breaks parts "
                         "of the ROCm 6.x sources (headers they relied on no longer come along)",
-                        "build the host code with an older GCC: sudo apt-get install g++-14, "
-                        "then CC=gcc-14 CXX=g++-14 rocbuild build ...")]
+                        "build the host code with an older GCC: "
+                        f"{privilege.apt_install('g++-14')}, then CC=gcc-14 CXX=g++-14 "
+                        "rocbuild build ...")]
     return []
 
 
@@ -286,9 +289,10 @@ def tool_findings(reqs: Requirements, probe: Probe) -> list[Finding]:
     missing = [tool for tool in wanted if found[tool] is None]
     findings = []
     if missing:
-        packages = " ".join(TOOL_PACKAGES.get(t, t) for t in missing)
+        packages = tuple(TOOL_PACKAGES.get(t, t) for t in missing)
         findings.append(Finding("toolchain", FAIL, f"missing: {', '.join(missing)} (not "
-                                "installed, or not on PATH)", APT_INSTALL + packages))
+                                "installed, or not on PATH)", privilege.apt_install(*packages),
+                                packages))
     if found.get("cmake"):
         findings += _cmake(str(found["cmake"]), reqs, probe)
     if found.get("ninja"):
@@ -338,8 +342,10 @@ def prefix_findings(prefix: Path, user: str) -> list[Finding]:
     if not os.access(base, os.W_OK | os.X_OK):
         return [Finding("prefix", FAIL, f"the prefix {prefix} is not writable by {user} ({base} "
                         "belongs to someone else)",
-                        f"run once: sudo mkdir -p {prefix} && sudo chown {user}: {prefix}  "
-                        "(rocbuild never runs sudo itself), or pick a --prefix you own")]
+                        "run once: " + privilege.as_root(
+                            f"mkdir -p {shlex.quote(str(prefix))}",
+                            f"chown {user}: {shlex.quote(str(prefix))}")
+                        + "  (rocbuild never runs sudo itself), or pick a --prefix you own")]
     return []
 
 
@@ -361,6 +367,6 @@ def one_install_line(findings: Sequence[Finding]) -> str | None:
     """The apt-get lines of several findings as one command, or None when there is none."""
     names: list[str] = []
     for f in findings:
-        if f.level == FAIL and f.fix.startswith(APT_INSTALL):
-            names += [n for n in f.fix[len(APT_INSTALL):].split() if n not in names]
-    return APT_INSTALL + " ".join(names) if names else None
+        if f.level == FAIL:
+            names += [n for n in f.installs if n not in names]
+    return privilege.apt_install(*names) if names else None

@@ -57,6 +57,6 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     else:
         before = f" (was {escape(str(switch.previous))})" if switch.previous else ""
         out.print(f"{escape(str(switch.link))} -> {escape(str(switch.target))}{before}")
-    out.print(f"ROCm {escape(switch.info.version)} for {escape(targets)}; load it with: "
-              f". {escape(str(switch.target))}/env.sh")
+    out.print(f"ROCm {escape(switch.info.version)} for {escape(targets)}; load it with:")
+    out.print(f"  . {escape(str(switch.target))}/env.sh", soft_wrap=True)
     return 0

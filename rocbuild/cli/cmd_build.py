@@ -6,11 +6,10 @@ import argparse
 import json
 import sys
 
-from rich.console import Console
-
 from rocbuild.cli import build_report, cmd_verify, ui
 from rocbuild.cli.progress import LiveOutput
 from rocbuild.errors import RocbuildError
+from rocbuild.model import wording
 from rocbuild.model.graph import load_stack
 from rocbuild.model.settings import Settings
 from rocbuild.prefix import prefixguard
@@ -83,7 +82,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     ctx = BuildContext(stack=stack, settings=settings, output=make_output(args),
                        offline=args.offline,
                        command=continuation.command_line(getattr(args, "argv", []), settings))
-    ctx.output.say(f"rocbuild: {len(stack.order)} components for "
+    ctx.output.say(f"rocbuild: {wording.count(len(stack.order), 'component')} for "
                    f"{', '.join(str(t) for t in stack.targets)} into {stack.prefix} "
                    f"(workdir {stack.workdir})")
     # a bad --cache is bad input now, not an error inside doit
@@ -92,8 +91,9 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     ctx.output.run_planned(expected_steps(ctx, list(args.components)))
     if not args.json:
         return engine.build(ctx, components, whole, reports(), parallel=settings.parallel,
-                            keep_going=args.keep_going, verify=args.verify)
-    summary = Console(file=sys.stderr, highlight=False, width=120)
+                            keep_going=args.keep_going, verify=args.verify,
+                            out=ui.console(ctx.output.stream))
+    summary = ui.console(sys.stderr)
     try:
         code = engine.build(ctx, components, whole, reports(), parallel=settings.parallel,
                             keep_going=args.keep_going, verify=args.verify, out=summary)

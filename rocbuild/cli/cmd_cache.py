@@ -18,6 +18,7 @@ from rich.table import Table
 
 from rocbuild.cli.ui import console
 from rocbuild.errors import BuildFailed, ConfigError
+from rocbuild.model import wording
 from rocbuild.model.graph import load_stack
 from rocbuild.model.settings import Settings
 from rocbuild.model.steps import steps_of
@@ -138,7 +139,7 @@ def run_push(args: argparse.Namespace, settings: Settings) -> int:
             finally:
                 shutil.rmtree(staging, ignore_errors=True)
             signed = f", signed by {signing.key_of(signature)}" if signature else ", unsigned"
-            ctx.output.say(f"✔ {comp.name}: {len(manifest.files)} files, "
+            ctx.output.say(f"✔ {comp.name}: {wording.count(len(manifest.files), 'file')}, "
                            f"{fmt_size(manifest.size)} packed to "
                            f"{fmt_size(manifest.archive_size)} ({key[:12]}{signed})")
     finally:
@@ -194,7 +195,8 @@ def run_list(args: argparse.Namespace, settings: Settings) -> int:
         return 0
     trusted = {s.fingerprint: s.principal
                for s in signing.read_signers(signing.signers_file())}
-    table = Table(title=f"{store.location}: {len(entries)} artifacts", title_justify="left")
+    table = Table(title=f"{store.location}: {wording.count(len(entries), 'artifact')}",
+                  title_justify="left")
     for column in ("component", "key", "targets", "size", "download", "signer", "stored"):
         table.add_column(column)
     for e in entries:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import argparse
 
 from rich.markup import escape
-from rich.table import Table
 
 from rocbuild.cli import clean
 from rocbuild.cli.ui import console
@@ -68,16 +67,12 @@ def report(stack: Stack, items: list[clean.Item], *, dry_run: bool) -> int:
     out = console()
     removable = [i for i in items if i.removable]
     total = sum(i.size for i in removable)
-    if items:
-        table = Table(box=None, pad_edge=False, show_edge=False)
-        for column, justify in (("what", "left"), ("path", "left"), ("size", "right")):
-            table.add_column(column, justify=justify)  # type: ignore[arg-type]
-        for item in items:
-            size = format_bytes(item.size) if item.removable else "-"
-            path = escape(str(item.path)) + (f" [dim]({escape(item.note)})[/]"
-                                             if item.note else "")
-            table.add_row(item.kind, path, size)
-        out.print(table)
+    # one line per item with the path last and whole (a table would cut it to fit 80 columns)
+    width = max((len(i.kind) for i in items), default=0)
+    for item in items:
+        size = format_bytes(item.size) if item.removable else "-"
+        note = f" [dim]({escape(item.note)})[/]" if item.note else ""
+        out.print(f"{size:>10}  {escape(item.kind):<{width}}  {escape(str(item.path))}{note}")
     if not removable:
         out.print("nothing to clean")
         return 0

@@ -15,7 +15,7 @@ from rich.markup import escape
 from rocbuild.checks import doctor, hostreqs
 from rocbuild.cli.ui import console
 from rocbuild.errors import ConfigError
-from rocbuild.model import cost
+from rocbuild.model import cost, wording
 from rocbuild.model.graph import load_stack
 from rocbuild.model.settings import Settings
 from rocbuild.run.state import StateDir
@@ -107,5 +107,5 @@ def needs_from(settings: Settings) -> doctor.Needs:
                  packages={c.name: c.recipe.system_packages for c in selected
                            if c.recipe.system_packages},
                  stack_summary=f"{stack.recipes.stack.name} {stack.version}, "
-                               f"{len(selected)} components",
+                               f"{wording.count(len(selected), 'component')}",
                  workdir=settings.workdir, swap_weight=settings.swap_weight)

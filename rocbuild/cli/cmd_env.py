@@ -7,9 +7,10 @@ import argparse
 import os
 import sys
 
+from rocbuild.errors import ConfigError
 from rocbuild.model.graph import load_stack
 from rocbuild.model.settings import Settings
-from rocbuild.prefix import envfiles
+from rocbuild.prefix import envfiles, prefixguard
 
 
 def default_shell() -> str:
@@ -34,7 +35,15 @@ def register(sub: argparse._SubParsersAction, parents: list[argparse.ArgumentPar
 
 
 def run(args: argparse.Namespace, settings: Settings) -> int:
-    spec = envfiles.spec_for(load_stack(settings), tune=args.tune)
+    stack = load_stack(settings)
+    if not prefixguard.is_ours(stack.prefix):
+        # an env file for a folder rocbuild never built into would point a shell at nothing
+        what = "does not exist" if not stack.prefix.exists() else "is not a prefix rocbuild built"
+        raise ConfigError(f"prefix {stack.prefix} {what} (from {settings.source('prefix')}), so "
+                          "there is no environment to print for it",
+                          tip="build it first (`rocbuild build`), or give the --prefix of a "
+                              "built stack (`rocbuild prefixes` lists them)")
+    spec = envfiles.spec_for(stack, tune=args.tune)
     shell = args.shell or default_shell()
     sys.stdout.write(envfiles.render(spec, shell))
     return 0

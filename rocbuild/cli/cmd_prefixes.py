@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import Any
 
 from rich.markup import escape
-from rich.table import Table
 
 from rocbuild.cli.ui import console
 from rocbuild.errors import ConfigError
@@ -72,14 +71,16 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     if not docs:
         out.print(f"no rocbuild prefixes under {SEARCH_DIR}/rocm-* or at the configured prefix")
         return 0
-    table = Table(title=f"rocbuild prefixes ({escape(str(link))} marked *)", title_justify="left")
-    for column in ("", "prefix", "ROCm", "targets", "state", "finished"):
-        table.add_column(column)
+    # a list, not a table: a prefix path is long and must stay whole (to paste or grep), so
+    # each prefix gets its own line and its facts the next one
+    out.print(f"rocbuild prefixes ({escape(str(link))} points at the one marked *):")
     for doc in docs:
         state = doc["error"] or ("verified" if doc.get("verified") else
                                  "complete" if doc.get("complete") else "incomplete")
-        table.add_row("*" if doc["active"] else "", escape(doc["prefix"]),
-                      escape(doc.get("version", "?")), escape(", ".join(doc.get("targets", []))),
-                      escape(state), escape(doc.get("finished") or "-"))
-    out.print(table)
+        facts = [f"ROCm {doc.get('version', '?')}", ", ".join(doc.get("targets", [])) or "?",
+                 state]
+        if doc.get("finished"):
+            facts.append(f"finished {str(doc['finished'])[:16].replace('T', ' ')}")
+        out.print(f"{'*' if doc['active'] else ' '} {escape(doc['prefix'])}")
+        out.print(f"    {escape('; '.join(facts))}")
     return 0

@@ -20,7 +20,7 @@ from rich.table import Table
 
 from rocbuild.cli.ui import console
 from rocbuild.errors import EXIT_OK, EXIT_STEP_FAILED
-from rocbuild.model import launchers
+from rocbuild.model import launchers, wording
 from rocbuild.model.graph import load_stack
 from rocbuild.model.resources import format_bytes
 from rocbuild.model.settings import Settings
@@ -84,12 +84,12 @@ def _peak(size: int | None) -> str:
 
 def print_status(report: StatusReport, out: Console, requested: list[str]) -> None:
     out.print(f"[bold]rocbuild status[/] — workdir {escape(str(report.workdir))}, "
-              f"prefix {escape(str(report.prefix))}", soft_wrap=True)
+              f"prefix {escape(str(report.prefix))}")
     out.print(_table(report, wide=out.width >= WIDE))
     for comp in report.components:  # what the compiler cache (and distcc) did last compile
         saved = launchers.status_text(report.workdir, comp.name)
         if saved:
-            out.print(f"last compile of {escape(comp.name)}: {escape(saved)}", soft_wrap=True)
+            out.print(f"last compile of {escape(comp.name)}: {escape(saved)}")
     for comp in report.components:
         if comp.job_cap:
             _print_cap(out, comp)
@@ -108,7 +108,7 @@ def print_status(report: StatusReport, out: Console, requested: list[str]) -> No
         out.print("[green]everything is built and current[/]"
                   + (" and verified" if report.verify is not None else ""))
     elif report.verify is not None and report.verify.state == "failed":
-        out.print(f"[bold red]verify failed[/]: {escape(report.verify.why)}", soft_wrap=True)
+        out.print(f"[bold red]verify failed[/]: {escape(report.verify.why)}")
         out.print(f"after fixing it: [bold]{escape(command)}[/]", soft_wrap=True)
     else:
         out.print(f"continue with: [bold]{escape(command)}[/]", soft_wrap=True)
@@ -122,7 +122,7 @@ def _table(report: StatusReport, *, wide: bool = True) -> Table:
     for comp in report.components:
         counts[comp.state] = counts.get(comp.state, 0) + 1
     summary = ", ".join(f"{n} {state}" for state, n in sorted(counts.items()))
-    title = f"{len(report.components)} components: {summary}"
+    title = f"{wording.count(len(report.components), 'component')}: {summary}"
     if wide:
         table = Table(title=title, title_justify="left")
         columns: tuple[str, ...] = ("component", "step", "state", "time", "jobs", "peak mem",
@@ -182,7 +182,7 @@ def _print_cap(out: Console, comp: ComponentStatus) -> None:
     cap = comp.job_cap or {}
     reason = f" ({cap['reason']})" if cap.get("reason") else ""
     out.print(f"job cap for {escape(comp.name)}: {escape(str(cap.get('jobs', '?')))} jobs"
-              f"{escape(reason)}", soft_wrap=True)
+              f"{escape(reason)}")
 
 
 MESSAGE_LINES = 14
@@ -194,22 +194,22 @@ def _print_failure(out: Console, name: str, failure: FailureStatus, *,
     if failure.when:
         when = time.strftime(" at %Y-%m-%d %H:%M", time.localtime(failure.when))
     out.print(f"\n[bold red]FAILED[/] {escape(name)}: {escape(failure.step)}{when}")
-    # whole lines (soft_wrap): paths and commands stay searchable and pasteable
+    # a path or command longer than the width stays whole on its own line (ui.console)
     # the whole message: git's cause lines follow its first line (issue 10 #5)
     for line in failure.message.splitlines()[:MESSAGE_LINES]:
-        out.print(f"  {escape(line)}", soft_wrap=True)
+        out.print(f"  {escape(line)}")
     found = failure.diagnosis
     if found is not None:
-        out.print(f"  cause: {escape(found.cause)}", soft_wrap=True)
-        out.print(f"  fix:   {escape(found.fix)}", soft_wrap=True)
-        out.print(f"  seen:  {escape(found.matched_line)}", soft_wrap=True)
+        out.print(f"  cause: {escape(found.cause)}")
+        out.print(f"  fix:   {escape(found.fix)}")
+        out.print(f"  seen:  {escape(found.matched_line)}")
     else:
         out.print("  cause: not a known failure; the last lines of the log:")
         for line in failure.tail[-TAIL_LINES:]:
-            out.print(f"  | {escape(line)}", soft_wrap=True)
-    out.print(f"  log:   {escape(failure.log or '(none)')}", soft_wrap=True)
+            out.print(f"  | {escape(line)}")
+    out.print(f"  log:   {escape(failure.log or '(none)')}")
     if not show_command:  # a build holds the workdir: a second one would be refused
         return
-    out.print(f"  continue with: [bold]{escape(failure.command)}[/]  (finished steps are "
-              "kept)", soft_wrap=True)
+    out.print(f"  continue with: [bold]{escape(failure.command)}[/]", soft_wrap=True)
+    out.print("  (finished steps are kept)")
 

@@ -32,6 +32,7 @@ from rocbuild.checks.verify import (
 )
 from rocbuild.cli.ui import console
 from rocbuild.errors import EXIT_OK, EXIT_VERIFY_FAILED, ConfigError
+from rocbuild.model import wording
 from rocbuild.model.graph import load_stack
 from rocbuild.model.settings import Settings
 from rocbuild.model.targets import TargetId
@@ -201,12 +202,13 @@ def print_linkage(report: VerifyReport, out: Console) -> None:
     for result in links.files:
         if result.exempt is not None and not all(n.ok for n in result.needed):
             out.print(f"[yellow]![/] linkage of {escape(_shown(result.path, report.prefix))} not "
-                      f"checked: its recipe opts out of the RUNPATH ({escape(result.exempt)})",
-                      soft_wrap=True)
+                      f"checked: its recipe opts out of the RUNPATH ({escape(result.exempt)})")
     resolved = sum(len(f.needed) for f in links.files)
     if links.ok:
-        out.print(f"[green]✓[/] linkage: {len(links.files)} programs and libraries, "
-                  f"{resolved} needed libraries, all resolve without LD_LIBRARY_PATH")
+        files = wording.count(len(links.files), "program or library", "programs and libraries")
+        out.print(f"[green]✓[/] linkage: {files}, "
+                  f"{wording.count(resolved, 'needed library', 'needed libraries')}, all "
+                  "resolve without LD_LIBRARY_PATH")
     else:
         broken = sum(len(f.problems) + bool(f.error) for f in failing)
         out.print(f"  [red]✗[/] linkage: {len(failing)} of {len(links.files)} programs and "
@@ -229,7 +231,8 @@ def print_report(report: VerifyReport, out: Console) -> None:
                           _linkage_cell(result, links), _verdict_cell(result))
         out.print(table)
     if report.skipped:
-        out.print(f"[dim]{report.skipped} other files hold no GPU code[/]")
+        out.print(f"[dim]{wording.count(report.skipped, 'other file')} "
+                  f"hold{'s' if report.skipped == 1 else ''} no GPU code[/]")
     for result in report.files:
         for problem in result.problems:
             # one line each, never wrapped, so it can be grepped
@@ -254,7 +257,8 @@ def _summary(report: VerifyReport) -> str:
     bad = [f for f in report.files if f.verdict is not Verdict.PASS]
     targets = ", ".join(str(t) for t in report.targets)
     if report.ok:
-        return (f"[bold green]verify: PASS[/] — {len(report.files)} files with GPU code, "
+        return (f"[bold green]verify: PASS[/] — {wording.count(len(report.files), 'file')} "
+                "with GPU code, "
                 f"each translation unit carries {escape(targets)}")
     parts = []
     if bad:
@@ -275,7 +279,7 @@ def print_base_scan(base: Path, findings: list[basescan.BaseFinding], out: Conso
         out.print(f"[green]✓[/] base {escape(str(base))}: every library carries the targets")
     for finding in findings:
         mark = "[yellow]![/]" if finding.buildable else "[red]![/]"
-        out.print(f"  {mark} {escape(finding.text())}")
+        out.print(f"  {mark} {escape(finding.text())}", soft_wrap=True)  # one line for grep
 
 
 def print_smoke(report: smoke.SmokeReport, out: Console) -> None:
@@ -286,7 +290,7 @@ def print_smoke(report: smoke.SmokeReport, out: Console) -> None:
         mark = "[green]✓[/]" if result.ok else "[red]✗[/]"
         out.print(f"{mark} smoke {result.name}: {escape(result.detail)}")
         if not result.ok:
-            out.print(f"    command: {escape(result.command)}")
+            out.print(f"    command: {escape(result.command)}", soft_wrap=True)  # to paste
 
 
 def base_to_scan(flag: Path | None, prefix: Path | None) -> Path | None:

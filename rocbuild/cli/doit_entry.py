@@ -15,8 +15,8 @@ from typing import Any
 
 from doit import get_var
 from doit.exceptions import TaskFailed
-from rich.console import Console
 
+from rocbuild.cli import ui
 from rocbuild.cli.cmd_build import reports
 from rocbuild.errors import RocbuildError, report
 from rocbuild.model.graph import Stack, load_stack
@@ -56,7 +56,7 @@ class Finisher:
         if self.done or any(o.result == "failed" for o in self.ctx.outcomes):
             return
         self.done = True
-        out = Console(file=self.ctx.output.stream, highlight=False, width=120)
+        out = ui.console(self.ctx.output.stream)
         self.ctx.ensure_ready()
         try:
             reports().summary(self.ctx.outcomes, self.ctx.stack, self.ctx.command, out,

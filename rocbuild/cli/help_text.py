@@ -9,8 +9,11 @@ once, in their own group) and keeps the example lines as written.
 from __future__ import annotations
 
 import argparse
+import difflib
+import sys
 from collections.abc import Iterable
 
+from rocbuild import errors
 from rocbuild.model.settings import CONFIG_FILE_NAME, OPTION_BY_NAME
 
 EXAMPLES: dict[str, tuple[tuple[str, str], ...]] = {  # command -> (what it does, the line)
@@ -76,6 +79,14 @@ EXAMPLES: dict[str, tuple[tuple[str, str], ...]] = {  # command -> (what it does
         ("LLVM's build tree", "rocbuild clean llvm"),
         ("everything but the prefix", "rocbuild clean --all --sources --caches"),
     ),
+    "targets": (
+        ("every processor, its features and product names", "rocbuild targets"),
+        ("the same for scripts", "rocbuild targets --json"),
+    ),
+    "help": (
+        ("one command's options and examples", "rocbuild help build"),
+        ("the global options (--workdir, --prefix, ...)", "rocbuild help options"),
+    ),
 }
 
 GLOBAL_TITLE = "global options (before or after the command)"
@@ -88,19 +99,91 @@ GLOBAL_DESCRIPTION = (
     "over the file; `rocbuild plan` shows where each value came from."
 )
 
-EXIT_CODES = (
-    "exit codes: 0 success; 1 a build step failed (build), a step has failed (status), a "
-    "host check failed (doctor); 2 bad input (recipe, config, flag, value, a link you may "
-    "not change, nothing to check); 3 busy (another run holds the workdir or the prefix; "
-    "retry later); 4 verify found missing GPU code (verify, or the build's final verify; "
-    "also a broken linkage or a failed smoke test); 130 interrupted"
+EXIT_CODES = "exit codes: " + "; ".join(  # the one table (errors.py), in the help's words
+    f"{code} {what}" for code, what in errors.EXIT_CODES.items())
+
+
+FIRST_COMMANDS = (  # what a newcomer runs first, in order (bare `rocbuild` shows them)
+    ("is this host ready (GPU, memory, disk, tools)?", "rocbuild doctor"),
+    ("what would be built, in which order, how long", "rocbuild plan --target gfx906"),
+    ("the overnight build; run it again after any failure", "rocbuild build --target gfx906"),
 )
+GLOBALS_POINTER = ("global options (--workdir, --prefix, --target, --jobs, ...) work here "
+                   "too: `rocbuild help options` lists them")
 
 
 def epilog(command: str) -> str:
     examples = EXAMPLES.get(command, ())
     lines = [f"  # {what}\n  {line}" for what, line in examples]
-    return "examples:\n" + "\n".join(lines) if lines else ""
+    text = "examples:\n" + "\n".join(lines) if lines else ""
+    return (text + "\n\n" if text else "") + GLOBALS_POINTER
+
+
+def command_list(parser: argparse.ArgumentParser) -> list[tuple[str, str]]:
+    """(name, one-line help) of every command, in the order --help lists them."""
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return [(c.dest, c.help or "") for c in sub._choices_actions]
+
+
+def no_command(parser: argparse.ArgumentParser) -> str:
+    """What bare `rocbuild` prints: the commands and the first three to run (exit 2)."""
+    rows = command_list(parser)
+    width = max(len(name) for name, _ in rows)
+    lines = ["rocbuild: error: no command given", "commands:"]
+    lines += [f"  {name:<{width}}  {what}" for name, what in rows]
+    lines.append("to start:")
+    first = max(len(line) for _, line in FIRST_COMMANDS)
+    lines += [f"  {line:<{first}}  # {what}" for what, line in FIRST_COMMANDS]
+    lines.append("TIP: `rocbuild help COMMAND` describes one command, `rocbuild help options` "
+                 "the global options")
+    return "\n".join(lines) + "\n"
+
+
+def global_options_help(parser: argparse.ArgumentParser) -> str:
+    """`rocbuild help options`: the global options group of the top parser, alone."""
+    formatter = parser._get_formatter()
+    for group in parser._action_groups:
+        if group.title == GLOBAL_TITLE:
+            formatter.start_section(group.title)
+            formatter.add_text(group.description)
+            formatter.add_arguments(group._group_actions)
+            formatter.end_section()
+    return formatter.format_help()
+
+
+def add_help_command(sub: argparse._SubParsersAction, top: argparse.ArgumentParser) -> None:
+    """`rocbuild help [COMMAND [SUBCOMMAND]]` and `rocbuild help options`, since people type
+    `help build` as often as `build --help`."""
+    parser = sub.add_parser("help", help="describe a command, or the global options",
+                            description="Describe one command (`rocbuild help build`), a "
+                                        "subcommand (`rocbuild help cache push`), or the "
+                                        "global options (`rocbuild help options`).")
+    parser.add_argument("topic", nargs="*", metavar="COMMAND",
+                        help="a command, or 'options' for the global options")
+
+    def run(args: argparse.Namespace, settings: object = None) -> int:
+        return show_help(top, list(args.topic))
+
+    parser.set_defaults(func=run, needs_settings=False)
+
+
+def show_help(top: argparse.ArgumentParser, topic: list[str]) -> int:
+    from rocbuild.cli import argerrors  # the CLI's own refusal shape for a wrong topic
+
+    if topic == ["options"]:
+        sys.stdout.write(global_options_help(top))
+        return 0
+    words, parser = argerrors.command_path(top, topic)
+    if len(words) < len(topic):
+        names = [name for name, _ in command_list(parser if words else top)]
+        from rocbuild.errors import ConfigError
+
+        close = difflib.get_close_matches(topic[len(words)], [*names, "options"], n=1)
+        raise ConfigError(f"no help on '{' '.join(topic)}': '{topic[len(words)]}' is not a "
+                          "command" + (f". Did you mean '{close[0]}'?" if close else ""),
+                          tip="`rocbuild help` lists the commands")
+    sys.stdout.write(parser.format_help())
+    return 0
 
 
 class Formatter(argparse.RawDescriptionHelpFormatter):
@@ -136,9 +219,7 @@ def attach(sub: argparse._SubParsersAction, prefix: str = "") -> None:
     (``rocbuild cache push``)."""
     for name, parser in sub.choices.items():
         parser.formatter_class = Formatter
-        text = epilog(prefix + name)
-        if text:
-            parser.epilog = text
+        parser.epilog = epilog(prefix + name)
         for action in parser._actions:
             if isinstance(action, argparse._SubParsersAction):
                 attach(action, f"{prefix}{name} ")

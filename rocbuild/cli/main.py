@@ -1,9 +1,10 @@
 """Command line: argparse, the subcommand table and the one error boundary.
 
-Each subcommand lives in ``rocbuild/cmd_<name>.py`` with ``register(subparsers, parents)``
+Each subcommand lives in ``rocbuild/cli/cmd_<name>.py`` with ``register(subparsers, parents)``
 that adds its parser and sets ``func(args, settings) -> int``. Global settings (settings.py)
 are accepted before or after the subcommand. A RocbuildError becomes one message, an
-optional ``TIP:`` line and its exit code; never a traceback.
+optional ``TIP:`` line and its exit code; never a traceback. argparse's own refusals (an
+unknown command or flag, a bad choice) take the same shape through ``Parser.error``.
 """
 
 from __future__ import annotations
@@ -15,10 +16,9 @@ from collections.abc import Sequence
 from typing import NoReturn
 
 from rocbuild import __version__, faults
-from rocbuild.cli import help_text
-from rocbuild.errors import EXIT_INTERRUPTED, RocbuildError, report
+from rocbuild.cli import argerrors, help_text
+from rocbuild.errors import EXIT_BAD_INPUT, EXIT_INTERRUPTED, RocbuildError, report
 from rocbuild.model import settings
-from rocbuild.model.targets import looks_like_target
 
 # Subcommand modules, in the order `rocbuild --help` lists them.
 COMMAND_MODULES = (
@@ -35,24 +35,33 @@ COMMAND_MODULES = (
     "rocbuild.cli.cmd_cache",
     "rocbuild.cli.cmd_lint_recipes",
     "rocbuild.cli.cmd_clean",
+    "rocbuild.cli.cmd_targets",
 )
 
 
+_root: argparse.ArgumentParser | None = None  # the top parser and the argv being parsed,
+_argv: list[str] = []  # so a subcommand's refusal can name the command path it belongs to
+
+
 class Parser(argparse.ArgumentParser):
-    """argparse with one hint more: a second target after ``--target`` (``--target gfx906
-    gfx90a``) lands among the arguments it does not know; say how to write two targets."""
+    """argparse whose refusals read like every other rocbuild error: ``rocbuild: error:``,
+    what is wrong with a did-you-mean, a ``TIP:`` line, exit 2 (argerrors.py words them)."""
 
     def error(self, message: str) -> NoReturn:
-        extra = message.partition("unrecognized arguments: ")[2].split()
-        if any(looks_like_target(word) for word in extra):
-            message += "; to build for several GPU targets, separate them with commas " \
-                       "(--target gfx906,gfx90a)"
-        super().error(message)
+        if message.startswith("the following arguments are required: COMMAND"):
+            sys.stderr.write(help_text.no_command(self))
+            raise SystemExit(EXIT_BAD_INPUT)
+        exc = argerrors.explain(_root or self, message, _argv or sys.argv[1:])
+        raise SystemExit(report(exc, sys.stderr))
 
 
 def build_parser() -> argparse.ArgumentParser:
+    # the global options, shown in full by `rocbuild --help` and `rocbuild help options`;
+    # each subcommand accepts them too but lists only its own (plus a pointer to these)
     common = Parser(add_help=False)
     settings.add_flags(common, help_text.GLOBAL_TITLE, help_text.GLOBAL_DESCRIPTION)
+    hidden = Parser(add_help=False)
+    settings.add_flags(hidden, hidden=True)
     parser = Parser(
         prog="rocbuild",
         description="Build the ROCm 6.4 stack and llama.cpp from source for your GPU "
@@ -62,20 +71,27 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=help_text.Formatter,
     )
     parser.add_argument("--version", action="version", version=f"rocbuild {__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
     sub.required = True
     for module_name in COMMAND_MODULES:
-        importlib.import_module(module_name).register(sub, [common])
+        importlib.import_module(module_name).register(sub, [hidden])
+    help_text.add_help_command(sub, parser)
     help_text.attach(sub)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    global _root, _argv
     parser = build_parser()
+    _root, _argv = parser, list(sys.argv[1:] if argv is None else argv)
     args = parser.parse_args(argv)
     args.argv = list(sys.argv[1:] if argv is None else argv)  # for "continue with" lines
     flags = {o.name: getattr(args, o.name) for o in settings.OPTIONS if hasattr(args, o.name)}
     try:
+        if not getattr(args, "needs_settings", True):  # `rocbuild help`: no config is read
+            return int(args.func(args))
+        for warning in settings.unknown_variables():
+            print(f"rocbuild: warning: {warning}", file=sys.stderr)
         resolved = settings.resolve(flags)
         for note in resolved.notes:
             print(f"rocbuild: note: {note}", file=sys.stderr)

@@ -15,6 +15,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from rocbuild.cli.cmd_status import format_seconds
+from rocbuild.model import wording
 from rocbuild.model.plan import Plan, PlannedComponent
 from rocbuild.model.resources import format_bytes, format_gib
 
@@ -51,7 +52,8 @@ def disk_cell(p: PlannedComponent) -> str:
 
 def table(plan: Plan, seconds: Mapping[str, float | None]) -> Table:
     """``seconds``: each component's expected time (this host's history, else the recipe)."""
-    out = Table(title=f"build order ({len(plan.components)} components)", title_justify="left",
+    title = f"build order ({wording.count(len(plan.components), 'component')})"
+    out = Table(title=title, title_justify="left",
                 box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1), collapse_padding=True,
                 show_edge=False)
     for column, justify in (("component", "left"), ("ref", "left"),

@@ -14,6 +14,7 @@ from typing import TextIO
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
+from rocbuild.cli import ui
 from rocbuild.run.build import Output
 
 _NINJA = re.compile(r"^\[(\d+)/(\d+)\]")
@@ -78,7 +79,7 @@ class LiveOutput(Output):
 
     def __init__(self, stream: TextIO, console: Console | None = None) -> None:
         super().__init__(stream, show_build_output=False)
-        self.console = console or Console(file=stream)
+        self.console = console or ui.console(stream)
         self.progress = Progress(TextColumn("{task.description}"), BarColumn(),
                                  TextColumn("{task.fields[counts]}"), TimeElapsedColumn(),
                                  TextColumn("{task.fields[eta]}"), console=self.console,

@@ -3,17 +3,19 @@ not a terminal."""
 
 from __future__ import annotations
 
-import os
+import re
 import sys
 from collections.abc import Sequence
-from typing import TextIO
+from typing import Any, TextIO
 
+from rich.cells import cell_len
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
 from rocbuild.checks.diagnose import diagnose
-from rocbuild.model import launchers
+from rocbuild.model import launchers, wording
 from rocbuild.model.cost import summary_lines
 from rocbuild.model.graph import Stack
 from rocbuild.model.plan import Plan, to_json
@@ -22,12 +24,54 @@ from rocbuild.model.steps import shell_line, venv_commands
 from rocbuild.run.outcome import StepOutcome
 
 
-def console(stream: TextIO | None = None) -> Console:
-    # width only matters for a pipe or a file: keep lines whole there, unless the user (or a
-    # script) says how wide with COLUMNS, which rich reads when no width is given
-    stream = stream or sys.stdout
-    sized = stream.isatty() or bool(os.environ.get("COLUMNS"))
-    return Console(file=stream, highlight=False, width=None if sized else 160)
+class FittedConsole(Console):
+    """rich's Console that fits its width and never breaks inside a word. Text wraps at
+    spaces; a word longer than a line (a path, a command) stays whole on a line of its own,
+    where rich would fold it mid-word (and a terminal wrapping a longer line would too).
+    Tables keep rich's own layout (their columns are sized to fit). ``soft_wrap=True`` keeps
+    rich's meaning, the line left whole for the terminal to wrap: a command to paste (a copy
+    of a soft-wrapped line is still one line) or a finding meant for grep."""
+
+    def print(self, *objects: Any, **kwargs: Any) -> None:
+        if kwargs.get("soft_wrap"):
+            super().print(*objects, **kwargs)
+            return
+        if not objects or not all(isinstance(o, (str, Text)) for o in objects) or \
+                kwargs.get("no_wrap") or "overflow" in kwargs:  # the caller chose the layout
+            super().print(*objects, **kwargs)
+            return
+        sep = kwargs.pop("sep", " ")
+        markup = kwargs.pop("markup", None)
+        style = kwargs.pop("style", None)
+        text = Text(sep).join(o if isinstance(o, Text) else
+                              self.render_str(o, markup=markup) for o in objects)
+        if style is not None:
+            text.stylize(style)
+        for line in text.split(allow_blank=True):
+            for piece in line.divide(_word_breaks(line.plain, self.width)):
+                piece.rstrip()
+                super().print(piece, overflow="ignore", crop=False, **kwargs)
+
+
+def _word_breaks(text: str, width: int) -> list[int]:
+    """Offsets where ``text`` is cut into lines of at most ``width`` cells, only between
+    words (a word longer than ``width`` gets a line of its own). The indent counts on the
+    first line; a continued line starts at its word."""
+    breaks: list[int] = []
+    line_start, has_word = 0, False
+    for match in re.finditer(r"\S+\s*", text):
+        ends_at = cell_len(text[line_start:match.start()]) + cell_len(match.group().rstrip())
+        if has_word and ends_at > width:
+            breaks.append(match.start())
+            line_start = match.start()
+        has_word = True
+    return breaks
+
+
+def console(stream: TextIO | None = None) -> FittedConsole:
+    """The one console of every command: the terminal's width when there is one, else
+    COLUMNS when set (rich reads it), else 80 columns (rich's default for a pipe or file)."""
+    return FittedConsole(file=stream or sys.stdout, highlight=False)
 
 
 def print_plan(plan: Plan, out: Console) -> None:
@@ -68,13 +112,26 @@ def print_base(plan: Plan, out: Console) -> None:
         for name, not_taken in base.not_taken.items():
             if name in plan.stack.components:
                 out.print(f"  [yellow]↻[/] {escape(name):<22} built: {escape(not_taken.reason)}")
-    if plan.roads:
+    if plan.roads and _offers_a_base(plan):
         out.print(escape("both roads, whole stack (recipes' [resources]):"))
         for road in plan.roads:
-            assumed = "(assumed: the base has every [base] component but the Tensile kernels)"
-            note = "" if road.measured else f" [dim]{escape(assumed)}[/]"
-            out.print(f"  {escape(road.name):<40} {len(road.components):>2} components, "
-                      f"{road.cpu_hours:5.1f} CPU-hours, {format_gib(road.disk)} disk{note}")
+            out.print(f"  {escape(road.name):<28} {len(road.components):>2} "
+                      f"{plural(len(road.components), 'component')}, {road.cpu_hours:5.1f} "
+                      f"CPU-hours, {format_gib(road.disk)} disk")
+            if not road.measured:
+                out.print("    [dim](assumed: the base has every [base] component but the "
+                          "Tensile kernels)[/]")
+
+
+def _offers_a_base(plan: Plan) -> bool:
+    """The base road exists only for recipes that say how a component shows in a base."""
+    return plan.stack.base is not None or any(
+        r.base_provides for r in plan.stack.recipes.recipes.values())
+
+
+def plural(count: int, word: str) -> str:
+    """'1 component', '2 components' (the count is printed by the caller)."""
+    return word if count == 1 else word + "s"
 
 
 def print_commands(plan: Plan, out: TextIO) -> None:
@@ -105,7 +162,8 @@ def print_build_summary(outcomes: Sequence[StepOutcome], stack: Stack, command: 
     known cause and fix, log tail and the command that continues."""
     ran = [o for o in outcomes if o.result != "current"]
     current = [o for o in outcomes if o.result == "current"]
-    table = Table(title=f"rocbuild: {len(ran)} steps run, {len(current)} already current, "
+    table = Table(title=f"rocbuild: {wording.count(len(ran), 'step')} run, {len(current)} "
+                        "already current, "
                         f"{seconds:.1f}s", title_justify="left")
     for column in ("component", "step", "time", "jobs", "result"):
         table.add_column(column)
@@ -116,34 +174,34 @@ def print_build_summary(outcomes: Sequence[StepOutcome], stack: Stack, command: 
     if ran:
         out.print(table)
     elif not interrupted:
-        out.print(f"rocbuild: all {len(current)} steps are current; nothing to do")
+        out.print(f"rocbuild: all {len(current)} steps are current; nothing to do"
+                  if len(current) != 1 else "rocbuild: its one step is current; nothing to do")
     compiled = [o.component for o in ran if o.step == "compile"]
     for line in launchers.summary_lines(stack.workdir, compiled):
-        out.print(f"compiled {escape(line)}", soft_wrap=True)
+        out.print(f"compiled {escape(line)}")
     for o in outcomes:
         for warning in o.warnings:
-            out.print(f"[yellow]warning[/] {escape(o.component)}: {o.step}: {escape(warning)}",
-                      soft_wrap=True)
+            out.print(f"[yellow]warning[/] {escape(o.component)}: {o.step}: {escape(warning)}")
     for o in outcomes:
         if o.result != "failed":
             continue
         out.print(f"[bold red]FAILED[/] {escape(o.component)}: {o.step}")
-        out.print(escape(o.message), soft_wrap=True)  # whole lines: paths stay searchable
+        out.print(escape(o.message))  # whole lines: paths stay searchable
         if o.log is not None:  # a check before configure (options) has no log
-            out.print(f"log: {escape(str(o.log))}", soft_wrap=True)
+            out.print(f"log: {escape(str(o.log))}")
         found = diagnose([*o.tail, *o.message.splitlines()],
                          context={"prefix": str(stack.prefix), "component": o.component,
                                   "workdir": str(stack.workdir)})
         if found is not None:
-            out.print(f"[bold]cause:[/] {escape(found.cause)}", soft_wrap=True)
-            out.print(f"[bold]fix:[/]   {escape(found.fix)}", soft_wrap=True)
+            out.print(f"[bold]cause:[/] {escape(found.cause)}")
+            out.print(f"[bold]fix:[/]   {escape(found.fix)}")
         if o.tail:
             out.print(f"--- last {min(len(o.tail), 20)} lines ---")
             for line in o.tail[-20:]:
-                out.print(escape(line), soft_wrap=True)
+                out.print(escape(line))
         command = command or f"rocbuild build {o.component}"
-        out.print(f"continue with: {escape(command)}  (finished steps are kept; only this "
-                  "step and what follows run again)", soft_wrap=True)
+        out.print(f"continue with: {escape(command)}", soft_wrap=True)  # to paste: one line
+        out.print("(finished steps are kept; only this step and what follows run again)")
     if interrupted:
         out.print("[yellow]interrupted[/]: finished steps are recorded; run the same command "
                   "again to continue")

@@ -14,6 +14,7 @@ from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from rocbuild.model import wording
 from rocbuild.model.graph import Component, Stack
 from rocbuild.model.resources import GIB, HostSnapshot, format_gib, job_counts
 
@@ -112,18 +113,22 @@ def estimate(stack: Stack, host: HostSnapshot, pending: Collection[str], *,
 
 
 def hours_text(hours: float) -> str:
-    return f"{hours * 60:.0f} min" if hours < 1 else f"{hours:.1f} h"
+    """"about 12 min" or "about 3.5 h" ("under a minute" for next to nothing)."""
+    return wording.duration(hours * 3600)
 
 
 def summary_lines(cost: Cost) -> list[str]:
     """The plain-text block `plan` prints under its table (each line under 80 columns)."""
     d = cost.disk
-    lines = [f"cost of the {len(cost.pending)} pending components (recipe estimates):",
+    if not cost.pending:
+        return ["cost: nothing is pending, so nothing is built"]
+    lines = [f"cost of the {wording.count(len(cost.pending), 'pending component')} (recipe "
+             "estimates):",
              f"  disk:  {format_gib(d.workdir)} in the workdir ({format_gib(d.sources)} "
              f"sources, {format_gib(d.build)} build trees)",
              f"         {format_gib(d.prefix)} in the prefix",
              f"  CPU:   {cost.cpu_hours:.1f} CPU-hours",
-             f"  wall:  about {hours_text(cost.wall_hours)} on this host"]
+             f"  wall:  {hours_text(cost.wall_hours)} on this host"]
     for risk in cost.risks:
         lines += textwrap.wrap(f"{risk.component} {risk.step}: {risk.why}", width=79,
                                initial_indent="  risky: ", subsequent_indent=" " * 9)

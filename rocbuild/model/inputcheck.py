@@ -51,7 +51,21 @@ def git_ref(where: str, key: str, ref: str) -> str:
         raise _fail(where, key, f"{ref!r} is not a tag, branch or commit id (letters, digits "
                     "and . _ / + @ - only; no spaces, '..' or shell characters)",
                     f"fix '{key}' in {where}")
+    if looks_like_short_commit(ref):
+        # a server hands out commits by their full id only: this would fail at fetch time
+        # ("couldn't find remote ref") after the plan said all was well
+        raise _fail(where, key, f"{ref!r} looks like an abbreviated commit id; git fetches a "
+                    "commit only by its full 40-character id",
+                    f"write the full id in '{key}' of {where} (`git rev-parse {ref}` in a "
+                    "clone prints it), or a tag")
     return ref
+
+
+def looks_like_short_commit(ref: str) -> bool:
+    """7 to 39 hex digits with a letter and a digit among them (``d99724f2``): an abbreviated
+    commit id, not a tag like ``b6900`` (too short) or ``20240101`` (digits only)."""
+    return (7 <= len(ref) < 40 and bool(re.fullmatch(r"[0-9a-f]+", ref))
+            and any(c.isalpha() for c in ref) and any(c.isdigit() for c in ref))
 
 
 def git_url(where: str, key: str, url: str) -> str:

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from rocbuild import proc
 from rocbuild.files import read_json, write_json_atomic
+from rocbuild.model import privilege
 from rocbuild.model.resources import DEFAULT_RESERVE, GIB, HostSnapshot, JobCount, format_gib
 
 if TYPE_CHECKING:  # graph imports this module; only the type is needed here
@@ -33,8 +34,8 @@ if TYPE_CHECKING:  # graph imports this module; only the type is needed here
 # statistics, came with ccache 4.4 (ccache NEWS, "Ccache 4.4"); Debian 12 ships 4.7.5 and
 # Ubuntu 22.04 4.5.1.
 MIN_CCACHE = (4, 4)
-CCACHE_INSTALL = "sudo apt-get install ccache"
-DISTCC_INSTALL = "sudo apt-get install distcc"
+CCACHE_INSTALL = privilege.apt_install("ccache")
+DISTCC_INSTALL = privilege.apt_install("distcc")
 MIN_CACHE_SIZE = 5 * GIB  # ccache's own default max_size
 # what preprocessing one remote compile costs here (cpp of a large C++ unit, plus ccache);
 # a rocbuild estimate: remote slots are only used while this much memory is left
@@ -51,14 +52,30 @@ def parse_ccache_mode(text: str) -> str:
     return mode
 
 
+# One DISTCC_HOSTS entry (distcc(1), "Host Specifications"): localhost[/LIMIT],
+# [USER]@HOST[/LIMIT][:COMMAND][OPTIONS] (ssh), HOST[:PORT][/LIMIT][OPTIONS] or the old
+# HOST[/LIMIT][:PORT][OPTIONS] (tcp), OPTIONS being ,lzo ,cpp ,auth[=SERVICE]; plus the
+# global options --randomize, --localslots=N, --localslots_cpp=N and +zeroconf.
+_HOSTNAME = r"(?:[A-Za-z0-9](?:[A-Za-z0-9.-]*[A-Za-z0-9])?|\[[0-9A-Fa-f:.]+\])"
+_DISTCC_HOST = re.compile(
+    rf"^(?:(?P<ssh>[A-Za-z0-9._-]*@){_HOSTNAME}(?:/\d+)?(?::/\S+)?"
+    rf"|{_HOSTNAME}(?::\d+)?(?:/\d+)?(?::\d+)?)(?:,(?:lzo|cpp|auth(?:=[A-Za-z0-9._-]+)?))*$")
+_DISTCC_GLOBAL = re.compile(r"^(?:--randomize|--localslots(?:_cpp)?=\d+|\+zeroconf)$")
+
+
 def parse_distcc_hosts(text: str) -> str:
-    """A DISTCC_HOSTS list, kept as written (distcc parses it); whitespace is normalised."""
+    """A DISTCC_HOSTS list, kept as written (distcc parses it) once every entry has distcc's
+    shape: a typo such as ``box1/x`` would otherwise count as remote slots and every
+    compile would quietly fall back to local. Whitespace is normalised."""
     hosts = " ".join(text.split())
     for token in hosts.split():
-        if token.startswith("--") and token not in ("--randomize",) and \
-                not token.startswith(("--localslots", "--localslots_cpp")):
-            raise ValueError(f"'{token}' is not a distcc host (write hosts like "
-                             "'box1/8 box2:3632/4 localhost/2', see `man distcc`)")
+        if _DISTCC_GLOBAL.match(token):
+            continue
+        if token.startswith("-") or not _DISTCC_HOST.match(token):
+            raise ValueError(f"'{token}' is not a distcc host: write HOST, HOST/LIMIT (jobs, a "
+                             "number), HOST:PORT/LIMIT, USER@HOST for ssh, or localhost/N, "
+                             "e.g. 'box1/8 box2:3632/4' (see `man distcc`, Host "
+                             "Specifications)")
     return hosts
 
 

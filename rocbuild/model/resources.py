@@ -17,6 +17,8 @@ from pathlib import Path
 
 import psutil
 
+from rocbuild.model import privilege
+
 GIB = 1 << 30
 DEFAULT_RESERVE = GIB  # memory left for the desktop, the shell and rocbuild itself
 DEFAULT_JOB_MEM = GIB  # per compile job when a recipe does not say
@@ -210,9 +212,10 @@ def swap_advice(per_job: int, host: HostSnapshot, swap_weight: float = 0.5) -> s
     counts swap at ``swap_weight``, so the file is sized to cover the shortfall at that weight."""
     shortfall = max(per_job + DEFAULT_RESERVE - host.mem_available, 0)
     size_gib = max(4, math.ceil(shortfall / max(swap_weight, 0.1) / GIB))
-    return (f"add a {size_gib} GiB swapfile: sudo fallocate -l {size_gib}G /swapfile && "
-            "sudo chmod 600 /swapfile && sudo mkswap /swapfile && sudo swapon /swapfile "
-            "(add '/swapfile none swap sw 0 0' to /etc/fstab to keep it)")
+    return (f"add a {size_gib} GiB swapfile: "
+            + privilege.as_root(f"fallocate -l {size_gib}G /swapfile", "chmod 600 /swapfile",
+                                "mkswap /swapfile", "swapon /swapfile")
+            + " (add '/swapfile none swap sw 0 0' to /etc/fstab to keep it)")
 
 
 KMSG = Path("/dev/kmsg")

@@ -107,6 +107,7 @@ class Option:
     default: Any = None
     repeatable: bool = False  # a flag given several times adds up (mirror rules)
     default_from_env: Callable[[Mapping[str, str]], Any] | None = None
+    default_doc: str = ""  # how docs/settings.md states a default that depends on the host
 
     def default_value(self, env: Mapping[str, str]) -> Any:
         return self.default_from_env(env) if self.default_from_env else self.default
@@ -122,9 +123,11 @@ class Option:
 
 OPTIONS: tuple[Option, ...] = (
     Option("recipes", "recipes folder (default: the one shipped with rocbuild)", _parse_path,
-           "DIR", default_from_env=lambda env: _default_recipes_dir()),
+           "DIR", default_from_env=lambda env: _default_recipes_dir(),
+           default_doc="the recipes shipped with rocbuild"),
     Option("workdir", "sources, build trees, logs and state", _parse_path, "DIR",
-           default_from_env=_default_workdir),
+           default_from_env=_default_workdir,
+           default_doc="`$XDG_CACHE_HOME/rocbuild` (`~/.cache/rocbuild`)"),
     Option("prefix", "install prefix (default from recipes/stack.toml)", _parse_path, "PATH"),
     Option("target", "comma-separated GPU targets, e.g. gfx906 or gfx906,gfx90a", _parse_targets,
            "LIST"),
@@ -190,12 +193,37 @@ class Settings:
         return replace(self, **{name: value}, sources={**self.sources, name: source})
 
 
+# ROCBUILD_* variables that are not settings of OPTIONS, read by one command each; any other
+# ROCBUILD_* name in the environment is a typo the user is told about (unknown_variables)
+EXTRA_VARIABLES: dict[str, str] = {
+    "ROCBUILD_LINK": "the link `rocbuild activate` changes when --link is not given",
+    "ROCBUILD_REGISTRY_AUTH": "user:secret for an OCI registry cache (a token or a password), "
+                              "before ~/.docker/config.json",
+}
+
+
+def known_variables() -> list[str]:
+    return sorted([o.env for o in OPTIONS] + list(EXTRA_VARIABLES))
+
+
+def unknown_variables(env: Mapping[str, str] | None = None) -> list[str]:
+    """One warning per ``ROCBUILD_*`` variable rocbuild does not read, with the closest name
+    (a misspelt workdir variable would otherwise be ignored in silence, where a misspelt
+    config key is refused)."""
+    env = os.environ if env is None else env
+    known = known_variables()
+    return [f"environment variable {name} is not a rocbuild setting and is ignored."
+            + suggest(name, known) + " (`rocbuild help options` lists them)"
+            for name in sorted(env) if name.startswith("ROCBUILD_") and name not in known]
+
+
 def add_flags(parser: argparse.ArgumentParser, title: str | None = None,
-              description: str | None = None) -> None:
-    """Add every setting's flag, in one argument group when ``title`` is given (so each
-    subcommand's --help lists them once, apart from its own). Defaults are suppressed so a
-    flag given before the subcommand is not overwritten by the subcommand's parser, and so
-    unset flags are told apart."""
+              description: str | None = None, *, hidden: bool = False) -> None:
+    """Add every setting's flag, in one argument group when ``title`` is given. ``hidden``:
+    accepted but left out of --help (each subcommand takes the global options too, and its
+    help points at `rocbuild help options` instead of repeating 40 lines). Defaults are
+    suppressed so a flag given before the subcommand is not overwritten by the subcommand's
+    parser, and so unset flags are told apart."""
     group: argparse._ActionsContainer = (
         parser.add_argument_group(title, description) if title else parser)
     for option in OPTIONS:
@@ -203,7 +231,7 @@ def add_flags(parser: argparse.ArgumentParser, title: str | None = None,
             option.flag,
             dest=option.name,
             metavar=option.metavar,
-            help=f"{option.help} [env {option.env}]",
+            help=argparse.SUPPRESS if hidden else f"{option.help} [env {option.env}]",
             action="append" if option.repeatable else "store",
             default=argparse.SUPPRESS,
         )

@@ -9,11 +9,10 @@ runs on a ``gfx906:sramecc+:xnack-`` device, code for ``gfx906:xnack+`` does not
 
 from __future__ import annotations
 
+import difflib
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
-
-from rocbuild.model.recipes import suggest
 
 # Processors the LLVM shipped with ROCm 6.4 knows (AMDGPUUsage processor table), with the
 # target features each one accepts. A processor outside this table fails early with a
@@ -62,16 +61,25 @@ def product_note(text: str) -> str | None:
     return f"'{text.strip()}' is {found[0]} ({found[1]})" if found else None
 
 
-def _did_you_mean(processor: str) -> str:
-    """A swap of two neighbouring characters first (gfx960 -> gfx906), a missing 'gfx'
-    (906), then the closest spelling; '' when nothing is close."""
-    known = sorted(PROCESSOR_FEATURES)
+def nearest_processors(processor: str, count: int = 3) -> list[str]:
+    """The known processors closest to ``processor``, best first: a swap of two neighbouring
+    characters (gfx960 -> gfx906) or a missing 'gfx' (906) first, then by spelling."""
     swaps = [processor[:i] + processor[i + 1] + processor[i] + processor[i + 2:]
              for i in range(len(processor) - 1)]
-    for candidate in (*swaps, "gfx" + processor):
-        if candidate in PROCESSOR_FEATURES:
-            return f" Did you mean '{candidate}'?"
-    return suggest(processor, known)
+    found = [c for c in (*swaps, "gfx" + processor) if c in PROCESSOR_FEATURES]
+    found += difflib.get_close_matches(processor, sorted(PROCESSOR_FEATURES), n=count + 1,
+                                       cutoff=0.6)
+    return list(dict.fromkeys(found))[:count]
+
+
+def _did_you_mean(processor: str) -> str:
+    """' Did you mean 'gfx906'? (close: gfx906, gfx908, gfx90a)'; '' when nothing is close.
+    Three names at most: the full list of 55 is `rocbuild targets`'s job."""
+    near = nearest_processors(processor)
+    if not near:
+        return ""
+    others = f" (close: {', '.join(near)})" if len(near) > 1 else ""
+    return f" Did you mean '{near[0]}'?{others}"
 
 
 @dataclass(frozen=True, order=True)
@@ -108,7 +116,7 @@ def parse_target(text: str) -> TargetId:
             reason = "is not a GPU target"
         raise TargetError(
             f"'{raw}' {reason}.{_did_you_mean(processor)} {_SHAPE_HINT[0].upper()}"
-            f"{_SHAPE_HINT[1:]}; known processors: {', '.join(sorted(PROCESSOR_FEATURES))}"
+            f"{_SHAPE_HINT[1:]}; `rocbuild targets` lists every processor"
         )
     allowed = PROCESSOR_FEATURES[processor]
     features: dict[str, bool] = {}

@@ -42,6 +42,10 @@ class EnvVar:
     value: str
     kind: str  # "set" replaces the value; "prepend" adds a path entry in front, once
     comment: str
+    # a path inside the prefix ("bin", "" for the prefix itself): each file computes the
+    # prefix from where it lies, so a copied or moved prefix works as it is; None: ``value``
+    # is used as written (a --base, which does not move with the prefix, or a plain value)
+    in_prefix: str | None = None
 
 
 # Runtime knobs from the source article 000 ("高级环境变量调优"), offered only with --tune.
@@ -76,6 +80,10 @@ class EnvSpec:
     tune: bool = False
     base: Path | None = None  # an installed ROCm the prefix was built on (--base)
     name: str = "rocm"  # the stack's name (stack.toml), the module's first part
+    # (component, reason) of recipes with install.runpath = false: their programs need
+    # LD_LIBRARY_PATH, which the files otherwise leave alone (every other binary finds its
+    # libraries through its RUNPATH, and a global LD_LIBRARY_PATH leaks into every program)
+    runpath_opt_outs: tuple[tuple[str, str], ...] = ()
 
     @property
     def module_name(self) -> str:
@@ -84,9 +92,15 @@ class EnvSpec:
 
     @property
     def module_version(self) -> str:
-        """``6.4-gfx906``: the module's version, after ``<stack>/``. A ':' in a target ID
-        (gfx906:xnack-) is not welcome in a module name, so it becomes '_'."""
-        return "-".join([self.series, *(t.replace(":", "_") for t in self.targets)])
+        """The module's version, after ``<stack>/``: the prefix's folder name without a
+        leading ``<stack>-`` (``/opt/rocm-6.4-gfx906`` -> ``6.4-gfx906``), so two prefixes
+        built for the same targets (``/opt/rocm-6.4-gfx906-test``) are told apart in `module
+        list`. Characters a module name should not hold (':' of gfx906:xnack-, spaces)
+        become '_'."""
+        folder = self.prefix.name
+        if folder.startswith(f"{self.name}-") and len(folder) > len(self.name) + 1:
+            folder = folder[len(self.name) + 1:]
+        return re.sub(r"[^A-Za-z0-9._+-]", "_", folder) or "_"
 
 
 def spec_for(stack: Stack, *, tune: bool = False) -> EnvSpec:
@@ -102,30 +116,87 @@ def spec_for(stack: Stack, *, tune: bool = False) -> EnvSpec:
     return EnvSpec(prefix=prefix, version=stack.version, series=stack.series,
                    targets=tuple(str(t) for t in stack.targets), tune=tune,
                    base=stack.base.path if stack.base else None,
-                   name=stack.recipes.stack.name)
+                   name=stack.recipes.stack.name,
+                   runpath_opt_outs=tuple((c.name, c.recipe.runpath_reason)
+                                          for c in stack.selected()
+                                          if c.builds and not c.recipe.runpath))
+
+
+def _tree_var(spec: EnvSpec, name: str, tree: Path | None, rel: str, kind: str,
+              comment: str) -> EnvVar:
+    """A variable under ``tree``: the prefix (None, found where the file lies) or a base."""
+    if tree is None:
+        return EnvVar(name, _join(str(spec.prefix), rel), kind, comment, in_prefix=rel)
+    return EnvVar(name, _join(str(tree), rel), kind, comment)
+
+
+def _join(root: str, rel: str) -> str:
+    return f"{root}/{rel}" if rel else root
 
 
 def variables(spec: EnvSpec) -> list[EnvVar]:
     """On a base, the compilers and HIP are the base's (ROCM_PATH, HIP_PATH), and each path
-    list gets the base's entry first and the prefix's in front of it, so the prefix wins."""
-    p = str(spec.prefix)
-    rocm = str(spec.base) if spec.base else p
-    trees = [str(spec.base), p] if spec.base else [p]  # in prepend order: the prefix ends first
-    return [
-        EnvVar("ROCM_PATH", rocm, "set", "where CMake projects (ggml-hip, rocBLAS) and hipcc look "
-               "for ROCm"),
-        EnvVar("HIP_PATH", rocm, "set", "the HIP installation hipcc and hipconfig report"),
+    list gets the base's entry first and the prefix's in front of it, so the prefix wins.
+    No LD_LIBRARY_PATH: every installed program finds its libraries through its RUNPATH
+    (DESIGN 3.5), except those of a recipe that opted out, which the file names."""
+    rocm = spec.base  # None: the prefix
+    trees: list[Path | None] = [spec.base, None] if spec.base else [None]  # prefix ends first
+    out = [
+        _tree_var(spec, "ROCM_PATH", rocm, "", "set", "where CMake projects (ggml-hip, "
+                  "rocBLAS) and hipcc look for ROCm"),
+        _tree_var(spec, "HIP_PATH", rocm, "", "set",
+                  "the HIP installation hipcc and hipconfig report"),
         EnvVar("HIP_PLATFORM", "amd", "set", "compile HIP for AMD GPUs (not the CUDA path)"),
-        EnvVar("HIP_DEVICE_LIB_PATH", f"{rocm}/{DEVICE_LIB_SUBDIR}", "set",
-               "device bitcode (oclc_*.bc) for clang when it cannot find it by itself"),
-        *(EnvVar("PATH", f"{t}/bin", "prepend", "hipcc, clang, rocminfo, llama.cpp tools")
-          for t in trees),
-        *(EnvVar("LD_LIBRARY_PATH", f"{t}/lib", "prepend",
-                 "libamdhip64, librocblas and friends from this prefix before any other ROCm")
-          for t in trees),
-        *(EnvVar("CMAKE_PREFIX_PATH", t, "prepend",
-                 "find_package(hip/rocblas/hipblas) finds this prefix first") for t in trees),
+        _tree_var(spec, "HIP_DEVICE_LIB_PATH", rocm, DEVICE_LIB_SUBDIR, "set",
+                  "device bitcode (oclc_*.bc) for clang when it cannot find it by itself"),
+        *(_tree_var(spec, "PATH", t, "bin", "prepend",
+                    "hipcc, clang, rocminfo, llama.cpp tools") for t in trees),
     ]
+    if spec.runpath_opt_outs:
+        who = "; ".join(f"{name} ({reason})" for name, reason in spec.runpath_opt_outs)
+        out += [_tree_var(spec, "LD_LIBRARY_PATH", t, "lib", "prepend",
+                          f"only for the programs of recipes built without a RUNPATH: {who}")
+                for t in trees]
+    out += [_tree_var(spec, "CMAKE_PREFIX_PATH", t, "", "prepend",
+                      "find_package(hip/rocblas/hipblas) finds this prefix first")
+            for t in trees]
+    return out
+
+
+def _safe_rel(rel: str) -> str:
+    # the relative parts are rocbuild's own constants; say so loudly if one ever is not
+    if not re.fullmatch(r"[A-Za-z0-9/_.+-]*", rel):
+        raise ValueError(f"not a plain relative path: {rel!r}")
+    return rel
+
+
+def sh_value(var: EnvVar) -> str:
+    """The value as a POSIX shell word: under the prefix, ``"$_rocbuild_prefix"/bin``."""
+    if var.in_prefix is None:
+        return quote_sh(var.value)
+    rel = _safe_rel(var.in_prefix)
+    return '"$_rocbuild_prefix"' + (f"/{rel}" if rel else "")
+
+
+def fish_value(var: EnvVar) -> str:
+    if var.in_prefix is None:
+        return quote_fish(var.value)
+    rel = _safe_rel(var.in_prefix)
+    return '"$_rocbuild_prefix"' + (f"/{rel}" if rel else "")
+
+
+def lua_value(var: EnvVar) -> str:
+    if var.in_prefix is None:
+        return quote_lua(var.value)
+    rel = _safe_rel(var.in_prefix)
+    return "prefix" + (f' .. "/{rel}"' if rel else "")
+
+
+def tcl_value(var: EnvVar) -> str:
+    if var.in_prefix is None:
+        return quote_tcl(var.value)
+    rel = _safe_rel(var.in_prefix)
+    return '"${rocbuild_prefix}' + (f"/{rel}" if rel else "") + '"'
 
 
 def relative_path(spec: EnvSpec, shell: str) -> Path:
@@ -174,7 +245,9 @@ def _environment() -> jinja2.Environment:
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(_TEMPLATES)),
                              undefined=jinja2.StrictUndefined, autoescape=False,
                              trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True)
-    env.filters.update(sh=quote_sh, fish=quote_fish, lua=quote_lua, tcl=quote_tcl)
+    env.filters.update(sh=quote_sh, fish=quote_fish, lua=quote_lua, tcl=quote_tcl,
+                       sh_value=sh_value, fish_value=fish_value, lua_value=lua_value,
+                       tcl_value=tcl_value)
     return env
 
 

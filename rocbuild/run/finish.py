@@ -55,7 +55,7 @@ def finish(ctx: BuildContext, out: Console, whole: Stack, print_report: VerifyPr
     False when verify found a problem (missing code or linkage; the build then exits 4)."""
     prefix = ctx.stack.prefix
     written = envfiles.write_env_files(envfiles.spec_for(ctx.stack))
-    out.print(f"environment: source {written[0]}", soft_wrap=True)
+    out.print(f"environment: source {written[0]}", soft_wrap=True)  # to paste: one line
     complete = _complete_stack(ctx, whole)
     if complete is None:
         buildinfo.write_build_info(prefix, _build_info(ctx, ctx.stack, started))

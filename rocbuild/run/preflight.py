@@ -95,7 +95,7 @@ def run(ctx: BuildContext) -> None:
     if problems:
         lines = [f"  - {p.what}\n    fix: {p.fix}" for p in problems]
         install = hostreqs.one_install_line(found)
-        if install and sum(p.fix.startswith(hostreqs.APT_INSTALL) for p in problems) > 1:
+        if install and sum(bool(f.installs) for f in found if f.level == hostreqs.FAIL) > 1:
             lines.append(f"  all the packages at once: {install}")
         raise PreflightError(
             f"preflight found {len(problems)} problem{'s' if len(problems) > 1 else ''}; "

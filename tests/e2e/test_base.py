@@ -62,7 +62,7 @@ def test_chain_builds_on_a_base_made_by_rocbuild(chain: Chain) -> None:
     assert [c["name"] for c in plan["components"]] == ["gamma"]
     assert sorted(plan["base"]["taken"]) == ["alpha", "beta"]
     assert plan["settings"]["base"] == {"value": str(base), "source": "flag --base"}
-    text = run_flags(upper, "plan", expect=0).stdout
+    text = run_flags(upper, "plan", expect=0, env={"COLUMNS": "200"}).stdout  # lines whole
     assert f"from base {base} (1.0.0)" in text
 
     run_flags(upper, "build", "--quiet", "--no-verify", expect=0)
@@ -194,7 +194,7 @@ def test_plan_on_a_recorded_amd_643_layout(tmp_path: Path) -> None:
     assert roads["full"]["cpu_hours"] > roads["base"]["cpu_hours"] > 0
     assert roads["full"]["disk"] > roads["base"]["disk"] > 0
 
-    text = run_flags(flags, "plan", expect=0).stdout
+    text = run_flags(flags, "plan", expect=0, env={"COLUMNS": "200"}).stdout  # lines whole
     assert f"clr                    from base {base} (6.4.3)" in text
     assert "rocblas                built: base lacks gfx906 Tensile kernels" in text
     assert "both roads, whole stack" in text and f"on base {base}" in text

@@ -1,4 +1,4 @@
-"""The README's bench sample (docs/bench-sample.txt and docs/bench-sample.svg) is what the
+"""docs/bench.md's bench sample (docs/bench-sample.txt and docs/bench-sample.svg) is what the
 replay of recorded llama-bench output produces: regenerate with
 ``RB_UPDATE_GOLDEN=1 python -m pytest tests/e2e/test_bench_sample.py``."""
 
@@ -37,7 +37,7 @@ def replay_sample(tmp_path: Path) -> tuple[str, str]:
     return buffer.getvalue(), render_svg(result, note=NOTE)
 
 
-def test_readme_sample_is_the_replay_output(tmp_path: Path) -> None:
+def test_docs_sample_is_the_replay_output(tmp_path: Path) -> None:
     text, svg = replay_sample(tmp_path)
     if os.environ.get("RB_UPDATE_GOLDEN"):
         SAMPLE_TXT.write_text(text)
@@ -48,5 +48,5 @@ def test_readme_sample_is_the_replay_output(tmp_path: Path) -> None:
     assert "not a GPU run" in svg and "not shown: HIP (ROCm): no device" in svg
     assert SAMPLE_TXT.read_text() == text, "regenerate: RB_UPDATE_GOLDEN=1 (see docstring)"
     assert SAMPLE_SVG.read_text() == svg, "regenerate: RB_UPDATE_GOLDEN=1 (see docstring)"
-    readme = (REPO / "README.md").read_text()
-    assert text.strip() in readme and "docs/bench-sample.svg" in readme
+    page = (REPO / "docs" / "bench.md").read_text()
+    assert text.strip() in page and "](bench-sample.svg)" in page

@@ -67,7 +67,7 @@ def test_clean_all_with_sources_and_caches_keeps_the_prefix(built: Chain) -> Non
 
 
 def test_prefix_files_removes_only_rocbuilds_own_files(built: Chain) -> None:
-    module = built.prefix / "modulefiles" / "chain" / "1.0-gfx906"
+    module = built.prefix / "modulefiles" / "chain" / "prefix"  # named after the prefix
     assert module.is_file() and (built.prefix / "env.fish").is_file()
     out = run_flags(built.flags(), "clean", "--all", "--no-builds", "--prefix-files",
                     expect=0).stdout

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from rocbuild.model import privilege
 from rocbuild.run import patches
 from tests.cli import REPO, run_cli
 from tests.e2e.chain import git, make_chain, make_repo, one_component_stack
@@ -32,7 +33,7 @@ def test_a_missing_dev_package_is_refused_before_fetch_with_the_install_line(
     result = run_cli("build", *flags, "--no-verify", expect=2)
     assert "not installed: rocbuild-fake-dev (solo)" in result.output, result.explain()
     if shutil.which("dpkg-query"):
-        assert "sudo apt-get install -y rocbuild-fake-dev" in result.output
+        assert privilege.apt_install("rocbuild-fake-dev") in result.output
     else:
         assert "header:rocbuild-fake.h" in result.output
     assert not (tmp_path / "work" / "logs").exists()  # nothing was fetched

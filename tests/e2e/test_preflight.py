@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from rocbuild.cli.main import main
+from rocbuild.model import privilege
 from tests.cli import run_cli
 from tests.conftest import require_tool
 from tests.e2e.chain import Chain
@@ -59,7 +60,7 @@ def test_missing_tool(chain: Chain, capsys: pytest.CaptureFixture[str], tmp_path
     err = refused(chain, capsys)
     # the same finding, word for word, as `doctor`'s toolchain check (hostreqs.py)
     assert "missing: ninja (not installed, or not on PATH)" in err
-    assert "sudo apt-get install -y ninja-build" in err
+    assert privilege.apt_install("ninja-build") in err
 
 
 def test_offline_without_cached_sources(chain: Chain, capsys: pytest.CaptureFixture[str]) -> None:

@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
 import re
 import shlex
 import shutil
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import pytest
 
@@ -55,7 +57,8 @@ def failing_build(chain: Chain, *args: str) -> tuple[int, str]:
 
 
 def status_text(chain: Chain, capsys: pytest.CaptureFixture[str], *args: str) -> str:
-    rc = main(["status", *chain.flags(), *args])
+    with mock.patch.dict(os.environ, {"COLUMNS": "160"}):  # the wide table these tests read
+        rc = main(["status", *chain.flags(), *args])
     out = capsys.readouterr().out
     assert rc == (1 if "FAILED" in out else 0), out  # 1 when a step failed, for scripts
     return out

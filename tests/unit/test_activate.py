@@ -167,7 +167,7 @@ def test_cli_activate_and_previous(opt: Path, capsys: pytest.CaptureFixture[str]
     assert cli.main(["activate", str(a), "--link", str(link)]) == 0
     assert cli.main(["activate", str(b), "--link", str(link)]) == 0
     out = capsys.readouterr().out
-    assert f"{link} -> {b} (was {a})" in out.replace("\n", "")
+    assert f"{link} -> {b} (was {a})" in " ".join(out.split())  # wrapped at spaces
     assert cli.main(["activate", "--previous", "--link", str(link)]) == 0
     assert current_target(link) == a
     half = make_prefix(opt, "half", complete=False)

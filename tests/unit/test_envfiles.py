@@ -39,25 +39,43 @@ def test_no_file_ever_sets_an_hsa_override(shell: str, comment: str) -> None:
 def test_the_lmod_file_sets_and_prepends_every_variable() -> None:
     text = render(SPEC, "lmod")
     for line in (
-        'setenv("ROCM_PATH", "/opt/rocm-6.4-gfx906")',
-        'setenv("HIP_PATH", "/opt/rocm-6.4-gfx906")',
+        # the prefix is where the file lies, else the folder it was written into
+        'local prefix = myFileName():match("^(.*)/modulefiles/[^/]+/[^/]+$") or '
+        '"/opt/rocm-6.4-gfx906"',
+        'setenv("ROCM_PATH", prefix)',
+        'setenv("HIP_PATH", prefix)',
         'setenv("HIP_PLATFORM", "amd")',
-        'setenv("HIP_DEVICE_LIB_PATH", "/opt/rocm-6.4-gfx906/amdgcn/bitcode")',
-        'prepend_path("PATH", "/opt/rocm-6.4-gfx906/bin")',
-        'prepend_path("LD_LIBRARY_PATH", "/opt/rocm-6.4-gfx906/lib")',
-        'prepend_path("CMAKE_PREFIX_PATH", "/opt/rocm-6.4-gfx906")',
+        'setenv("HIP_DEVICE_LIB_PATH", prefix .. "/amdgcn/bitcode")',
+        'prepend_path("PATH", prefix .. "/bin")',
+        'prepend_path("CMAKE_PREFIX_PATH", prefix)',
         'family("rocm")',
         'whatis("Version: 6.4.3")',
     ):
         assert line in text.splitlines()
     assert "module load rocm/6.4-gfx906" in text
+    assert "LD_LIBRARY_PATH" not in text  # programs find their libraries through RUNPATH
 
 
-def test_module_file_name_follows_series_and_targets() -> None:
+def test_ld_library_path_only_for_recipes_that_opted_out_of_the_runpath() -> None:
+    spec = EnvSpec(PREFIX, "6.4.3", "6.4", ("gfx906",),
+                   runpath_opt_outs=(("oldlib", "links with -rpath of its own"),))
+    for shell in ("bash", "fish", "lmod", "tcl"):
+        text = render(spec, shell)
+        assert "LD_LIBRARY_PATH" in text and "oldlib (links with -rpath of its own)" in text
+
+
+def test_module_is_named_after_the_prefix_folder() -> None:
+    # the default prefix keeps the name it always had; another prefix for the same targets
+    # gets its own, so `module list` tells the two apart
     assert envfiles.relative_path(SPEC, "lmod") == Path("modulefiles/rocm/6.4-gfx906.lua")
-    two = EnvSpec(PREFIX, "6.4.3", "6.4", ("gfx906:xnack-", "gfx90a"))
+    test = EnvSpec(Path("/opt/rocm-6.4-gfx906-test"), "6.4.3", "6.4", ("gfx906",))
+    assert test.module_name == "rocm/6.4-gfx906-test"
+    two = EnvSpec(Path("/opt/rocm-6.4-gfx906:xnack-_gfx90a"), "6.4.3", "6.4",
+                  ("gfx906:xnack-", "gfx90a"))
     assert envfiles.relative_path(two, "lmod") == Path(
-        "modulefiles/rocm/6.4-gfx906_xnack--gfx90a.lua")
+        "modulefiles/rocm/6.4-gfx906_xnack-_gfx90a.lua")
+    assert EnvSpec(Path("/srv/my stack"), "6.4.3", "6.4", ("gfx906",)).module_version == \
+        "my_stack"
     assert envfiles.relative_path(SPEC, "zsh") == Path("env.sh")
     with pytest.raises(ConfigError, match="unknown shell"):
         envfiles.relative_path(SPEC, "tcsh")
@@ -104,8 +122,8 @@ def test_write_env_files_puts_three_whole_files_in_the_prefix(tmp_path: Path) ->
     spec = EnvSpec(tmp_path / "prefix", "6.4.3", "6.4", ("gfx906",))
     written = write_env_files(spec)
     assert [p.relative_to(spec.prefix) for p in written] == [
-        Path("env.sh"), Path("env.fish"), Path("modulefiles/rocm/6.4-gfx906.lua"),
-        Path("modulefiles/rocm/6.4-gfx906")]
+        Path("env.sh"), Path("env.fish"), Path("modulefiles/rocm/prefix.lua"),
+        Path("modulefiles/rocm/prefix")]
     assert written[0].read_text() == render(spec, "bash")
     assert written[2].read_text() == render(spec, "lmod")
     assert written[3].read_text() == render(spec, "tcl")
@@ -113,19 +131,20 @@ def test_write_env_files_puts_three_whole_files_in_the_prefix(tmp_path: Path) ->
     assert leftovers == []
 
 
-def test_cli_env_prints_what_would_be_written(write_recipes, capsys: pytest.CaptureFixture[str]
-                                              ) -> None:
+def test_cli_env_prints_what_would_be_written(write_recipes, tmp_path: Path,
+                                              capsys: pytest.CaptureFixture[str]) -> None:
     folder = write_recipes()
+    prefix = tmp_path / "rb"
+    (prefix / ".rocbuild").mkdir(parents=True)  # a prefix rocbuild built into
     code = cli.main(["env", "--shell", "fish", "--tune", "--recipes", str(folder),
-                     "--prefix", "/opt/rb"])
+                     "--prefix", str(prefix)])
     assert code == 0
-    expected = render(EnvSpec(Path("/opt/rb"), "6.4.3", "6.4", ("gfx906",), tune=True), "fish")
+    expected = render(EnvSpec(prefix, "6.4.3", "6.4", ("gfx906",), tune=True), "fish")
     assert capsys.readouterr().out == expected
 
 
-
 def test_module_is_named_after_the_stack() -> None:
-    chain = EnvSpec(PREFIX, "1.0", "1.0", ("gfx906",), name="chain")
+    chain = EnvSpec(Path("/opt/chain-1.0-gfx906"), "1.0", "1.0", ("gfx906",), name="chain")
     assert chain.module_name == "chain/1.0-gfx906"
     assert envfiles.relative_path(chain, "lmod") == Path("modulefiles/chain/1.0-gfx906.lua")
     assert envfiles.relative_path(chain, "tcl") == Path("modulefiles/chain/1.0-gfx906")

@@ -11,7 +11,7 @@ from rocbuild.checks import hostreqs
 from rocbuild.checks.hostreqs import FAIL, WARN, Probe, Requirements
 from rocbuild.cli import cmd_doctor
 from rocbuild.errors import ConfigError
-from rocbuild.model import cost
+from rocbuild.model import cost, privilege
 from rocbuild.model.graph import load_stack
 from rocbuild.model.recipes import load_recipe
 from rocbuild.model.resources import GIB, HostSnapshot
@@ -84,10 +84,11 @@ def test_a_declared_probe_meets_a_package_without_dpkg(tmp_path: Path) -> None:
 
 
 def test_one_install_line_for_everything_missing() -> None:
-    findings = [hostreqs.Finding("toolchain", FAIL, "x", "sudo apt-get install -y ninja-build"),
-                hostreqs.Finding("packages", FAIL, "y", "sudo apt-get install -y libelf-dev xxd")]
+    findings = [hostreqs.Finding("toolchain", FAIL, "x", "install ninja", ("ninja-build",)),
+                hostreqs.Finding("packages", FAIL, "y", "install them", ("libelf-dev", "xxd")),
+                hostreqs.Finding("packages", WARN, "z", "maybe", ("ccache",))]
     assert hostreqs.one_install_line(findings) == \
-        "sudo apt-get install -y ninja-build libelf-dev xxd"
+        privilege.apt_install("ninja-build", "libelf-dev", "xxd")
 
 
 @pytest.mark.parametrize(("text", "message"), [

@@ -11,8 +11,9 @@ from rocbuild.errors import ConfigError
 from rocbuild.model import inputcheck
 
 
-@pytest.mark.parametrize("ref", ["rocm-6.4.3", "v1", "release/rocm-rel-6.4", "b520bc8",
-                                 "0123456789abcdef0123456789abcdef01234567", "gfx906+fix@2"])
+@pytest.mark.parametrize("ref", ["rocm-6.4.3", "v1", "release/rocm-rel-6.4", "b6900",
+                                 "20240101", "0123456789abcdef0123456789abcdef01234567",
+                                 "gfx906+fix@2"])
 def test_real_refs_pass(ref: str) -> None:
     assert inputcheck.git_ref("f.toml", "source.ref", ref) == ref
 
@@ -22,6 +23,14 @@ def test_real_refs_pass(ref: str) -> None:
 def test_misreadable_refs_fail(ref: str) -> None:
     with pytest.raises(ConfigError, match=r"f\.toml: key 'source\.ref'"):
         inputcheck.git_ref("f.toml", "source.ref", ref)
+
+
+@pytest.mark.parametrize("ref", ["d99724f2", "b520bc8", "0123456789abcdef0123456789abcdef0123456"])
+def test_an_abbreviated_commit_is_refused_with_the_fix(ref: str) -> None:
+    # git fetches a commit by its full id only: this would pass plan and fail at fetch
+    with pytest.raises(ConfigError, match="abbreviated commit id") as info:
+        inputcheck.git_ref("f.toml", "source.ref", ref)
+    assert "git rev-parse" in (info.value.tip or "")
 
 
 @pytest.mark.parametrize("url", ["https://github.com/ROCm/rocBLAS.git", "file:///srv/m/x.git",

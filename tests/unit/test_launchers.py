@@ -93,10 +93,10 @@ def test_off_means_no_launcher_and_a_disabled_cache(write_recipes, tmp_path: Pat
     assert launch.ccache_state == "off (ccache is not installed)"
     said: list[str] = []
     assert launchers.preflight_problems(launch, said.append) == []
-    assert "sudo apt-get install ccache" in said[0]
+    assert launchers.CCACHE_INSTALL in said[0]
     stack, launch = stack_for(write_recipes, tmp_path, tools={}, ccache="on")
     assert launchers.preflight_problems(launch, said.append) == [
-        ("--ccache on, but ccache is not installed", "sudo apt-get install ccache")]
+        ("--ccache on, but ccache is not installed", launchers.CCACHE_INSTALL)]
 
 
 def test_distcc_sits_behind_ccache_for_distributable_recipes_only(
@@ -205,4 +205,4 @@ def test_clear_cache_removes_only_rocbuilds_own(write_recipes, tmp_path: Path) -
 def test_doctor_says_when_ccache_is_missing_or_too_old(path, version, level, fragment) -> None:
     got_level, summary, fix = launchers.ccache_check(path, version)
     assert got_level == level and fragment in summary
-    assert (fix is not None and "apt-get install ccache" in fix) == (level != "ok")
+    assert (fix is not None and "apt-get install -y ccache" in fix) == (level != "ok")

@@ -39,3 +39,18 @@ def test_the_readme_says_module_use_before_module_load() -> None:
     for match in re.finditer(r"module load (\S+)", readme):
         before = readme[:match.start()]
         assert "module use " in before.rsplit("```", 1)[-1], match.group(0)
+
+
+def test_the_readme_is_a_front_door_and_its_links_resolve() -> None:
+    """A newcomer reads it in five minutes; the manual lives in docs/ (issue 26)."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert len(readme.splitlines()) <= 200
+    for page in ROOT.joinpath("docs").glob("*.md"):
+        text = page.read_text(encoding="utf-8")
+        for target in re.findall(r"\]\(([^)#:]+)(?:#[^)]*)?\)", text):
+            assert (page.parent / target).exists(), f"{page.name}: link to {target}"
+    linked = set(re.findall(r"\]\(docs/([^)#]+)\)", readme))
+    for target in linked:
+        assert (ROOT / "docs" / target).is_file(), f"README links docs/{target}"
+    pages = {p.name for p in ROOT.joinpath("docs").glob("*.md")}
+    assert pages <= linked, f"pages the README does not name: {sorted(pages - linked)}"

@@ -109,7 +109,7 @@ def test_paths_each_named_file_gets_a_row(prefix: Path, tmp_path: Path,
 
 def test_paths_folder_scan(prefix: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run(capsys, "--target", "gfx906", str(prefix / "bin"))
-    assert code == 0 and "llama-bench" in out and "1 other files hold no GPU code" in out
+    assert code == 0 and "llama-bench" in out and "1 other file holds no GPU code" in out
     assert "smoke" not in out
 
 

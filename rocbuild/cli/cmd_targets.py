@@ -1,0 +1,59 @@
+"""`rocbuild targets`: every GPU processor the ROCm 6.4 LLVM knows, with the target features
+it accepts and the product names rocbuild reads as one (MI50 is gfx906). The full list lives
+here so that a mistyped ``--target`` can name just the three nearest."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+
+from rich.markup import escape
+from rich.table import Table
+
+from rocbuild.cli.ui import console
+from rocbuild.model.settings import Settings
+from rocbuild.model.targets import PROCESSOR_FEATURES, PRODUCT_NAMES
+
+
+def register(sub: argparse._SubParsersAction, parents: list[argparse.ArgumentParser]) -> None:
+    parser = sub.add_parser(
+        "targets", parents=parents, help="list the GPU targets --target accepts",
+        description="List every GPU processor the ROCm 6.4 LLVM knows, the target features "
+                    "(:sramecc+/-, :xnack+/-) each accepts, and the product names rocbuild "
+                    "reads as a processor (mi50 = gfx906).")
+    parser.add_argument("--json", action="store_true", help="print the list as JSON")
+    parser.set_defaults(func=run)
+
+
+def _order(name: str) -> tuple[int, str]:
+    """gfx600 < gfx906 < gfx1030: by the number, generic targets after their family."""
+    digits = re.match(r"gfx(\d+)", name)
+    return (int(digits.group(1)) if digits else 0, name)
+
+
+def products_of(processor: str) -> list[str]:
+    return sorted({title for proc, title in PRODUCT_NAMES.values() if proc == processor})
+
+
+def run(args: argparse.Namespace, settings: Settings) -> int:
+    names = sorted(PROCESSOR_FEATURES, key=_order)
+    if args.json:
+        json.dump([{"processor": n, "features": sorted(PROCESSOR_FEATURES[n]),
+                    "products": products_of(n)} for n in names], sys.stdout, indent=2)
+        sys.stdout.write("\n")
+        return 0
+    out = console()
+    table = Table(title=f"{len(names)} GPU processors (ROCm 6.4 LLVM)", title_justify="left",
+                  show_edge=False, pad_edge=False)
+    table.add_column("processor", no_wrap=True)
+    table.add_column("features", no_wrap=True)
+    table.add_column("known as")
+    for name in names:
+        features = " ".join(f":{f}+/-" for f in sorted(PROCESSOR_FEATURES[name])) or "-"
+        table.add_row(name, features, escape(", ".join(products_of(name))))
+    out.print(table)
+    out.print("Give one or more, separated by commas: --target gfx906 or "
+              "--target gfx906,gfx90a:xnack-")
+    return 0

@@ -1,0 +1,128 @@
+"""Every table and help text fits 80 columns (issue 26): in a pipe (80 unless COLUMNS says
+otherwise), with COLUMNS, and on a real terminal (a pty of 80 columns). Text wraps at spaces
+only: a line may be wider than the terminal only when it is one word (a path) or a command
+printed whole to paste (tests/cli.py ``too_wide``)."""
+
+from __future__ import annotations
+
+import argparse
+import fcntl
+import os
+import pty
+import re
+import select
+import struct
+import subprocess
+import sys
+import termios
+from pathlib import Path
+
+import pytest
+
+from rocbuild.cli import help_text
+from rocbuild.cli import main as cli
+from tests.cli import child_env, run_cli, too_wide
+from tests.e2e.chain import Chain
+
+pytestmark = pytest.mark.e2e
+
+
+def commands() -> list[list[str]]:
+    parser = cli.build_parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    out = []
+    for name, command in sub.choices.items():
+        out.append([name])
+        nested = [a for a in command._actions if isinstance(a, argparse._SubParsersAction)]
+        out += [[name, child] for a in nested for child in a.choices]
+    return out
+
+
+def test_every_help_text_fits(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # argparse sizes help from COLUMNS (shutil.get_terminal_size): in-process is the same
+    # text the child prints; the pipe default is checked through `rocbuild --help` below
+    monkeypatch.setenv("COLUMNS", "80")
+    parser = cli.build_parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    texts = [parser.format_help(), help_text.global_options_help(parser)]
+    for argv in commands():
+        command = sub.choices[argv[0]]
+        if len(argv) > 1:
+            nested = next(a for a in command._actions
+                          if isinstance(a, argparse._SubParsersAction))
+            command = nested.choices[argv[1]]
+        texts.append(command.format_help())
+    texts.append(run_cli("--help", cwd=tmp_path, expect=0).stdout)  # a pipe, no COLUMNS
+    for text in texts:
+        assert max(len(line) for line in text.splitlines()) <= 80, text
+
+
+def in_a_pty(argv: list[str], columns: int, cwd: Path) -> str:
+    """What ``rocbuild argv`` prints on a terminal ``columns`` wide (a real pty)."""
+    pid, fd = pty.fork()
+    if pid == 0:  # the child: a terminal of that size on stdin/stdout/stderr
+        fcntl.ioctl(0, termios.TIOCSWINSZ, struct.pack("HHHH", 40, columns, 0, 0))
+        os.chdir(cwd)
+        env = child_env({"TERM": "dumb"})
+        env.pop("COLUMNS", None)
+        os.execve(sys.executable, [sys.executable, "-m", "rocbuild", *argv], env)
+    chunks = []
+    while True:
+        ready, _, _ = select.select([fd], [], [], 120)
+        if not ready:
+            break
+        try:
+            data = os.read(fd, 65536)
+        except OSError:  # EIO: the child closed the terminal
+            break
+        if not data:
+            break
+        chunks.append(data)
+    os.waitpid(pid, 0)
+    return b"".join(chunks).decode("utf-8", "replace").replace("\r\n", "\n")
+
+
+def test_plan_and_status_fit_a_terminal_of_80_columns(chain: Chain) -> None:
+    for argv in (["plan", *chain.flags()], ["status", *chain.flags()], ["targets"]):
+        text = in_a_pty(argv, 80, chain.root)
+        assert "Traceback" not in text
+        assert too_wide(text, 80) == [], text
+
+
+def test_every_table_fits_in_a_pipe(chain: Chain, tmp_path: Path) -> None:
+    """plan, status (pending, failed, done), the build summary (failed and done), verify,
+    cache list, doctor, prefixes and targets, at 80 columns in a pipe."""
+    flags = chain.flags()
+    outputs = [run_cli("plan", *flags, "--why").stdout, run_cli("status", *flags).stdout,
+               run_cli("doctor").stdout, run_cli("targets").stdout]
+    chain.set_args("beta", "-DBETA_FAIL=ON")  # a failure: its summary, cause and tail
+    failed = run_cli("build", *flags, "--no-verify", expect=1)
+    outputs += [failed.stdout, run_cli("status", *flags, expect=1).stdout]
+    chain.set_args("beta")
+    done = run_cli("build", *flags, expect=None)
+    outputs += [done.stdout, run_cli("status", *flags, expect=None).stdout,
+                run_cli("verify", *flags, expect=None).stdout]
+    cache = tmp_path / "cache"
+    run_cli("cache", "push", *flags, "--to", str(cache), expect=0)
+    outputs.append(run_cli("cache", "list", *flags, "--cache", str(cache), expect=0).stdout)
+    outputs.append(run_cli("prefixes", "--prefix", str(chain.prefix), expect=0).stdout)
+    for text in outputs:
+        assert too_wide(summary_part(text), 80) == [], text
+
+
+def summary_part(text: str) -> str:
+    """Without a build's timestamped step lines: those are a log (one line per event, whole,
+    for grep and `nohup` files), not text laid out for the terminal."""
+    return "\n".join(line for line in text.splitlines()
+                     if not re.match(r"\d\d:\d\d:\d\d ", line))
+
+
+def test_columns_widens_a_pipe(chain: Chain) -> None:
+    narrow = run_cli("plan", *chain.flags()).stdout
+    wide = run_cli("plan", *chain.flags(), env={"COLUMNS": "200"}).stdout
+    assert max(map(len, wide.splitlines())) > 80 >= max(
+        len(line) for line in narrow.splitlines() if len(line.split()) > 1)
+    # the default when nothing says otherwise is 80, not a 150-column table
+    done = subprocess.run([sys.executable, "-m", "rocbuild", "plan", *chain.flags()],
+                          capture_output=True, text=True, env=child_env(), check=True)
+    assert too_wide(done.stdout, 80) == []
