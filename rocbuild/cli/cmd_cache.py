@@ -195,27 +195,34 @@ def run_list(args: argparse.Namespace, settings: Settings) -> int:
         return 0
     trusted = {s.fingerprint: s.principal
                for s in signing.read_signers(signing.signers_file())}
-    table = Table(title=f"{store.location}: {wording.count(len(entries), 'artifact')}",
-                  title_justify="left")
+    out.print(f"{escape(store.location)}: {wording.count(len(entries), 'artifact')}")
+    table = Table(box=None, pad_edge=False, show_edge=False)
     for column in ("component", "key", "targets", "size", "download", "signer", "stored"):
-        table.add_column(column)
+        table.add_column(column, no_wrap=column != "component")
+    signers: dict[str, str] = {}  # fingerprint -> how the table names it, told once below
     for e in entries:
+        fingerprint = str(e.get("signer") or "")
+        signer = signers.get(fingerprint) or _signer(fingerprint, trusted, len(signers) + 1)
+        if fingerprint:
+            signers[fingerprint] = signer
         table.add_row(escape(str(e.get("component"))), str(e.get("key", ""))[:12],
                       ",".join(map(str, e.get("targets", []))),
                       fmt_size(float(e.get("size", 0))),
-                      fmt_size(float(e.get("archive_size", 0))),
-                      escape(_signer(str(e.get("signer") or ""), trusted)),
-                      _when(e.get("created")))
+                      fmt_size(float(e.get("archive_size", 0))), escape(signer),
+                      _when(e.get("created"))[:10])
     out.print(table)
+    for fingerprint, signer in signers.items():  # the fingerprints, whole, for comparing
+        out.print(f"  {escape(signer)} ({escape(fingerprint)})", soft_wrap=True)
     return 0
 
 
-def _signer(fingerprint: str, trusted: dict[str, str]) -> str:
-    """Who signed, as the index says (the signature itself is checked on install)."""
+def _signer(fingerprint: str, trusted: dict[str, str], number: int) -> str:
+    """Who signed, as the index says (the signature itself is checked on install): the
+    trusted name, "untrusted key N" (its fingerprint is listed below the table), or
+    "unsigned"."""
     if not fingerprint:
         return "unsigned"
-    name = trusted.get(fingerprint)
-    return f"{name} ({fingerprint[:19]}…)" if name else f"untrusted {fingerprint[:19]}…"
+    return trusted.get(fingerprint) or f"untrusted key {number}"
 
 
 def _open_for_prune(settings: Settings) -> cache.FolderStore | cache.OciStore:

@@ -37,6 +37,7 @@ from typing import Any
 
 from rocbuild import __version__
 from rocbuild.errors import BuildFailed, ConfigError
+from rocbuild.model import wording
 from rocbuild.model.graph import Component, Stack, portable_text, sha256_text
 from rocbuild.model.steps import configure_argv
 from rocbuild.run import artifacts, signing, sources
@@ -365,7 +366,7 @@ class PlanLines:
         if self.store is None or not wanted:
             return ""
         return (f"download from {self.store.location}: {fmt_size(sum(wanted.values()))} for "
-                f"{len(wanted)} component(s)")
+                f"{wording.count(len(wanted), 'component')}")
 
 
 def plan_lines(settings: Any, stack: Stack, state: StateDir,
