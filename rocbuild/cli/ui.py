@@ -18,7 +18,8 @@ from rocbuild.model.cost import summary_lines
 from rocbuild.model.graph import Stack
 from rocbuild.model.plan import Plan, to_json
 from rocbuild.model.resources import format_gib
-from rocbuild.model.steps import shell_line, venv_commands
+from rocbuild.model.steps import shell_line
+from rocbuild.model.steptable import venv_commands
 from rocbuild.run.outcome import StepOutcome
 
 
