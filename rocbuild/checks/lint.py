@@ -278,13 +278,15 @@ def _check_component(stacks: Sequence[Stack], comp: Component, sources: Path,
     # A dependency without a checkout is named, not trusted: with LLVM (10 GB) left out,
     # every ROCm component would otherwise pass unchecked.
     unseen = f" (not searched: {', '.join(missing)}, no checkout)" if missing else ""
-    findings = [Finding("error", comp.name, f"-D{name} is never read by {comp.name}'s CMake "
-                                            f"files (nor its dependencies'){unseen}")
+    findings = [Finding("error", comp.name, f"{system.option_form.format(name)} is never read "
+                                            f"by {comp.name}'s {system.build_files} (nor its "
+                                            f"dependencies'){unseen}")
                 for name in unread]
     for name in options:
         if not _IDENT_RE.fullmatch(name):
             findings.append(Finding("note", comp.name,
-                                    f"-D{name} is not a plain CMake identifier; not checked"))
+                                    f"{system.option_form.format(name)} is not a plain "
+                                    "identifier; not checked"))
     check = SourceCheck(comp.name, root, checked=True, options=options, unread=unread,
                         searched=tuple(searched), missing=tuple(missing), read_by=read_by)
     return check, findings

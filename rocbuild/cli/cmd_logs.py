@@ -4,8 +4,8 @@ Every step the build's summary can show has a log here, as the step table names 
 (model/steptable.py): fetch ... install, the ``options`` check, the ``cache`` step and the
 run-wide ``python-venv`` (of any component, or as ``rocbuild logs python-venv``). Without
 STEP: the failed step if the component has a failure, else the last step (in build order)
-that has a log. Logs of an LLVM build run to hundreds of MB, so they are streamed, never
-read whole into memory.
+that has a log (one of fetch ... install when any has). Logs of an LLVM build run to
+hundreds of MB, so they are streamed, never read whole into memory.
 """
 
 from __future__ import annotations
@@ -82,15 +82,20 @@ def choose_step(workdir: Path, comp: Component, step: str | None) -> str | None:
                           f"{comp.checkout}", tip=f"rocbuild logs {comp.checkout}")
     if step is not None:
         if step not in names:
+            also = [n for n in names if n not in own]
             raise ConfigError(f"unknown step '{step}' for {comp.name} (its steps: "
-                              f"{', '.join(names)})", tip=f"rocbuild logs {comp.name} {own[-1]}")
+                              f"{', '.join(own)}; with a log too: {', '.join(also)})",
+                              tip=f"rocbuild logs {comp.name} {own[-1]}")
         return step
     failure = StateDir(workdir).read_failure(comp.name)
     if failure is not None and failure.get("step") in names:
         return str(failure["step"])
-    with_log = [s for s in names if steptable.BY_NAME[s].who != RUN  # its own steps only
+    # its own stamped steps first (a check's or the cache's log only when none has one)
+    with_log = [s for s in names if steptable.BY_NAME[s].who != RUN
                 and log_path(workdir, comp.name, s).is_file()]
-    return with_log[-1] if with_log else None
+    stamped = [s for s in with_log if s in own]
+    chosen = stamped or with_log
+    return chosen[-1] if chosen else None
 
 
 def print_log(log: Path, tail: int | None) -> None:

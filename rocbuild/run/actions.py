@@ -168,8 +168,8 @@ def remove_previous_install(ctx: BuildContext, comp: Component,
     skips a file whose time matches to the second ("Up-to-date"), so a quick rebuild could
     keep the old library, and files a new version no longer installs would linger and
     shadow the right ones. Only files inside the prefix are touched."""
-    installed = buildsystems.of(comp).installed_files(comp)
-    if installed is None:
+    installed = buildsystems.of(comp).installed_files(comp) if comp.builds else None
+    if installed is None:  # never installed (a source-only component never is)
         return
     prefix = ctx.stack.prefix.resolve()
     removed = 0

@@ -138,11 +138,14 @@ def build(ctx: BuildContext, components: Sequence[str], whole: Stack, reports: R
     names = [f"{tasks.SOURCES}:{c}" for c in components] + optcheck.tasks(ctx, components) \
         + [f"{tasks.BUILD}:{c}" for c in components]
     try:
+        if lifecycle.before_tasks(run) is not None:  # the locks, preflight: before doit
+            lifecycle.at_end(run)
+            assert run.refusal is not None
+            raise run.refusal
         doit_rc = run_doit(run, names, parallel=parallel, keep_going=keep_going)
     except KeyboardInterrupt:
+        lifecycle.at_end(run, interrupted=True)
         return EXIT_INTERRUPTED
     finally:
         ctx.release()
-    if run.refusal is not None:
-        raise run.refusal
     return run.exit_code(doit_rc)

@@ -6,7 +6,8 @@
 doit graph (tasks.py) with the same hooks, so they run the same phases in the same order:
 
 - the phases before the tasks are the ``preflight`` task, which every working task depends
-  on (so it runs first, whatever doit was asked for);
+  on (so it runs first, whatever doit was asked for; the CLI runs them just before it starts
+  doit, so doit's DB is opened under the run's lock and a refusal never touches it);
 - ``tasks`` is the step graph itself;
 - the phases after it run in the action of the last ``build:<component>`` task doit was
   asked for, once every task of the run succeeded (a failed verify fails that task, so doit
@@ -87,6 +88,7 @@ class Run:
     builds_done: set[str] = field(default_factory=set)
     failed_tasks: list[str] = field(default_factory=list)
     refusal: RocbuildError | None = None
+    began: bool = False  # the phases before the tasks ran
     finished: finish.Finished | None = None
     verify_ok: bool = True
     ended: bool = False  # the phases after the tasks ran
@@ -186,7 +188,11 @@ def _run_phases(run: Run, at: str) -> None:
 
 # --- the hooks doit calls ---------------------------------------------------------------------
 def before_tasks(run: Run) -> TaskFailed | None:
-    """The ``preflight`` task's action."""
+    """The phases before the tasks, once: the ``preflight`` task's action, which the CLI
+    calls itself before doit starts (so doit opens its DB under the run's lock)."""
+    if run.began:
+        return None if run.refusal is None else TaskFailed(str(run.refusal))
+    run.began = True
     try:
         _run_phases(run, BEFORE)
     except RocbuildError as exc:  # a busy workdir, or what preflight found

@@ -48,6 +48,8 @@ class BuildSystem:
     keys: tuple[str, ...] = ("args",)  # the keys of TABLE_SCHEMA that table accepts
     # argument prefixes rocbuild itself sets (a recipe repeating one is refused)
     reserved: tuple[str, ...] = ()
+    option_form = "{}"  # how an option is written in messages ("-D{}" for CMake)
+    build_files = "build files"  # what its build files are called in messages
 
     # --- the steps' commands --------------------------------------------------------------
     def configure(self, stack: Stack, comp: Component, jobs: Mapping[str, int] | None

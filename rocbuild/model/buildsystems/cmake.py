@@ -129,6 +129,8 @@ class CMake(BuildSystem):
     table = "cmake"
     keys = ("args", "build_type", "install_prefix", "job_args", "distribute")
     reserved = ("-G", "-S", "-B", "-DCMAKE_INSTALL_PREFIX=")
+    option_form = "-D{}"
+    build_files = "CMake files"
 
     def configure(self, stack: Stack, comp: Component, jobs: Mapping[str, int] | None
                   ) -> Commands:
