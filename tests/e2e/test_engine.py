@@ -288,13 +288,13 @@ def test_sigterm_stops_the_build_and_its_children(chain: Chain, tmp_path: Path) 
     steps = [line for line in out.splitlines() if "▶" in line]
     assert steps and all(re.match(r"\d\d:\d\d:\d\d ▶ ", line) for line in steps), out
     log = (chain.workdir / "logs" / "beta" / "compile.log").read_text()
-    marker = log[log.rindex("\n=== attempt "):]
+    attempt = log[log.rindex("\n=== attempt "):]  # not `marker`: the check below needs that
     assert re.match(r"\n=== attempt 1 · \d{4}-\d\d-\d\d \d\d:\d\d:\d\d [+-]\d{4} ===\n"
-                    r"\$ cmake --build ", marker), marker[:300]
-    assert f"# env ROCM_PATH={chain.prefix}" in marker and "# env PATH=" in marker
+                    r"\$ cmake --build ", attempt), attempt[:300]
+    assert f"# env ROCM_PATH={chain.prefix}" in attempt and "# env PATH=" in attempt
     assert re.search(r"\] attempt 1 interrupted \(\w+\) after [\d.]+s; its process group "
-                     r"was ended", marker), marker[-500:]
-    wait_for(lambda: not sleepers(marker), timeout=10)
+                     r"was ended", attempt), attempt[-500:]
+    wait_for(lambda: not sleepers(marker), timeout=10)  # the slow step's children are gone
     assert StateDir(chain.workdir).read_stamp("alpha", "install") is not None
     assert StateDir(chain.workdir).read_stamp("beta", "compile") is None
 
