@@ -130,7 +130,7 @@ def print_build_summary(outcomes: Sequence[StepOutcome], stack: Stack, command: 
             continue
         out.print(f"[bold red]FAILED[/] {escape(o.component)}: {o.step}")
         out.print(escape(o.message), soft_wrap=True)  # whole lines: paths stay searchable
-        if o.log is not None:  # a check before configure (options) has no log
+        if o.log is not None:  # every step of the step table has one
             out.print(f"log: {escape(str(o.log))}", soft_wrap=True)
         found = diagnose([*o.tail, *o.message.splitlines()],
                          context={"prefix": str(stack.prefix), "component": o.component,

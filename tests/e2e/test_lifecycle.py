@@ -5,7 +5,6 @@ state files and the same build-info, and accept the same components."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -47,7 +46,7 @@ def doit(chain: Chain, name: str, *args: str) -> subprocess.CompletedProcess[str
 
 def state(chain: Chain, name: str) -> dict[str, Any]:
     """The run's records: what the last build was, its verify, the stamps, the failures."""
-    workdir, prefix = places(chain, name)
+    workdir, _ = places(chain, name)
     root = workdir / "state"
     last = json.loads((root / "last-build.json").read_text())
     verify_doc = root / "verify.json"
@@ -156,4 +155,3 @@ def test_plain_doit_refuses_a_busy_workdir_like_the_cli(chain: Chain) -> None:
     finally:
         holder.kill()
         holder.wait()
-    assert os.environ.get("ROCBUILD_WORKDIR") is None
