@@ -11,6 +11,7 @@ only the stack's default set; the run's stack is the closure of what doit was as
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +29,7 @@ from rocbuild.run.build import BuildContext
 from rocbuild.run.lifecycle import Run
 
 
-def _loader(settings: Settings) -> Any:
+def _loader(settings: Settings) -> Callable[[list[str] | None], tuple[Stack, Stack]]:
     def load(asked: list[str] | None) -> tuple[Stack, Stack]:
         """(the run's stack, the whole default set) for the components doit was asked for
         (None: the default set, like a bare `rocbuild build`)."""

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import pytest
 
+from rocbuild.run.runner import INTERNAL_ERROR
+from tests.conftest import INTERNAL_ERROR as GUARDED
 from tests.conftest import REPO
 
 pytest_plugins = ["pytester"]
@@ -38,3 +40,7 @@ def test_an_internal_error_in_a_step_log_fails_the_test(pytester: pytest.Pyteste
     result.assert_outcomes(passed=3, errors=1)
     result.stdout.fnmatch_lines(["*an error inside rocbuild in *alpha/install.log*"])
     assert "test_hidden" in result.stdout.str().split("short test summary")[1]
+
+
+def test_the_guard_looks_for_what_the_runner_writes() -> None:
+    assert GUARDED == INTERNAL_ERROR
