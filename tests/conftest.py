@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import textwrap
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -28,6 +28,31 @@ def clean_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("XDG_STATE_HOME", str(home / ".local/state"))
     monkeypatch.setenv("DOCKER_CONFIG", str(home / ".docker"))  # no registry login leaks in
     monkeypatch.chdir(tmp_path)
+
+
+INTERNAL_ERROR = "rocbuild error:"  # runner.INTERNAL_ERROR: how a step log marks one
+
+
+@pytest.fixture(autouse=True)
+def no_internal_errors_in_step_logs(request: pytest.FixtureRequest, tmp_path: Path
+                                    ) -> Iterator[None]:
+    """Fail a test when a step log under its folder holds an error inside rocbuild: the
+    runner turns any exception into the step's failure (so the user never sees a traceback),
+    which must not let a bug pass as an ordinary failed build. A test that provokes one on
+    purpose says so with ``@pytest.mark.internal_error``."""
+    yield
+    if request.node.get_closest_marker("internal_error") is not None:
+        return
+    found = []
+    for log in tmp_path.rglob("*.log"):
+        if "logs" in log.relative_to(tmp_path).parts[:-1] and log.is_file():
+            with log.open(encoding="utf-8", errors="replace") as f:
+                if any(INTERNAL_ERROR in line for line in f):
+                    found.append(log)
+    if found:
+        text = found[0].read_text(errors="replace")
+        pytest.fail(f"an error inside rocbuild in {', '.join(map(str, found))}:\n"
+                    + text[text.index(INTERNAL_ERROR):][:3000], pytrace=False)
 
 
 RecipeWriter = Callable[..., Path]

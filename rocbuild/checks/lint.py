@@ -11,29 +11,30 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from rocbuild.model import buildsystems
+from rocbuild.model.buildsystems.cmake import (
+    CMAKE,
+    cmake_defines,
+    configure_argv,
+    is_cmake_file,
+    unused_cmake_variables,  # noqa: F401 - the configure log's reader, where lint's tests look
+)
 from rocbuild.model.graph import Component, Stack, load_stack
 from rocbuild.model.recipes import load_recipes
 from rocbuild.model.settings import Settings
-from rocbuild.model.steps import configure_argv
 from rocbuild.model.targets import parse_target_list
 
 # Job counts only fill job_args (speed, never output); fixed so every rendering is the same.
 LINT_JOBS: Mapping[str, int] = {"compile": 4, "link": 2, "tensile": 4}
 TWO_TARGETS = "gfx906,gfx90a"
-# configure_argv adds these to every project; a recipe repeating one is a duplicate, but the
-# engine's own are not the recipe's options to prove.
-ENGINE_DEFINES = frozenset({"CMAKE_BUILD_TYPE", "CMAKE_INSTALL_PREFIX", "CMAKE_PREFIX_PATH"})
-# Read by CMake itself (add_library's default), whether or not a project mentions it.
-CMAKE_OWN_DEFINES = frozenset({"BUILD_SHARED_LIBS"})
 # Variables whose value must be the chosen GPU targets, never a hard-coded list.
 TARGET_VARIABLES = ("GPU_TARGETS", "AMDGPU_TARGETS", "CMAKE_HIP_ARCHITECTURES",
                     "Tensile_ARCHITECTURE")
 RESOURCE_ESTIMATES = ("disk", "cpu_hours")  # what the README's disk/time table is built from
-UNUSED_HEADER = "Manually-specified variables were not used by the project:"
 
 _WORD_RE = re.compile(rb"[A-Za-z0-9_]+")
 # A whole-line comment (`# set(FOO ON)`) does not read FOO. Comments after code are kept:
@@ -97,42 +98,6 @@ class LintReport:
 
 
 # --- parsing -------------------------------------------------------------------------------
-def cmake_defines(argv: Sequence[str]) -> list[tuple[str, str]]:
-    """Every ``-DNAME[:TYPE]=VALUE`` (or ``-D NAME=VALUE``) of a cmake command line, in order."""
-    out: list[tuple[str, str]] = []
-    i = 0
-    while i < len(argv):
-        arg = argv[i]
-        if arg == "-D" and i + 1 < len(argv):
-            i += 1
-            arg = "-D" + argv[i]
-        if arg.startswith("-D") and "=" in arg:
-            name, value = arg[2:].split("=", 1)
-            out.append((name.split(":", 1)[0], value))
-        i += 1
-    return out
-
-
-def unused_cmake_variables(log_text: str) -> list[str]:
-    """The names in CMake's "Manually-specified variables were not used by the project"
-    warning(s) of a configure log, in order, without repeats. The block is the header, one
-    blank line, then one indented name per line up to the next blank line."""
-    names: list[str] = []
-    lines = log_text.splitlines()
-    for i, line in enumerate(lines):
-        if UNUSED_HEADER not in line:
-            continue
-        j = i + 1
-        while j < len(lines) and not lines[j].strip():  # blank line(s) after the header
-            j += 1
-        while j < len(lines) and lines[j].startswith((" ", "\t")) and lines[j].strip():
-            name = lines[j].strip()
-            if name not in names:
-                names.append(name)
-            j += 1
-    return names
-
-
 # --- rendering -----------------------------------------------------------------------------
 def render_stacks(settings: Settings) -> list[Stack]:
     """Every recipe in the folder, rendered for the stack's default targets and for two
@@ -212,7 +177,7 @@ def lint_recipes(settings: Settings, stacks: Sequence[Stack] | None = None) -> L
     findings: list[Finding] = []
     for comp in base.selected():
         findings += _check_recipe_data(comp)
-        if comp.builds:
+        if comp.builds and comp.recipe.kind == CMAKE.kind:  # checks of -D options
             findings += _check_duplicates(base, comp)
             findings += _check_targets(stacks, comp.name)
     return LintReport(components=base.order,
@@ -221,22 +186,20 @@ def lint_recipes(settings: Settings, stacks: Sequence[Stack] | None = None) -> L
 
 
 # --- source check --------------------------------------------------------------------------
-def is_cmake_file(name: str) -> bool:
-    return name == "CMakeLists.txt" or name.endswith((".cmake", ".cmake.in"))
-
-
 class CMakeWords:
-    """The identifiers in the CMake files under a folder. Each directory is read once and
-    remembered, so trees that nest (llvm-project and its llvm/ subfolder) cost one read."""
+    """The identifiers in the build files under a folder (CMake's, or those ``is_build_file``
+    of another build system says). Each directory is read once and remembered, so trees that
+    nest (llvm-project and its llvm/ subfolder) cost one read."""
 
-    def __init__(self) -> None:
+    def __init__(self, is_build_file: Callable[[str], bool] = is_cmake_file) -> None:
         self._dirs: dict[str, frozenset[str]] = {}
         self.files_read = 0
+        self.is_build_file = is_build_file
 
     def _read_dir(self, dirpath: str, filenames: Iterable[str]) -> frozenset[str]:
         words: set[bytes] = set()
         for name in filenames:
-            if is_cmake_file(name):
+            if self.is_build_file(name):
                 try:
                     with open(os.path.join(dirpath, name), "rb") as fh:
                         text = _COMMENT_LINE_RE.sub(b"", fh.read())
@@ -256,23 +219,31 @@ class CMakeWords:
         return found
 
 
+class BuildFileWords:
+    """One CMakeWords per kind of build system, so each tree is walked once per kind."""
+
+    def __init__(self) -> None:
+        self._by_kind: dict[str, CMakeWords] = {}
+
+    def of(self, system: buildsystems.BuildSystem) -> CMakeWords:
+        if system.kind not in self._by_kind:
+            self._by_kind[system.kind] = CMakeWords(system.is_build_file)
+        return self._by_kind[system.kind]
+
+
 def is_read(name: str, words: set[str]) -> bool:
-    """Does a CMake file mention ``name`` as a whole word? ``<Pkg>_DIR``/``<Pkg>_ROOT`` are
-    read by ``find_package(<Pkg>)``, so the package name counts for them."""
-    if name in words or name in CMAKE_OWN_DEFINES:
-        return True
-    match = re.fullmatch(r"(\w+)_(DIR|ROOT)", name)
-    return bool(match and match.group(1) in words)
+    """Does a CMake file mention ``name`` as a whole word (buildsystems/cmake.py)?"""
+    return CMAKE.reads_option(name, words)
 
 
 def options_to_prove(stacks: Sequence[Stack], comp_name: str) -> list[str]:
-    """Names of the recipe's -D options in any rendering, without CMake's own CMAKE_*
-    variables (documented by CMake, read by CMake itself)."""
+    """Names of the recipe's options in any rendering that its build files must read (the
+    build system's option_names: for CMake the -D options without CMake's own CMAKE_*)."""
     names: list[str] = []
     for stack in stacks:
-        for name, _ in _recipe_options(stack, stack.components[comp_name]):
-            if name not in ENGINE_DEFINES and not name.startswith("CMAKE_") and \
-                    name not in names:
+        comp = stack.components[comp_name]
+        for name in buildsystems.of(comp).option_names(stack, comp):
+            if name not in names:
                 names.append(name)
     return names
 
@@ -283,8 +254,10 @@ def source_root(comp: Component, sources: Path) -> Path:
 
 
 def _check_component(stacks: Sequence[Stack], comp: Component, sources: Path,
-                     words: CMakeWords) -> tuple[SourceCheck, list[Finding]]:
+                     all_words: BuildFileWords) -> tuple[SourceCheck, list[Finding]]:
     stack = stacks[0]
+    system = buildsystems.of(comp)
+    words = all_words.of(system)
     root = source_root(comp, sources)
     options = tuple(options_to_prove(stacks, comp.name))
     if not root.is_dir():
@@ -298,26 +271,29 @@ def _check_component(stacks: Sequence[Stack], comp: Component, sources: Path,
         else:
             missing.append(dep)
     searched = [name for name, _ in trees]
+    is_read = system.reads_option
     read_by = tuple((n, next(c for c, w in trees if is_read(n, w))) for n in options
                     if _IDENT_RE.fullmatch(n) and any(is_read(n, w) for _, w in trees))
     unread = tuple(n for n in options if _IDENT_RE.fullmatch(n) and n not in dict(read_by))
     # A dependency without a checkout is named, not trusted: with LLVM (10 GB) left out,
     # every ROCm component would otherwise pass unchecked.
     unseen = f" (not searched: {', '.join(missing)}, no checkout)" if missing else ""
-    findings = [Finding("error", comp.name, f"-D{name} is never read by {comp.name}'s CMake "
-                                            f"files (nor its dependencies'){unseen}")
+    findings = [Finding("error", comp.name, f"{system.option_form.format(name)} is never read "
+                                            f"by {comp.name}'s {system.build_files} (nor its "
+                                            f"dependencies'){unseen}")
                 for name in unread]
     for name in options:
         if not _IDENT_RE.fullmatch(name):
             findings.append(Finding("note", comp.name,
-                                    f"-D{name} is not a plain CMake identifier; not checked"))
+                                    f"{system.option_form.format(name)} is not a plain "
+                                    "identifier; not checked"))
     check = SourceCheck(comp.name, root, checked=True, options=options, unread=unread,
                         searched=tuple(searched), missing=tuple(missing), read_by=read_by)
     return check, findings
 
 
 def check_component_sources(stack: Stack, comp: Component, sources: Path,
-                            words: CMakeWords) -> tuple[SourceCheck, list[Finding]]:
+                            words: BuildFileWords) -> tuple[SourceCheck, list[Finding]]:
     """The source check of one component for one rendering (what a build runs, optcheck.py)."""
     return _check_component([stack], comp, sources, words)
 
@@ -327,7 +303,7 @@ def lint_sources(settings: Settings, sources: Path) -> LintReport:
     CMake files of its checkout under ``sources`` or of its dependencies' checkouts."""
     stacks = render_stacks(settings)
     report = lint_recipes(settings, stacks)
-    words = CMakeWords()
+    words = BuildFileWords()
     checks, findings = [], list(report.findings)
     for comp in stacks[0].selected():
         if comp.builds:

@@ -7,14 +7,15 @@ import json
 import sys
 
 from rocbuild.cli import build_report, cmd_verify, ui
+from rocbuild.cli.output import Output
 from rocbuild.cli.progress import LiveOutput
 from rocbuild.errors import RocbuildError
 from rocbuild.model import wording
 from rocbuild.model.graph import load_stack
 from rocbuild.model.settings import Settings
 from rocbuild.prefix import prefixguard
-from rocbuild.run import cache, cache_install, continuation, engine, status
-from rocbuild.run.build import BuildContext, Output
+from rocbuild.run import cache, cache_install, continuation, engine, lifecycle, status
+from rocbuild.run.build import BuildContext
 
 
 def register(sub: argparse._SubParsersAction, parents: list[argparse.ArgumentParser]) -> None:
@@ -69,9 +70,9 @@ def expected_steps(ctx: BuildContext, requested: list[str]) -> dict[tuple[str, s
             for c in report.components for s in c.steps if s.state != status.DONE}
 
 
-def reports() -> engine.Reports:
+def reports() -> lifecycle.Reports:
     """How a build's end is shown: ui's summary table and the verify command's report."""
-    return engine.Reports(summary=ui.print_build_summary, verify=cmd_verify.print_report)
+    return lifecycle.Reports(summary=ui.print_build_summary, verify=cmd_verify.print_report)
 
 
 def run(args: argparse.Namespace, settings: Settings) -> int:

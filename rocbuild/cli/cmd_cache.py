@@ -16,16 +16,17 @@ from typing import Any
 from rich.markup import escape
 from rich.table import Table
 
+from rocbuild.cli.output import Output
 from rocbuild.cli.ui import console
 from rocbuild.errors import BuildFailed, ConfigError
 from rocbuild.model import wording
 from rocbuild.model.graph import load_stack
 from rocbuild.model.settings import Settings
-from rocbuild.model.steps import steps_of
+from rocbuild.model.steptable import steps_of
 from rocbuild.run import cache, cache_prune, signing
 from rocbuild.run.artifacts import ArtifactRefused, Manifest
-from rocbuild.run.build import BuildContext, Output
-from rocbuild.run.cache_store import CacheUnavailable, ProgressLine, fmt_size
+from rocbuild.run.build import BuildContext
+from rocbuild.run.cache_store import CacheUnavailable, ProgressLine, fmt_size, writable_folder
 
 
 def register(sub: argparse._SubParsersAction, parents: list[argparse.ArgumentParser]) -> None:

@@ -1,8 +1,11 @@
 """`rocbuild logs COMPONENT [STEP] [--tail N]`: print a step's log.
 
-Without STEP: the failed step if the component has a failure, else the last step (in build
-order) that has a log. Logs of an LLVM build run to hundreds of MB, so they are streamed,
-never read whole into memory.
+Every step the build's summary can show has a log here, as the step table names it
+(model/steptable.py): fetch ... install, the ``options`` check, the ``cache`` step and the
+run-wide ``python-venv`` (of any component, or as ``rocbuild logs python-venv``). Without
+STEP: the failed step if the component has a failure, else the last step (in build order)
+that has a log (one of fetch ... install when any has). Logs of an LLVM build run to
+hundreds of MB, so they are streamed, never read whole into memory.
 """
 
 from __future__ import annotations
@@ -14,10 +17,10 @@ from collections import deque
 from pathlib import Path
 
 from rocbuild.errors import ConfigError
+from rocbuild.model import steptable
 from rocbuild.model.graph import Component, load_stack
 from rocbuild.model.settings import Settings
-from rocbuild.model.steps import steps_of
-from rocbuild.run.build import log_path
+from rocbuild.model.steptable import RUN, log_path, steps_of, with_logs
 from rocbuild.run.state import StateDir
 
 
@@ -38,12 +41,21 @@ def register(sub: argparse._SubParsersAction, parents: list[argparse.ArgumentPar
                     "failed, else the last step that has a log.")
     parser.add_argument("component", metavar="COMPONENT")
     parser.add_argument("step", nargs="?", metavar="STEP",
-                        help="fetch, patch, configure, compile or install")
+                        help=", ".join(k.name for k in steptable.STEPS))
     parser.add_argument("--tail", type=_count, metavar="N", help="only the last N lines")
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace, settings: Settings) -> int:
+    run_wide = steptable.BY_NAME.get(args.component)
+    if run_wide is not None and run_wide.who == RUN and args.step is None:
+        # `rocbuild logs python-venv`: a step of the whole run, not of one component
+        log = log_path(settings.workdir, args.component, args.component)
+        if not log.is_file():
+            raise ConfigError(f"no log for {args.component} yet ({log}): the step has not run",
+                              tip="`rocbuild status` shows what has run; check --workdir")
+        print_log(log, args.tail)
+        return 0
     stack = load_stack(settings, [args.component])  # names the known ones when unknown
     comp = stack.components[args.component]
     step = choose_step(stack.workdir, comp, args.step)
@@ -61,20 +73,29 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def choose_step(workdir: Path, comp: Component, step: str | None) -> str | None:
-    steps = steps_of(comp)
-    if not steps:
+    """``step`` when ``comp`` has it (any step kind with a log, run-wide ones too); without
+    one, the failed step, else the last step that has a log."""
+    names = [k.name for k in with_logs(comp)]
+    own = steps_of(comp)
+    if not own and (step is None or step not in names):
         raise ConfigError(f"{comp.name} has no steps of its own: it uses the checkout of "
                           f"{comp.checkout}", tip=f"rocbuild logs {comp.checkout}")
     if step is not None:
-        if step not in steps:
+        if step not in names:
+            also = [n for n in names if n not in own]
             raise ConfigError(f"unknown step '{step}' for {comp.name} (its steps: "
-                              f"{', '.join(steps)})", tip=f"rocbuild logs {comp.name} {steps[-1]}")
+                              f"{', '.join(own)}; with a log too: {', '.join(also)})",
+                              tip=f"rocbuild logs {comp.name} {own[-1]}")
         return step
     failure = StateDir(workdir).read_failure(comp.name)
-    if failure is not None and failure.get("step") in steps:
+    if failure is not None and failure.get("step") in names:
         return str(failure["step"])
-    with_log = [s for s in steps if log_path(workdir, comp.name, s).is_file()]
-    return with_log[-1] if with_log else None
+    # its own stamped steps first (a check's or the cache's log only when none has one)
+    with_log = [s for s in names if steptable.BY_NAME[s].who != RUN
+                and log_path(workdir, comp.name, s).is_file()]
+    stamped = [s for s in with_log if s in own]
+    chosen = stamped or with_log
+    return chosen[-1] if chosen else None
 
 
 def print_log(log: Path, tail: int | None) -> None:

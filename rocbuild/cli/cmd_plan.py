@@ -12,7 +12,7 @@ from rocbuild.model import cost, resources
 from rocbuild.model.graph import load_stack
 from rocbuild.model.plan import build_plan, to_json
 from rocbuild.model.settings import Settings
-from rocbuild.model.steps import steps_of
+from rocbuild.model.steptable import steps_of
 from rocbuild.run import cache, outcome, status
 from rocbuild.run.state import StateDir
 from rocbuild.run.uptodate import Rule

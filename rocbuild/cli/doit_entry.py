@@ -1,101 +1,61 @@
 """The namespace plain `doit` loads from dodo.py, built from settings like the CLI's.
 
-`doit build:X` runs the graph `rocbuild build X` runs, with its two ends: a ``preflight``
-task every step depends on (the same checks, before the first step), and, when every task of
-the run succeeded, finish.py's environment files, build-info and verify after the last one
-(a teardown of the ``build:`` tasks, which doit runs once the whole run is over).
+`doit build:X` runs the graph `rocbuild build X` runs, through the same phases
+(run/lifecycle.py: ready -> preflight -> tasks -> finish -> verify -> report): the same
+``preflight`` task first, the same end of the run in the last ``build:`` task it was asked
+for (a failed verify fails that task, so doit exits non-zero), the same summary, build-info
+and ``state/last-build.json``. Every component `rocbuild build` accepts has its tasks, not
+only the stack's default set; the run's stack is the closure of what doit was asked for.
 """
 
 from __future__ import annotations
 
 import sys
-import time
-from collections.abc import Iterator
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from doit import get_var
-from doit.exceptions import TaskFailed
 
 from rocbuild.cli import ui
 from rocbuild.cli.cmd_build import reports
+from rocbuild.cli.output import Output
 from rocbuild.errors import RocbuildError, report
 from rocbuild.model.graph import Stack, load_stack
-from rocbuild.model.settings import resolve
-from rocbuild.prefix import buildinfo
-from rocbuild.run import finish, preflight
-from rocbuild.run.build import BuildContext, Output
-from rocbuild.run.engine import make_reporter
-from rocbuild.run.tasks import make_namespace
-
-PREFLIGHT_TASK = "preflight"
-# the tasks that do work: each waits for preflight (build: and sources: only group others)
-WORKING_BASENAMES = ("fetch", "patch", "configure", "compile", "install", "options", "cache",
-                     "python-venv")
+from rocbuild.model.recipes import load_recipes
+from rocbuild.model.settings import Settings, resolve
+from rocbuild.run import continuation, engine, tasks
+from rocbuild.run.build import BuildContext
+from rocbuild.run.lifecycle import Run
 
 
-def _preflight_action(ctx: BuildContext) -> TaskFailed | None:
-    try:
-        ctx.ensure_ready()
-        preflight.run(ctx)
-    except RocbuildError as exc:  # a busy workdir, or what preflight found
-        report(exc, sys.stderr)  # the CLI's message for bad input or a refused run
-        return TaskFailed(str(exc))
-    return None
-
-
-class Finisher:
-    """finish.py after the last task of a plain doit run, once, and only when no step
-    failed (doit runs the teardown of every ``build:`` task that ran)."""
-
-    def __init__(self, ctx: BuildContext, whole: Stack, verify: bool) -> None:
-        self.ctx, self.whole, self.verify = ctx, whole, verify
-        self.started, self.started_clock = buildinfo.now(), time.monotonic()
-        self.done = False
-
-    def __call__(self) -> None:
-        if self.done or any(o.result == "failed" for o in self.ctx.outcomes):
-            return
-        self.done = True
-        out = ui.console(self.ctx.output.stream)
-        self.ctx.ensure_ready()
-        try:
-            reports().summary(self.ctx.outcomes, self.ctx.stack, self.ctx.command, out,
-                              time.monotonic() - self.started_clock)
-            finish.finish(self.ctx, out, self.whole, reports().verify, verify=self.verify,
-                          started=self.started)
-        finally:
-            self.ctx.release()
-
-
-def with_run_ends(namespace: dict[str, Any], ctx: BuildContext, whole: Stack,
-                  verify: bool) -> dict[str, Any]:
-    """``namespace`` with the preflight task first and finish.py after the last task."""
-    task_build = namespace["task_build"]
-    finisher = Finisher(ctx, whole, verify)
-
-    def task_build_with_ends() -> Iterator[dict[str, Any]]:
-        yield {"basename": PREFLIGHT_TASK, "doc": "preflight: host, disk and patch checks",
-               "actions": [(_preflight_action, [ctx])], "verbosity": 2}
-        for task in task_build():
-            if task.get("basename") in WORKING_BASENAMES:
-                task = {**task, "task_dep": [PREFLIGHT_TASK, *task.get("task_dep", [])]}
-            elif task.get("basename") == "build":
-                task = {**task, "teardown": [finisher]}
-            yield task
-
-    task_build_with_ends.__doc__ = task_build.__doc__
-    return {**namespace, "task_build": task_build_with_ends}
+def _loader(settings: Settings) -> Callable[[list[str] | None], tuple[Stack, Stack]]:
+    def load(asked: list[str] | None) -> tuple[Stack, Stack]:
+        """(the run's stack, the whole default set) for the components doit was asked for
+        (None: the default set, like a bare `rocbuild build`)."""
+        whole = load_stack(settings)
+        return (whole if asked is None else load_stack(settings, asked)), whole
+    return load
 
 
 def namespace_from_environment() -> dict[str, Any]:
     flags = {"target": get_var("target", None), "jobs": get_var("jobs", None)}
     try:
         settings = resolve({k: v for k, v in flags.items() if v is not None})
-        stack = load_stack(settings)
+        default = load_stack(settings)
+        # tasks for every recipe, so `doit build:X` accepts what `rocbuild build X` does
+        every = load_stack(settings, sorted(load_recipes(settings.recipes).recipes))
     except RocbuildError as exc:  # same one-line message and exit code as the CLI
         raise SystemExit(report(exc, sys.stderr)) from None
-    ctx = BuildContext(stack=stack, settings=settings, output=Output(sys.stdout))
-    namespace = make_namespace(ctx)
-    namespace["DOIT_CONFIG"]["reporter"] = make_reporter(ctx)
-    verify = get_var("verify", "yes") not in ("no", "0", "false")  # like --no-verify
-    return with_run_ends(namespace, ctx, stack, verify)
+    output = Output(sys.stdout)
+    ctx = BuildContext(stack=every, settings=settings, output=output,
+                       command=continuation.doit_command_line(sys.argv[1:], settings,
+                                                              Path.cwd()))
+    default_tasks = tuple(f"{tasks.BUILD}:{name}" for name in default.order)
+    run = Run(ctx, reports(), ui.console(output.stream),
+              default, verify=get_var("verify", "yes") not in ("no", "0", "false"),
+              components=None, raise_refusals=False, load=_loader(settings),
+              default_tasks=default_tasks)  # verify=no is like --no-verify
+    namespace = engine.make_namespace(run)
+    namespace["DOIT_CONFIG"]["default_tasks"] = list(default_tasks)
+    return namespace

@@ -1,6 +1,6 @@
 """Live progress on a terminal: the running steps, their elapsed time, ninja's ``[n/m]`` as a
 bar, and an ETA from this host's last run of the step (or the recipe's estimate before there
-is one). Off a terminal (CI logs, nohup) rocbuild prints plain lines instead (build.Output).
+is one). Off a terminal (CI logs, nohup) rocbuild prints plain lines instead (output.Output).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
 from rocbuild.cli import ui
-from rocbuild.run.build import Output
+from rocbuild.cli.output import Output
 
 _NINJA = re.compile(r"^\[(\d+)/(\d+)\]")
 

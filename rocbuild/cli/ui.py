@@ -20,7 +20,8 @@ from rocbuild.model.cost import summary_lines
 from rocbuild.model.graph import Stack
 from rocbuild.model.plan import Plan, to_json
 from rocbuild.model.resources import format_gib
-from rocbuild.model.steps import shell_line, venv_commands
+from rocbuild.model.steps import shell_line
+from rocbuild.model.steptable import venv_commands
 from rocbuild.run.outcome import StepOutcome
 
 
@@ -186,8 +187,8 @@ def print_build_summary(outcomes: Sequence[StepOutcome], stack: Stack, command: 
         if o.result != "failed":
             continue
         out.print(f"[bold red]FAILED[/] {escape(o.component)}: {o.step}")
-        out.print(escape(o.message))  # whole lines: paths stay searchable
-        if o.log is not None:  # a check before configure (options) has no log
+        out.print(escape(o.message))  # prose: wraps at spaces, paths stay whole words
+        if o.log is not None:  # every step of the step table has one
             out.print(f"log: {escape(str(o.log))}")
         found = diagnose([*o.tail, *o.message.splitlines()],
                          context={"prefix": str(stack.prefix), "component": o.component,

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from rocbuild.errors import ConfigError
-from rocbuild.model import inputcheck, launchers
+from rocbuild.model import buildsystems, inputcheck, launchers
 from rocbuild.model.base import Base, load_base
 from rocbuild.model.recipes import Recipe, RecipeSet, load_recipes, unknown_component
 from rocbuild.model.render import render
@@ -62,7 +62,7 @@ class Component:
 
     def render_job_args(self, jobs: Mapping[str, int]) -> list[str]:
         ctx = {**self.context, "jobs": dict(jobs)}
-        return [render(a, ctx, file=self.recipe.file, key=f"cmake.job_args[{i}]")
+        return [render(a, ctx, file=self.recipe.file, key=f"{self.recipe.table}.job_args[{i}]")
                 for i, a in enumerate(self.job_args)]
 
     @property
@@ -372,24 +372,26 @@ def _render_component(stack: Stack, recipe: Recipe, done: Mapping[str, Component
         ref = inputcheck.git_ref(where, ref_key, r(pinned, ref_key))
         fetch_url = inputcheck.git_url(where, "source.git (after --mirror rules)",
                                        rewrite_url(url, settings.mirror))
-    inputcheck.arg_list(where, "cmake.args", recipe.cmake_args)
-    inputcheck.arg_list(where, "cmake.job_args", recipe.job_args)
+    table = recipe.table  # [cmake] for cmake: the build system's options
+    inputcheck.arg_list(where, f"{table}.args", recipe.cmake_args)
+    inputcheck.arg_list(where, f"{table}.job_args", recipe.job_args)
     if ref is not None:
         context["ref"] = ref  # e.g. llama.cpp's build number comes from its release tag
-    args = tuple(r(a, f"cmake.args[{i}]") for i, a in enumerate(recipe.cmake_args))
-    inputcheck.arg_list(where, "cmake.args", args)
+    args = tuple(r(a, f"{table}.args[{i}]") for i, a in enumerate(recipe.cmake_args))
+    inputcheck.arg_list(where, f"{table}.args", args)
+    reserved = buildsystems.for_kind(recipe.kind).reserved if recipe.builds else ()
     for i, arg in enumerate(args):
-        if arg.startswith(("-G", "-S", "-B", "-DCMAKE_INSTALL_PREFIX=")):
-            raise ConfigError(f"{recipe.file}: key 'cmake.args[{i}]': '{arg}' is set by rocbuild "
-                              "itself (generator, source, build folder, install prefix)",
-                              tip=f"remove it from {recipe.file}")
+        if reserved and arg.startswith(reserved):
+            raise ConfigError(f"{recipe.file}: key '{table}.args[{i}]': '{arg}' is set by "
+                              "rocbuild itself (generator, source, build folder, install "
+                              "prefix)", tip=f"remove it from {recipe.file}")
     env = tuple(sorted((k, inputcheck.no_nul(where, f"env.{k}", r(v, f"env.{k}")))
                        for k, v in recipe.env.items()))
-    build_type = inputcheck.no_nul(where, "cmake.build_type",
-                                   r(recipe.build_type, "cmake.build_type"))
+    build_type = inputcheck.no_nul(where, f"{table}.build_type",
+                                   r(recipe.build_type, f"{table}.build_type"))
     install_prefix = inputcheck.install_prefix_inside(
-        where, "cmake.install_prefix", stack.prefix,
-        Path(r(recipe.install_prefix, "cmake.install_prefix")
+        where, f"{table}.install_prefix", stack.prefix,
+        Path(r(recipe.install_prefix, f"{table}.install_prefix")
              if recipe.install_prefix else str(stack.prefix)))
     links = tuple(sorted((path, inputcheck.link_target_inside(
                               where, f'install.links."{path}"', stack.prefix, path,
@@ -399,7 +401,7 @@ def _render_component(stack: Stack, recipe: Recipe, done: Mapping[str, Component
                          for path, text in recipe.install_files.items()))
     for i, template in enumerate(recipe.job_args):  # undefined names fail now, not at hour 3
         render(template, {**context, "jobs": {"compile": 1, "link": 1, "tensile": 1}},
-               file=recipe.file, key=f"cmake.job_args[{i}]")
+               file=recipe.file, key=f"{table}.job_args[{i}]")
     patches = find_patches(stack.recipes, recipe.name)
     if patches and recipe.source.from_component:
         raise ConfigError(

@@ -18,7 +18,7 @@ from rocbuild.model.launchers import Launch, effective_settings, split_jobs
 from rocbuild.model.resources import JOB_MEMORY_KEYS, HostSnapshot, JobCount, job_counts
 from rocbuild.model.roads import Road, roads
 from rocbuild.model.settings import OPTIONS, Settings
-from rocbuild.model.steps import StepCommands, commands_for, steps_of
+from rocbuild.model.steptable import StepCommands, commands_for, steps_of
 
 
 @dataclass(frozen=True)
@@ -117,7 +117,8 @@ def to_json(plan: Plan) -> dict[str, Any]:
             "patches": [str(patch.path) for patch in c.patches],
             "steps": list(steps_of(c)),
             "configure_args": [] if not c.builds else
-            next(list(sc.argvs[0]) for sc in p.commands if sc.step == "configure"),
+            next((list(sc.argvs[0]) for sc in p.commands if sc.step == "configure" and sc.argvs),
+                 []),
             "env": dict(c.env),
             "jobs": {kind: {"jobs": jc.jobs, "reason": jc.reason} for kind, jc in p.jobs.items()},
             "fingerprint": c.fingerprint,

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from rocbuild.errors import ConfigError
-from rocbuild.model import inputcheck
+from rocbuild.model import buildsystems, inputcheck
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -24,7 +24,6 @@ else:  # pragma: no cover - exercised on Python 3.10 only
     import tomli as tomllib
 
 STACK_FILE = "stack.toml"
-KINDS = ("cmake", "source-only")
 SYSTEM_CHECK_KINDS = ("header", "pkg-config", "tool")  # hostreqs.probe_passes knows each
 _NAME_RE = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
 _SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]i?B?|B)?\s*$", re.IGNORECASE)
@@ -82,15 +81,7 @@ RECIPE_SCHEMA: _Schema = {
                # per stack version, for a repository without release tags (Tensile); the
                # version comes from stack.toml or from --base's .info/version
                "refs": "strmap"},
-    "cmake": {
-        "args": "strlist",
-        "build_type": "str",
-        "install_prefix": "str",  # when not the stack prefix (LLVM goes to <prefix>/lib/llvm)
-        "job_args": "strlist",  # rendered with `jobs` when the step starts; never fingerprinted
-        # its compiles are host C/C++ by a system compiler the other machines have too, so
-        # --distcc may send them away (launchers.py); never fingerprinted
-        "distribute": "bool",
-    },
+    # the build system's table ([cmake]) comes from its kind (buildsystems/, recipe_schema)
     # what AMD's packaging adds after `cmake --install`, as data: prefix-relative paths
     "install": {"links": "strmap", "files": "strmap",
                 # components whose installed files this one may replace (ownership.py)
@@ -114,6 +105,17 @@ RECIPE_SCHEMA: _Schema = {
         "cpu_hours": "float",
     },
 }
+
+
+def recipe_schema() -> _Schema:
+    """RECIPE_SCHEMA plus one table per registered build system ([cmake]: args, build_type,
+    install_prefix, job_args, distribute; buildsystems.TABLE_SCHEMA says what each means)."""
+    tables = {}
+    for kind in buildsystems.kinds():
+        if kind != buildsystems.SOURCE_ONLY:
+            system = buildsystems.for_kind(kind)
+            tables[system.table] = {k: buildsystems.TABLE_SCHEMA[k] for k in system.keys}
+    return {**RECIPE_SCHEMA, **tables}
 
 
 def _where(path: tuple[str, ...]) -> str:
@@ -237,6 +239,7 @@ class Recipe:
     kind: str
     depends: tuple[str, ...]
     source: SourceSpec
+    # the build system's table ([cmake] for cmake): its args and the keys below it reads
     cmake_args: tuple[str, ...] = ()
     build_type: str = "Release"
     env: Mapping[str, str] = field(default_factory=dict)
@@ -259,7 +262,12 @@ class Recipe:
 
     @property
     def builds(self) -> bool:
-        return self.kind == "cmake"
+        return self.kind != buildsystems.SOURCE_ONLY
+
+    @property
+    def table(self) -> str:
+        """The recipe table of its build system's options (for messages: 'cmake.args[2]')."""
+        return buildsystems.for_kind(self.kind).table if self.builds else "cmake"
 
 
 @dataclass(frozen=True)
@@ -325,11 +333,12 @@ def load_recipe(file: Path) -> Recipe:
         raise ConfigError(f"{file}: a component name may not end in '.old' or '.partial' "
                           "(rocbuild uses those names for checkouts being replaced)",
                           tip=f"rename {file}")
-    data = validate(file, read_toml(file), RECIPE_SCHEMA)
+    data = validate(file, read_toml(file), recipe_schema())
     kind = data.get("kind", "cmake")
-    if kind not in KINDS:
-        raise ConfigError(f"{file}: key 'kind' must be one of {', '.join(KINDS)}, got {kind!r}",
-                          tip=f"fix 'kind' in {file}")
+    kinds = buildsystems.kinds()
+    if kind not in kinds:
+        raise ConfigError(f"{file}: key 'kind' must be one of {', '.join(kinds)}, got {kind!r}."
+                          + suggest(kind, kinds), tip=f"fix 'kind' in {file}")
     source_data = _require(file, data, "source", "[source] with git + ref, or from")
     if "from" in source_data:
         for clash in ("git", "ref", "submodules", "refs"):
@@ -352,13 +361,20 @@ def load_recipe(file: Path) -> Recipe:
                         submodules=source_data.get("submodules", False),
                         from_component=source_data.get("from"), subdir=subdir,
                         refs=source_data.get("refs", {}))
-    cmake = data.get("cmake")
-    if kind == "cmake" and cmake is None:
-        raise ConfigError(f"{file}: a cmake component needs a [cmake] table (it may be empty)",
-                          tip=f'add [cmake] to {file}, or kind = "source-only" if it is not built')
-    if kind == "source-only" and cmake is not None:
-        raise ConfigError(f"{file}: a source-only component is not built, so [cmake] has no "
-                          "effect", tip=f'remove [cmake] from {file} or drop kind = "source-only"')
+    # the build system's own table: [cmake] for kind = "cmake"
+    tables = {buildsystems.for_kind(k).table: k for k in kinds if k != buildsystems.SOURCE_ONLY}
+    own = buildsystems.for_kind(kind).table if kind != buildsystems.SOURCE_ONLY else None
+    cmake = data.get(own) if own else None
+    if own and cmake is None:
+        raise ConfigError(f"{file}: a {kind} component needs a [{own}] table (it may be empty)",
+                          tip=f'add [{own}] to {file}, or kind = "source-only" if it is not built')
+    for table, other in tables.items():
+        if table != own and table in data:
+            what = ("a source-only component is not built" if own is None
+                    else f"a {kind} component is not built with {other}")
+            fix = (f'remove [{table}] from {file} or drop kind = "source-only"' if own is None
+                   else f"remove [{table}] from {file}, or set kind = \"{other}\"")
+            raise ConfigError(f"{file}: {what}, so [{table}] has no effect", tip=fix)
     cmake = cmake or {}
     depends = data.get("depends", ())
     if len(set(depends)) != len(depends):

@@ -1,8 +1,10 @@
-"""The commands of each step (fetch, patch, configure, compile, install) as plain data.
+"""What every step runs in, and the source steps' commands, as plain data.
 
-The engine runs exactly these argv lists and ``rocbuild plan --commands`` prints them, so
-what a user pastes into a shell is what rocbuild would run. This module decides what the
-engine adds to every CMake project: ``-G Ninja``, the install prefix and CMAKE_PREFIX_PATH.
+The build environment of a component (``env_overrides``, ``step_env``) and the shell
+equivalents of fetch and patch; the configure, compile and install commands are the build
+system's (buildsystems/). The engine runs exactly these, and ``rocbuild plan --commands``
+prints them (steptable.commands_for), so what a user pastes into a shell is what rocbuild
+would run.
 """
 
 from __future__ import annotations
@@ -10,22 +12,10 @@ from __future__ import annotations
 import os
 import shlex
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 from rocbuild.model import gitcache, launchers
-from rocbuild.model.base import base_runpath, rpath_args
-from rocbuild.model.graph import Component, Stack, venv_dir, wheelhouse_dir
-
-STEPS = ("fetch", "patch", "configure", "compile", "install")
-SOURCE_STEPS = ("fetch", "patch")
-
-
-def steps_of(component: Component) -> tuple[str, ...]:
-    """A component that reuses another's checkout has no fetch/patch of its own; a
-    source-only component is fetched and patched, never built."""
-    own = SOURCE_STEPS if component.owns_checkout else ()
-    return own + (("configure", "compile", "install") if component.builds else ())
+from rocbuild.model.graph import Component, Stack, venv_dir
 
 
 def path_head(stack: Stack) -> list[str]:
@@ -64,61 +54,6 @@ def step_env(stack: Stack, component: Component,
     return env
 
 
-def install_runpath(stack: Stack, component: Component) -> str:
-    """The RUNPATH of the programs and libraries a component installs, relative to $ORIGIN so
-    a prefix still works when copied or moved: the component's own lib/ first, then the
-    stack's lib/ and the lib/ of every component it depends on that installs elsewhere
-    (LLVM's lib/llvm/lib), never a folder of a component it does not use. Relative to bin/,
-    which is also right for lib/ (its sibling)."""
-    users_of = [stack.components[n] for n in stack.closure(component.name)
-                if n in stack.components]
-    libs = [component.install_prefix / "lib", stack.prefix / "lib",
-            *(c.install_prefix / "lib" for c in users_of)]
-    origin = component.install_prefix / "bin"
-    entries: list[str] = []
-    for lib in libs:
-        entry = "$ORIGIN/" + os.path.relpath(lib, origin)
-        if entry not in entries:
-            entries.append(entry)
-    entries += base_runpath(stack.base)  # a --base's lib dirs, absolute, after the prefix's
-    return ";".join(entries)
-
-
-def _sets_rpath(args: list[str]) -> bool:
-    return any(a.startswith(("-DCMAKE_INSTALL_RPATH=", "-DCMAKE_INSTALL_RPATH:")) for a in args)
-
-
-def configure_argv(stack: Stack, component: Component, jobs: Mapping[str, int] | None
-                   ) -> list[str]:
-    """The cmake configure command; ``jobs`` (per kind of work) fills the recipe's job_args,
-    which change only the speed and so are not part of any fingerprint (None: leave them out).
-    Every component gets an install RUNPATH (DESIGN 3.5) unless its recipe sets its own or
-    opts out (install.runpath = false, with a reason)."""
-    prefix_path = ";".join(str(p) for p in stack.search_prefixes)  # the prefix, then a --base
-    recipe_args: list[str] = []
-    for arg in component.cmake_args:
-        if arg.startswith("-DCMAKE_PREFIX_PATH="):  # the recipe's paths come after the prefix
-            prefix_path += ";" + arg.split("=", 1)[1]
-        else:
-            recipe_args.append(arg)
-    runpath = ([f"-DCMAKE_INSTALL_RPATH={install_runpath(stack, component)}"]
-               if component.recipe.runpath and not _sets_rpath(recipe_args) else [])
-    return ["cmake", "-G", "Ninja", "-S", str(component.source_dir), "-B",
-            str(component.build_dir), f"-DCMAKE_BUILD_TYPE={component.build_type}",
-            f"-DCMAKE_INSTALL_PREFIX={component.install_prefix}",
-            f"-DCMAKE_PREFIX_PATH={prefix_path}", *runpath, *rpath_args(stack.base),
-            *recipe_args, *launchers.cmake_args(stack.launch, component),
-            *(component.render_job_args(jobs) if jobs is not None else [])]
-
-
-def build_argv(component: Component, jobs: int) -> list[str]:
-    return ["cmake", "--build", str(component.build_dir), "--parallel", str(jobs)]
-
-
-def install_argv(component: Component) -> list[str]:
-    return ["cmake", "--install", str(component.build_dir)]
-
-
 def fetch_argv(component: Component, workdir: Path,
                mirror: tuple[tuple[str, str], ...] = ()) -> list[list[str]]:
     """Shell equivalents of the fetch step as run/sources.fetch does it (through gitpython): the
@@ -148,54 +83,9 @@ def fetch_argv(component: Component, workdir: Path,
     return cmds
 
 
-def venv_commands(stack: Stack, python: str) -> list[list[str]]:
-    """The build venv (``<workdir>/venv``) with the recipes' Python packages, and the wheels
-    builds pip-install by themselves downloaded into ``<workdir>/wheels``; empty when no
-    selected recipe needs Python packages. actions.setup_python runs exactly these."""
-    packages, wheels = stack.python_needs()
-    if not packages and not wheels:
-        return []
-    venv = venv_dir(stack.workdir)
-    commands = [[python, "-m", "venv", "--clear", str(venv)]]
-    in_venv = str(venv / "bin" / "python")
-    if packages:
-        commands.append([in_venv, "-m", "pip", "install", "--disable-pip-version-check",
-                         *packages])
-    if wheels:
-        commands.append([in_venv, "-m", "pip", "download", "--disable-pip-version-check",
-                         "-d", str(wheelhouse_dir(stack.workdir)), *wheels])
-    return commands
-
-
 def patch_argv(component: Component) -> list[list[str]]:
     return [["git", "-C", str(component.checkout_dir), "apply", "--", str(p.path)]
             for p in component.patches]
-
-
-@dataclass(frozen=True)
-class StepCommands:
-    step: str
-    argvs: tuple[tuple[str, ...], ...]
-    env: tuple[tuple[str, str], ...] = ()  # overrides, only for the cmake steps
-
-
-def commands_for(stack: Stack, component: Component, jobs: Mapping[str, int],
-                 mirror: tuple[tuple[str, str], ...] = ()) -> list[StepCommands]:
-    env = tuple(env_overrides(stack, component).items())
-    out = []
-    for step in steps_of(component):
-        if step == "fetch":
-            out.append(StepCommands(step, tuple(map(tuple, fetch_argv(
-                component, stack.workdir, mirror)))))
-        elif step == "patch":
-            out.append(StepCommands(step, tuple(map(tuple, patch_argv(component)))))
-        elif step == "configure":
-            out.append(StepCommands(step, (tuple(configure_argv(stack, component, jobs)),), env))
-        elif step == "compile":
-            out.append(StepCommands(step, (tuple(build_argv(component, jobs["compile"])),), env))
-        else:
-            out.append(StepCommands(step, (tuple(install_argv(component)),), env))
-    return out
 
 
 def shell_line(argv: Sequence[str], env: tuple[tuple[str, str], ...] = ()) -> str:

@@ -21,6 +21,7 @@ from pathlib import Path, PurePosixPath
 
 from rocbuild.errors import BuildFailed
 from rocbuild.files import read_json, write_json_atomic
+from rocbuild.model import buildsystems
 from rocbuild.model.graph import Component
 from rocbuild.model.inputcheck import is_within
 from rocbuild.prefix import buildinfo
@@ -135,13 +136,13 @@ def _owners(prefix: Path) -> list[str]:
 
 
 def _manifest(comp: Component, prefix: Path) -> set[str]:
-    manifest = comp.build_dir / "install_manifest.txt"
-    try:
-        lines = manifest.read_text(encoding="utf-8").splitlines()
-    except OSError:
+    """What the component's build system recorded as installed (CMake's manifest), inside the
+    prefix, relative to it."""
+    if not comp.builds:  # a source-only component installs nothing (from the cache neither)
         return set()
-    return {os.path.relpath(line, prefix) for line in lines
-            if line and is_within(line, str(prefix))}
+    installed = buildsystems.of(comp).installed_files(comp)
+    return {os.path.relpath(path, prefix) for path in installed or []
+            if is_within(str(path), str(prefix))}
 
 
 def _remove_dropped_extras(prefix: Path, comp: Component, wanted: set[str], log: Logger) -> None:

@@ -1,7 +1,9 @@
 """The step actions: fetch, patch, configure, compile and install of one component, and the
-build venv. Plain functions of (ctx, comp, log, outcome): they read what they need from the
-BuildContext, write the step log, and fill ``outcome``; build.BuildContext.run_step times
-them, stamps success and records failure. This module knows nothing of doit.
+run-wide build venv. Plain functions of (ctx, comp, log, outcome): they read what they need
+from the BuildContext, write the step log, and fill ``outcome``; runner.run_step (the one
+runner, bound to each step kind in stepbind.py) times them, stamps success and records
+failure. Configure, compile and install run the component's build system (buildsystems/).
+This module knows nothing of doit.
 """
 
 from __future__ import annotations
@@ -9,20 +11,22 @@ from __future__ import annotations
 import json
 import shutil
 import sys
-import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rocbuild import proc
-from rocbuild.checks.lint import unused_cmake_variables
 from rocbuild.errors import BuildFailed
-from rocbuild.model.graph import Component, sha256_text, venv_dir
-from rocbuild.model.steps import configure_argv, install_argv, step_env, venv_commands
-from rocbuild.prefix import ownership
+from rocbuild.model import buildsystems
+from rocbuild.model.buildsystems import venv
+from rocbuild.model.buildsystems.venv import PythonVenv
+from rocbuild.model.graph import Component, sha256_text
+from rocbuild.model.steptable import PYTHON_VENV
+from rocbuild.prefix import ownership, prefixguard
 from rocbuild.run import jobs, patches, sources
-from rocbuild.run.outcome import StepOutcome, log_path, step_logger
+from rocbuild.run.command import run_all
+from rocbuild.run.outcome import StepOutcome, step_logger
 from rocbuild.run.state import write_text_atomic
 from rocbuild.run.uptodate import BUILD_ID_FILE, build_id
 
@@ -30,30 +34,25 @@ if TYPE_CHECKING:
     from rocbuild.run.build import BuildContext
 
 Action = Callable[["BuildContext", Component, Path, StepOutcome], None]
-PYTHON_STAMP = ("_python", "venv")
+assert PYTHON_VENV.record is not None
+PYTHON_STAMP = PYTHON_VENV.record  # (folder, name) of the build venv's stamp
 
 
-def fresh_cache(build_dir: Path) -> list[str]:
-    """Forget what an earlier configure decided, so an option removed from a recipe gets its
-    default again instead of lingering in CMakeCache.txt. Keeps the object files: with Ninja
-    they live in CMakeFiles/<target>.dir/, which `cmake --fresh` deletes (tested with 3.25),
-    so this removes the cache and the rest of the top CMakeFiles/ (compiler checks, logs)."""
+def remove_stale(comp: Component, log: Path) -> None:
+    """Forget what an earlier configure decided (the build system's stale_files), so an
+    option removed from a recipe gets its default again instead of lingering."""
     removed = []
-    cache = build_dir / "CMakeCache.txt"
-    if cache.is_file():
-        cache.unlink()
-        removed.append("CMakeCache.txt")
-    files = build_dir / "CMakeFiles"
-    if files.is_dir():
-        for entry in files.iterdir():
-            if entry.name.endswith(".dir") and entry.is_dir():
-                continue  # a target's object files
-            if entry.is_dir() and not entry.is_symlink():
-                shutil.rmtree(entry)
-            else:
-                entry.unlink()
-        removed.append("CMakeFiles/ (except the object folders)")
-    return removed
+    for path in buildsystems.of(comp).stale_files(comp):
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path)
+        else:
+            path.unlink(missing_ok=True)
+        removed.append(path.relative_to(comp.build_dir).as_posix())
+    if removed:
+        shown = ", ".join(removed[:4]) + (f" and {len(removed) - 4} more" if len(removed) > 4
+                                          else "")
+        step_logger(log)(f"fresh configure: removed {shown} (the objects are kept, so the "
+                         "build redoes only what changed)")
 
 
 def ensure_build_id(build_dir: Path) -> str:
@@ -84,25 +83,6 @@ def write_stamp(ctx: BuildContext, comp: Component, step: str, outcome: StepOutc
         "peak_rss": outcome.peak_rss, "inputs": inputs, "oom_retries": outcome.oom_retries,
         "warnings": outcome.warnings, **outcome.record}
     ctx.state.write_stamp(comp.name, step, expected, **extra)
-
-
-def run_tool(ctx: BuildContext, comp: Component, step: str, argv: list[str], log: Path,
-             outcome: StepOutcome) -> proc.RunResult:
-    """One command of a step, in the component's build environment; BuildFailed when it
-    fails."""
-    env = step_env(ctx.stack, comp)
-    ctx.output.command(comp.name, step, argv)
-    result = proc.run_logged(
-        argv, log=log, cwd=comp.build_dir if comp.build_dir.is_dir() else None, env=env,
-        on_line=lambda line: ctx.output.build_line(comp.name, step, line),
-        registry=ctx.registry())
-    outcome.peak_rss = max(outcome.peak_rss, result.peak_rss)
-    outcome.tail = result.tail
-    if not result.ok:
-        how = (f"was killed by signal {result.signal}" if result.signal
-               else f"exited with {result.returncode}")
-        raise BuildFailed(f"{comp.name}: {step} failed: {argv[0]} {how}")
-    return result
 
 
 def fetch(ctx: BuildContext, comp: Component, log: Path, outcome: StepOutcome) -> None:
@@ -147,41 +127,31 @@ def check_patches(ctx: BuildContext, comp: Component) -> None:
 
 
 def configure(ctx: BuildContext, comp: Component, log: Path, outcome: StepOutcome) -> None:
+    system = buildsystems.of(comp)
     comp.build_dir.mkdir(parents=True, exist_ok=True)
-    removed = fresh_cache(comp.build_dir)
-    if removed:
-        step_logger(log)(f"fresh configure: removed {', '.join(removed)} (the objects "
-                         "are kept, so ninja redoes only what changed)")
+    remove_stale(comp, log)
     outcome.record["build_id"] = ensure_build_id(comp.build_dir)
     counts = jobs.job_counts(ctx, comp)
-    argv = configure_argv(ctx.stack, comp, {k: c.jobs for k, c in counts.items()})
+    commands = system.configure(ctx.stack, comp, {k: c.jobs for k, c in counts.items()})
     start = log.stat().st_size if log.exists() else 0
-    run_tool(ctx, comp, "configure", argv, log, outcome)
+    run_all(ctx, comp, "configure", commands, log, outcome)
     with log.open("rb") as f:  # only this run's part of the (appended) log
         f.seek(start)
-        unused = unused_cmake_variables(f.read().decode("utf-8", "replace"))
-    # only the recipe's own options: a project without targets (rocm-cmake) never reads
-    # the RUNPATH rocbuild passes to every project, which is no mistake of the recipe's
-    unused = [name for name in unused
-              if any(a.startswith((f"-D{name}=", f"-D{name}:")) for a in comp.cmake_args)]
-    if unused:
-        outcome.warnings.append(
-            f"CMake did not use {', '.join(unused)}: the recipe passes options this "
-            f"version of {comp.name} never reads (check {comp.recipe.file})")
+        outcome.warnings += system.configure_warnings(comp, f.read().decode("utf-8", "replace"))
 
 
 def compile(ctx: BuildContext, comp: Component, log: Path, outcome: StepOutcome) -> None:
-    """ninja with the jobs that fit; jobs.py retries with fewer when one dies of memory."""
-    jobs.compile_step(ctx, comp, log, outcome,
-                      lambda c, step, argv, lg, o: run_tool(ctx, c, step, argv, lg, o))
+    """The build with the jobs that fit; jobs.py retries with fewer when one dies of memory."""
+    jobs.compile_step(ctx, comp, log, outcome)
 
 
 def install(ctx: BuildContext, comp: Component, log: Path, outcome: StepOutcome) -> None:
     prefix = ctx.stack.prefix
     write = step_logger(log)
+    prefixguard.claim(prefix)  # the prefix is rocbuild's from its first install on
     ownership.begin_install(prefix, comp)  # no link out; not complete while replaced
     remove_previous_install(ctx, comp, write)
-    run_tool(ctx, comp, "install", install_argv(comp), log, outcome)
+    run_all(ctx, comp, "install", buildsystems.of(comp).install(ctx.stack, comp), log, outcome)
     install_extras(ctx, comp, write)
     ownership.finish_install(prefix, comp, ctx.stack.order, write)
 
@@ -198,65 +168,53 @@ def remove_previous_install(ctx: BuildContext, comp: Component,
     skips a file whose time matches to the second ("Up-to-date"), so a quick rebuild could
     keep the old library, and files a new version no longer installs would linger and
     shadow the right ones. Only files inside the prefix are touched."""
-    manifest = comp.build_dir / "install_manifest.txt"
-    if not manifest.is_file():
+    installed = buildsystems.of(comp).installed_files(comp) if comp.builds else None
+    if installed is None:  # never installed (a source-only component never is)
         return
     prefix = ctx.stack.prefix.resolve()
     removed = 0
-    for line in manifest.read_text().splitlines():
-        path = Path(line)
+    for path in installed:
         inside = path.parent.resolve().is_relative_to(prefix)  # links may point anywhere
-        if line and inside and (path.is_symlink() or path.is_file()):
+        if inside and (path.is_symlink() or path.is_file()):
             path.unlink()
             removed += 1
     log(f"removed {removed} files of the previous install of {comp.name}")
 
 
-STEP_ACTIONS: dict[str, Action] = {
-    "fetch": fetch, "patch": patch, "configure": configure, "compile": compile,
-    "install": install}
-
-
 # --- the build venv: Python packages the recipes need, installed before any build ----------
 def python_inputs(ctx: BuildContext) -> dict[str, Any]:
-    packages, wheels = ctx.stack.python_needs()
-    return {"python": sys.version.split()[0], "executable": sys.executable,
-            "packages": list(packages), "wheels": list(wheels)}
+    return venv.inputs(ctx.stack, sys.executable)
 
 
-def python_is_current(ctx: BuildContext) -> bool:
-    fingerprint = sha256_text(json.dumps(python_inputs(ctx), sort_keys=True))
-    return (ctx.state.stamp_matches(*PYTHON_STAMP, fingerprint)
-            and (venv_dir(ctx.stack.workdir) / "bin" / "python").exists())
+def _python_fingerprint(ctx: BuildContext) -> str:
+    return sha256_text(json.dumps(python_inputs(ctx), sort_keys=True))
 
 
-def setup_python(ctx: BuildContext) -> StepOutcome:
+def python_is_current(ctx: BuildContext, comp: Component | None = None) -> bool:
+    """The venv holds what the run's recipes need (nothing to do when they need nothing)."""
+    if ctx.stack.python_needs() == ((), ()):
+        return True
+    return (ctx.state.stamp_matches(*PYTHON_STAMP, _python_fingerprint(ctx))
+            and PythonVenv(workdir=ctx.stack.workdir).installed_files(None) is not None)
+
+
+def python_venv(ctx: BuildContext, comp: Component | None, log: Path,
+                outcome: StepOutcome) -> None:
     """Create the build venv, install the recipes' packages into it and download the
-    wheels builds will pip-install themselves. It runs with the fetch steps, while the
-    network is expected; later steps only read what is here (rocBLAS gets PIP_NO_INDEX
-    and PIP_FIND_LINKS pointing at the wheelhouse through its recipe)."""
+    wheels builds will pip-install themselves (buildsystems/venv.py). It runs with the fetch
+    steps, while the network is expected; later steps only read what is here."""
+    packages, wheels = ctx.stack.python_needs()
+    ctx.output.say(f"  build venv: {len(packages)} packages, {len(wheels)} wheels")
+    try:
+        run_all(ctx, None, PYTHON_VENV.name, PythonVenv().commands(ctx.stack), log, outcome,
+                label=PYTHON_VENV.title)
+    except BuildFailed as exc:
+        raise BuildFailed(f"{exc}; pip needs PyPI or your pip mirror (PIP_INDEX_URL) at this "
+                          "step", tip="check the network, then run the build again") from None
+
+
+def python_stamp(ctx: BuildContext, comp: Component | None, outcome: StepOutcome,
+                 seconds: float) -> None:
     inputs = python_inputs(ctx)
-    log = log_path(ctx.stack.workdir, "_python", "venv")
-    outcome = StepOutcome("(python)", "venv", "done", log=log)
-    ctx.output.say(f"▶ build venv: {len(inputs['packages'])} packages, "
-                   f"{len(inputs['wheels'])} wheels")
-    started = time.monotonic()
-    for argv in venv_commands(ctx.stack, sys.executable):
-        result = proc.run_logged(argv, log=log, registry=ctx.registry())
-        outcome.tail = result.tail
-        if not result.ok:
-            outcome.result = "failed"
-            outcome.message = (f"build venv: `{' '.join(argv[:5])} …` failed (exit "
-                               f"{result.returncode}); pip needs PyPI or your pip mirror "
-                               "(PIP_INDEX_URL) at this step\nTIP: check the network, then "
-                               "run the build again")
-            break
-    outcome.seconds = time.monotonic() - started
-    if outcome.result == "done":
-        ctx.state.write_stamp(*PYTHON_STAMP, sha256_text(json.dumps(inputs, sort_keys=True)),
-                              inputs=inputs, seconds=round(outcome.seconds, 1))
-        ctx.output.say(f"✔ build venv ({outcome.seconds:.1f}s)")
-    else:
-        ctx.output.say(f"✘ build venv failed — log: {log}")
-    ctx.outcomes.append(outcome)
-    return outcome
+    ctx.state.write_stamp(*PYTHON_STAMP, sha256_text(json.dumps(inputs, sort_keys=True)),
+                          inputs=inputs, seconds=round(seconds, 1))

@@ -1,85 +1,56 @@
-"""The build context of one run, and running one step of a component.
+"""What one run shares: the BuildContext (data), and the sink its console lines go to.
 
-BuildContext holds what a run shares: the stack, the settings, the console output, the
-outcomes so far, the run and prefix locks, the job budget of --parallel and what --cache
-serves. ``run_step`` times one step action (actions.py), stamps success last (state.py), and
-records failure; the up-to-date rule is uptodate.py's, the job counts and the OOM retry
-jobs.py's. tasks.py turns steps into doit tasks; this module knows nothing of doit. Every
-step writes one log ``<workdir>/logs/<component>/<step>.log``, so a kill at any moment loses
-nothing that had finished and never marks unfinished work done.
+BuildContext holds the stack, the settings, where output goes, the outcomes so far, the run
+and prefix locks, the job budget of --parallel, the run's children and what --cache serves,
+and the one up-to-date Rule of the run (uptodate.py), so each checkout's edits are read once
+per run, not once per question. Running a step is runner.py's; the order of a run's phases
+is lifecycle.py's; this module knows nothing of doit.
 """
 
 from __future__ import annotations
 
 import contextlib
-import shlex
-import threading
-import time
-import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, TextIO
+from typing import Any, Protocol, TextIO
 
 from rocbuild import proc
-from rocbuild.errors import BuildFailed
 from rocbuild.model import resources
 from rocbuild.model.graph import Component, Stack
 from rocbuild.model.settings import Settings
-from rocbuild.run import actions, leftovers, outcome, running
+from rocbuild.model.steptable import log_path
+from rocbuild.run import leftovers, outcome
 from rocbuild.run.jobs import JobBudget
-from rocbuild.run.outcome import StepOutcome, log_path, step_logger
+from rocbuild.run.outcome import StepOutcome
 from rocbuild.run.state import StateDir, prefix_lock
 from rocbuild.run.uptodate import Rule
 
-__all__ = ["BuildContext", "Output", "StepOutcome", "log_path"]
+__all__ = ["BuildContext", "Sink", "StepOutcome", "log_path"]
 
 
-class Output:
-    """Thread-safe console output for step lines; ``stream`` shows every build line prefixed
-    with its component, otherwise only rocbuild's own lines."""
+class Sink(Protocol):
+    """Where a run's console lines go (cli/output.py's Output and progress.LiveOutput)."""
 
-    def __init__(self, stream: TextIO, *, show_build_output: bool = True) -> None:
-        self.stream, self.show_build_output = stream, show_build_output
-        self._lock = threading.Lock()
+    stream: TextIO  # where the end-of-run tables are printed too
 
-    def say(self, text: str) -> None:
-        with self._lock:  # plain lines go to pipes and files: each says when it happened
-            self.stream.write(f"{proc.clock()} {text}\n")
-            self.stream.flush()
+    def say(self, text: str) -> None: ...
 
-    def command(self, component: str, step: str, argv: list[str]) -> None:
-        """``+ command`` before a step's program starts (cibuildwheel's habit), on plain
-        output, so a log of the console shows what ran; the bars of a terminal leave it out
-        (the step log has it either way)."""
-        self.say(f"+ {shlex.join(argv)}")
+    def command(self, component: str, step: str, argv: list[str]) -> None: ...
 
-    def build_line(self, component: str, step: str, line: str) -> None:
-        if self.show_build_output:
-            self.say(f"  {component}:{step} | {line}")
+    def build_line(self, component: str, step: str, line: str) -> None: ...
 
-    def step_started(self, component: str, step: str, expected: float | None) -> None:
-        """A step begins; ``expected`` is its duration last time (or the recipe's estimate).
-        Plain output has nothing to draw; progress.LiveOutput draws a bar."""
+    def step_started(self, component: str, step: str, expected: float | None) -> None: ...
 
-    def step_finished(self, component: str, step: str) -> None:
-        """The step ended (either way)."""
+    def step_finished(self, component: str, step: str) -> None: ...
 
-    def run_planned(self, expected: dict[tuple[str, str], float | None]) -> None:
-        """The steps this run will start, each with its expected seconds (None: unknown);
-        plain output says the whole run's estimate once, progress.LiveOutput keeps a line."""
-        known = [s for s in expected.values() if s is not None]
-        if known:
-            total = sum(known)
-            at = time.strftime("%H:%M", time.localtime(time.time() + total))
-            self.say(f"expected: {len(expected)} steps, about {total / 60:.0f} min from this "
-                     f"host's history and the recipes' estimates (done about {at})")
+    def run_planned(self, expected: dict[tuple[str, str], float | None]) -> None: ...
 
 
 @dataclass
 class BuildContext:
     stack: Stack
     settings: Settings
-    output: Output
+    output: Sink
     offline: bool = False
     command: str | None = None  # the command line that continues this run (continuation.py)
     outcomes: list[StepOutcome] = field(default_factory=list)
@@ -89,11 +60,18 @@ class BuildContext:
     budget: JobBudget = field(default_factory=JobBudget)
     cache_choices: dict[str, Any] | None = None  # what --cache serves (cache_install.served)
     _children: proc.ChildRegistry | None = field(default=None, repr=False)
+    _rule: Rule | None = field(default=None, repr=False)
+    # each checkout's edits, read once per run and shared by every Rule of the run (a source
+    # step of the checkout forgets its entry: runner.py)
+    _edits: dict[str, dict[str, Any] | None] = field(default_factory=dict, repr=False)
+
+    @property
+    def ready(self) -> bool:
+        return self._lock is not None
 
     def ensure_ready(self) -> None:
         """Take the workdir's run lock and the prefix lock (held until ``release``) and end
-        the leftovers of a killed run, once per run. The CLI calls this before doit starts;
-        plain ``doit`` reaches it through the first step that runs."""
+        the leftovers of a killed run, once per run (lifecycle.py's ready phase)."""
         if self._lock is not None:
             return
         stack = contextlib.ExitStack()
@@ -127,58 +105,28 @@ class BuildContext:
     def component(self, name: str) -> Component:
         return self.stack.components[name]
 
-    # --- the up-to-date rule lives in uptodate.py; these delegate to it -----------------
+    def retarget(self, stack: Stack) -> None:
+        """Run ``stack`` instead (plain doit learns what it runs from the tasks doit selected,
+        after the tasks were made: lifecycle.Run.begin)."""
+        self.stack, self._rule = stack, None
+
+    # --- the up-to-date rule lives in uptodate.py; one Rule per run ------------------------
     @property
     def rule(self) -> Rule:
-        return Rule(self.stack, self.state)
+        if self._rule is None or self._rule.stack is not self.stack:
+            self._rule = self.rule_for(self.stack)
+        return self._rule
+
+    def rule_for(self, stack: Stack) -> Rule:
+        """A Rule for ``stack`` (the run's own, or the whole default set at the end of a run)
+        that shares the run's record of each checkout's edits."""
+        return Rule(stack, self.state, _edits=self._edits)
 
     def expected_inputs(self, comp: Component, step: str) -> dict[str, Any] | None:
         return self.rule.expected_inputs(comp, step)
 
     def is_current(self, comp: Component, step: str) -> bool:
         return self.rule.is_current(comp, step)
-
-    # --- running -----------------------------------------------------------------------
-    def run_step(self, name: str, step: str) -> StepOutcome:
-        comp = self.component(name)
-        log = log_path(self.stack.workdir, name, step)
-        self.output.say(f"▶ {name}: {step}")
-        started = time.monotonic()
-        outcome = StepOutcome(name, step, "done", log=log)
-        self.output.step_started(name, step, self.expected_seconds(comp, step))
-        # status shows the step running until its stamp or failure record is written (the
-        # marker's file is removed last, so it never frees the space a full disk lacks)
-        with running.mark(self.stack.workdir, name, step):
-            try:
-                actions.STEP_ACTIONS[step](self, comp, log, outcome)
-                if outcome.result == "done":
-                    actions.write_stamp(self, comp, step, outcome, time.monotonic() - started)
-            except BuildFailed as exc:
-                outcome.result, outcome.message = "failed", str(exc)
-                if exc.tip:
-                    outcome.message += f"\nTIP: {exc.tip}"
-            except Exception as exc:  # any error is still this step's failure
-                # rocbuild's own error, not the build's: the traceback goes into the step log,
-                # one line to the user, and the failure is recorded like any other
-                step_logger(log)("rocbuild error:\n" + traceback.format_exc().rstrip())
-                outcome.result = "failed"
-                outcome.message = (f"{name}: {step} failed: {type(exc).__name__}: {exc}"
-                                   f"\n(an error inside rocbuild; the traceback is in {log})")
-            finally:
-                self.output.step_finished(name, step)
-            outcome.seconds = time.monotonic() - started
-            if outcome.result == "done":
-                self.output.say(f"✔ {name}: {step} ({outcome.seconds:.1f}s)")
-            else:
-                self.state.record_failure(name, step, message=outcome.message, log=str(log),
-                                          tail=outcome.tail[-20:], jobs=outcome.jobs,
-                                          oom_retries=outcome.oom_retries,
-                                          seconds=round(outcome.seconds, 1),
-                                          peak_rss=outcome.peak_rss)
-                self.output.say(f"✘ {name}: {step} failed after {outcome.seconds:.1f}s — "
-                                f"log: {log}")
-        self.outcomes.append(outcome)
-        return outcome
 
     def expected_seconds(self, comp: Component, step: str) -> float | None:
         """How long the step took last time on this host (its stamp, even a stale one), else

@@ -37,9 +37,8 @@ from typing import Any
 
 from rocbuild import __version__
 from rocbuild.errors import BuildFailed, ConfigError
-from rocbuild.model import wording
+from rocbuild.model import buildsystems, wording
 from rocbuild.model.graph import Component, Stack, portable_text, sha256_text
-from rocbuild.model.steps import configure_argv
 from rocbuild.run import artifacts, signing, sources
 from rocbuild.run.artifacts import ArtifactRefused, Manifest, Relocation
 from rocbuild.run.cache_oci import OciStore
@@ -65,7 +64,7 @@ def artifact_inputs(stack: Stack, comp: Component) -> dict[str, Any]:
     """The named inputs the key hashes (see the module's doc for why these). ``command`` is
     the configure command without job counts, so what rocbuild itself adds (generator,
     RUNPATH) counts as it does for a rebuild (uptodate.command_key)."""
-    command = (sha256_text(portable_text(stack, json.dumps(configure_argv(stack, comp, None))))
+    command = (sha256_text(portable_text(stack, buildsystems.configure_key(stack, comp)))
                if comp.builds else None)
     return {"recipe": comp.portable_fingerprint, "command": command,
             "targets": [str(t) for t in stack.targets], "machine": platform.machine(),
@@ -82,22 +81,21 @@ def component_key(stack: Stack, comp: Component) -> str:
 
 # --- what a component installed -------------------------------------------------------------
 def installed_paths(stack: Stack, comp: Component) -> list[str]:
-    """The component's files, relative to the prefix: CMake's install_manifest.txt plus the
-    links and files rocbuild itself wrote ([install.links], [install.files]). A source-only
-    component installs nothing: its artifact is the record of the commit it was fetched at,
-    which lets its users come from the cache on a machine without its sources."""
+    """The component's files, relative to the prefix: what its build system recorded (CMake's
+    install_manifest.txt) plus the links and files rocbuild itself wrote ([install.links],
+    [install.files]). A source-only component installs nothing: its artifact is the record of
+    the commit it was fetched at, which lets its users come from the cache on a machine
+    without its sources."""
     if not comp.builds:
         return []
-    manifest = comp.build_dir / "install_manifest.txt"
-    if not manifest.is_file():
-        raise BuildFailed(f"{comp.name}: {manifest} is missing, so what it installed is unknown",
-                          tip=f"run `rocbuild build {comp.name}` first")
+    system = buildsystems.of(comp)
+    installed = system.installed_files(comp)
+    if installed is None:
+        raise BuildFailed(f"{comp.name}: {system.installed_record(comp)} is missing, so what it "
+                          "installed is unknown", tip=f"run `rocbuild build {comp.name}` first")
     prefix = stack.prefix
     out = []
-    for line in manifest.read_text().splitlines():
-        if not line:
-            continue
-        path = Path(line)
+    for path in installed:
         if not path.is_relative_to(prefix):
             raise BuildFailed(f"{comp.name} installed {path}, outside the prefix {prefix}; an "
                               "artifact holds only files inside the prefix")
@@ -281,8 +279,9 @@ def choose(store: Store, stack: Stack, state: StateDir, comp: Component,
 def install(store: Store, stack: Stack, choice: Choice, log: Callable[[str], None],
             progress: artifacts.Progress | None = None) -> list[str]:
     """Pull the chosen artifact into the workdir's artifact folder, check and unpack it into
-    the prefix and write the component's install_manifest.txt as CMake would (so the install
-    check, status and a later rebuild's removal of old files treat it like a build). Raises
+    the prefix and write the component's record of installed files as its build system would
+    (CMake's install_manifest.txt; so the install check, status and a later rebuild's removal
+    of old files treat it like a build). Raises
     ArtifactRefused (the caller then builds the component)."""
     manifest = choice.manifest
     assert manifest is not None and choice.usable
@@ -299,10 +298,12 @@ def install(store: Store, stack: Stack, choice: Choice, log: Callable[[str], Non
         return paths
     comp.build_dir.mkdir(parents=True, exist_ok=True)
     extras = {rel for rel, _ in (*comp.install_links, *comp.install_files)}
-    listed = [str(stack.prefix / p) for p in sorted(paths) if p not in extras]
-    tmp = comp.build_dir / ".install_manifest.txt.tmp"
-    tmp.write_text("".join(line + "\n" for line in listed))
-    tmp.replace(comp.build_dir / "install_manifest.txt")
+    listed = [stack.prefix / p for p in sorted(paths) if p not in extras]
+    system = buildsystems.of(comp)  # its record, in its own form (CMake's manifest)
+    record = system.installed_record(comp)
+    tmp = record.with_name(f".{record.name}.tmp")
+    tmp.write_text(system.record_text(listed))
+    tmp.replace(record)
     return paths
 
 

@@ -3,30 +3,30 @@ artifact instead of fetching and building it, and stamp it as built.
 
 Which components the cache serves is decided once per run, when the tasks are made
 (``served``): those not current yet whose artifact's manifest passes cache.choose. For them
-tasks.py puts ``cache:<name>`` before the component's first step (after its dependencies are
-built, since the stamps name their runs) and leaves their checkouts out of the sources-first
-phase. The step checks, pulls and unpacks the archive, runs the same post-install work as a
-build (the recipe's [install] links and files, for this prefix) and writes every step's stamp
-through build.py, marked ``from_cache``; the normal steps then count as current (see
-uptodate.py's output check), so resume, status, verify and a rerun see a built component. When
-the artifact is refused (a file does not match its sha256, the download fails, ...) nothing is
-stamped and the normal steps build the component instead.
+tasks.py puts ``cache:<name>`` (the step table's shortcut) before the component's first step
+(after its dependencies are built, since the stamps name their runs) and leaves their
+checkouts out of the sources-first phase. The step checks, pulls and unpacks the archive,
+runs the same post-install work as a build (the recipe's [install] links and files, for this
+prefix) and writes every step's stamp through actions.write_stamp, marked ``from_cache``; the
+normal steps then count as current (see uptodate.py's output check), so resume, status,
+verify and a rerun see a built component. When the artifact is refused (a file does not match
+its sha256, the download fails, ...) nothing is stamped and the normal steps build the
+component instead.
 """
 
 from __future__ import annotations
 
-import time
-from typing import Any
+from pathlib import Path
 
 from rocbuild.errors import BuildFailed
 from rocbuild.model.graph import Component
-from rocbuild.model.steps import steps_of
+from rocbuild.model.steptable import steps_of
 from rocbuild.prefix import ownership, prefixguard
 from rocbuild.run import actions, cache
 from rocbuild.run.artifacts import ArtifactRefused
 from rocbuild.run.build import BuildContext
 from rocbuild.run.cache_store import CacheUnavailable, ProgressLine
-from rocbuild.run.outcome import StepOutcome, log_path, step_logger
+from rocbuild.run.outcome import SKIPPED, StepOutcome, step_logger
 
 STEP = "cache"
 
@@ -71,36 +71,17 @@ def is_served(ctx: BuildContext, name: str) -> bool:
     return name in served(ctx)
 
 
-def is_done(ctx: BuildContext, name: str) -> bool:
-    comp = ctx.component(name)
-    return all(ctx.is_current(comp, s) for s in steps_of(comp))
-
-
-def task(ctx: BuildContext, comp: Component) -> dict[str, Any]:
-    """The doit task (tasks.py owns the graph; this is its one cache entry)."""
-    return {
-        "basename": STEP, "name": comp.name, "doc": f"install {comp.name} from the cache",
-        "actions": [(install_step, [ctx, comp.name])],
-        "uptodate": [(is_done, [ctx, comp.name])],
-        "task_dep": [f"build:{d}" for d in comp.depends],
-        "verbosity": 2,
-    }
-
-
-def install_step(ctx: BuildContext, name: str) -> None:
-    """The action of `cache:<name>`. Never fails the run: a refused artifact is reported and
+def install_from_cache(ctx: BuildContext, comp: Component, log_file: Path,
+                       outcome: StepOutcome) -> None:
+    """The action of `cache:<name>` (run by runner.py, bound in stepbind.py). Never fails
+    the run: a refused artifact is reported, the step stands aside (SKIPPED: no outcome) and
     the component's normal steps, which come next, build it."""
-    ctx.ensure_ready()
-    comp = ctx.component(name)
+    name = comp.name
     choice = served(ctx)[name]
     store = cache.open_cache(ctx.settings.cache)
     assert store is not None and choice.manifest is not None
-    log_file = log_path(ctx.stack.workdir, name, STEP)
     log = step_logger(log_file)
-    ctx.output.say(f"▶ {name}: {STEP}")
     ctx.output.say(f"  {name}: {choice.describe()}, key {choice.key[:12]}")
-    started = time.monotonic()
-    outcome = StepOutcome(name, STEP, "done", log=log_file)
     try:
         prefixguard.claim(ctx.stack.prefix)  # rocbuild's from its first install on
         ownership.begin_install(ctx.stack.prefix, comp)  # no link out; not complete meanwhile
@@ -116,10 +97,7 @@ def install_step(ctx: BuildContext, name: str) -> None:
         # outcome either; the summary then lists those steps)
         log(f"refused: {exc}")
         ctx.output.say(f"✘ {name}: the cached artifact is refused: {exc}; building it instead")
-        return
-    outcome.seconds = time.monotonic() - started
-    ctx.output.say(f"✔ {name}: installed from the cache ({outcome.seconds:.1f}s)")
-    ctx.outcomes.append(outcome)
+        outcome.result = SKIPPED
 
 
 def _stamp(ctx: BuildContext, comp: Component, step: str, choice: cache.Choice) -> None:

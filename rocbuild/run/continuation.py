@@ -73,6 +73,16 @@ def command_line(argv: Sequence[str], settings: Settings, cwd: Path | None = Non
     return f"cd {shlex.quote(str(cwd))} && {line}" if from_cwd_config else line
 
 
+def doit_command_line(argv: Sequence[str], settings: Settings, cwd: Path) -> str:
+    """Plain doit's command (``argv`` after the program name) as it continues from anywhere:
+    from the folder doit ran in (dodo.py is there), with the settings that came from
+    ``ROCBUILD_*`` variables set in front (a new shell may not have them)."""
+    assignments = [f"{o.env}={shlex.quote(os.environ.get(o.env, ''))}" for o in OPTIONS
+                   if settings.source(o.name).startswith("env ")]
+    return " ".join([f"cd {shlex.quote(str(cwd))} &&", *assignments,
+                     shlex.join(["doit", *argv])])
+
+
 def record(workdir: Path, command: str) -> None:
     """Remember the build's command line for `rocbuild status`."""
     write_json_atomic(StateDir(workdir).root / RECORD,

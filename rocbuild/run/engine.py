@@ -1,38 +1,42 @@
-"""Run the task graph with doit in-process: reporter, signals and exit codes (DESIGN 3.4).
+"""Run the task graph with doit in-process: the reporter, signals and exit codes.
 
 doit writes its DB only when a run ends and does not kill children on SIGTERM, so SIGTERM
 becomes KeyboardInterrupt (doit's ``finally`` runs, our runner kills the process group) and
-rocbuild's own stamps carry what finished.
+rocbuild's own stamps carry what finished. The phases of a run are lifecycle.py's; the
+reporter here is the doit side of them for both ``rocbuild build`` and plain doit.
 """
 
 from __future__ import annotations
 
 import signal
 import sys
-import time
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Any, Protocol, TextIO
+from typing import Any, TextIO
 
 from doit.cmd_base import ModuleTaskLoader
 from doit.doit_cmd import DoitMain
 from doit.exceptions import TaskFailed
 from rich.console import Console
 
-from rocbuild.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_STEP_FAILED, EXIT_VERIFY_FAILED
+from rocbuild.errors import EXIT_INTERRUPTED
+from rocbuild.model import steptable
 from rocbuild.model.graph import Stack
-from rocbuild.prefix import buildinfo
-from rocbuild.run import continuation, finish, optcheck, preflight
-from rocbuild.run.build import BuildContext, StepOutcome
-from rocbuild.run.tasks import make_namespace
+from rocbuild.model.steptable import RUN, STEP
+from rocbuild.run import lifecycle, optcheck, tasks
+from rocbuild.run.build import BuildContext
+from rocbuild.run.lifecycle import Reports, Run
+from rocbuild.run.outcome import StepOutcome
 
+__all__ = ["Reports", "build", "make_namespace", "make_reporter", "run_doit"]
 BACKENDS = {"BACKEND": {"durable": "rocbuild.run.state:DurableSqliteDB"}}
-STEP_BASENAMES = ("fetch", "patch", "configure", "compile", "install")
+# tasks that say their own failure (TaskFailed): every step kind, and the lifecycle's tasks
+SELF_REPORTING = {k.name for k in steptable.STEPS} | {lifecycle.PREFLIGHT_TASK, tasks.BUILD}
 
 
-def make_reporter(ctx: BuildContext) -> type:
-    """A doit reporter class bound to ``ctx``: our steps print their own start/end lines, so
-    this one notes what was current and prints the summary at the end."""
+def make_reporter(run: Run) -> type:
+    """A doit reporter class bound to ``run``: our steps print their own start/end lines, so
+    this one notes what doit was asked for and what was current, and ends the run."""
+    ctx = run.ctx
 
     class RocbuildReporter:
         desc = "rocbuild console output"
@@ -41,7 +45,7 @@ def make_reporter(ctx: BuildContext) -> type:
             self.outstream = outstream
 
         def initialize(self, tasks: Any, selected_tasks: Any) -> None:
-            pass
+            run.begin(list(selected_tasks or []))
 
         def get_status(self, task: Any) -> None:
             pass
@@ -53,14 +57,16 @@ def make_reporter(ctx: BuildContext) -> type:
             pass
 
         def add_failure(self, task: Any, fail: Any) -> None:
+            run.failed_tasks.append(task.name)
             # a step's own failure (TaskFailed) was reported by the step; anything else is an
             # error in rocbuild or doit and must be shown whole
-            if not isinstance(fail, TaskFailed) or task.name.split(":")[0] not in STEP_BASENAMES:
+            if not isinstance(fail, TaskFailed) or task.name.split(":")[0] not in SELF_REPORTING:
                 ctx.output.say(f"✘ {task.name}: {fail.get_msg().strip()}")
 
         def skip_uptodate(self, task: Any) -> None:
             basename, _, component = task.name.partition(":")
-            if basename in STEP_BASENAMES:
+            kind = steptable.BY_NAME.get(basename)
+            if kind is not None and kind.role == STEP and kind.who != RUN:
                 ctx.outcomes.append(StepOutcome(component, basename, "current"))
 
         def skip_ignore(self, task: Any) -> None:
@@ -77,35 +83,30 @@ def make_reporter(ctx: BuildContext) -> type:
             pass
 
         def complete_run(self) -> None:
-            pass
+            lifecycle.at_end(run, interrupted=lifecycle.interrupted_now())
 
     return RocbuildReporter
 
 
-class SummaryPrinter(Protocol):
-    def __call__(self, outcomes: Sequence[StepOutcome], stack: Stack, command: str | None,
-                 out: Console, seconds: float, *, interrupted: bool = False) -> None: ...
-
-
-@dataclass(frozen=True)
-class Reports:
-    """How the CLI layer shows the end of a run: the engine hands over the outcomes
-    (``summary``, ui.print_build_summary), finish.py the verify report (``verify``)."""
-
-    summary: SummaryPrinter
-    verify: finish.VerifyPrinter
+def make_namespace(run: Run) -> dict[str, Any]:
+    """The doit namespace of ``run``: the step graph with the lifecycle's hooks, and the
+    reporter that ends the run."""
+    namespace = tasks.make_namespace(run.ctx, lambda: lifecycle.before_tasks(run),
+                                     lambda task: lifecycle.after_tasks(run, task))
+    namespace["DOIT_CONFIG"]["reporter"] = make_reporter(run)
+    return namespace
 
 
 def _term_to_interrupt(signum: int, frame: Any) -> None:
     raise KeyboardInterrupt(f"signal {signum}")
 
 
-def run_doit(ctx: BuildContext, task_names: Sequence[str], *, parallel: int = 1,
+def run_doit(run: Run, task_names: Sequence[str], *, parallel: int = 1,
              keep_going: bool = False) -> int:
     """Run ``task_names`` through doit in this process; returns doit's exit code, or raises
-    KeyboardInterrupt after the children are dead."""
-    namespace = make_namespace(ctx)
-    namespace["DOIT_CONFIG"].update(reporter=make_reporter(ctx), outfile=sys.stdout)
+    KeyboardInterrupt after the children are dead (the report phase ends them)."""
+    namespace = make_namespace(run)
+    namespace["DOIT_CONFIG"].update(outfile=sys.stdout)
     argv: list[str] = []
     if parallel > 1:
         argv += ["-n", str(parallel), "-P", "thread"]
@@ -117,7 +118,7 @@ def run_doit(ctx: BuildContext, task_names: Sequence[str], *, parallel: int = 1,
         return DoitMain(ModuleTaskLoader(namespace), config_filenames=(),
                         extra_config=BACKENDS).run(argv)
     except KeyboardInterrupt:
-        ctx.registry().kill_all()  # worker threads may still own children in their own sessions
+        lifecycle.at_end(run, interrupted=True)  # when doit stopped before its own end
         raise
     finally:
         signal.signal(signal.SIGTERM, old)
@@ -126,34 +127,25 @@ def run_doit(ctx: BuildContext, task_names: Sequence[str], *, parallel: int = 1,
 def build(ctx: BuildContext, components: Sequence[str], whole: Stack, reports: Reports, *,
           parallel: int = 1, keep_going: bool = False, out: Console | None = None,
           verify: bool = True) -> int:
-    """Build ``components`` (with everything they need), then write the environment files
-    and build-info and run verify (finish.py); the summary goes to ``reports``; exit code.
-    ``whole`` is the stack's whole default set, loaded with the run's stack (finish.py)."""
-    console = out or Console(file=ctx.output.stream, highlight=False, width=120)
-    started = time.monotonic()
-    started_at = buildinfo.now()
-    ctx.ensure_ready()
-    if ctx.command:  # under the lock: the record names the run that holds the workdir
-        continuation.record(ctx.stack.workdir, ctx.command)
+    """Build ``components`` (with everything they need) through the run's phases
+    (lifecycle.py): the summary goes to ``reports``; the exit code. ``whole`` is the stack's
+    whole default set, loaded with the run's stack (finish.py). A refusal before any step
+    (busy, preflight) is raised, as the CLI reports it."""
+    console = out or Console(file=ctx.output.stream, highlight=False)  # the CLI passes its own
+    run = Run(ctx, reports, console, whole, verify=verify, components=list(components))
+    # every source first (a missing ref or a stale patch fails before any compiler runs),
+    # then every option check, then the builds
+    names = [f"{tasks.SOURCES}:{c}" for c in components] + optcheck.tasks(ctx, components) \
+        + [f"{tasks.BUILD}:{c}" for c in components]
     try:
-        preflight.run(ctx)
-        # every source first (a missing ref or a stale patch fails before any compiler runs)
-        tasks = [f"sources:{c}" for c in components] + optcheck.tasks(ctx, components) \
-            + [f"build:{c}" for c in components]
-        doit_rc = run_doit(ctx, tasks, parallel=parallel, keep_going=keep_going)
+        if lifecycle.before_tasks(run) is not None:  # the locks, preflight: before doit
+            lifecycle.at_end(run)
+            assert run.refusal is not None
+            raise run.refusal
+        doit_rc = run_doit(run, names, parallel=parallel, keep_going=keep_going)
     except KeyboardInterrupt:
-        reports.summary(ctx.outcomes, ctx.stack, ctx.command, console,
-                        time.monotonic() - started, interrupted=True)
+        lifecycle.at_end(run, interrupted=True)
         return EXIT_INTERRUPTED
     finally:
         ctx.release()
-    failed = [o for o in ctx.outcomes if o.result == "failed"]
-    reports.summary(ctx.outcomes, ctx.stack, ctx.command, console, time.monotonic() - started)
-    if failed or doit_rc != 0:
-        if not failed:
-            ctx.output.say(f"rocbuild: doit stopped with exit code {doit_rc} (see above)")
-        return EXIT_STEP_FAILED
-    if not finish.finish(ctx, console, whole, reports.verify, verify=verify,
-                         started=started_at):
-        return EXIT_VERIFY_FAILED  # the exit-code table: 4 is what verify found wrong
-    return EXIT_OK
+    return run.exit_code(doit_rc)

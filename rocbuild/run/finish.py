@@ -1,4 +1,5 @@
-"""After the last install: environment files, build-info, and verify as the build's last step.
+"""After the last install: environment files and build-info (the finish phase), and verify as
+the build's last step (the verify phase); lifecycle.py runs the two in this order.
 
 A build counts as complete only when every component of the stack is installed and current
 and ``verify`` found code for every target (or the user said ``--no-verify``); only then does
@@ -9,18 +10,19 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from rich.console import Console
 
 from rocbuild.checks.verify import VerifyReport, verify_prefix
+from rocbuild.model import buildsystems
 from rocbuild.model.graph import Stack
-from rocbuild.model.steps import steps_of
+from rocbuild.model.steptable import steps_of
 from rocbuild.prefix import buildinfo, envfiles
 from rocbuild.run.build import BuildContext
 from rocbuild.run.state import write_json_atomic
 from rocbuild.run.status import verify_record_path
-from rocbuild.run.uptodate import Rule
 
 # shows a verify report (the CLI's, cmd_verify.print_report): finish decides, never draws it
 VerifyPrinter = Callable[[VerifyReport, Console], None]
@@ -30,7 +32,7 @@ def _complete_stack(ctx: BuildContext, whole: Stack) -> Stack | None:
     """The stack's whole default set (``whole``, loaded when the run began) when every step
     of it is current (this run may have built only a part; earlier runs the rest), else
     None."""
-    rule = Rule(whole, ctx.state)
+    rule = ctx.rule_for(whole)  # the run's record of each checkout's edits
     current = all(rule.is_current(c, step) for c in whole.selected() for step in steps_of(c))
     return whole if current else None
 
@@ -49,10 +51,17 @@ def record_verify(ctx: BuildContext, ok: bool, seconds: float, summary: str) -> 
                        "seconds": round(seconds, 1), "summary": "" if ok else summary})
 
 
-def finish(ctx: BuildContext, out: Console, whole: Stack, print_report: VerifyPrinter, *,
-           verify: bool, started: str) -> bool:
-    """Write env files and build-info; run verify when the whole stack is built. Returns
-    False when verify found a problem (missing code or linkage; the build then exits 4)."""
+@dataclass(frozen=True)
+class Finished:
+    """What the finish phase found: the whole stack when all of it is built (then the
+    verify phase judges it), with the build-info to write once verify has spoken."""
+
+    complete: Stack | None
+    info: buildinfo.BuildInfo | None = None
+
+
+def finish(ctx: BuildContext, out: Console, whole: Stack, *, started: str) -> Finished:
+    """Write the env files; when only part of the stack is built, its build-info too."""
     prefix = ctx.stack.prefix
     written = envfiles.write_env_files(envfiles.spec_for(ctx.stack))
     out.print(f"environment: source {written[0]}", soft_wrap=True)  # to paste: one line
@@ -60,8 +69,18 @@ def finish(ctx: BuildContext, out: Console, whole: Stack, print_report: VerifyPr
     if complete is None:
         buildinfo.write_build_info(prefix, _build_info(ctx, ctx.stack, started))
         out.print("build-info: part of the stack is built; run `rocbuild build` for the rest")
+        return Finished(None)
+    return Finished(complete, _build_info(ctx, complete, started))  # names every component
+
+
+def verify(ctx: BuildContext, out: Console, finished: Finished, print_report: VerifyPrinter,
+           *, verify: bool) -> bool:
+    """Run verify when the whole stack is built and write its build-info. Returns False
+    when verify found a problem (missing code or linkage; the build then exits 4)."""
+    complete, info = finished.complete, finished.info
+    if complete is None or info is None:
         return True
-    info = _build_info(ctx, complete, started)  # the record names every component
+    prefix = ctx.stack.prefix
     previous = buildinfo.read_build_info_lenient(prefix, ctx.output.say)
     nothing_ran = all(o.result == "current" for o in ctx.outcomes)
     if (nothing_ran and previous is not None and previous.complete and previous.verified
@@ -97,10 +116,8 @@ def _runpath_opt_outs(stack: Stack) -> dict[Path, str]:
     shows them, and does not fail on them."""
     exempt: dict[Path, str] = {}
     for comp in stack.selected():
-        manifest = comp.build_dir / "install_manifest.txt"
-        if comp.recipe.runpath or not manifest.is_file():
+        if comp.recipe.runpath or not comp.builds:
             continue
-        for line in manifest.read_text().splitlines():
-            if line:
-                exempt[Path(line)] = f"{comp.name}: {comp.recipe.runpath_reason}"
+        for path in buildsystems.of(comp).installed_files(comp) or []:
+            exempt[path] = f"{comp.name}: {comp.recipe.runpath_reason}"
     return exempt

@@ -11,26 +11,21 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from rocbuild import proc
 from rocbuild.checks.diagnose import is_memory_death
 from rocbuild.errors import BuildFailed
-from rocbuild.model import launchers, resources
+from rocbuild.model import buildsystems, launchers, resources
 from rocbuild.model.graph import Component
 from rocbuild.model.resources import GIB
-from rocbuild.model.steps import build_argv, configure_argv
+from rocbuild.run.command import run_all
 from rocbuild.run.outcome import StepOutcome, step_logger
 from rocbuild.run.state import read_json, write_json_atomic
 
 if TYPE_CHECKING:
     from rocbuild.run.build import BuildContext
-
-# runs one command of a step and raises BuildFailed when it fails (actions.run_tool)
-RunTool = Callable[[Component, str, list[str], Path, StepOutcome], proc.RunResult]
 
 
 def died_of_memory(tail: list[str], oom_after: int | None, oom_before: int | None) -> bool:
@@ -91,30 +86,29 @@ def job_counts(ctx: BuildContext, comp: Component) -> dict[str, resources.JobCou
                                 swap_weight=ctx.settings.swap_weight, cap=cap)
 
 
-def compile_step(ctx: BuildContext, comp: Component, log: Path, outcome: StepOutcome,
-                 run: RunTool) -> None:
-    """ninja with the jobs that fit and are not held by another compile step; retried with
-    fewer jobs when one dies of memory."""
+def compile_step(ctx: BuildContext, comp: Component, log: Path, outcome: StepOutcome) -> None:
+    """The build system's build with the jobs that fit and are not held by another compile
+    step; retried with fewer jobs when one dies of memory."""
     counts = job_counts(ctx, comp)
     jobs = ctx.budget.take(comp.name, counts["compile"].jobs)
     shared = "" if jobs == counts["compile"].jobs else f" (sharing: {jobs} left)"
     ctx.output.say(f"  {comp.name}: {counts['compile'].reason}{shared}")
     try:
         with launchers.observe(ctx.stack.launch, comp, outcome.warnings):
-            compile_with_retries(ctx, comp, log, outcome, counts, jobs, run)
+            compile_with_retries(ctx, comp, log, outcome, counts, jobs)
     finally:
         ctx.budget.give_back(comp.name)
 
 
 def compile_with_retries(ctx: BuildContext, comp: Component, log: Path, outcome: StepOutcome,
-                         counts: dict[str, resources.JobCount], jobs: int,
-                         run: RunTool) -> None:
+                         counts: dict[str, resources.JobCount], jobs: int) -> None:
+    system = buildsystems.of(comp)
     while True:
         outcome.jobs = jobs
         oom_before = resources.cgroup_oom_kills()
         started_usec = resources.monotonic_usec()
         try:
-            run(comp, "compile", build_argv(comp, jobs), log, outcome)
+            run_all(ctx, comp, "compile", system.build(ctx.stack, comp, jobs), log, outcome)
             return
         except BuildFailed:
             kernel_says = resources.kernel_oom_kills_since(started_usec)
@@ -138,4 +132,5 @@ def compile_with_retries(ctx: BuildContext, comp: Component, log: Path, outcome:
                        f"{jobs} job{'s' if jobs > 1 else ''} (the build tree is kept)")
         if comp.job_args:  # e.g. LLVM's link pool is fixed at configure time
             capped = {k: min(c.jobs, jobs) for k, c in counts.items()}
-            run(comp, "configure", configure_argv(ctx.stack, comp, capped), log, outcome)
+            run_all(ctx, comp, "configure", system.configure(ctx.stack, comp, capped), log,
+                    outcome)

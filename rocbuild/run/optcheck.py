@@ -1,46 +1,52 @@
-"""The fetched sources are the last judge of a recipe: before any configure runs, every -D
-option a built recipe passes must be read by some CMake file of the fetched commit (its own
-checkout or a dependency's), as ``rocbuild lint-recipes --sources`` checks it (lint.py).
+"""The fetched sources are the last judge of a recipe: before any configure runs, every
+option a built recipe passes must be read by some build file of the fetched commit (its own
+checkout or a dependency's), as ``rocbuild lint-recipes --sources`` checks it (lint.py; which
+options and which files is the build system's, buildsystems/).
 
-Run as the ``options:<component>`` doit tasks (tasks.py), which the engine runs after every
-``sources:`` task and before any ``build:`` task, so a misspelt or removed option stops the
-night in its first minutes, naming the recipe file and the option.
+Run as the ``options:<component>`` step (the step table's check gating configure), which the
+engine runs after every ``sources:`` task and before any ``build:`` task, so a misspelt or
+removed option stops the night in its first minutes, naming the recipe file and the option.
+The step's log (``logs/<component>/options.log``) lists what was checked where.
 """
 
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
+from pathlib import Path
 
-from rocbuild.checks.lint import CMakeWords, check_component_sources
-from rocbuild.run.build import BuildContext, StepOutcome
+from rocbuild.checks.lint import BuildFileWords, check_component_sources
+from rocbuild.errors import BuildFailed
+from rocbuild.model.graph import Component
+from rocbuild.run.build import BuildContext
+from rocbuild.run.outcome import StepOutcome, step_logger
 
 STEP = "options"
-_WORDS = CMakeWords()  # one walk of each tree per process, shared by every component
+_WORDS = BuildFileWords()  # one walk of each tree per process, shared by every component
 
 
-def check(ctx: BuildContext, name: str) -> StepOutcome:
-    """The options of ``name`` against the checkouts in the workdir; a failed outcome names
-    each option no CMake file reads."""
-    started = time.monotonic()
-    comp = ctx.component(name)
+def check_options(ctx: BuildContext, comp: Component, log: Path, outcome: StepOutcome) -> None:
+    """The options of ``comp`` against the checkouts in the workdir; BuildFailed names each
+    option no build file reads."""
     report, findings = check_component_sources(ctx.stack, comp, ctx.stack.workdir / "src",
                                                _WORDS)
+    write = step_logger(log)
+    write(f"checked {len(report.options)} options of {comp.recipe.file} against the build "
+          f"files of {', '.join(report.searched) or 'nothing'} ({report.source_dir})")
+    for name, where in report.read_by:
+        write(f"  {name}: read by {where}")
     unread = [f.message for f in findings if f.level == "error"]
     if not report.checked:
         unread = [f"no checkout at {report.source_dir} to check its options against"]
-    seconds = time.monotonic() - started
+    for line in unread:
+        write(f"  not read: {line}")
     if unread:
-        message = (f"{comp.recipe.file}: key 'cmake.args': " + "; ".join(unread)
-                   + f" (checked {len(report.options)} options in "
-                   f"{', '.join(report.searched) or 'nothing'}); nothing was configured. Fix: "
-                   f"correct or remove the option in {comp.recipe.file} (it must exist at the "
-                   "pinned ref), then run the same command again")
-        outcome = StepOutcome(name, STEP, "failed", seconds, message=message)
-    else:
-        outcome = StepOutcome(name, STEP, "done", seconds)
-    ctx.outcomes.append(outcome)
-    return outcome
+        key = f"{comp.recipe.table}.args"
+        raise BuildFailed(
+            f"{comp.recipe.file}: key '{key}': " + "; ".join(unread)
+            + f" (checked {len(report.options)} options in "
+            f"{', '.join(report.searched) or 'nothing'}); nothing was configured. Fix: "
+            f"correct or remove the option in {comp.recipe.file} (it must exist at the "
+            "pinned ref), then run the same command again")
 
 
 def tasks(ctx: BuildContext, components: Sequence[str]) -> list[str]:

@@ -10,11 +10,14 @@ from typing import Any
 
 from rocbuild import proc
 from rocbuild.model.graph import Component
+from rocbuild.model.steptable import log_path
 from rocbuild.run.state import StateDir
 
-
-def log_path(workdir: Path, component: str, step: str) -> Path:
-    return workdir / "logs" / component / f"{step}.log"
+__all__ = ["StepOutcome", "expected_seconds", "log_path", "step_logger"]
+DONE, FAILED, CURRENT = "done", "failed", "current"
+# a step that stood aside (the binary cache refused its artifact): no outcome is kept, the
+# component's own steps come next
+SKIPPED = "skipped"
 
 
 def step_logger(log: Path) -> Callable[[str], None]:
@@ -32,7 +35,7 @@ def step_logger(log: Path) -> Callable[[str], None]:
 class StepOutcome:
     component: str
     step: str
-    result: str  # "done", "failed", "current"
+    result: str  # DONE, FAILED, CURRENT (or SKIPPED while the step runs)
     seconds: float = 0.0
     jobs: int | None = None
     peak_rss: int = 0

@@ -15,7 +15,8 @@ from rocbuild.checks import hostreqs
 from rocbuild.errors import BuildFailed, PreflightError
 from rocbuild.model import cost, launchers
 from rocbuild.model.resources import format_gib
-from rocbuild.model.steps import step_env, steps_of
+from rocbuild.model.steps import step_env
+from rocbuild.model.steptable import steps_of
 from rocbuild.run import actions, cache_install, sources
 from rocbuild.run.build import BuildContext
 

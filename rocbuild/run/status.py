@@ -19,11 +19,11 @@ from pathlib import Path
 from typing import Any
 
 from rocbuild.checks.diagnose import Diagnosis, diagnose
+from rocbuild.model import steptable
 from rocbuild.model.graph import Component
 from rocbuild.model.settings import Settings
-from rocbuild.model.steps import steps_of
+from rocbuild.model.steptable import log_path, steps_of
 from rocbuild.run import continuation, running
-from rocbuild.run.build import log_path
 from rocbuild.run.jobs import job_cap_path
 from rocbuild.run.running import RunningStep
 from rocbuild.run.state import read_json
@@ -227,7 +227,7 @@ def _why_pending(walk: _Walk, comp: Component, step: str, before: StepStatus | N
     if before is not None and before.state != DONE:
         return f"after {before.step}"
     waiting = [d for d in comp.depends if d in walk.unsettled]
-    if step not in ("fetch", "patch") and waiting:
+    if not steptable.kind(step).source and waiting:  # a source step waits for nobody
         return "waits for " + ", ".join(f"{d} ({walk.unsettled[d]})" for d in waiting)
     return "not run yet"
 

@@ -1,133 +1,132 @@
 """Stack -> doit tasks: the only module that builds doit task dicts.
 
-Per component and step there is one task, named ``<step>:<component>`` (fetch, patch,
-configure, compile, install), and ``build:<component>`` stands for the whole component with
-everything it needs, so ``doit build:rocblas`` and ``rocbuild build rocblas`` run the same
-graph. Up-to-date checks read rocbuild's stamps (build.py), not doit's DB, because doit's DB
-is written only when a run ends.
+Per component and step kind of the step table (model/steptable.py) there is one task, named
+``<step>:<component>`` (fetch, patch, options, configure, compile, install; ``cache`` for a
+component the binary cache serves) and the run-wide ``python-venv``; each runs through the
+one runner (runner.py), and is up to date by the binding of its kind (stepbind.py), which
+reads rocbuild's stamps, not doit's DB (doit's DB is written only when a run ends). A step's
+task_dep follow from the table: the steps whose runs are its inputs, ``build:<d>`` for its
+dependencies, the checks that gate it, and ``preflight`` (lifecycle.py) before all of them.
 
-All fetch and patch tasks a component needs come before any of its configure steps, and a
-patch step checks its whole series before applying any of it, so a missing source or a stale
-patch fails in the first minutes, not at hour three.
+``sources:<component>`` groups every fetch and patch a component needs, and
+``build:<component>`` stands for the whole component with everything it needs: its
+sources first, then every option check of what it needs, then its dependencies and its own
+steps; its action is lifecycle.py's end of the run. So ``doit build:rocblas`` and ``rocbuild
+build rocblas`` run the same graph, and a missing source, a stale patch or an option the
+sources do not read fails in the first minutes, not at hour three.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from doit.exceptions import TaskFailed
 
-from rocbuild import faults
+from rocbuild.model import steptable
+from rocbuild.model.buildsystems import venv
 from rocbuild.model.graph import Component
-from rocbuild.model.steps import steps_of
-from rocbuild.prefix import prefixguard
-from rocbuild.run import actions, cache_install, optcheck
+from rocbuild.model.steptable import DEPENDENCIES, OF_CHECKOUT, OWN, StepKind
+from rocbuild.run import cache_install, runner, stepbind
 from rocbuild.run.build import BuildContext
+from rocbuild.run.outcome import FAILED
 
-PYTHON_TASK = "python-venv"
+PREFLIGHT = "preflight"  # lifecycle.PREFLIGHT_TASK (the phases before the tasks)
+SOURCES, BUILD = "sources", "build"
+Before = Callable[[], "TaskFailed | None"]  # the preflight task's action
+End = Callable[[str], "TaskFailed | None"]  # the action of build:<component>, given its name
 
 
 def _action(ctx: BuildContext, name: str, step: str) -> TaskFailed | None:
-    ctx.ensure_ready()
-    try:
-        if step == "install":  # the prefix is rocbuild's from its first install on
-            prefixguard.claim(ctx.stack.prefix)
-        outcome = ctx.run_step(name, step)
-    except (faults.StateWriteError, OSError) as exc:  # the disk filled under a stamp or log
-        if isinstance(exc, OSError) and not faults.is_machine_fault(exc):
-            raise
-        error = exc if isinstance(exc, faults.StateWriteError) else faults.explain(exc)
-        ctx.output.say(f"✘ {name}: {step}: {error}\nTIP: {error.tip}")
-        return TaskFailed(str(error))
-    if outcome.result == "failed":
-        return TaskFailed(outcome.message)
-    return None
+    outcome = runner.run_step(ctx, name, step)
+    return TaskFailed(outcome.message) if outcome.result == FAILED else None
 
 
-def _python_action(ctx: BuildContext) -> TaskFailed | None:
-    ctx.ensure_ready()
-    outcome = actions.setup_python(ctx)
-    return TaskFailed(outcome.message) if outcome.result == "failed" else None
+def _uptodate(ctx: BuildContext, name: str | None, step: str) -> bool:
+    kind = steptable.kind(step)
+    return stepbind.is_current(ctx, kind, None if name is None else ctx.component(name))
 
 
-def _options_action(ctx: BuildContext, name: str) -> TaskFailed | None:
-    outcome = optcheck.check(ctx, name)
-    return TaskFailed(outcome.message) if outcome.result == "failed" else None
-
-
-def _uptodate(ctx: BuildContext, name: str, step: str) -> bool:
-    return ctx.is_current(ctx.component(name), step)
-
-
-def _step_task(ctx: BuildContext, comp: Component, step: str, task_dep: list[str]
-               ) -> dict[str, Any]:
-    return {
-        "basename": step,
-        "name": comp.name,
-        "doc": f"{step} {comp.name}",
-        "actions": [(_action, [ctx, comp.name, step])],
-        "uptodate": [(_uptodate, [ctx, comp.name, step])],
-        "task_dep": task_dep,
+def step_task(ctx: BuildContext, kind: StepKind, comp: Component | None, task_dep: list[str]
+              ) -> dict[str, Any]:
+    """The doit task of one step; every one waits for the preflight task."""
+    name = comp.name if comp is not None else None
+    task: dict[str, Any] = {
+        "basename": kind.name,
+        "doc": kind.summary if comp is None else f"{kind.name} {name}",
+        "actions": [(_action, [ctx, name or kind.name, kind.name])],
+        "uptodate": [(_uptodate, [ctx, name, kind.name])],
+        "task_dep": [PREFLIGHT, *task_dep],
         "verbosity": 2,  # our action prints through ctx.output; never let doit capture stdout
     }
+    if name is not None:
+        task["name"] = name
+    return task
 
 
-def component_tasks(ctx: BuildContext, comp: Component) -> list[dict[str, Any]]:
-    steps = steps_of(comp)
+def _step_deps(ctx: BuildContext, comp: Component, kind: StepKind, cached: bool,
+               first: bool) -> list[str]:
+    """What the step waits for: the checks that gate it, its own input steps, the builds of
+    what the component depends on; when the cache serves the component, its cache step (the
+    first step) and the checkout the sources phase left out (the step reading it)."""
+    deps = [f"{check.name}:{comp.name}" for check in steptable.gating_checks(kind.name)
+            if steptable.applies(check, comp)]
+    later: list[str] = []
+    for source in kind.inputs:
+        if source.of == OWN:
+            deps.append(f"{source.step}:{comp.name}")
+        elif source.of == DEPENDENCIES:
+            deps += [f"{BUILD}:{d}" for d in comp.depends]
+        elif source.of == OF_CHECKOUT and cached and comp.owns_checkout:
+            later.append(f"{source.step}:{comp.name}")
+    if cached and first:
+        later.append(f"{cache_install.STEP}:{comp.name}")
+    return deps + later
+
+
+def component_tasks(ctx: BuildContext, comp: Component, end: End) -> list[dict[str, Any]]:
+    steps = steptable.steps_of(comp)
     out: list[dict[str, Any]] = []
-    previous: str | None = None
     # --cache: `cache:<name>` installs the artifact and stamps the steps before they run
     cached = cache_install.is_served(ctx, comp.name)
     if cached:
-        out.append(cache_install.task(ctx, comp))
-    for step in steps:
-        if step == "fetch":
-            deps: list[str] = []
-        elif step == "patch":
-            deps = [f"fetch:{comp.name}"]
-        elif step == "configure":
-            deps = [f"options:{comp.name}", *(f"build:{d}" for d in comp.depends)]
-        else:
-            deps = [f"{previous}:{comp.name}"]
-        if cached and previous is None:
-            deps.append(f"{cache_install.STEP}:{comp.name}")
-        elif cached and step == "configure":  # its checkout left the sources-first phase
-            deps.append(f"{previous}:{comp.name}")
-        out.append(_step_task(ctx, comp, step, deps))
-        previous = step
-    last = [f"{previous}:{comp.name}"] if previous else []
+        out.append(step_task(ctx, steptable.kind(cache_install.STEP), comp,
+                             [f"{BUILD}:{d}" for d in comp.depends]))
+    for i, name in enumerate(steps):
+        kind = steptable.kind(name)
+        out.append(step_task(ctx, kind, comp, _step_deps(ctx, comp, kind, cached, i == 0)))
+    runs_venv = venv.needs(ctx.stack)
     out.append({
-        "basename": "sources",
+        "basename": SOURCES,
         "name": comp.name,
         "doc": f"fetch and patch every source {comp.name} needs",
         "actions": None,
         "task_dep": [f"patch:{owner}" for owner in checkouts_needed(ctx, comp)
                      if not cache_install.is_served(ctx, owner)]
-        + ([PYTHON_TASK] if ctx.stack.python_needs() != ((), ()) else []),
+        + ([steptable.PYTHON_VENV.name] if runs_venv else []),
     })
-    if comp.builds:
-        out.append({
-            "basename": optcheck.STEP,
-            "name": comp.name,
-            "doc": f"check every -D option of {comp.name} against its fetched CMake files",
-            "actions": [(_options_action, [ctx, comp.name])],
-            # the options were accepted once the configure of this fingerprint succeeded
-            "uptodate": [(_uptodate, [ctx, comp.name, "configure"])],
-            # served by --cache: after the cache step (then configure is current and this is
-            # skipped), and after the checkout the sources phase left out (if it was refused)
-            "task_dep": [f"sources:{comp.name}", *([f"{cache_install.STEP}:{comp.name}"]
-                         + ([f"patch:{comp.name}"] if "patch" in steps else [])
-                         if cached else [])],
-            "verbosity": 2,
-        })
+    for check in (k for k in steptable.STEPS if k.gates and steptable.applies(k, comp)):
+        # after the sources; served by --cache: after the cache step (then the gated step is
+        # current and this is skipped), and after the checkout the sources phase left out
+        deps = [f"{SOURCES}:{comp.name}"]
+        if cached:
+            deps += [f"{cache_install.STEP}:{comp.name}",
+                     *([f"patch:{comp.name}"] if "patch" in steps else [])]
+        out.append(step_task(ctx, check, comp, deps))
+    last = [f"{steps[-1]}:{comp.name}"] if steps else []
+    checks = [f"{k.name}:{n}" for n in ctx.stack.closure(comp.name)
+              for k in steptable.STEPS if k.gates and steptable.applies(k, ctx.component(n))]
     out.append({
-        "basename": "build",
+        "basename": BUILD,
         "name": comp.name,
         "doc": comp.recipe.summary or f"build {comp.name}",
-        "actions": None,
-        # doit runs task_deps depth-first in list order: sources first, so a missing source or
-        # a stale patch anywhere below this component fails before any compiler runs
-        "task_dep": [f"sources:{comp.name}", *(f"build:{d}" for d in comp.depends), *last],
+        "actions": [(end, [f"{BUILD}:{comp.name}"])],
+        # doit runs task_deps depth-first in list order: sources first, then every check, so
+        # a missing source, a stale patch or an unread option anywhere below this component
+        # fails before any compiler runs
+        "task_dep": [f"{SOURCES}:{comp.name}", *checks, *(f"{BUILD}:{d}" for d in comp.depends),
+                     *last],
+        "verbosity": 2,
     })
     return out
 
@@ -138,28 +137,26 @@ def checkouts_needed(ctx: BuildContext, comp: Component) -> list[str]:
     return [n for n in ctx.stack.order if n in owners]
 
 
-def make_namespace(ctx: BuildContext) -> dict[str, Any]:
-    """A doit namespace (task creators + DOIT_CONFIG) for the Stack in ``ctx``."""
+def make_namespace(ctx: BuildContext, before: Before, end: End) -> dict[str, Any]:
+    """A doit namespace (task creators + DOIT_CONFIG) for the Stack in ``ctx``; ``before``
+    is the preflight task's action and ``end`` the one of each ``build:`` task
+    (lifecycle.py)."""
     selected = ctx.stack.selected()
 
     def task_build() -> Any:
         """build a component with everything it needs (fetch, patch, configure, compile,
         install)"""
+        yield {"basename": PREFLIGHT, "doc": "preflight: host, disk and patch checks",
+               "actions": [before], "verbosity": 2}
         for comp in selected:
-            yield from component_tasks(ctx, comp)
-        if ctx.stack.python_needs() != ((), ()):
-            yield {
-                "basename": PYTHON_TASK,
-                "doc": "the build venv with the recipes' Python packages, and the wheelhouse",
-                "actions": [(_python_action, [ctx])],
-                "uptodate": [(actions.python_is_current, [ctx])],
-                "verbosity": 2,
-            }
+            yield from component_tasks(ctx, comp, end)
+        if venv.needs(ctx.stack):  # the run-wide step, when a recipe needs Python packages
+            yield step_task(ctx, steptable.PYTHON_VENV, None, [])
 
     return {
         "task_build": task_build,
         "DOIT_CONFIG": {
-            "default_tasks": [f"build:{c.name}" for c in selected],
+            "default_tasks": [f"{BUILD}:{c.name}" for c in selected],
             "backend": "durable",
             "dep_file": str(ctx.state.doit_db),
             "verbosity": 2,

@@ -4,7 +4,9 @@ A step is current when (1) its stamp holds the fingerprint of the inputs it woul
 (2) what it made is still the thing it made. The inputs chain every step to the *run* of the
 step before it: each successful run writes a fresh run id into its stamp, so whenever a step
 runs again, everything after it runs again too (a no-op ninja or install costs seconds; a
-stale library left installed costs a night). In order:
+stale library left installed costs a night). Which run ids feed a step, and where its
+output lives, is declared in the step table (model/steptable.py); a step's own facts are
+FACTS below and the output checks OUTPUTS, by where the output lives. In order:
 
 - fetch: the URL, ref and submodule setting;
 - patch: the fetch run, the commit, the checkout token and the patch contents;
@@ -16,9 +18,10 @@ stale library left installed costs a night). In order:
 - install: the compile run.
 
 Outputs: a fetch is current only while the checkout is the one it made (token and commit); a
-configure only while the build tree holds the ``rocbuild-build-id`` it wrote and its
-CMakeCache.txt, so a deleted or replaced build tree is configured again (and, by the chain,
-compiled and installed again); an install only while its files are in the prefix.
+configure only while the build tree holds the ``rocbuild-build-id`` it wrote and its build
+system's files (CMake: CMakeCache.txt), so a deleted or replaced build tree is configured
+again (and, by the chain, compiled and installed again); an install only while the files its
+build system recorded (CMake's install_manifest.txt) are in the prefix.
 
 Nothing here writes, so status may call it while a build runs.
 """
@@ -26,26 +29,26 @@ Nothing here writes, so status may call it while a build runs.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rocbuild.model import launchers
+from rocbuild.model import buildsystems, launchers, steptable
 from rocbuild.model.graph import Component, Stack, sha256_text
-from rocbuild.model.steps import configure_argv, steps_of
+from rocbuild.model.steptable import (
+    DEPENDENCIES,
+    IN_CHECKOUT,
+    IN_PREFIX,
+    IN_TREE,
+    OWN,
+    StepKind,
+    steps_of,
+)
 from rocbuild.run import patches, sources
 from rocbuild.run.state import StateDir
 
 BUILD_ID_FILE = "rocbuild-build-id"
-
-# What a missing output means to the user, per step (see ``missing_output``).
-MISSING_OUTPUT = {
-    "fetch": "the checkout changed or was removed",
-    "configure": "the build tree was removed or replaced (CMakeCache.txt or its build id)",
-    "compile": "the build tree was removed or replaced",
-    "install": "installed files are missing from the prefix",
-}
 
 
 def build_id(build_dir: Path) -> str | None:
@@ -65,9 +68,10 @@ def run_id(stamp: dict[str, Any] | None) -> str | None:
 
 @dataclass(frozen=True)
 class Rule:
-    """The up-to-date rule for one Stack and its workdir state. One instance answers one
-    question (a status walk, one doit up-to-date check): it remembers each checkout's edits so
-    a walk runs `git status` once per checkout, not once per question about it."""
+    """The up-to-date rule for one Stack and its workdir state. It remembers each checkout's
+    edits, so a status walk or a whole run runs `git status` once per checkout, not once per
+    question about it (a run passes one record to all its Rules; a source step of the
+    checkout makes it forget, runner.py)."""
 
     stack: Stack
     state: StateDir
@@ -77,24 +81,31 @@ class Rule:
     def component(self, name: str) -> Component:
         return self.stack.components[name]
 
+    def _chained(self, step: str) -> StepKind:
+        """The step's kind; only stamped component steps have inputs and outputs here."""
+        kind = steptable.kind(step)  # UnknownStep for a name the table does not declare
+        if kind not in steptable.chained():
+            raise steptable.UnknownStep(f"'{step}' is not a stamped component step "
+                                        "(model/steptable.py)")
+        return kind
+
     def input_steps(self, comp: Component, step: str) -> list[tuple[str, str]]:
         """The (component, step) pairs whose run id is an input of ``step``."""
-        if step == "fetch":
-            return []
-        if step == "patch":
-            return [(comp.name, "fetch")]
-        if step == "configure":
-            deps = [self.final_step(self.component(d)) for d in comp.depends
-                    if d != comp.checkout]
-            return [(comp.checkout, "patch"), *(d for d in deps if d is not None)]
-        return [(comp.name, {"compile": "configure", "install": "compile"}[step])]
+        pairs: list[tuple[str, str]] = []
+        for source in self._chained(step).inputs:
+            if source.of == DEPENDENCIES:
+                pairs += [seen for d in comp.depends if d != comp.checkout
+                          if (seen := self.final_step(self.component(d))) is not None]
+            else:
+                pairs.append((comp.name if source.of == OWN else comp.checkout, source.step))
+        return pairs
 
     def final_step(self, comp: Component) -> tuple[str, str] | None:
-        """The step whose run the users of ``comp`` are built against: its install, or the
-        patch of its checkout for a source-only component."""
-        steps = steps_of(comp)
-        if steps:
-            return (comp.name, steps[-1])
+        """The step whose run the users of ``comp`` are built against (the step table's
+        ``dependents_see``: its install, or the patch of a source-only component)."""
+        seen = steptable.seen_by_dependents(comp)
+        if seen is not None:
+            return (comp.name, seen)
         if comp.checkout != comp.name:  # reuses another checkout and builds nothing
             return self.final_step(self.component(comp.checkout))
         return None
@@ -104,40 +115,36 @@ class Rule:
         return None if final is None else run_id(self.state.read_stamp(*final))
 
     def expected_inputs(self, comp: Component, step: str) -> dict[str, Any] | None:
-        """What the step's output depends on, by name; None while an input step has no stamp
-        yet (then the step is not current). Stamps keep this document, so status can say
-        which input changed."""
-        state = self.state
-        if step == "fetch":
-            return {"url": comp.url, "ref": comp.ref, "submodules": comp.submodules}
-        if step == "patch":
-            fetched = state.read_stamp(comp.name, "fetch")
-            if fetched is None:
+        """What the step's output depends on, by name: the run ids the step table names,
+        then the step's own facts (FACTS); None while an input step has no stamp yet (then
+        the step is not current). Stamps keep this document, so status can say which input
+        changed."""
+        doc: dict[str, Any] = {}
+        for source in self._chained(step).inputs:
+            if source.of == DEPENDENCIES:
+                deps = {d: self.final_run(self.component(d)) for d in comp.depends
+                        if d != comp.checkout}
+                if None in deps.values():
+                    return None
+                doc[source.key] = deps
+                continue
+            owner = comp.name if source.of == OWN else comp.checkout
+            ran = run_id(self.state.read_stamp(owner, source.step))
+            if ran is None:
                 return None
-            return {"fetch": run_id(fetched), "commit": fetched.get("commit"),
-                    "checkout": fetched.get("checkout_id"),
-                    "patches": {p.path.name: p.sha256 for p in comp.patches}}
-        if step == "configure":
-            source = run_id(state.read_stamp(comp.checkout, "patch"))
-            deps = {d: self.final_run(self.component(d)) for d in comp.depends
-                    if d != comp.checkout}
-            if source is None or None in deps.values():
-                return None
-            return {"recipe": comp.fingerprint, "command": command_key(self.stack, comp),
-                    "source": source, "deps": deps}
-        if step == "compile":
-            configured = run_id(state.read_stamp(comp.name, "configure"))
-            if configured is None:
-                return None
-            return {"configure": configured, "edits": self.local_edits(comp)}
-        compiled = run_id(state.read_stamp(comp.name, "compile"))
-        return None if compiled is None else {"compile": compiled}
+            doc[source.key] = ran
+        facts = FACTS[step](self, comp)
+        return None if facts is None else {**doc, **facts}
 
     def local_edits(self, comp: Component) -> dict[str, Any] | None:
         """The user's own changes in the checkout, beyond the patch series (None if none)."""
         if comp.checkout not in self._edits:
             self._edits[comp.checkout] = self._read_edits(comp)
         return self._edits[comp.checkout]
+
+    def forget_edits(self, checkout: str) -> None:
+        """The checkout changed (a fetch or patch ran): read its edits again when asked."""
+        self._edits.pop(checkout, None)
 
     def _read_edits(self, comp: Component) -> dict[str, Any] | None:
         applied = (self.state.read_stamp(comp.checkout, "patch") or {}).get("applied")
@@ -162,26 +169,14 @@ class Rule:
     def missing_output(self, comp: Component, step: str) -> str | None:
         """Why what the step made is no longer there (None when it is): a stamp alone is not
         enough when the user deleted or replaced the step's output."""
+        kind = self._chained(step)
         stamp = self.state.read_stamp(comp.name, step) or {}
-        missing = MISSING_OUTPUT.get(step)
-        if stamp.get("from_cache") and step != "install":
+        if stamp.get("from_cache") and kind.output != IN_PREFIX:
             return self._cached_output(comp, step)
-        if step == "fetch":
-            same = (sources.checkout_id(comp.checkout_dir) == stamp.get("checkout_id")
-                    and sources.checkout_commit(comp.checkout_dir) == stamp.get("commit"))
-            return None if same else missing
-        if step == "configure":
-            ours = (comp.build_dir / "CMakeCache.txt").is_file() and (
-                build_id(comp.build_dir) == stamp.get("build_id"))
-            return None if ours else missing
-        if step == "compile":
-            configured = self.state.read_stamp(comp.name, "configure") or {}
-            ours = (comp.build_dir / "build.ninja").is_file() and (
-                build_id(comp.build_dir) == configured.get("build_id"))
-            return None if ours else missing
-        if step == "install":
-            return None if self._installed_files_present(comp) else missing
-        return None
+        if not kind.output or OUTPUTS[kind.output](self, comp, step, stamp):
+            return None
+        files = buildsystems.of(comp).tree_files(step) if comp.builds else ()
+        return kind.missing.format(files=" or ".join(files) or "its files")
 
     def _cached_output(self, comp: Component, step: str) -> str | None:
         """A step stamped by the binary cache (cache_install.py) left no checkout or build
@@ -191,16 +186,6 @@ class Rule:
         if all(self.is_current(comp, later) for later in steps[steps.index(step) + 1:]):
             return None
         return "installed from the binary cache; building it again needs the sources"
-
-    def _installed_files_present(self, comp: Component) -> bool:
-        manifest = comp.build_dir / "install_manifest.txt"
-        if not manifest.is_file():
-            return False
-        prefix = self.stack.prefix
-        return all(Path(line).exists() or Path(line).is_symlink()
-                   for line in manifest.read_text().splitlines() if line) and all(
-            (prefix / rel).is_symlink() or (prefix / rel).exists()
-            for rel, _ in (*comp.install_links, *comp.install_files))
 
     def next_runs(self, components: Iterable[Component]) -> dict[tuple[str, str], bool]:
         """Which steps the next build runs, in build order: a step runs when it is not
@@ -218,5 +203,66 @@ def command_key(stack: Stack, comp: Component) -> str:
     RUNPATH) change the result as much as the recipe's, so a new rule in rocbuild
     reconfigures; the job counts and the compiler launchers are left out (they change only
     the speed)."""
-    argv = launchers.without_launchers(configure_argv(stack, comp, {}))
-    return sha256_text(json.dumps(argv))
+    return sha256_text(buildsystems.configure_key(stack, comp, launchers.without_launchers))
+
+
+# --- each step's own inputs beyond the run ids (the step table names those) ---------------
+Facts = Callable[[Rule, Component], "dict[str, Any] | None"]
+
+
+def _fetch_facts(rule: Rule, comp: Component) -> dict[str, Any]:
+    return {"url": comp.url, "ref": comp.ref, "submodules": comp.submodules}
+
+
+def _patch_facts(rule: Rule, comp: Component) -> dict[str, Any] | None:
+    fetched = rule.state.read_stamp(comp.name, "fetch") or {}
+    return {"commit": fetched.get("commit"), "checkout": fetched.get("checkout_id"),
+            "patches": {p.path.name: p.sha256 for p in comp.patches}}
+
+
+def _configure_facts(rule: Rule, comp: Component) -> dict[str, Any]:
+    return {"recipe": comp.fingerprint, "command": command_key(rule.stack, comp)}
+
+
+def _compile_facts(rule: Rule, comp: Component) -> dict[str, Any]:
+    return {"edits": rule.local_edits(comp)}
+
+
+FACTS: Mapping[str, Facts] = {
+    "fetch": _fetch_facts, "patch": _patch_facts, "configure": _configure_facts,
+    "compile": _compile_facts, "install": lambda rule, comp: {}}
+
+
+# --- is what a step made still there (by where the step table says its output lives) ------
+OutputCheck = Callable[[Rule, Component, str, "dict[str, Any]"], bool]
+
+
+def _checkout_there(rule: Rule, comp: Component, step: str, stamp: dict[str, Any]) -> bool:
+    """The checkout is the one the fetch made (its token and commit)."""
+    return (sources.checkout_id(comp.checkout_dir) == stamp.get("checkout_id")
+            and sources.checkout_commit(comp.checkout_dir) == stamp.get("commit"))
+
+
+def _tree_there(rule: Rule, comp: Component, step: str, stamp: dict[str, Any]) -> bool:
+    """The build tree holds the build system's files of the step and the build id configure
+    wrote into it (so a deleted or replaced tree is configured and compiled again)."""
+    made_by = stamp if step == "configure" else rule.state.read_stamp(comp.name, "configure")
+    files = buildsystems.of(comp).tree_files(step)
+    return all((comp.build_dir / name).is_file() for name in files) and (
+        build_id(comp.build_dir) == (made_by or {}).get("build_id"))
+
+
+def _prefix_there(rule: Rule, comp: Component, step: str, stamp: dict[str, Any]) -> bool:
+    """Every file the install put into the prefix (the build system's record) is there,
+    and the recipe's own links and files."""
+    installed = buildsystems.of(comp).installed_files(comp)
+    if installed is None:
+        return False
+    prefix = rule.stack.prefix
+    return all(p.exists() or p.is_symlink() for p in installed) and all(
+        (prefix / rel).is_symlink() or (prefix / rel).exists()
+        for rel, _ in (*comp.install_links, *comp.install_files))
+
+
+OUTPUTS: Mapping[str, OutputCheck] = {IN_CHECKOUT: _checkout_there, IN_TREE: _tree_there,
+                                 IN_PREFIX: _prefix_there}

@@ -130,6 +130,7 @@ def test_a_submodule_git_error_is_recorded_with_gits_own_words(calc: Calc) -> No
     assert "does not appear to be a git repository" in status.stdout
 
 
+@pytest.mark.internal_error
 def test_an_unexpected_error_inside_a_step_is_that_steps_failure(calc: Calc) -> None:
     # an [install.files] entry below a file that cmake --install created: rocbuild's own
     # code raises an OSError, which must not escape as a traceback (a file onto a folder is

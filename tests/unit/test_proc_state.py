@@ -102,7 +102,8 @@ def test_lock_in_one_process_twice_is_refused(tmp_path: Path) -> None:
 
 
 def test_parallel_compile_steps_share_one_job_budget(tmp_path: Path) -> None:
-    from rocbuild.run.build import BuildContext, Output
+    from rocbuild.cli.output import Output
+    from rocbuild.run.build import BuildContext
 
     ctx = BuildContext(stack=None, settings=None, output=Output(sys.stdout))  # type: ignore[arg-type]
     assert ctx.budget.take("llvm", 8) == 8

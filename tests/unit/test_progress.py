@@ -60,7 +60,7 @@ def test_live_output_shows_the_whole_run_line() -> None:
 
 
 def test_plain_output_says_the_whole_runs_estimate_once() -> None:
-    from rocbuild.run.build import Output
+    from rocbuild.cli.output import Output
 
     buffer = io.StringIO()
     Output(buffer).run_planned({("a", "compile"): 1800.0, ("b", "compile"): None})

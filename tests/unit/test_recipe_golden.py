@@ -13,10 +13,11 @@ from pathlib import Path
 
 import pytest
 
+from rocbuild.model.buildsystems.cmake import configure_argv
 from rocbuild.model.graph import Component, Stack, load_stack
 from rocbuild.model.recipes import load_recipes
 from rocbuild.model.settings import resolve
-from rocbuild.model.steps import configure_argv, env_overrides
+from rocbuild.model.steps import env_overrides
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden"
 WORKDIR = "/work/rb"

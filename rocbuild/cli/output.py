@@ -1,0 +1,55 @@
+"""The console output of a build: plain lines (CI logs, nohup, pipes), one per event.
+
+run/ writes through its small sink protocol (run/build.py ``Sink``); this is the plain
+implementation, and progress.LiveOutput draws bars on a terminal.
+"""
+
+from __future__ import annotations
+
+import shlex
+import threading
+import time
+from typing import TextIO
+
+from rocbuild import proc
+
+
+class Output:
+    """Thread-safe console output for step lines; ``stream`` shows every build line prefixed
+    with its component, otherwise only rocbuild's own lines."""
+
+    def __init__(self, stream: TextIO, *, show_build_output: bool = True) -> None:
+        self.stream, self.show_build_output = stream, show_build_output
+        self._lock = threading.Lock()
+
+    def say(self, text: str) -> None:
+        with self._lock:  # plain lines go to pipes and files: each says when it happened
+            self.stream.write(f"{proc.clock()} {text}\n")
+            self.stream.flush()
+
+    def command(self, component: str, step: str, argv: list[str]) -> None:
+        """``+ command`` before a step's program starts (cibuildwheel's habit), on plain
+        output, so a log of the console shows what ran; the bars of a terminal leave it out
+        (the step log has it either way)."""
+        self.say(f"+ {shlex.join(argv)}")
+
+    def build_line(self, component: str, step: str, line: str) -> None:
+        if self.show_build_output:
+            self.say(f"  {component}:{step} | {line}")
+
+    def step_started(self, component: str, step: str, expected: float | None) -> None:
+        """A step begins; ``expected`` is its duration last time (or the recipe's estimate).
+        Plain output has nothing to draw; progress.LiveOutput draws a bar."""
+
+    def step_finished(self, component: str, step: str) -> None:
+        """The step ended (either way)."""
+
+    def run_planned(self, expected: dict[tuple[str, str], float | None]) -> None:
+        """The steps this run will start, each with its expected seconds (None: unknown);
+        plain output says the whole run's estimate once, progress.LiveOutput keeps a line."""
+        known = [s for s in expected.values() if s is not None]
+        if known:
+            total = sum(known)
+            at = time.strftime("%H:%M", time.localtime(time.time() + total))
+            self.say(f"expected: {len(expected)} steps, about {total / 60:.0f} min from this "
+                     f"host's history and the recipes' estimates (done about {at})")

@@ -1,0 +1,44 @@
+"""One command of a step: in the component's build environment, logged, with its output
+shown through the run's sink and its process registered with the run (proc.run_logged)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from rocbuild import proc
+from rocbuild.errors import BuildFailed
+from rocbuild.model.graph import Component
+from rocbuild.model.steps import step_env
+from rocbuild.run.outcome import StepOutcome
+
+if TYPE_CHECKING:
+    from rocbuild.run.build import BuildContext
+
+
+def run_tool(ctx: BuildContext, comp: Component | None, step: str, argv: list[str], log: Path,
+             outcome: StepOutcome, *, label: str | None = None) -> proc.RunResult:
+    """Run ``argv`` for ``step`` of ``comp`` (None: a run-wide step, in rocbuild's own
+    environment); BuildFailed naming the step when it fails."""
+    name = comp.name if comp is not None else (label or step)
+    env = step_env(ctx.stack, comp) if comp is not None else None
+    cwd = comp.build_dir if comp is not None and comp.build_dir.is_dir() else None
+    ctx.output.command(name, step, argv)
+    result = proc.run_logged(
+        argv, log=log, cwd=cwd, env=env,
+        on_line=lambda line: ctx.output.build_line(name, step, line),
+        registry=ctx.registry())
+    outcome.peak_rss = max(outcome.peak_rss, result.peak_rss)
+    outcome.tail = result.tail
+    if not result.ok:
+        how = (f"was killed by signal {result.signal}" if result.signal
+               else f"exited with {result.returncode}")
+        raise BuildFailed(f"{name}: {step} failed: {argv[0]} {how}")
+    return result
+
+
+def run_all(ctx: BuildContext, comp: Component | None, step: str, commands: list[list[str]],
+            log: Path, outcome: StepOutcome, *, label: str | None = None) -> None:
+    """Each command in turn; the first that fails ends the step."""
+    for argv in commands:
+        run_tool(ctx, comp, step, argv, log, outcome, label=label)

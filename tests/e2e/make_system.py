@@ -1,0 +1,61 @@
+"""A build system only the tests use: a hand-written ``configure`` script and a plain
+Makefile, installed through ``make install DESTDIR=<build>/stage`` and copied into the
+prefix, with the list of installed files written beside the build. It shows that a build
+system is one module: nothing in rocbuild names it; a test registers it
+(``buildsystems.register(Make())``) and a recipe says ``kind = "make"`` with a ``[make]``
+table."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+
+from rocbuild.model.buildsystems import BuildSystem, Commands
+from rocbuild.model.graph import Component, Stack
+
+RECORD = "installed.txt"
+
+
+class Make(BuildSystem):
+    kind = "make"
+    table = "make"
+    keys = ("args",)  # VAR=value, given to configure (it writes them into config.mk)
+
+    def configure(self, stack: Stack, comp: Component, jobs: Mapping[str, int] | None
+                  ) -> Commands:
+        return [["sh", str(comp.source_dir / "configure"), f"--prefix={comp.install_prefix}",
+                 *comp.cmake_args]]
+
+    def build(self, stack: Stack, comp: Component, jobs: int) -> Commands:
+        return [["make", "-C", str(comp.build_dir), "-f", str(comp.source_dir / "Makefile"),
+                 f"-j{jobs}"]]
+
+    def install(self, stack: Stack, comp: Component) -> Commands:
+        stage = comp.build_dir / "stage"
+        staged = f"{stage}{comp.install_prefix}"
+        return [["rm", "-rf", str(stage)],
+                ["make", "-C", str(comp.build_dir), "-f", str(comp.source_dir / "Makefile"),
+                 "install", f"DESTDIR={stage}"],
+                ["sh", "-c", 'mkdir -p "$2" && cp -a "$1/." "$2/"', "copy", staged,
+                 str(comp.install_prefix)],
+                ["sh", "-c", 'cd "$1" && find . ! -type d | sed "s|^\\.|$2|" > "$3"', "record",
+                 staged, str(comp.install_prefix), str(self.installed_record(comp))]]
+
+    def installed_record(self, comp: Component) -> Path:
+        return comp.build_dir / RECORD
+
+    def installed_files(self, comp: Component) -> list[Path] | None:
+        try:
+            text = self.installed_record(comp).read_text()
+        except OSError:
+            return None
+        return [Path(line) for line in text.splitlines() if line]
+
+    def option_names(self, stack: Stack, comp: Component) -> list[str]:
+        return [arg.split("=", 1)[0] for arg in comp.cmake_args if "=" in arg]
+
+    def is_build_file(self, name: str) -> bool:
+        return name in ("Makefile", "configure") or name.endswith(".mk")
+
+    def tree_files(self, step: str) -> tuple[str, ...]:
+        return ("config.mk",)

@@ -1,0 +1,152 @@
+"""A build system added in one module (tests/e2e/make_system.py, registered by the test):
+a generated configure + Makefile project is built, installed, found current, rebuilt when
+its options change, and an option its build files never read stops the run before
+configure, all through the same steps, stamps and checks as a CMake component."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from rocbuild.model import buildsystems
+from tests.cli import CliResult, assert_no_traceback, child_env, run_cli
+from tests.conftest import require_tool
+from tests.e2e.chain import FAKE_HOST, make_repo
+from tests.e2e.make_system import Make
+
+pytestmark = pytest.mark.e2e
+
+PROJECT = {
+    "configure": textwrap.dedent("""\
+        #!/bin/sh
+        # writes config.mk into the current (build) folder: the prefix, the sources, VAR=value
+        prefix=/usr/local
+        : > config.mk.new
+        for arg in "$@"; do
+          case "$arg" in
+            --prefix=*) prefix="${arg#--prefix=}" ;;
+            *=*) echo "$arg" >> config.mk.new ;;
+          esac
+        done
+        src=$(cd "$(dirname "$0")" && pwd)
+        { echo "PREFIX=$prefix"; echo "SRC=$src"; cat config.mk.new; } > config.mk
+        rm -f config.mk.new
+        """),
+    "Makefile": textwrap.dedent("""\
+        include config.mk
+        GREETING ?= hello
+        hello: $(SRC)/hello.c config.mk
+        \t$(CC) -DGREETING='"$(GREETING)"' -o $@ $(SRC)/hello.c
+        install: hello
+        \tmkdir -p $(DESTDIR)$(PREFIX)/bin
+        \tcp hello $(DESTDIR)$(PREFIX)/bin/hello
+        """),
+    "hello.c": '#include <stdio.h>\nint main(void) { puts(GREETING); return 0; }\n',
+}
+
+# the child registers the test's build system, then runs rocbuild's CLI as `python -m
+# rocbuild` would (a failure still reaches the user as the CLI prints it)
+CHILD = ("import sys; from rocbuild.model import buildsystems; from tests.e2e.make_system "
+         "import Make; buildsystems.register(Make()); from rocbuild.cli.main import main; "
+         "sys.exit(main(sys.argv[1:]))")
+
+
+@pytest.fixture
+def make_registered() -> Iterator[None]:
+    buildsystems.register(Make())
+    yield
+    buildsystems.unregister("make")
+
+
+def rocbuild_with_make(*args: str) -> CliResult:
+    argv = [sys.executable, "-c", CHILD, *args]
+    done = subprocess.run(argv, env=child_env(), capture_output=True, text=True, timeout=300,
+                          stdin=subprocess.DEVNULL)
+    result = CliResult(argv, done.returncode, done.stdout, done.stderr)
+    assert_no_traceback(result)
+    return result
+
+
+def write_stack(tmp_path: Path, args: list[str]) -> list[str]:
+    recipes = tmp_path / "recipes"
+    recipes.mkdir(exist_ok=True)
+    (recipes / "stack.toml").write_text(textwrap.dedent("""\
+        [stack]
+        version = "1.0"
+        targets = ["gfx906"]
+        prefix = "/opt/unused"
+        components = ["hello"]
+        """))
+    (recipes / "hello.toml").write_text(textwrap.dedent(f"""\
+        summary = "a configure + make project"
+        kind = "make"
+        [source]
+        git = "{FAKE_HOST}hello.git"
+        ref = "v1"
+        [make]
+        args = {args!r}
+        """).replace("'", '"'))
+    return ["--recipes", str(recipes), "--workdir", str(tmp_path / "work"), "--prefix",
+            str(tmp_path / "prefix"), "--mirror", f"{FAKE_HOST}={(tmp_path / 'repos').as_uri()}/"]
+
+
+def test_a_make_project_builds_through_the_seam(tmp_path: Path, make_registered: None) -> None:
+    for tool in ("git", "make", "cc"):
+        require_tool(tool)
+    make_repo(tmp_path / "repos", "hello", PROJECT)
+    flags = write_stack(tmp_path, ["GREETING=hi {{ name }}"])
+    hello = tmp_path / "prefix" / "bin" / "hello"
+
+    result = rocbuild_with_make("build", *flags, "--no-verify")
+    assert result.returncode == 0, result.explain()
+    assert subprocess.run([str(hello)], capture_output=True, text=True).stdout == "hi hello\n"
+    installed = (tmp_path / "work/build/hello/installed.txt").read_text().split()
+    assert installed == [str(hello)]  # the seam's record of what the install put there
+    work = tmp_path / "work"
+    assert (work / "logs/hello/options.log").read_text().count("GREETING: read by hello")
+
+    # current next time: the same stamps and output checks as for CMake
+    result = rocbuild_with_make("build", *flags, "--no-verify")
+    assert result.returncode == 0 and "▶" not in result.stdout, result.explain()
+    status = rocbuild_with_make("status", *flags)
+    assert status.returncode == 0 and "pending" not in status.stdout, status.explain()
+
+    # a changed option reconfigures, rebuilds and reinstalls
+    write_stack(tmp_path, ["GREETING=bye"])
+    result = rocbuild_with_make("build", *flags, "--no-verify")
+    assert result.returncode == 0, result.explain()
+    assert [line.split("▶ ")[1] for line in result.stdout.splitlines() if "▶ " in line] == [
+        "hello: configure", "hello: compile", "hello: install"]
+    assert subprocess.run([str(hello)], capture_output=True, text=True).stdout == "bye\n"
+
+
+def test_an_option_the_makefile_never_reads_stops_before_configure(
+        tmp_path: Path, make_registered: None) -> None:
+    for tool in ("git", "make", "cc"):
+        require_tool(tool)
+    make_repo(tmp_path / "repos", "hello", PROJECT)
+    flags = write_stack(tmp_path, ["GREETNG=typo"])
+    result = rocbuild_with_make("build", *flags, "--no-verify")
+    assert result.returncode == 1, result.explain()
+    assert "key 'make.args': GREETNG is never read by hello's build files" in result.stdout, \
+        result.explain()
+    assert not (tmp_path / "work/build/hello/config.mk").exists()  # nothing was configured
+
+
+def test_without_its_module_the_kind_and_its_table_are_bad_input(tmp_path: Path) -> None:
+    flags = write_stack(tmp_path, [])
+    result = rocbuild_with_make("plan", *flags)
+    assert result.returncode == 0, result.explain()  # registered in the child: known
+    result = run_cli("plan", *flags)  # plain rocbuild has no "make" build system
+    assert result.returncode == 2, result.explain()
+    assert "hello.toml: key 'make' is not allowed in a recipe's top level" in result.stderr
+    (tmp_path / "recipes/hello.toml").write_text(
+        (tmp_path / "recipes/hello.toml").read_text().replace("[make]\nargs = []\n", ""))
+    result = run_cli("plan", *flags)
+    assert result.returncode == 2, result.explain()
+    assert "key 'kind' must be one of cmake, source-only, got 'make'" in result.stderr
