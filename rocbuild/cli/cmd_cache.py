@@ -26,7 +26,7 @@ from rocbuild.model.steptable import steps_of
 from rocbuild.run import cache, cache_prune, signing
 from rocbuild.run.artifacts import ArtifactRefused, Manifest
 from rocbuild.run.build import BuildContext
-from rocbuild.run.cache_store import CacheUnavailable, ProgressLine, fmt_size, writable_folder
+from rocbuild.run.cache_store import CacheUnavailable, ProgressLine, fmt_size
 
 
 def register(sub: argparse._SubParsersAction, parents: list[argparse.ArgumentParser]) -> None:

@@ -12,6 +12,7 @@ import time
 from typing import TextIO
 
 from rocbuild import proc
+from rocbuild.model import wording
 
 
 class Output:
@@ -51,5 +52,6 @@ class Output:
         if known:
             total = sum(known)
             at = time.strftime("%H:%M", time.localtime(time.time() + total))
-            self.say(f"expected: {len(expected)} steps, about {total / 60:.0f} min from this "
-                     f"host's history and the recipes' estimates (done about {at})")
+            self.say(f"expected: {wording.count(len(expected), 'step')}, "
+                     f"{wording.duration(total)} from this host's history and the recipes' "
+                     f"estimates (done about {at})")

@@ -148,8 +148,15 @@ def make_namespace(ctx: BuildContext, before: Before, end: End) -> dict[str, Any
         install)"""
         yield {"basename": PREFLIGHT, "doc": "preflight: host, disk and patch checks",
                "actions": [before], "verbosity": 2}
-        for comp in selected:
-            yield from component_tasks(ctx, comp, end)
+        made = [task for comp in selected for task in component_tasks(ctx, comp, end)]
+        # each group's own line in `doit list` (a task with name None describes its group;
+        # without it every group repeated this function's docstring)
+        docs = {SOURCES: "fetch and patch every source a component needs",
+                BUILD: "build a component with everything it needs (doit build:X)",
+                **{kind.name: kind.summary for kind in steptable.STEPS}}
+        for basename in dict.fromkeys(t["basename"] for t in made if t.get("name")):
+            yield {"basename": basename, "name": None, "doc": docs.get(basename, "")}
+        yield from made
         if venv.needs(ctx.stack):  # the run-wide step, when a recipe needs Python packages
             yield step_task(ctx, steptable.PYTHON_VENV, None, [])
 

@@ -317,6 +317,10 @@ def test_doit_from_the_repo_root_runs_the_same_graph(chain: Chain, tmp_path: Pat
     listing = subprocess.run([*DOIT, "list", "--all"], env=env, cwd=REPO, capture_output=True,
                              text=True).stdout
     assert "build:gamma" in listing and "compile:beta" in listing
+    groups = subprocess.run([*DOIT, "list"], env=env, cwd=REPO, capture_output=True,
+                            text=True).stdout.splitlines()
+    docs = [line.split(None, 1)[1] for line in groups if len(line.split(None, 1)) == 2]
+    assert len(docs) >= 8 and len(set(docs)) == len(docs), groups  # each group its own doc
     # the CLI reads the same stamps: nothing left to do
     result = subprocess.run([sys.executable, "-m", "rocbuild", "build", "--quiet", "--no-verify"],
                             env=env, cwd=tmp_path, capture_output=True, text=True, timeout=60)
