@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -171,15 +172,26 @@ def amd_flags(tmp_path: Path, base: Path) -> list[str]:
             "--recipes", str(REPO_RECIPES)]
 
 
+# what AMD's 6.4 packages provide, per the recorded layout: taken from the base
+AMD_TAKEN = ("llvm", "device-libs", "comgr", "rocr", "hip", "clr", "hipcc", "rocm-cmake",
+             "rocm-core", "roctracer", "rocprofiler-register", "hipblas-common", "rocminfo")
+AMD_BUILT = ["tensile", "rocblas", "hipblas", "llama.cpp"]  # no gfx906 Tensile set in 6.4
+
+
 def test_plan_on_a_recorded_amd_643_layout(tmp_path: Path) -> None:
     base = amd_tree(tmp_path)
     flags = amd_flags(tmp_path, base)
     plan = plan_json(flags)
-    assert [c["name"] for c in plan["components"]] == ["tensile", "rocblas", "hipblas",
-                                                       "llama.cpp"]
+    assert [c["name"] for c in plan["components"]] == AMD_BUILT
     taken = plan["base"]["taken"]
-    for name in ("llvm", "device-libs", "comgr", "hipcc", "rocr", "hip", "clr", "roctracer"):
-        assert name in taken
+    assert sorted(taken) == sorted(AMD_TAKEN)
+    # rocm-cmake is seen by the file it really installs
+    assert taken["rocm-cmake"] == [
+        "share/rocmcmakebuildtools/cmake/ROCmCMakeBuildToolsConfig.cmake",
+        "share/rocm/cmake/ROCMConfig.cmake"]
+    # AMD keeps the device bitcode in the clang resource folder and in the legacy amdgcn/
+    assert "lib/llvm/lib/clang/19/lib/amdgcn/bitcode/ocml.bc" in taken["device-libs"]
+    assert "amdgcn/bitcode/ocml.bc" in taken["device-libs"]
     assert "gfx906 Tensile kernels" in plan["base"]["built"]["rocblas"]
     assert plan["base"]["built"]["hipblas"] == "depends on rocblas, which is built"
     rocblas = next(c for c in plan["components"] if c["name"] == "rocblas")
@@ -198,6 +210,50 @@ def test_plan_on_a_recorded_amd_643_layout(tmp_path: Path) -> None:
     assert f"clr                    from base {base} (6.4.3)" in text
     assert "rocblas                built: base lacks gfx906 Tensile kernels" in text
     assert "both roads, whole stack" in text and f"on base {base}" in text
+
+
+@pytest.mark.parametrize("removed, built", [
+    # build-time files only: users of rocm-cmake (device-libs, rocprofiler-register,
+    # hipblas-common) keep the base's copies
+    ("share/rocmcmakebuildtools/cmake/ROCmCMakeBuildToolsConfig.cmake", "rocm-cmake"),
+    ("lib/librocm-core.so.1", "rocm-core"),
+    ("include/hipblas-common/hipblas-common.h", "hipblas-common"),
+])
+def test_a_base_lacking_one_optional_file_builds_that_component_alone(
+        tmp_path: Path, removed: str, built: str) -> None:
+    base = amd_tree(tmp_path)
+    os.remove(base / removed)
+    plan = plan_json(amd_flags(tmp_path, base))
+    names = [c["name"] for c in plan["components"]]
+    assert sorted(names) == sorted([built, *AMD_BUILT]), names
+    assert sorted(plan["base"]["taken"]) == sorted(n for n in AMD_TAKEN if n != built)
+    assert plan["base"]["built"][built] == f"base lacks {removed}"
+
+
+@pytest.mark.parametrize("removed, named", [
+    ("lib/libamd_comgr.so.3", "comgr (lib/libamd_comgr.so.*)"),
+    ("include/hip/hip_runtime.h", "hip (include/hip/hip_runtime.h)"),
+    ("lib/libhsa-runtime64.so.1", "rocr (lib/libhsa-runtime64.so.1)"),
+])
+def test_a_base_lacking_a_required_file_is_refused_naming_it(tmp_path: Path, removed: str,
+                                                             named: str) -> None:
+    base = amd_tree(tmp_path)
+    os.remove(base / removed)
+    for command in ("plan", "build"):
+        result = run_flags(amd_flags(tmp_path, base), command, expect=2)
+        assert named in result.stderr, result.explain()
+        assert "undefined template variable" not in result.stderr
+    assert not (tmp_path / "work" / "src").exists()
+
+
+def test_device_bitcode_in_either_layout_shows_device_libs(tmp_path: Path) -> None:
+    base = amd_tree(tmp_path)
+    shutil.rmtree(base / "amdgcn")  # the clang resource folder alone (AMD's newer layout)
+    assert "device-libs" in plan_json(amd_flags(tmp_path, base))["base"]["taken"]
+    shutil.rmtree(base / "lib/llvm/lib/clang")
+    refused = run_flags(amd_flags(tmp_path, base), "plan", expect=2)
+    assert ("device-libs (lib/llvm/lib/clang/*/lib/amdgcn/bitcode/ocml.bc | "
+            "amdgcn/bitcode/ocml.bc" in refused.stderr), refused.explain()
 
 
 def test_base_version_decides_the_refs(tmp_path: Path) -> None:
@@ -232,3 +288,24 @@ def test_plan_without_base_estimates_both_roads(tmp_path: Path) -> None:
     assert roads["base"]["measured"] is False
     assert roads["base"]["components"] == ["rocblas", "hipblas", "llama.cpp"]
     assert "llvm" in roads["full"]["components"]
+
+
+def test_a_folder_the_road_took_away_is_explained_not_a_template_crash(tmp_path: Path) -> None:
+    """A recipe that reads build.<x> of a component taken from the base: rocbuild's road
+    decision, said as such (exit 2, the file, key and base named), not jinja's undefined
+    variable shown as the recipe's mistake."""
+    recipes = tmp_path / "recipes"
+    recipes.mkdir()
+    (recipes / "stack.toml").write_text('[stack]\nversion = "1.0"\ntargets = ["gfx906"]\n'
+                                        'prefix = "/opt/x"\n')
+    source = '[source]\ngit = "https://example.com/{{ name }}.git"\nref = "v1"\n'
+    (recipes / "low.toml").write_text(source + '[cmake]\n[base]\nprovides = ["lib/liblow.so"]\n')
+    (recipes / "top.toml").write_text('depends = ["low"]\n' + source +
+                                      '[cmake]\nargs = ["-DLOW_BUILD={{ build.low }}"]\n')
+    base = make_base(tmp_path, "1.0.2", files=("lib/liblow.so",))
+    result = run_cli("plan", "--recipes", str(recipes), "--workdir", str(tmp_path / "work"),
+                     "--base", str(base), expect=2)
+    assert (f"{recipes / 'top.toml'}: key 'cmake.args[0]' reads build.low, but low is taken "
+            f"from the base {base} (ROCm 1.0.2)") in result.stderr, result.explain()
+    assert "decision of the --base road, not a mistake in the recipe" in result.stderr
+    assert "undefined template variable" not in result.stderr
