@@ -259,7 +259,7 @@ class RoadCut(Exception):
         self.table, self.name, self.why = table, name, why
 
 
-class _Folders(dict):  # type: ignore[type-arg]
+class _Folders(dict[str, str]):
     """``src`` / ``build`` of a template context: a missing name the road cut (taken from
     the base) raises RoadCut; any other stays jinja's undefined name (the recipe's typo)."""
 
