@@ -15,7 +15,7 @@ import os
 import re
 import shutil
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -187,13 +187,30 @@ def distcc_log(workdir: Path, component: str) -> Path:
     return workdir / "logs" / component / "distcc.log"
 
 
-def toolchain_files(prefix: Path) -> list[Path]:
-    """Files the prefix's clang reads that ccache cannot see on the command line: its config
-    files (<bindir>/clang++.cfg -> rocm.cfg) and the device libraries it links into every HIP
-    device compile. Hashing them keeps a rebuilt device-libs from being served stale code."""
-    files = sorted((prefix / "lib" / "llvm" / "bin").glob("*.cfg"))
-    files += sorted((prefix / "amdgcn" / "bitcode").glob("*.bc"))
-    return [f for f in files if f.is_file()]
+# Where clang finds the device bitcode libraries: AMD's packages put them in clang's resource
+# folder (lib/llvm/lib/clang/<N>/lib/amdgcn/bitcode) and keep the legacy amdgcn/bitcode, which
+# is also where device-libs installs with its defaults (rocbuild's own stack).
+BITCODE_DIRS = ("amdgcn/bitcode", "lib/llvm/lib/clang/*/lib/amdgcn/bitcode")
+
+
+def toolchain_files(roots: Iterable[Path]) -> list[Path]:
+    """Files the ROCm compilers read that ccache cannot see on the command line: their config
+    files (<bindir>/clang++.cfg -> rocm.cfg) and the device libraries linked into every HIP
+    device compile, in each ROCm the build compiles against (the prefix, then a --base), in
+    either bitcode layout. Hashing them keeps a rebuilt device-libs or an upgraded base from
+    being served stale code. A file reached twice (a link between the layouts) counts once."""
+    files: list[Path] = []
+    seen: set[Path] = set()
+    for root in roots:
+        found = sorted((root / "lib" / "llvm" / "bin").glob("*.cfg"))
+        for folder in BITCODE_DIRS:
+            found += sorted(root.glob(f"{folder}/*.bc"))
+        for path in found:
+            real = path.resolve()
+            if path.is_file() and real not in seen:
+                seen.add(real)
+                files.append(path)
+    return files
 
 
 def step_env(launch: Launch | None, stack: Stack, comp: Component,
@@ -215,7 +232,7 @@ def step_env(launch: Launch | None, stack: Stack, comp: Component,
         # the compilers are built into the prefix and rebuilt: hash them by content, not mtime
         env["CCACHE_COMPILERCHECK"] = "content"
         env["CCACHE_STATSLOG"] = str(stats_log(launch.workdir, comp.name))
-        extra = toolchain_files(stack.prefix)
+        extra = toolchain_files(stack.search_prefixes)
         if extra:
             env["CCACHE_EXTRAFILES"] = ":".join(map(str, extra))
         # TensileCreateLibrary prepends these to its own compiler and assembler processes

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from tests.cli import run_cli, run_flags
+from tests.conftest import require_tool
 from tests.e2e.chain import Chain
 
 pytestmark = pytest.mark.e2e
@@ -156,10 +157,11 @@ def test_base_from_the_environment_is_shown_with_its_source(chain: Chain) -> Non
                                              "lib/cmake/beta/betaConfig.cmake"}
 
 
-def amd_tree(root: Path, version: str = "6.4.3") -> Path:
-    """An empty-file copy of AMD's recorded 6.4.3 layout (paths only)."""
+def amd_tree(root: Path, version: str = "6.4.3", layout: str = "rocm-6.4.3-files.txt") -> Path:
+    """A copy of a recorded 6.4.3 layout (paths only, each file holding "x"): AMD's packages,
+    or (``rocbuild-6.4.3-files.txt``) a prefix rocbuild built from the shipped recipes."""
     base = root / f"rocm-{version}"
-    for line in (DATA / "rocm-6.4.3-files.txt").read_text().splitlines():
+    for line in (DATA / layout).read_text().splitlines():
         if line and not line.startswith("#"):
             (base / line).parent.mkdir(parents=True, exist_ok=True)
             (base / line).write_text("x")
@@ -309,3 +311,22 @@ def test_a_folder_the_road_took_away_is_explained_not_a_template_crash(tmp_path:
             f"from the base {base} (ROCm 1.0.2)") in result.stderr, result.explain()
     assert "decision of the --base road, not a mistake in the recipe" in result.stderr
     assert "undefined template variable" not in result.stderr
+
+
+def test_a_stack_rocbuild_built_serves_as_a_base(tmp_path: Path) -> None:
+    """The shipped recipes' own install layout (device bitcode in <prefix>/amdgcn/bitcode, a
+    gfx906 Tensile set) is a whole base: everything with a [base] table is taken, only
+    llama.cpp (no [base]) is built; the compilers' cache keys hash that base's bitcode."""
+    base = amd_tree(tmp_path, layout="rocbuild-6.4.3-files.txt")
+    flags = amd_flags(tmp_path, base)
+    plan = plan_json(flags)
+    assert [c["name"] for c in plan["components"]] == ["llama.cpp"]
+    assert sorted(plan["base"]["taken"]) == sorted([*AMD_TAKEN, "rocblas", "hipblas"])
+    assert plan["base"]["taken"]["device-libs"] == ["amdgcn/bitcode/ocml.bc",
+                                                    "amdgcn/bitcode/ockl.bc"]
+    require_tool("ccache")
+    commands = run_flags(flags, "plan", "--commands", "--ccache", "on", expect=0).stdout
+    configure = next(line for line in commands.splitlines() if " cmake -G Ninja" in line)
+    extra = configure.split("CCACHE_EXTRAFILES=", 1)[1].split()[0].strip("'").split(":")
+    assert extra == [f"{base}/lib/llvm/bin/clang++.cfg", f"{base}/lib/llvm/bin/rocm.cfg",
+                     f"{base}/amdgcn/bitcode/ockl.bc", f"{base}/amdgcn/bitcode/ocml.bc"]
