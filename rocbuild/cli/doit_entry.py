@@ -22,7 +22,7 @@ from rocbuild.errors import RocbuildError, report
 from rocbuild.model.graph import Stack, load_stack
 from rocbuild.model.settings import resolve
 from rocbuild.prefix import buildinfo
-from rocbuild.run import finish, preflight
+from rocbuild.run import basememo, finish, preflight
 from rocbuild.run.build import BuildContext, Output
 from rocbuild.run.engine import make_reporter
 from rocbuild.run.tasks import make_namespace
@@ -90,7 +90,7 @@ def with_run_ends(namespace: dict[str, Any], ctx: BuildContext, whole: Stack,
 def namespace_from_environment() -> dict[str, Any]:
     flags = {"target": get_var("target", None), "jobs": get_var("jobs", None)}
     try:
-        settings = resolve({k: v for k, v in flags.items() if v is not None})
+        settings = basememo.apply(resolve({k: v for k, v in flags.items() if v is not None}))
         stack = load_stack(settings)
     except RocbuildError as exc:  # same one-line message and exit code as the CLI
         raise SystemExit(report(exc, sys.stderr)) from None

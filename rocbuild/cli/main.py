@@ -19,6 +19,7 @@ from rocbuild.cli import help_text
 from rocbuild.errors import EXIT_INTERRUPTED, RocbuildError, report
 from rocbuild.model import settings
 from rocbuild.model.targets import looks_like_target
+from rocbuild.run import basememo
 
 # Subcommand modules, in the order `rocbuild --help` lists them.
 COMMAND_MODULES = (
@@ -76,7 +77,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args.argv = list(sys.argv[1:] if argv is None else argv)  # for "continue with" lines
     flags = {o.name: getattr(args, o.name) for o in settings.OPTIONS if hasattr(args, o.name)}
     try:
-        resolved = settings.resolve(flags)
+        resolved = basememo.apply(settings.resolve(flags))  # the workdir's last --base
         for note in resolved.notes:
             print(f"rocbuild: note: {note}", file=sys.stderr)
         return int(args.func(args, resolved))

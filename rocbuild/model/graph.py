@@ -325,8 +325,17 @@ def load_stack(settings: Settings, requested: Iterable[str] = ()) -> Stack:
     order = build_order(recipes, requested)
     version, rocm_base = spec.version, None
     if settings.base is not None:
-        rocm_base = load_base(settings.base, spec.series, recipes.recipes, order,
-                              {n: direct_deps(recipes.recipes[n]) for n in order}, targets)
+        try:
+            rocm_base = load_base(settings.base, spec.series, recipes.recipes, order,
+                                  {n: direct_deps(recipes.recipes[n]) for n in order}, targets)
+        except ConfigError as exc:
+            where = settings.source("base")
+            if not where.startswith("workdir "):  # not remembered (run/basememo.py)
+                raise
+            raise ConfigError(f"{exc} (the base of the last build in this workdir, recorded "
+                              f"in {where[len('workdir '):]})",
+                              tip="give --base PATH for another base, or --base none to build "
+                                  "from source") from None
         version = rocm_base.version  # a 6.4.1 base builds what it lacks at rocm-6.4.1
         order = build_order(recipes, requested, taken=rocm_base.taken)
         readers = sources_read(recipes, order, rocm_base.taken)

@@ -29,6 +29,12 @@ def _parse_path(text: str) -> Path:
     return Path(os.path.expanduser(text)).absolute()
 
 
+def _parse_base(text: str) -> Path | None:
+    """A base folder, or ``none``: no base (build from source), also when the workdir
+    remembers the base of its last build (run/basememo.py)."""
+    return None if text.strip().lower() == "none" else _parse_path(text)
+
+
 def _parse_targets(text: str) -> tuple[TargetId, ...]:
     return parse_target_list([text])
 
@@ -129,7 +135,8 @@ OPTIONS: tuple[Option, ...] = (
     Option("mirror", "rewrite a source URL prefix, like git's insteadOf (repeatable)",
            _parse_mirror_rules, "FROM=TO", default=(), repeatable=True),
     Option("base", "an installed ROCm (e.g. /opt/rocm-6.4.3) whose components are used instead "
-           "of built; only what it lacks for the targets is built", _parse_path, "PATH"),
+           "of built; only what it lacks for the targets is built. Without it, the base of the "
+           "workdir's last build; 'none' builds from source", _parse_base, "PATH"),
     Option("jobs", "upper bound on parallel jobs", _parse_positive_int, "N"),
     Option("parallel", "components built at the same time", _parse_positive_int, "N",
            default=1),

@@ -330,3 +330,53 @@ def test_a_stack_rocbuild_built_serves_as_a_base(tmp_path: Path) -> None:
     extra = configure.split("CCACHE_EXTRAFILES=", 1)[1].split()[0].strip("'").split(":")
     assert extra == [f"{base}/lib/llvm/bin/clang++.cfg", f"{base}/lib/llvm/bin/rocm.cfg",
                      f"{base}/amdgcn/bitcode/ockl.bc", f"{base}/amdgcn/bitcode/ocml.bc"]
+
+
+def test_the_workdir_remembers_its_base(chain: Chain) -> None:
+    """Issue 21 item 4: a later plan/status/build without --base uses the base of the last
+    build and says so; another base, or --base none, is a configuration change plan
+    explains."""
+    chain_with_base_tables(chain)
+    lower = base_flags(chain, "A", "work-a")
+    run_flags(lower, "build", "alpha", "beta", "--quiet", "--no-verify", expect=0)
+    base = chain.root / "A"
+    upper = base_flags(chain, "B", "work-b")
+    run_flags([*upper, "--base", str(base)], "build", "--quiet", "--no-verify", expect=0)
+
+    again = run_flags(upper, "plan", "--json", expect=0)  # no --base
+    plan = json.loads(again.stdout)
+    assert [c["name"] for c in plan["components"]] == ["gamma"]
+    assert plan["components"][0]["state"] == "done"
+    record = chain.root / "work-b/state/base.json"
+    assert plan["settings"]["base"] == {"value": str(base), "source": f"workdir {record}"}
+    assert plan["base_change"] is None
+    assert (f"rocbuild: note: base {base}: the base of the last build in this workdir"
+            in again.stderr), again.explain()
+    status = run_flags(upper, "status", expect=0)
+    assert "the base of the last build in this workdir" in status.stderr
+    assert "gamma" in status.stdout and "stale" not in status.stdout, status.explain()
+    run_flags(upper, "build", "--quiet", "--no-verify", expect=0)  # a no-op on the same base
+    assert not (chain.root / "B/lib/libbeta.so").exists()
+
+    # another base is a configuration change: plan says so and gamma is stale
+    other = chain.root / "A2"
+    shutil.copytree(base, other, symlinks=True)
+    moved = run_flags([*upper, "--base", str(other)], "plan", "--json", expect=0)
+    doc = json.loads(moved.stdout)
+    assert doc["base_change"] == {"last": str(base), "last_version": "1.0.0",
+                                  "now": str(other)}
+    assert doc["components"][0]["state"] == "stale"
+    assert "a configuration change" in moved.stderr, moved.explain()
+    text = run_flags([*upper, "--base", str(other)], "plan", expect=0).stdout
+    assert (f"base changed: the last build in this workdir was on {base} (ROCm 1.0.0), this "
+            f"plan is on {other}") in " ".join(text.split())
+    # --base none: from source, also a change; the remembered base is not used
+    source = json.loads(run_flags([*upper, "--base", "none"], "plan", "--json",
+                                  expect=0).stdout)
+    assert source["base"] is None and source["base_change"]["now"] is None
+    assert [c["name"] for c in source["components"]] == ["alpha", "beta", "gamma"]
+    # a remembered base that is gone is named as the remembered one
+    shutil.rmtree(base)
+    gone = run_flags(upper, "plan", expect=2)
+    assert "the base of the last build in this workdir" in gone.stderr, gone.explain()
+    assert "--base none" in gone.stderr
