@@ -91,6 +91,33 @@ def test_the_carried_cmake_4_backport_applies_as_a_series(tmp_path: Path) -> Non
     assert 'if(${CMAKE_VERSION} VERSION_LESS "4.0.0")\n  cmake_policy(SET CMP0053 OLD)' in patched
 
 
+@pytest.mark.parametrize("upstream_fix", [False, True])
+def test_the_carried_gcc_15_cstdint_fix_applies_with_and_without_upstreams(
+        tmp_path: Path, upstream_fix: bool) -> None:
+    """patches/rocr adds <cstdint> where it applies whether or not the rocm-6.4.3 tag already
+    has upstream's line (ROCR-Runtime 5cc61b7 put it after <memory>); issue 21."""
+    header = "".join(f"// line {i}\n" for i in range(1, 43))
+    elf = header + textwrap.dedent("""\
+        #ifndef AMD_ELF_IMAGE_HPP_
+        #define AMD_ELF_IMAGE_HPP_
+
+        #include <string>
+        #include <sstream>
+        #include <vector>
+        #include <memory>
+        """) + ("#include <cstdint>\n" if upstream_fix else "") + "\nnamespace rocr {\n"
+    path = "runtime/hsa-runtime/core/inc/amd_elf_image.hpp"
+    bare = make_repo(tmp_path, "ROCR-Runtime", {path: elf})
+    checkout = tmp_path / "checkout"
+    git(tmp_path, "clone", "-q", str(bare), str(checkout))
+    commit = git(checkout, "rev-parse", "HEAD")
+    shipped = sorted((REPO / "patches" / "rocr").glob("*.patch"))
+    patches.check_series("rocr", checkout, commit, shipped)
+    patches.apply_series("rocr", checkout, commit, shipped, log=lambda _: None)
+    patched = (checkout / path).read_text()
+    assert "#define AMD_ELF_IMAGE_HPP_\n\n#include <cstdint>\n#include <string>\n" in patched
+
+
 def test_a_target_with_a_feature_flag_gets_a_valid_prefix(tmp_path: Path) -> None:
     plan = run_cli("plan", "--workdir", str(tmp_path / "w"), "--target", "gfx906:xnack-",
                    "--json", expect=0)
