@@ -18,7 +18,7 @@ from typing import Any
 
 from rocbuild.errors import ConfigError
 from rocbuild.model import inputcheck
-from rocbuild.model.launchers import parse_ccache_mode, parse_distcc_hosts
+from rocbuild.model.launchers import parse_ccache_mode, parse_distcc_hosts, parse_launcher
 from rocbuild.model.recipes import read_toml, suggest
 from rocbuild.model.targets import TargetError, TargetId, parse_target_list, product_note
 
@@ -144,6 +144,9 @@ OPTIONS: tuple[Option, ...] = (
            _parse_fraction, "F", default=0.5),
     Option("ccache", "compiler cache: on, off or auto (auto: on when ccache is installed)",
            parse_ccache_mode, "MODE", default="auto"),
+    Option("launcher", "your own compiler launcher for every CMake component, instead of "
+           "ccache (e.g. sccache; a CMake list for several words); a recipe that names its own "
+           "CMAKE_<LANG>_COMPILER_LAUNCHER keeps it", parse_launcher, "PROGRAM", default=""),
     Option("distcc", "distcc hosts for the components a recipe marks distributable, e.g. "
            "'box1/8 box2/4' (DISTCC_HOSTS syntax)", parse_distcc_hosts, "HOSTS", default=""),
     Option("cache", "binary cache of built components to install from (a folder or an "
@@ -172,6 +175,7 @@ class Settings:
     parallel: int
     swap_weight: float
     ccache: str  # on, off or auto (launchers.CCACHE_MODES)
+    launcher: str  # the user's own compiler launcher, "" for rocbuild's (launchers.py)
     distcc: str  # a DISTCC_HOSTS list, "" for none
     cache: str | None  # a folder or an http(s)/file URL (cache_store opens it)
     # where each value came from: "flag --jobs", "env ROCBUILD_JOBS", "config PATH", "default"
