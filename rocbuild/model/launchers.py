@@ -183,7 +183,7 @@ class Choice:
     source: str  # "recipe <file>", the `launcher` setting's source, "rocbuild" or "none"
 
     def text(self) -> str:
-        return f"{self.launcher or 'none'} ({self.source})"
+        return f"{self.launcher} ({self.source})" if self.launcher else "none"
 
 
 def choices(launch: Launch | None, comp: Component) -> dict[str, Choice]:
