@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from rocbuild.checks.verify import Verdict, verify_prefix
-from rocbuild.model.recipes import Recipe, load_recipes
+from rocbuild.model.recipes import Recipe, load_recipes, provides_alternatives
 from rocbuild.model.targets import TargetId
 
 
@@ -36,10 +36,12 @@ class BaseFinding:
         return f"base {self.library} has no code for {self.lacks}: {how}"
 
 
-def _provides(pattern: str, rel: str) -> bool:
+def _provides(entry: str, rel: str) -> bool:
     """A provides entry names the file or, as for lib/librocblas.so.4, the start of the real
-    file's name (librocblas.so.4.4.60403): the scan skips the symlinks in between."""
-    return fnmatch.fnmatch(rel, pattern) or fnmatch.fnmatch(rel, pattern + ".*")
+    file's name (librocblas.so.4.4.60403): the scan skips the symlinks in between. An entry
+    may hold alternatives ("a | b")."""
+    return any(fnmatch.fnmatch(rel, pattern) or fnmatch.fnmatch(rel, pattern + ".*")
+               for pattern in provides_alternatives(entry))
 
 
 def recipe_for(rel: str, recipes: Mapping[str, Recipe]) -> str | None:

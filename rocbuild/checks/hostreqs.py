@@ -57,9 +57,13 @@ CMAKE4_FIXES = {"device-libs": "CMP0053"}
 NINJA_FLOOR = (1, 5)
 # GCC 15 no longer includes <cstdint> through other headers: ROCR-Runtime stops with
 # "'uint64_t' does not name a type" (ROCm/ROCR-Runtime#227, fixed upstream 2025-05 in 5cc61b7;
-# the FireBurn/Overlay rocr-runtime-6.4.3 ebuild still applies a gcc15-stdint patch), and
-# TheRock lists more components (ROCm/TheRock#3517). A warning: the way out is g++-14.
+# the FireBurn/Overlay rocr-runtime-6.4.3 ebuild still applies a gcc15-stdint patch); and its
+# libstdc++ asserts with the host-only __glibcxx_assert inside std::clamp and friends, which
+# breaks HIP device code (gcc PR 115740; Gentoo's hip-6.4.3-r1 carries a fix). rocbuild carries
+# both fixes as patches (patches/rocr/, patches/clr/); a component in this table whose
+# checkout's patches lack the fix (the value: a word only that patch contains) is warned about.
 GCC_BREAKS = (15, 0)
+GCC15_FIXES = {"rocr": "<cstdint>", "clr": "__glibcxx_assert"}
 # The Python rocBLAS makes Tensile's venv from: find_package(Python3) (rocBLAS CMakeLists.txt:
 # 46-47) and `${python} -m venv` (cmake/virtualenv.cmake:4-20, rocBLAS@b520bc8), i.e. the first
 # python3 on the build's PATH, which is rocbuild's build venv (made from rocbuild's own
@@ -85,6 +89,7 @@ class Requirements:
     packages: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # pkg -> components
     checks: Mapping[str, str] = field(default_factory=dict)  # pkg -> "header:zlib.h" etc.
     cmake4_blockers: tuple[str, ...] = ()  # components that stop under CMake 4
+    gcc15_unfixed: tuple[str, ...] = ()  # components that stop under GCC 15 (no fix carried)
     tensile_python: bool = False  # a selected component builds Tensile's venv
     venv_python: str | None = None  # the interpreter of rocbuild's build venv, when one is made
 
@@ -114,7 +119,7 @@ class Probe:
 def requirements(stack: Stack) -> Requirements:
     packages: dict[str, list[str]] = {}
     checks: dict[str, str] = {}
-    blockers = []
+    blockers, unfixed = [], []
     for comp in stack.selected():
         for package in comp.recipe.system_packages:
             packages.setdefault(package, []).append(comp.name)
@@ -123,8 +128,12 @@ def requirements(stack: Stack) -> Requirements:
         if word and not any(word in p.path.read_text(errors="replace")
                             for p in stack.components[comp.checkout].patches):
             blockers.append(comp.name)
+        word = GCC15_FIXES.get(comp.name)
+        if word and not any(word in p.path.read_text(errors="replace")
+                            for p in stack.components[comp.checkout].patches):
+            unfixed.append(comp.name)
     return Requirements(packages={p: tuple(c) for p, c in packages.items()}, checks=checks,
-                        cmake4_blockers=tuple(blockers),
+                        cmake4_blockers=tuple(blockers), gcc15_unfixed=tuple(unfixed),
                         tensile_python=any("tensile" in c.depends for c in stack.selected()),
                         venv_python=sys.executable if stack.python_needs() != ((), ()) else None)
 
@@ -248,7 +257,7 @@ def _ninja(path: str, probe: Probe) -> list[Finding]:
     return []
 
 
-def _gcc(probe: Probe) -> list[Finding]:
+def _gcc(reqs: Requirements, probe: Probe) -> list[Finding]:
     compiler = probe.env.get("CXX") or "g++"
     path = probe.which(compiler)
     if path is None:
@@ -258,10 +267,12 @@ def _gcc(probe: Probe) -> list[Finding]:
     if match is None or "clang" in (probe.run([path, "--version"]) or (0, ""))[1]:
         return []
     version = (int(match.group(1)), int(match.group(2)))
-    if version >= GCC_BREAKS:
-        return [Finding("toolchain", WARN, f"{compiler} {_shown(version)}: GCC 15 breaks parts "
-                        "of the ROCm 6.x sources (headers they relied on no longer come along)",
-                        "build the host code with an older GCC: "
+    if version >= GCC_BREAKS and reqs.gcc15_unfixed:
+        return [Finding("toolchain", WARN, f"{compiler} {_shown(version)}: GCC 15 breaks "
+                        f"{', '.join(reqs.gcc15_unfixed)} of ROCm 6.4 (headers they relied on no "
+                        "longer come along) and their patches do not carry the fix",
+                        "carry rocbuild's patches/rocr/ and patches/clr/ in your recipes "
+                        "folder's patches, or build the host code with an older GCC: "
                         f"{privilege.apt_install('g++-14')}, then CC=gcc-14 CXX=g++-14 "
                         "rocbuild build ...")]
     return []
@@ -297,7 +308,7 @@ def tool_findings(reqs: Requirements, probe: Probe) -> list[Finding]:
         findings += _cmake(str(found["cmake"]), reqs, probe)
     if found.get("ninja"):
         findings += _ninja(str(found["ninja"]), probe)
-    findings += _gcc(probe)
+    findings += _gcc(reqs, probe)
     if reqs.tensile_python:
         findings += _tensile_python(reqs, probe)
     return findings

@@ -6,14 +6,16 @@ import argparse
 import json
 import sys
 
+from rich.markup import escape
+
 from rocbuild.cli import plan_table
 from rocbuild.cli.ui import console, print_commands, print_cost, print_plan
 from rocbuild.model import cost, resources
 from rocbuild.model.graph import load_stack
-from rocbuild.model.plan import build_plan, to_json
+from rocbuild.model.plan import Plan, build_plan, to_json
 from rocbuild.model.settings import Settings
 from rocbuild.model.steptable import steps_of
-from rocbuild.run import cache, outcome, status
+from rocbuild.run import basememo, cache, outcome, status
 from rocbuild.run.state import StateDir
 from rocbuild.run.uptodate import Rule
 
@@ -59,8 +61,11 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
                              cache.Trust.default(args.allow_unsigned))
     plan = build_plan(stack, settings, host, lambda c: states[c.name], pending, lines,
                       requested=args.components)
+    changed = basememo.change(settings)
     if args.json:
-        json.dump(to_json(plan), sys.stdout, indent=2)
+        doc = to_json(plan)
+        doc["base_change"] = changed  # the workdir's last build was on another base (or none)
+        json.dump(doc, sys.stdout, indent=2)
         sys.stdout.write("\n")
     elif args.commands:
         print_commands(plan, sys.stdout)
@@ -71,4 +76,19 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
                                cache_total=lines.total(
                                    {n for n, state in states.items() if state == "done"}))
         print_cost(plan, out)
+        if changed is not None:
+            out.print(escape(base_change_text(changed, plan)))
     return 0
+
+
+def base_change_text(changed: dict[str, str | None], plan: Plan) -> str:
+    """What another base than the last build's does: every component built on it has
+    another fingerprint, so it shows stale above and is built again."""
+    last = (f"{changed['last']} (ROCm {changed['last_version']})" if changed["last"]
+            else "no base (from source)")
+    now = changed["now"] or "no base (from source)"
+    rebuilt = [p.name for p in plan.components if p.state == "stale"]
+    return (f"base changed: the last build in this workdir was on {last}, this plan is on "
+            f"{now}; that is a configuration change: what is taken from a base, and the "
+            "fingerprint of everything built on it, follow the new one"
+            + (f" ({', '.join(rebuilt)} built again)" if rebuilt else ""))

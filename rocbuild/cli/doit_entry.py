@@ -24,7 +24,7 @@ from rocbuild.errors import RocbuildError, report
 from rocbuild.model.graph import Stack, load_stack
 from rocbuild.model.recipes import load_recipes
 from rocbuild.model.settings import Settings, resolve
-from rocbuild.run import continuation, engine, tasks
+from rocbuild.run import basememo, continuation, engine, tasks
 from rocbuild.run.build import BuildContext
 from rocbuild.run.lifecycle import Run
 
@@ -41,7 +41,7 @@ def _loader(settings: Settings) -> Callable[[list[str] | None], tuple[Stack, Sta
 def namespace_from_environment() -> dict[str, Any]:
     flags = {"target": get_var("target", None), "jobs": get_var("jobs", None)}
     try:
-        settings = resolve({k: v for k, v in flags.items() if v is not None})
+        settings = basememo.apply(resolve({k: v for k, v in flags.items() if v is not None}))
         default = load_stack(settings)
         # tasks for every recipe, so `doit build:X` accepts what `rocbuild build X` does
         every = load_stack(settings, sorted(load_recipes(settings.recipes).recipes))

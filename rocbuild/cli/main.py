@@ -19,6 +19,7 @@ from rocbuild import __version__, faults
 from rocbuild.cli import argerrors, help_text
 from rocbuild.errors import EXIT_BAD_INPUT, EXIT_INTERRUPTED, RocbuildError, report
 from rocbuild.model import settings
+from rocbuild.run import basememo
 
 # Subcommand modules, in the order `rocbuild --help` lists them.
 COMMAND_MODULES = (
@@ -92,7 +93,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return int(args.func(args))
         for warning in settings.unknown_variables():
             print(f"rocbuild: warning: {warning}", file=sys.stderr)
-        resolved = settings.resolve(flags)
+        resolved = basememo.apply(settings.resolve(flags))  # the workdir's last --base
         for note in resolved.notes:
             print(f"rocbuild: note: {note}", file=sys.stderr)
         return int(args.func(args, resolved))

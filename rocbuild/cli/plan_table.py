@@ -7,6 +7,7 @@ the table itself never wraps. ``ui.print_plan`` calls this; totals live elsewher
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping
 
 from rich import box
@@ -15,7 +16,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from rocbuild.cli.cmd_status import format_seconds
-from rocbuild.model import wording
+from rocbuild.model import launchers, wording
 from rocbuild.model.plan import Plan, PlannedComponent
 from rocbuild.model.resources import format_bytes, format_gib
 
@@ -96,5 +97,21 @@ def print_table(plan: Plan, out: Console, seconds: Mapping[str, float | None],
             out.print(f"  {escape(p.name):<22} {escape(p.cache)}")
         if cache_total:
             out.print(f"  {escape(cache_total)}")
+    print_launchers(plan, out)
     if why:
         print_reasons(plan, out)
+
+
+def print_launchers(plan: Plan, out: Console) -> None:
+    """Which compiler launcher each component gets: one line when they all get the same,
+    else the common one and each component that differs (the recipe's own wins)."""
+    lines = {p.name: launchers.summary(plan.stack.launch, p.component)
+             for p in plan.components if p.component.builds}
+    if not lines:
+        return
+    common = Counter(lines.values()).most_common(1)[0][0]
+    others = {name: text for name, text in lines.items() if text != common}
+    out.print(escape(f"launchers: {common}" + (", except:" if others else
+                                                " for every component")))
+    for name, text in others.items():
+        out.print(f"  {escape(name):<22} {escape(text)}")

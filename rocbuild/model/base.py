@@ -9,6 +9,11 @@ nothing of doit or subprocesses.
 
 A component is taken from the base only when everything it depends on is taken too: a base
 hipBLAS would load the base's rocBLAS, so once rocBLAS is built, hipBLAS is built as well.
+Two kinds of dependency do not count, as the recipes say: a source-only one (Tensile: read
+by a build, never installed) and one whose installed files are only read while building
+(``build_time_only``: rocm-cmake's CMake modules, hipBLAS-common's headers). A component
+marked ``required`` (compilers, HIP runtime, ROCr) is always the base's: taken, or the base
+is refused naming the files it lacks; rocbuild never rebuilds it behind the user's back.
 """
 
 from __future__ import annotations
@@ -22,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from rocbuild.errors import ConfigError
-from rocbuild.model.recipes import Recipe
+from rocbuild.model.recipes import Recipe, provides_alternatives
 from rocbuild.model.targets import TargetId
 from rocbuild.model.tensile import check_tensile
 
@@ -98,11 +103,23 @@ def read_version(path: Path) -> str:
     return f"{major}.{minor}.{patch or 0}"
 
 
-def _matches(root: Path, pattern: str) -> list[Path]:
-    if glob.has_magic(pattern):
-        return sorted(Path(p) for p in glob.glob(str(root / pattern)) if Path(p).is_file())
-    path = root / pattern
-    return [path] if path.is_file() else []
+def _matches(root: Path, entry: str) -> list[Path]:
+    """The files that meet one provides entry: every alternative's matches (AMD's packages
+    keep the device bitcode in both places, and both then go into the base's key)."""
+    found: list[Path] = []
+    for pattern in provides_alternatives(entry):
+        if glob.has_magic(pattern):
+            found += sorted(Path(p) for p in glob.glob(str(root / pattern)) if Path(p).is_file())
+        elif (root / pattern).is_file():
+            found.append(root / pattern)
+    return found
+
+
+def stales_users(recipe: Recipe) -> bool:
+    """Whether building ``recipe`` makes an installed copy of what uses it stale. Not for a
+    source-only component (consumed by a build, never installed) nor for one whose files are
+    only read at build time (``build_time_only``): the base's binaries do not load them."""
+    return recipe.builds and not recipe.build_time_only
 
 
 def _check(root: Path, recipe: Recipe, targets: Sequence[TargetId]
@@ -150,10 +167,10 @@ def load_base(path: Path, series: str, recipes: Mapping[str, Recipe],
         if missing and recipe.base_required:
             lacking.append(f"{name} ({', '.join(missing)})")
             continue
-        # a source-only dependency (Tensile) is consumed by a build, not installed: it does
-        # not make the base's copy stale
-        built = [d for d in deps[name] if d not in taken and recipes[d].builds]
-        if missing:
+        built = [d for d in deps[name] if d not in taken and stales_users(recipes[d])]
+        if recipe.base_required:  # present (else refused above): the base's, whatever is built
+            taken[name] = Taken(name, tuple(found))
+        elif missing:
             not_taken[name] = NotTaken(name, "base lacks " + ", ".join(missing))
         elif built:
             not_taken[name] = NotTaken(name, f"depends on {', '.join(built)}, which is built")
@@ -165,6 +182,17 @@ def load_base(path: Path, series: str, recipes: Mapping[str, Recipe],
                           tip="install the missing ROCm packages (e.g. `apt install rocm-hip-sdk`)"
                               " or pass the folder of a complete ROCm")
     return Base(path=path, version=version, taken=taken, not_taken=not_taken)
+
+
+def fetch_sources(base: Base, readers: Mapping[str, str]) -> Base:
+    """``base`` with the source-only components in ``readers`` (name -> a built component
+    that reads its source) no longer taken: they are fetched, since the base has headers
+    but no checkout (the HIP headers' ``src.hip`` for a clr built on the base)."""
+    taken = {n: t for n, t in base.taken.items() if n not in readers}
+    not_taken = {**base.not_taken, **{
+        n: NotTaken(n, f"fetched (source only): {user} is built from it")
+        for n, user in readers.items()}}
+    return Base(path=base.path, version=base.version, taken=taken, not_taken=not_taken)
 
 
 def base_runpath(base: Base | None) -> list[str]:

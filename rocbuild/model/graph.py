@@ -15,7 +15,7 @@ from typing import Any
 
 from rocbuild.errors import ConfigError
 from rocbuild.model import buildsystems, inputcheck, launchers
-from rocbuild.model.base import Base, load_base
+from rocbuild.model.base import Base, fetch_sources, load_base
 from rocbuild.model.recipes import Recipe, RecipeSet, load_recipes, unknown_component
 from rocbuild.model.render import render
 from rocbuild.model.settings import Settings, rewrite_url
@@ -233,6 +233,48 @@ def drop_unused_sources(recipes: RecipeSet, order: tuple[str, ...]) -> tuple[str
     return tuple(n for n in order if recipes.recipes[n].builds or n in needed)
 
 
+def sources_read(recipes: RecipeSet, order: Iterable[str],
+                 taken: Iterable[str]) -> dict[str, str]:
+    """Source-only components in ``taken`` that a component built in ``order`` depends on
+    (name -> that component): the base has their headers, not the checkout the recipe names
+    as ``src.<name>`` (clr's HIP_COMMON_DIR), so they must be fetched after all."""
+    cut = set(taken)
+    readers: dict[str, str] = {}
+    for name in order:
+        recipe = recipes.recipes[name]
+        if recipe.builds:
+            for dep in direct_deps(recipe):
+                if dep in cut and not recipes.recipes[dep].builds:
+                    readers.setdefault(dep, name)
+    return readers
+
+
+class RoadCut(Exception):
+    """A recipe read ``src.<x>`` or ``build.<x>`` of a dependency the road took from the
+    base: rocbuild's decision, explained as such (graph turns it into a ConfigError naming
+    the file and key), never jinja's "undefined variable" shown as the recipe's mistake."""
+
+    def __init__(self, table: str, name: str, why: str) -> None:
+        super().__init__(f"{table}.{name}")
+        self.table, self.name, self.why = table, name, why
+
+
+class _Folders(dict[str, str]):
+    """``src`` / ``build`` of a template context: a missing name the road cut (taken from
+    the base) raises RoadCut; any other stays jinja's undefined name (the recipe's typo)."""
+
+    def __init__(self, table: str, folders: Mapping[str, str], cut: Mapping[str, str]) -> None:
+        super().__init__(folders)
+        # underscored: a template's `src.<name>` never reaches them (component names cannot
+        # start with '_', and the sandbox refuses such attributes)
+        self._table, self._cut = table, dict(cut)
+
+    def __missing__(self, name: str) -> str:
+        if name in self._cut:
+            raise RoadCut(self._table, name, self._cut[name])
+        raise KeyError(name)
+
+
 def find_patches(recipes: RecipeSet, name: str) -> tuple[Patch, ...]:
     folder = recipes.patches_dir / name
     if not folder.is_dir():
@@ -283,10 +325,24 @@ def load_stack(settings: Settings, requested: Iterable[str] = ()) -> Stack:
     order = build_order(recipes, requested)
     version, rocm_base = spec.version, None
     if settings.base is not None:
-        rocm_base = load_base(settings.base, spec.series, recipes.recipes, order,
-                              {n: direct_deps(recipes.recipes[n]) for n in order}, targets)
+        try:
+            rocm_base = load_base(settings.base, spec.series, recipes.recipes, order,
+                                  {n: direct_deps(recipes.recipes[n]) for n in order}, targets)
+        except ConfigError as exc:
+            where = settings.source("base")
+            if not where.startswith("workdir "):  # not remembered (run/basememo.py)
+                raise
+            raise ConfigError(f"{exc} (the base of the last build in this workdir, recorded "
+                              f"in {where[len('workdir '):]})",
+                              tip="give --base PATH for another base, or --base none to build "
+                                  "from source") from None
         version = rocm_base.version  # a 6.4.1 base builds what it lacks at rocm-6.4.1
         order = build_order(recipes, requested, taken=rocm_base.taken)
+        readers = sources_read(recipes, order, rocm_base.taken)
+        while readers:  # a source-only component taken while a user of it is built
+            rocm_base = fetch_sources(rocm_base, readers)
+            order = build_order(recipes, requested, taken=rocm_base.taken)
+            readers = sources_read(recipes, order, rocm_base.taken)
         if not explicit:
             order = drop_unused_sources(recipes, order)
     base = {"version": version, "series": spec.series, "targets": target_names}
@@ -331,6 +387,10 @@ def _render_component(stack: Stack, recipe: Recipe, done: Mapping[str, Component
     # A recipe may name the source folder of itself and of anything it depends on, directly
     # or not; `src.x` for an unrelated component is undefined, so a missing dependency shows.
     below = {d: done[d] for d in reachable(deps, lambda d: done[d].depends)}
+    # what the recipe could name without the base: the base's decision, not a typo
+    everything = reachable(direct_deps(recipe), lambda d: direct_deps(stack.recipes.recipes[d]))
+    cut = {d: f"{d} is taken from the base {stack.base.path} (ROCm {stack.base.version})"
+           for d in everything if d in taken and stack.base is not None}
     subdir_ctx = {"version": stack.version, "series": stack.series, "name": recipe.name,
                   "targets": [str(t) for t in stack.targets], "prefix": str(stack.prefix),
                   # the ROCm to build against (compilers, HIP): the base, else the prefix; and
@@ -350,13 +410,22 @@ def _render_component(stack: Stack, recipe: Recipe, done: Mapping[str, Component
         "venv": str(venv_dir(stack.workdir)),
         "python": str(venv_dir(stack.workdir) / "bin" / "python"),
         "wheelhouse": str(wheelhouse_dir(stack.workdir)),
-        "src": {**{n: str(c.source_dir) for n, c in below.items()},
-                recipe.name: str(source_dir)},
-        "build": {n: str(c.build_dir) for n, c in below.items()},
+        "src": _Folders("src", {**{n: str(c.source_dir) for n, c in below.items()},
+                                recipe.name: str(source_dir)}, cut),
+        "build": _Folders("build", {n: str(c.build_dir) for n, c in below.items()}, cut),
     }
 
-    def r(text: str, key: str) -> str:
-        return render(text, context, file=recipe.file, key=key)
+    def r(text: str, key: str, ctx: Mapping[str, Any] = context) -> str:
+        try:
+            return render(text, ctx, file=recipe.file, key=key)
+        except RoadCut as exc:
+            kind = "source" if exc.table == "src" else "build"
+            raise ConfigError(
+                f"{recipe.file}: key '{key}' reads {exc.table}.{exc.name}, but {exc.why}, so "
+                f"rocbuild has no {kind} folder of {exc.name}: a decision of the --base road, "
+                "not a mistake in the recipe",
+                tip=f"build without --base, or drop {exc.name}'s [base] table so it is built "
+                    "too") from None
 
     url = ref = fetch_url = None
     if recipe.source.git is not None:
@@ -400,8 +469,8 @@ def _render_component(stack: Stack, recipe: Recipe, done: Mapping[str, Component
     files = tuple(sorted((path, r(text, f"install.files.{path}"))
                          for path, text in recipe.install_files.items()))
     for i, template in enumerate(recipe.job_args):  # undefined names fail now, not at hour 3
-        render(template, {**context, "jobs": {"compile": 1, "link": 1, "tensile": 1}},
-               file=recipe.file, key=f"{table}.job_args[{i}]")
+        r(template, f"{table}.job_args[{i}]",
+          {**context, "jobs": {"compile": 1, "link": 1, "tensile": 1}})
     patches = find_patches(stack.recipes, recipe.name)
     if patches and recipe.source.from_component:
         raise ConfigError(

@@ -15,7 +15,7 @@ import os
 import re
 import shutil
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -79,6 +79,14 @@ def parse_distcc_hosts(text: str) -> str:
     return hosts
 
 
+def parse_launcher(text: str) -> str:
+    """A compiler launcher as CMake takes it: a program, or a ;-list of words (env;X=1;tool)."""
+    launcher = text.strip()
+    if "\0" in launcher or "\n" in launcher:
+        raise ValueError("a launcher is one line: a program or a ;-separated list")
+    return launcher
+
+
 def remote_slots(hosts: str) -> int:
     """Jobs distcc may send away: each non-local host's /LIMIT, or distcc's default of 4."""
     slots = 0
@@ -122,6 +130,8 @@ class Launch:
     user_cache_dir: bool  # CCACHE_DIR came from the user's environment
     max_size: int  # bytes; only set when the cache dir is rocbuild's own
     workdir: Path
+    user_launcher: str = ""  # the `launcher` setting: the user's own, for every component
+    user_launcher_source: str = ""  # where it came from ("config /x/rocbuild.toml", ...)
 
     @property
     def remote_slots(self) -> int:
@@ -160,7 +170,8 @@ def resolve(settings: Settings, workdir: Path, build_disk: int,
         distcc=which("distcc") if hosts else None, hosts=hosts,
         cache_dir=Path(user_dir) if user_dir else cache_dir_of(workdir),
         user_cache_dir=bool(user_dir), max_size=max(MIN_CACHE_SIZE, build_disk // 2),
-        workdir=workdir)
+        workdir=workdir, user_launcher=settings.launcher,
+        user_launcher_source=settings.source("launcher") if settings.launcher else "")
 
 
 def distributes(launch: Launch, comp: Component) -> bool:
@@ -168,25 +179,86 @@ def distributes(launch: Launch, comp: Component) -> bool:
 
 
 # --- configure: the launcher arguments ------------------------------------------------------
-def cmake_args(launch: Launch | None, comp: Component) -> list[str]:
-    """CMAKE_<LANG>_COMPILER_LAUNCHER for C, C++ and HIP. With distcc, ccache stays first and
-    runs distcc itself (CCACHE_PREFIX, set by ``step_env``), as ccache's manual recommends
-    ("Using ccache with other compiler wrappers"), so the real compiler is what ccache hashes.
-    HIP device compiles never go to distcc: their launcher clears CCACHE_PREFIX."""
+_LAUNCHER_ARG = re.compile(r"^-DCMAKE_(C|CXX|HIP)_COMPILER_LAUNCHER(?::[A-Za-z]+)?=(.*)$")
+
+
+def recipe_launchers(comp: Component) -> dict[str, str]:
+    """The launchers the component's own cmake args name, by language: its word wins."""
+    found: dict[str, str] = {}
+    for arg in comp.cmake_args:
+        match = _LAUNCHER_ARG.match(arg)
+        if match:
+            found[match.group(1)] = match.group(2)
+    return found
+
+
+@dataclass(frozen=True)
+class Choice:
+    """Who decides a language's compiler launcher for one component, and what it is."""
+
+    launcher: str  # "" for none
+    source: str  # "recipe <file>", the `launcher` setting's source, "rocbuild" or "none"
+
+    def text(self) -> str:
+        return f"{self.launcher} ({self.source})" if self.launcher else "none"
+
+
+def choices(launch: Launch | None, comp: Component) -> dict[str, Choice]:
+    """Per language, the launcher the component is configured with: the recipe's own
+    CMAKE_<LANG>_COMPILER_LAUNCHER (the recipe's word wins, as for RUNPATH), else the user's
+    `launcher` setting, else rocbuild's ccache (with distcc behind it where distributed)."""
+    own = recipe_launchers(comp)
+    ours = dict(_rocbuild_launchers(launch, comp))
+    out: dict[str, Choice] = {}
+    for lang in LANGUAGES:
+        if lang in own:
+            out[lang] = Choice(own[lang], f"recipe {comp.recipe.file}")
+        elif launch is not None and launch.user_launcher:
+            out[lang] = Choice(launch.user_launcher, launch.user_launcher_source)
+        elif lang in ours:
+            out[lang] = Choice(ours[lang], "rocbuild")
+        else:
+            out[lang] = Choice("", "none")
+    return out
+
+
+def _rocbuild_launchers(launch: Launch | None, comp: Component) -> list[tuple[str, str]]:
+    """rocbuild's own launchers by language. With distcc, ccache stays first and runs distcc
+    itself (CCACHE_PREFIX, set by ``step_env``), as ccache's manual recommends ("Using ccache
+    with other compiler wrappers"), so the real compiler is what ccache hashes. HIP device
+    compiles never go to distcc: their launcher clears CCACHE_PREFIX."""
     if launch is None:
         return []
     if launch.ccache is None:
         if not distributes(launch, comp):
             return []
         assert launch.distcc is not None
-        return [f"-DCMAKE_{lang}_COMPILER_LAUNCHER={launch.distcc}" for lang in ("C", "CXX")]
-    args = [f"-DCMAKE_{lang}_COMPILER_LAUNCHER={launch.ccache}" for lang in ("C", "CXX")]
+        return [(lang, launch.distcc) for lang in ("C", "CXX")]
+    out = [(lang, launch.ccache) for lang in ("C", "CXX")]
     if comp.recipe.distribute:  # CCACHE_PREFIX=distcc may be in this component's environment
         env_tool = shutil.which("env") or "/usr/bin/env"
-        args.append(f"-DCMAKE_HIP_COMPILER_LAUNCHER={env_tool};CCACHE_PREFIX=;{launch.ccache}")
+        out.append(("HIP", f"{env_tool};CCACHE_PREFIX=;{launch.ccache}"))
     else:
-        args.append(f"-DCMAKE_HIP_COMPILER_LAUNCHER={launch.ccache}")
-    return args
+        out.append(("HIP", launch.ccache))
+    return out
+
+
+def summary(launch: Launch | None, comp: Component) -> str:
+    """One line for `plan`: ``/usr/bin/ccache (rocbuild)`` when every language has the same
+    launcher, else each language's (``CXX: sccache (recipe ...); C: ...``)."""
+    picked = choices(launch, comp)
+    texts = {c.text() for c in picked.values()}
+    if len(texts) == 1:
+        return texts.pop()
+    return "; ".join(f"{lang}: {c.text()}" for lang, c in picked.items())
+
+
+def cmake_args(launch: Launch | None, comp: Component) -> list[str]:
+    """CMAKE_<LANG>_COMPILER_LAUNCHER for C, C++ and HIP, for the languages whose launcher
+    is not the recipe's own (those it passes itself, and nothing comes after them)."""
+    return [f"-DCMAKE_{lang}_COMPILER_LAUNCHER={choice.launcher}"
+            for lang, choice in choices(launch, comp).items()
+            if choice.launcher and not choice.source.startswith("recipe ")]
 
 
 def without_launchers(argv: list[str]) -> list[str]:
@@ -204,13 +276,30 @@ def distcc_log(workdir: Path, component: str) -> Path:
     return workdir / "logs" / component / "distcc.log"
 
 
-def toolchain_files(prefix: Path) -> list[Path]:
-    """Files the prefix's clang reads that ccache cannot see on the command line: its config
-    files (<bindir>/clang++.cfg -> rocm.cfg) and the device libraries it links into every HIP
-    device compile. Hashing them keeps a rebuilt device-libs from being served stale code."""
-    files = sorted((prefix / "lib" / "llvm" / "bin").glob("*.cfg"))
-    files += sorted((prefix / "amdgcn" / "bitcode").glob("*.bc"))
-    return [f for f in files if f.is_file()]
+# Where clang finds the device bitcode libraries: AMD's packages put them in clang's resource
+# folder (lib/llvm/lib/clang/<N>/lib/amdgcn/bitcode) and keep the legacy amdgcn/bitcode, which
+# is also where device-libs installs with its defaults (rocbuild's own stack).
+BITCODE_DIRS = ("amdgcn/bitcode", "lib/llvm/lib/clang/*/lib/amdgcn/bitcode")
+
+
+def toolchain_files(roots: Iterable[Path]) -> list[Path]:
+    """Files the ROCm compilers read that ccache cannot see on the command line: their config
+    files (<bindir>/clang++.cfg -> rocm.cfg) and the device libraries linked into every HIP
+    device compile, in each ROCm the build compiles against (the prefix, then a --base), in
+    either bitcode layout. Hashing them keeps a rebuilt device-libs or an upgraded base from
+    being served stale code. A file reached twice (a link between the layouts) counts once."""
+    files: list[Path] = []
+    seen: set[Path] = set()
+    for root in roots:
+        found = sorted((root / "lib" / "llvm" / "bin").glob("*.cfg"))
+        for folder in BITCODE_DIRS:
+            found += sorted(root.glob(f"{folder}/*.bc"))
+        for path in found:
+            real = path.resolve()
+            if path.is_file() and real not in seen:
+                seen.add(real)
+                files.append(path)
+    return files
 
 
 def step_env(launch: Launch | None, stack: Stack, comp: Component,
@@ -232,13 +321,16 @@ def step_env(launch: Launch | None, stack: Stack, comp: Component,
         # the compilers are built into the prefix and rebuilt: hash them by content, not mtime
         env["CCACHE_COMPILERCHECK"] = "content"
         env["CCACHE_STATSLOG"] = str(stats_log(launch.workdir, comp.name))
-        extra = toolchain_files(stack.prefix)
+        extra = toolchain_files(stack.search_prefixes)
         if extra:
             env["CCACHE_EXTRAFILES"] = ":".join(map(str, extra))
         # TensileCreateLibrary prepends these to its own compiler and assembler processes
-        # (Tensile be49885: TensileCreateLibrary.py:267, KernelWriterAssembly.py:244)
-        env["Tensile_CXX_COMPILER_LAUNCHER"] = launch.ccache
-        env["Tensile_ASM_COMPILER_LAUNCHER"] = launch.ccache
+        # (Tensile be49885: TensileCreateLibrary.py:267, KernelWriterAssembly.py:244); only
+        # where the component's C++ compiles go through rocbuild's ccache, not a launcher of
+        # the recipe's or the user's own
+        if choices(launch, comp)["CXX"].source == "rocbuild":
+            env["Tensile_CXX_COMPILER_LAUNCHER"] = launch.ccache
+            env["Tensile_ASM_COMPILER_LAUNCHER"] = launch.ccache
     if distributes(launch, comp):
         assert launch.distcc is not None
         if launch.ccache is not None:

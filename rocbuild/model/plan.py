@@ -14,7 +14,7 @@ from typing import Any
 
 from rocbuild.model.cost import Cost, estimate
 from rocbuild.model.graph import Component, Stack
-from rocbuild.model.launchers import Launch, effective_settings, split_jobs
+from rocbuild.model.launchers import Launch, choices, effective_settings, split_jobs
 from rocbuild.model.resources import JOB_MEMORY_KEYS, HostSnapshot, JobCount, job_counts
 from rocbuild.model.roads import Road, roads
 from rocbuild.model.settings import OPTIONS, Settings
@@ -121,6 +121,10 @@ def to_json(plan: Plan) -> dict[str, Any]:
                  []),
             "env": dict(c.env),
             "jobs": {kind: {"jobs": jc.jobs, "reason": jc.reason} for kind, jc in p.jobs.items()},
+            # per language: the recipe's own launcher, the user's `launcher`, or rocbuild's
+            "launchers": {lang: {"launcher": choice.launcher or None, "source": choice.source}
+                          for lang, choice in choices(stack.launch, c).items()}
+            if c.builds else None,
             "fingerprint": c.fingerprint,
             "cache": p.cache or None,
             "build_dir": str(c.build_dir) if c.builds else None,

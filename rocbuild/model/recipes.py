@@ -77,6 +77,9 @@ RECIPE_SCHEMA: _Schema = {
     # how to tell a system_packages entry is there without dpkg: "header:gelf.h",
     # "pkg-config:libdrm" or "tool:xxd" (hostreqs.py)
     "system_checks": "strmap",
+    # what it installs is read only while building what uses it (CMake modules, headers):
+    # building it again does not make an installed copy of its users stale (base.py)
+    "build_time_only": "bool",
     "source": {"git": "str", "ref": "str", "submodules": "bool", "from": "str", "subdir": "str",
                # per stack version, for a repository without release tags (Tensile); the
                # version comes from stack.toml or from --base's .info/version
@@ -93,8 +96,9 @@ RECIPE_SCHEMA: _Schema = {
     "python": {"packages": "strlist", "wheels": "strlist"},
     "env": "strmap",
     # how the component shows in an installed ROCm (--base): files that must exist (globs
-    # allowed), a folder holding the Tensile set for every target, and whether a base
-    # without it is refused (compilers, HIP runtime, ROCr) instead of building it
+    # allowed; "a | b" is met by either, for a file two layouts keep in different places),
+    # a folder holding the Tensile set for every target, and whether a base without it is
+    # refused (compilers, HIP runtime, ROCr) instead of building it
     "base": {"provides": "strlist", "tensile": "str", "required": "bool"},
     "resources": {
         "compile_mem": "size",
@@ -259,6 +263,7 @@ class Recipe:
     base_provides: tuple[str, ...] = ()
     base_tensile: str = ""
     base_required: bool = False
+    build_time_only: bool = False
 
     @property
     def builds(self) -> bool:
@@ -268,6 +273,12 @@ class Recipe:
     def table(self) -> str:
         """The recipe table of its build system's options (for messages: 'cmake.args[2]')."""
         return buildsystems.for_kind(self.kind).table if self.builds else "cmake"
+
+
+def provides_alternatives(pattern: str) -> list[str]:
+    """``"a | b"`` -> ``["a", "b"]``: a [base] provides entry any one of whose paths shows
+    the component (AMD's packages and a source build keep the device bitcode apart)."""
+    return [part.strip() for part in pattern.split("|")]
 
 
 @dataclass(frozen=True)
@@ -406,11 +417,13 @@ def load_recipe(file: Path) -> Recipe:
     for table in ("packages", "wheels"):
         inputcheck.requirements(str(file), f"python.{table}", python.get(table, ()))
     base = data.get("base", {})
-    for i, pattern in enumerate(base.get("provides", ())):
-        if not pattern or pattern.startswith("/") or ".." in Path(pattern).parts:
-            raise ConfigError(f"{file}: key 'base.provides[{i}]' must be a path inside the "
-                              f"installed ROCm, relative and without '..', got {pattern!r}",
-                              tip=f"fix 'base.provides' in {file}")
+    for i, entry in enumerate(base.get("provides", ())):
+        for pattern in provides_alternatives(entry):
+            if not pattern or pattern.startswith("/") or ".." in Path(pattern).parts:
+                raise ConfigError(f"{file}: key 'base.provides[{i}]' must be a path inside the "
+                                  f"installed ROCm, relative and without '..' (or several "
+                                  f"such paths separated by '|'), got {entry!r}",
+                                  tip=f"fix 'base.provides' in {file}")
     if ("tensile" in base or "required" in base) and not base.get("provides"):
         raise ConfigError(f"{file}: [base] needs 'provides', the files that show the component "
                           "in an installed ROCm", tip=f"add base.provides to {file}")
@@ -430,7 +443,8 @@ def load_recipe(file: Path) -> Recipe:
                   runpath=install.get("runpath", True),
                   runpath_reason=install.get("runpath_reason", ""),
                   base_provides=base.get("provides", ()), base_tensile=base.get("tensile", ""),
-                  base_required=base.get("required", False))
+                  base_required=base.get("required", False),
+                  build_time_only=data.get("build_time_only", False))
 
 
 def load_recipes(folder: Path) -> RecipeSet:

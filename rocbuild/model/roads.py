@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from rocbuild.model.base import stales_users
 from rocbuild.model.graph import (
     Stack,
     build_order,
@@ -43,13 +44,15 @@ def _road(recipes: RecipeSet, name: str, order: Iterable[str], measured: bool) -
 
 
 def assumed_taken(recipes: RecipeSet, order: Iterable[str]) -> set[str]:
-    """What AMD's 6.4 packages would provide, judged from the recipes alone."""
+    """What AMD's 6.4 packages would provide, judged from the recipes alone (the rules of
+    base.load_base: a required component is always the base's)."""
     taken: set[str] = set()
     for name in order:
         recipe = recipes.recipes[name]
         deps_built = [d for d in direct_deps(recipe)
-                      if d not in taken and recipes.recipes[d].builds]
-        if recipe.base_provides and not recipe.base_tensile and not deps_built:
+                      if d not in taken and stales_users(recipes.recipes[d])]
+        if recipe.base_provides and not recipe.base_tensile and (
+                recipe.base_required or not deps_built):
             taken.add(name)
     return taken
 

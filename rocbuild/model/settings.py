@@ -18,7 +18,7 @@ from typing import Any
 
 from rocbuild.errors import ConfigError
 from rocbuild.model import inputcheck
-from rocbuild.model.launchers import parse_ccache_mode, parse_distcc_hosts
+from rocbuild.model.launchers import parse_ccache_mode, parse_distcc_hosts, parse_launcher
 from rocbuild.model.recipes import read_toml, suggest
 from rocbuild.model.targets import TargetError, TargetId, parse_target_list, product_note
 
@@ -27,6 +27,12 @@ CONFIG_FILE_NAME = "rocbuild.toml"
 
 def _parse_path(text: str) -> Path:
     return Path(os.path.expanduser(text)).absolute()
+
+
+def _parse_base(text: str) -> Path | None:
+    """A base folder, or ``none``: no base (build from source), also when the workdir
+    remembers the base of its last build (run/basememo.py)."""
+    return None if text.strip().lower() == "none" else _parse_path(text)
 
 
 def _parse_targets(text: str) -> tuple[TargetId, ...]:
@@ -134,7 +140,8 @@ OPTIONS: tuple[Option, ...] = (
     Option("mirror", "rewrite a source URL prefix, like git's insteadOf (repeatable)",
            _parse_mirror_rules, "FROM=TO", default=(), repeatable=True),
     Option("base", "an installed ROCm (e.g. /opt/rocm-6.4.3) whose components are used instead "
-           "of built; only what it lacks for the targets is built", _parse_path, "PATH"),
+           "of built; only what it lacks for the targets is built. Without it, the base of the "
+           "workdir's last build; 'none' builds from source", _parse_base, "PATH"),
     Option("jobs", "upper bound on parallel jobs", _parse_positive_int, "N"),
     Option("parallel", "components built at the same time", _parse_positive_int, "N",
            default=1),
@@ -142,6 +149,9 @@ OPTIONS: tuple[Option, ...] = (
            _parse_fraction, "F", default=0.5),
     Option("ccache", "compiler cache: on, off or auto (auto: on when ccache is installed)",
            parse_ccache_mode, "MODE", default="auto"),
+    Option("launcher", "your own compiler launcher for every CMake component, instead of "
+           "ccache (e.g. sccache; a CMake list for several words); a recipe that names its own "
+           "CMAKE_<LANG>_COMPILER_LAUNCHER keeps it", parse_launcher, "PROGRAM", default=""),
     Option("distcc", "distcc hosts for the components a recipe marks distributable, e.g. "
            "'box1/8 box2/4' (DISTCC_HOSTS syntax)", parse_distcc_hosts, "HOSTS", default=""),
     Option("cache", "binary cache of built components to install from (a folder, an "
@@ -171,6 +181,7 @@ class Settings:
     parallel: int
     swap_weight: float
     ccache: str  # on, off or auto (launchers.CCACHE_MODES)
+    launcher: str  # the user's own compiler launcher, "" for rocbuild's (launchers.py)
     distcc: str  # a DISTCC_HOSTS list, "" for none
     cache: str | None  # a folder or an http(s)/file URL (cache_store opens it)
     # where each value came from: "flag --jobs", "env ROCBUILD_JOBS", "config PATH", "default"

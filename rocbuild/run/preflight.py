@@ -17,7 +17,7 @@ from rocbuild.model import cost, launchers
 from rocbuild.model.resources import format_gib
 from rocbuild.model.steps import step_env
 from rocbuild.model.steptable import steps_of
-from rocbuild.run import actions, cache_install, sources
+from rocbuild.run import actions, basememo, cache_install, sources
 from rocbuild.run.build import BuildContext
 
 
@@ -105,6 +105,7 @@ def run(ctx: BuildContext) -> None:
     for f in found:
         if f.level == hostreqs.WARN:
             ctx.output.say(f"preflight: warning: {f.what}; {f.fix}")
+    basememo.write(ctx.stack.workdir, ctx.stack.base)  # later runs without --base use it
     need = disk_needed(ctx)
     ctx.output.say(f"preflight: ok (prefix writable, tools and system packages found, about "
                    f"{format_gib(need.workdir)} of build space needed)")

@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 
 from tests.cli import run_cli, run_flags
+from tests.conftest import require_tool
 from tests.e2e.chain import Chain
 
 pytestmark = pytest.mark.e2e
@@ -155,10 +157,11 @@ def test_base_from_the_environment_is_shown_with_its_source(chain: Chain) -> Non
                                              "lib/cmake/beta/betaConfig.cmake"}
 
 
-def amd_tree(root: Path, version: str = "6.4.3") -> Path:
-    """An empty-file copy of AMD's recorded 6.4.3 layout (paths only)."""
+def amd_tree(root: Path, version: str = "6.4.3", layout: str = "rocm-6.4.3-files.txt") -> Path:
+    """A copy of a recorded 6.4.3 layout (paths only, each file holding "x"): AMD's packages,
+    or (``rocbuild-6.4.3-files.txt``) a prefix rocbuild built from the shipped recipes."""
     base = root / f"rocm-{version}"
-    for line in (DATA / "rocm-6.4.3-files.txt").read_text().splitlines():
+    for line in (DATA / layout).read_text().splitlines():
         if line and not line.startswith("#"):
             (base / line).parent.mkdir(parents=True, exist_ok=True)
             (base / line).write_text("x")
@@ -171,15 +174,26 @@ def amd_flags(tmp_path: Path, base: Path) -> list[str]:
             "--recipes", str(REPO_RECIPES)]
 
 
+# what AMD's 6.4 packages provide, per the recorded layout: taken from the base
+AMD_TAKEN = ("llvm", "device-libs", "comgr", "rocr", "hip", "clr", "hipcc", "rocm-cmake",
+             "rocm-core", "roctracer", "rocprofiler-register", "hipblas-common", "rocminfo")
+AMD_BUILT = ["tensile", "rocblas", "hipblas", "llama.cpp"]  # no gfx906 Tensile set in 6.4
+
+
 def test_plan_on_a_recorded_amd_643_layout(tmp_path: Path) -> None:
     base = amd_tree(tmp_path)
     flags = amd_flags(tmp_path, base)
     plan = plan_json(flags)
-    assert [c["name"] for c in plan["components"]] == ["tensile", "rocblas", "hipblas",
-                                                       "llama.cpp"]
+    assert [c["name"] for c in plan["components"]] == AMD_BUILT
     taken = plan["base"]["taken"]
-    for name in ("llvm", "device-libs", "comgr", "hipcc", "rocr", "hip", "clr", "roctracer"):
-        assert name in taken
+    assert sorted(taken) == sorted(AMD_TAKEN)
+    # rocm-cmake is seen by the file it really installs
+    assert taken["rocm-cmake"] == [
+        "share/rocmcmakebuildtools/cmake/ROCmCMakeBuildToolsConfig.cmake",
+        "share/rocm/cmake/ROCMConfig.cmake"]
+    # AMD keeps the device bitcode in the clang resource folder and in the legacy amdgcn/
+    assert "lib/llvm/lib/clang/19/lib/amdgcn/bitcode/ocml.bc" in taken["device-libs"]
+    assert "amdgcn/bitcode/ocml.bc" in taken["device-libs"]
     assert "gfx906 Tensile kernels" in plan["base"]["built"]["rocblas"]
     assert plan["base"]["built"]["hipblas"] == "depends on rocblas, which is built"
     rocblas = next(c for c in plan["components"] if c["name"] == "rocblas")
@@ -198,6 +212,50 @@ def test_plan_on_a_recorded_amd_643_layout(tmp_path: Path) -> None:
     assert f"clr                    from base {base} (6.4.3)" in text
     assert "rocblas                built: base lacks gfx906 Tensile kernels" in text
     assert "both roads, whole stack" in text and f"on base {base}" in text
+
+
+@pytest.mark.parametrize("removed, built", [
+    # build-time files only: users of rocm-cmake (device-libs, rocprofiler-register,
+    # hipblas-common) keep the base's copies
+    ("share/rocmcmakebuildtools/cmake/ROCmCMakeBuildToolsConfig.cmake", "rocm-cmake"),
+    ("lib/librocm-core.so.1", "rocm-core"),
+    ("include/hipblas-common/hipblas-common.h", "hipblas-common"),
+])
+def test_a_base_lacking_one_optional_file_builds_that_component_alone(
+        tmp_path: Path, removed: str, built: str) -> None:
+    base = amd_tree(tmp_path)
+    os.remove(base / removed)
+    plan = plan_json(amd_flags(tmp_path, base))
+    names = [c["name"] for c in plan["components"]]
+    assert sorted(names) == sorted([built, *AMD_BUILT]), names
+    assert sorted(plan["base"]["taken"]) == sorted(n for n in AMD_TAKEN if n != built)
+    assert plan["base"]["built"][built] == f"base lacks {removed}"
+
+
+@pytest.mark.parametrize("removed, named", [
+    ("lib/libamd_comgr.so.3", "comgr (lib/libamd_comgr.so.*)"),
+    ("include/hip/hip_runtime.h", "hip (include/hip/hip_runtime.h)"),
+    ("lib/libhsa-runtime64.so.1", "rocr (lib/libhsa-runtime64.so.1)"),
+])
+def test_a_base_lacking_a_required_file_is_refused_naming_it(tmp_path: Path, removed: str,
+                                                             named: str) -> None:
+    base = amd_tree(tmp_path)
+    os.remove(base / removed)
+    for command in ("plan", "build"):
+        result = run_flags(amd_flags(tmp_path, base), command, expect=2)
+        assert named in result.stderr, result.explain()
+        assert "undefined template variable" not in result.stderr
+    assert not (tmp_path / "work" / "src").exists()
+
+
+def test_device_bitcode_in_either_layout_shows_device_libs(tmp_path: Path) -> None:
+    base = amd_tree(tmp_path)
+    shutil.rmtree(base / "amdgcn")  # the clang resource folder alone (AMD's newer layout)
+    assert "device-libs" in plan_json(amd_flags(tmp_path, base))["base"]["taken"]
+    shutil.rmtree(base / "lib/llvm/lib/clang")
+    refused = run_flags(amd_flags(tmp_path, base), "plan", expect=2)
+    assert ("device-libs (lib/llvm/lib/clang/*/lib/amdgcn/bitcode/ocml.bc | "
+            "amdgcn/bitcode/ocml.bc" in refused.stderr), refused.explain()
 
 
 def test_base_version_decides_the_refs(tmp_path: Path) -> None:
@@ -232,3 +290,93 @@ def test_plan_without_base_estimates_both_roads(tmp_path: Path) -> None:
     assert roads["base"]["measured"] is False
     assert roads["base"]["components"] == ["rocblas", "hipblas", "llama.cpp"]
     assert "llvm" in roads["full"]["components"]
+
+
+def test_a_folder_the_road_took_away_is_explained_not_a_template_crash(tmp_path: Path) -> None:
+    """A recipe that reads build.<x> of a component taken from the base: rocbuild's road
+    decision, said as such (exit 2, the file, key and base named), not jinja's undefined
+    variable shown as the recipe's mistake."""
+    recipes = tmp_path / "recipes"
+    recipes.mkdir()
+    (recipes / "stack.toml").write_text('[stack]\nversion = "1.0"\ntargets = ["gfx906"]\n'
+                                        'prefix = "/opt/x"\n')
+    source = '[source]\ngit = "https://example.com/{{ name }}.git"\nref = "v1"\n'
+    (recipes / "low.toml").write_text(source + '[cmake]\n[base]\nprovides = ["lib/liblow.so"]\n')
+    (recipes / "top.toml").write_text('depends = ["low"]\n' + source +
+                                      '[cmake]\nargs = ["-DLOW_BUILD={{ build.low }}"]\n')
+    base = make_base(tmp_path, "1.0.2", files=("lib/liblow.so",))
+    result = run_cli("plan", "--recipes", str(recipes), "--workdir", str(tmp_path / "work"),
+                     "--base", str(base), expect=2)
+    assert (f"{recipes / 'top.toml'}: key 'cmake.args[0]' reads build.low, but low is taken "
+            f"from the base {base} (ROCm 1.0.2)") in result.stderr, result.explain()
+    assert "decision of the --base road, not a mistake in the recipe" in result.stderr
+    assert "undefined template variable" not in result.stderr
+
+
+def test_a_stack_rocbuild_built_serves_as_a_base(tmp_path: Path) -> None:
+    """The shipped recipes' own install layout (device bitcode in <prefix>/amdgcn/bitcode, a
+    gfx906 Tensile set) is a whole base: everything with a [base] table is taken, only
+    llama.cpp (no [base]) is built; the compilers' cache keys hash that base's bitcode."""
+    base = amd_tree(tmp_path, layout="rocbuild-6.4.3-files.txt")
+    flags = amd_flags(tmp_path, base)
+    plan = plan_json(flags)
+    assert [c["name"] for c in plan["components"]] == ["llama.cpp"]
+    assert sorted(plan["base"]["taken"]) == sorted([*AMD_TAKEN, "rocblas", "hipblas"])
+    assert plan["base"]["taken"]["device-libs"] == ["amdgcn/bitcode/ocml.bc",
+                                                    "amdgcn/bitcode/ockl.bc"]
+    require_tool("ccache")
+    commands = run_flags(flags, "plan", "--commands", "--ccache", "on", expect=0).stdout
+    configure = next(line for line in commands.splitlines() if " cmake -G Ninja" in line)
+    extra = configure.split("CCACHE_EXTRAFILES=", 1)[1].split()[0].strip("'").split(":")
+    assert extra == [f"{base}/lib/llvm/bin/clang++.cfg", f"{base}/lib/llvm/bin/rocm.cfg",
+                     f"{base}/amdgcn/bitcode/ockl.bc", f"{base}/amdgcn/bitcode/ocml.bc"]
+
+
+def test_the_workdir_remembers_its_base(chain: Chain) -> None:
+    """Issue 21 item 4: a later plan/status/build without --base uses the base of the last
+    build and says so; another base, or --base none, is a configuration change plan
+    explains."""
+    chain_with_base_tables(chain)
+    lower = base_flags(chain, "A", "work-a")
+    run_flags(lower, "build", "alpha", "beta", "--quiet", "--no-verify", expect=0)
+    base = chain.root / "A"
+    upper = base_flags(chain, "B", "work-b")
+    run_flags([*upper, "--base", str(base)], "build", "--quiet", "--no-verify", expect=0)
+
+    again = run_flags(upper, "plan", "--json", expect=0)  # no --base
+    plan = json.loads(again.stdout)
+    assert [c["name"] for c in plan["components"]] == ["gamma"]
+    assert plan["components"][0]["state"] == "done"
+    record = chain.root / "work-b/state/base.json"
+    assert plan["settings"]["base"] == {"value": str(base), "source": f"workdir {record}"}
+    assert plan["base_change"] is None
+    assert (f"rocbuild: note: base {base}: the base of the last build in this workdir"
+            in again.stderr), again.explain()
+    status = run_flags(upper, "status", expect=0)
+    assert "the base of the last build in this workdir" in status.stderr
+    assert "gamma" in status.stdout and "stale" not in status.stdout, status.explain()
+    run_flags(upper, "build", "--quiet", "--no-verify", expect=0)  # a no-op on the same base
+    assert not (chain.root / "B/lib/libbeta.so").exists()
+
+    # another base is a configuration change: plan says so and gamma is stale
+    other = chain.root / "A2"
+    shutil.copytree(base, other, symlinks=True)
+    moved = run_flags([*upper, "--base", str(other)], "plan", "--json", expect=0)
+    doc = json.loads(moved.stdout)
+    assert doc["base_change"] == {"last": str(base), "last_version": "1.0.0",
+                                  "now": str(other)}
+    assert doc["components"][0]["state"] == "stale"
+    assert "a configuration change" in moved.stderr, moved.explain()
+    text = run_flags([*upper, "--base", str(other)], "plan", expect=0).stdout
+    assert (f"base changed: the last build in this workdir was on {base} (ROCm 1.0.0), this "
+            f"plan is on {other}") in " ".join(text.split())
+    # --base none: from source, also a change; the remembered base is not used
+    source = json.loads(run_flags([*upper, "--base", "none"], "plan", "--json",
+                                  expect=0).stdout)
+    assert source["base"] is None and source["base_change"]["now"] is None
+    assert [c["name"] for c in source["components"]] == ["alpha", "beta", "gamma"]
+    # a remembered base that is gone is named as the remembered one
+    shutil.rmtree(base)
+    gone = run_flags(upper, "plan", expect=2)
+    assert "the base of the last build in this workdir" in gone.stderr, gone.explain()
+    assert "--base none" in gone.stderr

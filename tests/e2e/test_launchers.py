@@ -8,6 +8,7 @@ not serve.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import socket
@@ -243,3 +244,57 @@ def test_a_host_that_refuses_the_compiler_falls_back_to_local(distccd: list[Daem
     assert "distcc 0 remote, 3 fell back to local" in result.stdout, result.explain()
     assert real_compiles(log) == len(SOURCES)
     assert "cannot be an absolute path" in distccd[0].log.read_text()
+
+
+def timing_launcher(folder: Path, log: Path) -> Path:
+    """A launcher of the user's own (a timing wrapper, say): notes each compile, runs it."""
+    folder.mkdir(parents=True, exist_ok=True)
+    script = folder / "time-it"
+    script.write_text(f"#!/bin/sh\necho \"$*\" >> {log}\nexec \"$@\"\n")
+    script.chmod(0o755)
+    return script
+
+
+def launched(log: Path) -> int:
+    if not log.exists():
+        return 0
+    return sum(1 for line in log.read_text().splitlines() if " -c " in f" {line} ")
+
+
+def test_a_recipes_own_launcher_wins_over_ccache(tmp_path: Path) -> None:
+    """Issue 21: a recipe that names its own CMAKE_C_COMPILER_LAUNCHER keeps it (rocbuild's
+    ccache argument used to come after it and replace it); plan says which launcher it gets."""
+    for tool in ("git", "cmake", "ninja", "ccache", "gcc"):
+        require_tool(tool)
+    log = tmp_path / "timed.log"
+    wrapper = timing_launcher(tmp_path / "wrap", log)
+    flags = one_component_stack(tmp_path, "counted", project(),
+                                f'[cmake]\nargs = ["-DCMAKE_C_COMPILER_LAUNCHER={wrapper}"]\n')
+    plan = json.loads(run_cli("plan", "--json", "--ccache", "on", *flags, expect=0).stdout)
+    chosen = plan["components"][0]["launchers"]
+    recipe = tmp_path / "recipes" / "counted.toml"
+    assert chosen["C"] == {"launcher": str(wrapper), "source": f"recipe {recipe}"}
+    assert chosen["CXX"]["source"] == "rocbuild" and "ccache" in chosen["CXX"]["launcher"]
+    text = run_cli("plan", "--ccache", "on", *flags, expect=0).stdout
+    assert f"C: {wrapper} (recipe {recipe})" in " ".join(text.split()), text
+    run_cli("build", "--ccache", "on", *flags, "--no-verify", expect=0)
+    assert launched(log) == len(SOURCES)
+    cache = (tmp_path / "work" / "build" / "counted" / "CMakeCache.txt").read_text()
+    assert f"CMAKE_C_COMPILER_LAUNCHER:UNINITIALIZED={wrapper}" in cache or \
+        f"CMAKE_C_COMPILER_LAUNCHER:STRING={wrapper}" in cache, cache
+
+
+def test_the_users_launcher_in_rocbuild_toml_replaces_ccache(tmp_path: Path) -> None:
+    for tool in ("git", "cmake", "ninja", "ccache", "gcc"):
+        require_tool(tool)
+    log = tmp_path / "timed.log"
+    wrapper = timing_launcher(tmp_path / "wrap", log)
+    flags = one_component_stack(tmp_path, "counted", project())
+    config = tmp_path / "rocbuild.toml"
+    config.write_text(f'[rocbuild]\nlauncher = "{wrapper}"\n')
+    plan = json.loads(run_cli("plan", "--json", *flags, cwd=tmp_path, expect=0).stdout)
+    assert plan["components"][0]["launchers"]["C"] == {"launcher": str(wrapper),
+                                                       "source": f"config {config}"}
+    assert plan["settings"]["launcher"] == {"value": str(wrapper), "source": f"config {config}"}
+    run_cli("build", *flags, "--no-verify", cwd=tmp_path, expect=0)
+    assert launched(log) == len(SOURCES)

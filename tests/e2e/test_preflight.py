@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 
 import pytest
 
 from rocbuild.cli.main import main
 from rocbuild.model import privilege
-from tests.cli import run_cli
+from tests.cli import REPO, run_cli
 from tests.conftest import require_tool
 from tests.e2e.chain import Chain
 
@@ -78,3 +79,27 @@ def test_stale_patch_of_a_fetched_source(chain: Chain, capsys: pytest.CaptureFix
     captured = run_cli("build", *chain.flags(), "--quiet", "--no-verify", expect=2)
     assert "▶" not in captured.stdout
     assert f"patch {bad} does not apply" in captured.stderr
+
+
+def test_hipblas_needs_gfortran_and_preflight_says_so(tmp_path: Path) -> None:
+    """hipBLAS's project() enables Fortran on Linux (issue 21): without gfortran the build is
+    refused before the first fetch, not at hipBLAS's configure hours later. A dpkg that knows
+    every other package, and a PATH with every tool but gfortran."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for tool in ("git", "cmake", "ninja", "g++", "gcc", "cc", "c++", "perl", "python3",
+                 "pkg-config", "xxd"):
+        found = shutil.which(tool)
+        if found:
+            (bin_dir / tool).symlink_to(found)
+    dpkg = bin_dir / "dpkg-query"
+    dpkg.write_text('#!/bin/sh\nshift 2\nfor p in "$@"; do\n'
+                    '  if [ "$p" = gfortran ]; then printf "%s\\tun\\n" "$p"; '
+                    'else printf "%s\\tii \\n" "$p"; fi\ndone\n')
+    dpkg.chmod(0o755)
+    result = run_cli("build", "hipblas", "--recipes", str(REPO / "recipes"), "--offline",
+                     "--workdir", str(tmp_path / "work"), "--prefix", str(tmp_path / "p"),
+                     "--no-verify", env={"PATH": str(bin_dir)}, expect=2)
+    assert "not installed: gfortran (hipblas)" in result.stderr, result.explain()
+    assert "sudo apt-get install -y gfortran" in result.stderr
+    assert not (tmp_path / "work" / "src").exists()

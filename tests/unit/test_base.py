@@ -146,3 +146,50 @@ def test_roads_without_and_with_a_base(write_recipes, tmp_path: Path) -> None:
     base = make_base(tmp_path)
     _, on_base = roads(load_stack(settings_for(folder, base=str(base))))
     assert on_base.measured and on_base.components == ("mid", "top")
+
+
+# the road rules of issue 21: a required component is never rebuilt behind the user's back, a
+# dependency with build-time files only does not make the base's copies stale, and a
+# source-only component a built one reads is fetched
+TOOLS = OK_SOURCE + '[cmake]\n[base]\nprovides = ["share/tools.cmake"]\n'
+RUNTIME = ('depends = ["tools"]\n' + OK_SOURCE +
+           '[cmake]\n[base]\nprovides = ["lib/libruntime.so"]\nrequired = true\n')
+USER = 'depends = ["tools"]\n' + OK_SOURCE + '[cmake]\n[base]\nprovides = ["lib/libuser.so"]\n'
+
+
+def test_a_required_component_is_the_bases_even_when_a_dependency_is_built(
+        write_recipes, tmp_path: Path) -> None:
+    folder = write_recipes(tools=TOOLS, runtime=RUNTIME, user=USER)
+    base = make_base(tmp_path, files=("lib/libruntime.so", "lib/libuser.so"))
+    stack = load_stack(settings_for(folder, base=str(base), target="gfx906"))
+    assert "runtime" in stack.base.taken  # required: never rebuilt behind the user's back
+    assert stack.base.not_taken["user"].reason == "depends on tools, which is built"
+    assert stack.order == ("tools", "user")
+
+
+def test_a_dependency_with_build_time_files_only_keeps_the_bases_copies(
+        write_recipes, tmp_path: Path) -> None:
+    tools = "build_time_only = true\n" + TOOLS
+    folder = write_recipes(tools=tools, runtime=RUNTIME, user=USER)
+    base = make_base(tmp_path, files=("lib/libruntime.so", "lib/libuser.so"))
+    stack = load_stack(settings_for(folder, base=str(base), target="gfx906"))
+    assert sorted(stack.base.taken) == ["runtime", "user"]
+    assert stack.order == ("tools",)
+
+
+def test_a_taken_source_only_component_that_a_build_reads_is_fetched(
+        write_recipes, tmp_path: Path) -> None:
+    headers = ('kind = "source-only"\n' + OK_SOURCE +
+               '[base]\nprovides = ["include/headers.h"]\n')
+    reader = ('depends = ["headers"]\n' + OK_SOURCE +
+              '[cmake]\nargs = ["-DHEADERS_DIR={{ src.headers }}"]\n'
+              '[base]\nprovides = ["lib/libreader.so"]\n')
+    folder = write_recipes(headers=headers, reader=reader)
+    base = make_base(tmp_path, files=("include/headers.h",))
+    stack = load_stack(settings_for(folder, base=str(base), target="gfx906"))
+    assert stack.order == ("headers", "reader")
+    assert "headers" not in stack.base.taken
+    assert stack.base.not_taken["headers"].reason == (
+        "fetched (source only): reader is built from it")
+    checkout = stack.components["headers"].source_dir
+    assert f"-DHEADERS_DIR={checkout}" in stack.components["reader"].cmake_args

@@ -57,8 +57,24 @@ def test_old_ninja_fails_and_gcc_15_warns_with_the_way_out(tmp_path: Path) -> No
     found = whats(hostreqs.tool_findings(Requirements(), probe))
     assert (FAIL, "ninja 1.4 is older than 1.5, which job pools (LLVM_PARALLEL_LINK_JOBS) need") \
         in found
-    gcc = [f for f in hostreqs.tool_findings(Requirements(), probe) if f.what.startswith("g++")]
+    gcc = [f for f in hostreqs.tool_findings(Requirements(gcc15_unfixed=("rocr",)), probe)
+           if f.what.startswith("g++")]
     assert gcc[0].level == WARN and "CXX=g++-14" in gcc[0].fix
+    assert gcc[0].what.startswith("g++ 15.1: GCC 15 breaks rocr of ROCm 6.4")
+    # with the fixes carried (the shipped patches) GCC 15 is no concern
+    assert not [f for f in hostreqs.tool_findings(Requirements(), probe)
+                if f.what.startswith("g++")]
+
+
+def test_the_shipped_recipes_carry_the_gcc_15_fixes(tmp_path: Path) -> None:
+    """ROCR's <cstdint> and HIP's __glibcxx_assert (issue 21): the shipped patches carry both,
+    so a GCC 15 host does not decide whether the night works; a recipes folder without
+    them is named."""
+    settings = resolve({"workdir": str(tmp_path), "ccache": "off"}, env={})
+    stack = load_stack(settings, ["rocr", "clr"])
+    assert hostreqs.requirements(stack).gcc15_unfixed == ()
+    names = {p.path.name for c in ("rocr", "clr") for p in stack.components[c].patches}
+    assert {"0001-gcc15-include-cstdint.patch", "0003-gcc15-no-glibcxx-assert.patch"} <= names
 
 
 def test_tensile_python_outside_the_tested_window_warns_only_when_rocblas_is_built(

@@ -83,6 +83,32 @@ def test_the_prefix_toolchain_files_are_hashed(write_recipes, tmp_path: Path) ->
                                         f"{bitcode}/ocml.bc")
 
 
+def test_a_bases_toolchain_files_are_hashed_in_both_bitcode_layouts(
+        write_recipes, tmp_path: Path) -> None:
+    """On --base the compilers are the base's: its config files and its bitcode, in clang's
+    resource folder (AMD's packages) and in the legacy amdgcn/ (a link to the same file
+    counts once), go into the hash (issue 21)."""
+    base = tmp_path / "rocm-6.4.3"
+    (base / ".info").mkdir(parents=True)
+    (base / ".info" / "version").write_text("6.4.3-128\n")
+    resource = base / "lib/llvm/lib/clang/19/lib/amdgcn/bitcode"
+    legacy = base / "amdgcn/bitcode"
+    for folder in (resource, legacy):
+        folder.mkdir(parents=True)
+    (resource / "ocml.bc").write_bytes(b"BC new")
+    (legacy / "ocml.bc").write_bytes(b"BC old")
+    (legacy / "ockl.bc").symlink_to(resource / "ockl.bc")
+    (resource / "ockl.bc").write_bytes(b"BC")
+    (base / "lib/llvm/bin").mkdir(parents=True)
+    (base / "lib/llvm/bin/clang++.cfg").write_text("@rocm.cfg\n")
+    stack, launch = stack_for(write_recipes, tmp_path, prefix=str(tmp_path / "p"),
+                              base=str(base))
+    env = launchers.step_env(launch, stack, stack.components["device"], {})
+    assert env["CCACHE_EXTRAFILES"].split(":") == [
+        f"{base}/lib/llvm/bin/clang++.cfg", f"{legacy}/ockl.bc", f"{legacy}/ocml.bc",
+        f"{resource}/ocml.bc"]
+
+
 def test_off_means_no_launcher_and_a_disabled_cache(write_recipes, tmp_path: Path) -> None:
     stack, launch = stack_for(write_recipes, tmp_path, ccache="off")
     assert launch.ccache is None and launch.ccache_state == "off (flag --ccache)"

@@ -28,3 +28,13 @@ def test_a_commit_pin_gives_no_made_up_build_number(tmp_path: Path,
     stack = load_stack(resolve({"workdir": str(tmp_path), "recipes": str(folder)}, env={}),
                        ["llama.cpp"])
     assert "-DLLAMA_BUILD_NUMBER=0" in stack.components["llama.cpp"].cmake_args
+
+
+def test_llama_cpp_builds_portable_cpu_code(tmp_path: Path) -> None:
+    """GGML_NATIVE (default ON) compiles for the build host's CPU while the binary cache key
+    records only the machine name (issue 21): the recipe builds every CPU variant as a
+    backend module instead, and ggml loads the best one where it runs."""
+    args = load_stack(resolve({"workdir": str(tmp_path)}, env={}),
+                      ["llama.cpp"]).components["llama.cpp"].cmake_args
+    assert {"-DGGML_NATIVE=OFF", "-DGGML_BACKEND_DL=ON", "-DGGML_CPU_ALL_VARIANTS=ON"} <= set(args)
+    assert "-DBUILD_SHARED_LIBS=OFF" not in args  # GGML_BACKEND_DL requires shared libraries

@@ -1,0 +1,90 @@
+"""The --base a workdir was last built on, remembered with its state.
+
+A build records its base (or that it had none) in ``<workdir>/state/base.json`` once its
+preflight passed. A later ``plan``, ``status`` or ``build`` on that workdir without a base of
+its own (no ``--base``, ``ROCBUILD_BASE`` or ``base =`` in rocbuild.toml) uses the recorded
+one and says so; one with another base (``--base none``: from source) is told that this
+changes the configuration, and ``plan`` explains what it does. One small record for the whole
+workdir (issue 24 makes the state per configuration).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from rocbuild.files import read_json, write_json_atomic
+from rocbuild.model.base import Base
+from rocbuild.model.settings import Settings
+
+SOURCE_PREFIX = "workdir "  # settings.source("base") of a remembered base
+
+
+@dataclass(frozen=True)
+class Remembered:
+    path: Path | None  # None: the last build had no base (from source)
+    version: str | None
+    when: float
+
+    def text(self) -> str:
+        if self.path is None:
+            return "no base (built from source)"
+        return f"{self.path}" + (f" (ROCm {self.version})" if self.version else "")
+
+
+def record_path(workdir: Path) -> Path:
+    return workdir / "state" / "base.json"
+
+
+def read(workdir: Path) -> Remembered | None:
+    """The base of the last build in ``workdir``; None when nothing (readable) is recorded."""
+    doc = read_json(record_path(workdir))
+    if not isinstance(doc, dict) or "base" not in doc:
+        return None
+    raw = doc.get("base")
+    version = doc.get("version")
+    return Remembered(Path(raw) if isinstance(raw, str) and raw else None,
+                      version if isinstance(version, str) else None,
+                      float(doc.get("when", 0.0)))
+
+
+def write(workdir: Path, base: Base | None) -> None:
+    """Record the base this build runs on (called once its preflight passed)."""
+    doc: dict[str, Any] = {"base": str(base.path) if base else None,
+                           "version": base.version if base else None, "when": time.time()}
+    write_json_atomic(record_path(workdir), doc)
+
+
+def apply(settings: Settings) -> Settings:
+    """``settings`` with the workdir's remembered base when the user gave none, with a note
+    saying so; a note, too, when the user's base is not the one the last build used."""
+    memo = read(settings.workdir)
+    if memo is None:
+        return settings
+    record = record_path(settings.workdir)
+    if settings.source("base") == "default":
+        if memo.path is None:
+            return settings
+        note = (f"base {memo.path}: the base of the last build in this workdir (recorded in "
+                f"{record}); give --base none to build from source, or another --base")
+        remembered = settings.with_value("base", memo.path, f"{SOURCE_PREFIX}{record}")
+        return replace(remembered, notes=(*remembered.notes, note))
+    if settings.base == memo.path:
+        return settings
+    now = str(settings.base) if settings.base else "no base (from source)"
+    note = (f"base: {now} ({settings.source('base')}), but the last build in this workdir was "
+            f"on {memo.text()}: a configuration change, everything built on it is built again "
+            "(`rocbuild plan` shows what)")
+    return replace(settings, notes=(*settings.notes, note))
+
+
+def change(settings: Settings) -> dict[str, str | None] | None:
+    """For `plan`: the last build's base and this run's, when they differ; else None."""
+    memo = read(settings.workdir)
+    if memo is None or memo.path == settings.base:
+        return None
+    return {"last": str(memo.path) if memo.path else None,
+            "last_version": memo.version,
+            "now": str(settings.base) if settings.base else None}
