@@ -101,5 +101,5 @@ def test_hipblas_needs_gfortran_and_preflight_says_so(tmp_path: Path) -> None:
                      "--workdir", str(tmp_path / "work"), "--prefix", str(tmp_path / "p"),
                      "--no-verify", env={"PATH": str(bin_dir)}, expect=2)
     assert "not installed: gfortran (hipblas)" in result.stderr, result.explain()
-    assert "sudo apt-get install -y gfortran" in result.stderr
+    assert privilege.apt_install("gfortran") in result.stderr
     assert not (tmp_path / "work" / "src").exists()
