@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import require_tool
-from tests.e2e.chain import Chain, make_chain
+from tests.support.chain import Chain, make_chain
 
 
 @pytest.fixture

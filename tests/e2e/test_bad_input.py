@@ -22,7 +22,7 @@ import pytest
 
 from tests.cli import CliResult, assert_no_traceback, child_env, run_cli
 from tests.conftest import require_tool
-from tests.e2e.chain import one_component_stack
+from tests.support.chain import one_component_stack
 
 pytestmark = pytest.mark.e2e
 

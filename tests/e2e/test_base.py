@@ -19,7 +19,7 @@ import pytest
 
 from tests.cli import run_cli, run_flags
 from tests.conftest import require_tool
-from tests.e2e.chain import Chain
+from tests.support.chain import Chain
 
 pytestmark = pytest.mark.e2e
 

@@ -18,7 +18,7 @@ from rocbuild.checks.verify import Verdict, verify_file
 from rocbuild.model.targets import parse_target_list
 from tests.cli import run_flags
 from tests.conftest import require_tool
-from tests.e2e.chain import one_component_stack
+from tests.support.chain import one_component_stack
 
 pytestmark = pytest.mark.e2e
 

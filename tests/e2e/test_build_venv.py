@@ -14,7 +14,7 @@ import pytest
 
 from rocbuild.cli.main import main
 from tests.conftest import require_tool
-from tests.e2e.chain import one_component_stack
+from tests.support.chain import one_component_stack
 
 pytestmark = pytest.mark.e2e
 

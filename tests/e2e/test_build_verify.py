@@ -12,7 +12,7 @@ import pytest
 from rocbuild.cli.main import main
 from tests.cli import run_cli
 from tests.conftest import require_tool
-from tests.e2e.chain import one_component_stack
+from tests.support.chain import one_component_stack
 
 pytestmark = pytest.mark.e2e
 

@@ -28,7 +28,7 @@ from rocbuild.run.artifacts import Manifest, pack, sha256_file
 from rocbuild.run.cache_store import FolderStore, HttpStore, pull_archive
 from tests.cli import run_cli
 from tests.conftest import require_tool
-from tests.e2e.chain import FAKE_HOST, Chain, make_chain, make_repo, one_component_stack
+from tests.support.chain import FAKE_HOST, Chain, make_chain, make_repo, one_component_stack
 
 pytestmark = pytest.mark.e2e
 

@@ -23,8 +23,8 @@ from rocbuild.run.cache_oci import OciStore
 from rocbuild.run.cache_store import pull_archive
 from tests.cli import run_cli
 from tests.e2e import test_cache
-from tests.e2e.registry import Registry, docker_config, dropping_proxy, free_port, registry
 from tests.e2e.test_cache import COMPONENTS, FirstMachine, compiled, counting_cc, prefix_tree
+from tests.support.registry import Registry, docker_config, dropping_proxy, free_port, registry
 
 pytestmark = pytest.mark.e2e
 

@@ -13,7 +13,7 @@ from rocbuild.prefix.buildinfo import info_path
 from rocbuild.run import sources
 from rocbuild.run.state import StateDir
 from tests.cli import run_flags
-from tests.e2e.chain import Chain
+from tests.support.chain import Chain
 
 pytestmark = pytest.mark.e2e
 

@@ -15,7 +15,7 @@ import pytest
 
 from tests.cli import child_env
 from tests.conftest import require_tool
-from tests.e2e.chain import make_repo
+from tests.support.chain import make_repo
 
 pytestmark = pytest.mark.e2e
 

@@ -20,7 +20,7 @@ from rocbuild.cli.main import main
 from rocbuild.run.state import StateDir
 from tests.cli import run_cli
 from tests.conftest import REPO
-from tests.e2e.chain import Chain, git, make_chain
+from tests.support.chain import Chain, git, make_chain
 
 # the doit of this interpreter: a venv that is not activated has it in its bin/ only
 DOIT = [sys.executable, "-m", "doit"]

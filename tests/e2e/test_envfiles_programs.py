@@ -12,7 +12,7 @@ import pytest
 
 from tests.cli import run_cli
 from tests.conftest import require_tool
-from tests.e2e.calc import Calc, make_calc
+from tests.support.calc import Calc, make_calc
 
 pytestmark = pytest.mark.e2e
 

@@ -14,7 +14,7 @@ import pytest
 from rocbuild.model import privilege
 from rocbuild.run import patches
 from tests.cli import REPO, run_cli
-from tests.e2e.chain import git, make_chain, make_repo, one_component_stack
+from tests.support.chain import git, make_chain, make_repo, one_component_stack
 
 pytestmark = pytest.mark.e2e
 

@@ -11,7 +11,7 @@ from rocbuild.errors import BuildFailed
 from rocbuild.run import sources
 from tests.cli import run_cli
 from tests.conftest import require_tool
-from tests.e2e.chain import make_repo
+from tests.support.chain import make_repo
 
 pytestmark = pytest.mark.e2e
 

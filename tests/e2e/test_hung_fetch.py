@@ -15,8 +15,8 @@ from pathlib import Path
 
 import psutil
 
-from tests.e2e.chain import FAKE_HOST, Chain
 from tests.e2e.test_engine import cli_env, wait_for
+from tests.support.chain import FAKE_HOST, Chain
 
 
 def _transport(script: Path) -> list[psutil.Process]:

@@ -27,7 +27,7 @@ import psutil
 import pytest
 
 from tests.cli import child_env
-from tests.e2e.chain import Chain
+from tests.support.chain import Chain
 
 pytestmark = pytest.mark.e2e
 
@@ -171,7 +171,7 @@ def test_stale_git_locks_and_leftovers_do_not_block_the_rerun(tmp_path: Path) ->
     half-switched ``.old`` checkout, a stamp temp file) is cleared by the next run, which
     fetches the branch again (its fetch stamp is gone, as after a kill mid-fetch)."""
     from tests.cli import run_cli
-    from tests.e2e.chain import one_component_stack
+    from tests.support.chain import one_component_stack
 
     flags = one_component_stack(tmp_path, "a", {
         "CMakeLists.txt": "cmake_minimum_required(VERSION 3.20)\nproject(a NONE)\n"

@@ -24,7 +24,7 @@ import pytest
 from rocbuild.model import launchers
 from tests.cli import run_cli
 from tests.conftest import require_tool
-from tests.e2e.chain import one_component_stack
+from tests.support.chain import one_component_stack
 
 SOURCES = ("one", "two", "three")
 

@@ -14,7 +14,7 @@ import pytest
 
 from tests.cli import child_env, run_cli
 from tests.conftest import REPO
-from tests.e2e.chain import FAKE_HOST, Chain
+from tests.support.chain import FAKE_HOST, Chain
 
 pytestmark = pytest.mark.e2e
 

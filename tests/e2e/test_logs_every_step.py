@@ -11,8 +11,8 @@ import pytest
 
 from tests.cli import run_cli
 from tests.conftest import require_tool
-from tests.e2e.chain import Chain, one_component_stack
 from tests.e2e.test_build_venv import make_wheel
+from tests.support.chain import Chain, one_component_stack
 
 pytestmark = pytest.mark.e2e
 

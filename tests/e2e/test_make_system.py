@@ -16,8 +16,8 @@ import pytest
 from rocbuild.model import buildsystems
 from tests.cli import CliResult, assert_no_traceback, child_env, run_cli
 from tests.conftest import require_tool
-from tests.e2e.chain import FAKE_HOST, make_repo
-from tests.e2e.make_system import Make
+from tests.support.chain import FAKE_HOST, make_repo
+from tests.support.make_system import Make
 
 pytestmark = pytest.mark.e2e
 
@@ -51,7 +51,7 @@ PROJECT = {
 
 # the child registers the test's build system, then runs rocbuild's CLI as `python -m
 # rocbuild` would (a failure still reaches the user as the CLI prints it)
-CHILD = ("import sys; from rocbuild.model import buildsystems; from tests.e2e.make_system "
+CHILD = ("import sys; from rocbuild.model import buildsystems; from tests.support.make_system "
          "import Make; buildsystems.register(Make()); from rocbuild.cli.main import main; "
          "sys.exit(main(sys.argv[1:]))")
 

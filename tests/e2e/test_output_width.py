@@ -22,7 +22,7 @@ import pytest
 from rocbuild.cli import help_text
 from rocbuild.cli import main as cli
 from tests.cli import child_env, run_cli, too_wide
-from tests.e2e.chain import Chain
+from tests.support.chain import Chain
 
 pytestmark = pytest.mark.e2e
 

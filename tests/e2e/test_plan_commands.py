@@ -10,7 +10,7 @@ import pytest
 
 from rocbuild.run import sources
 from tests.cli import run_flags
-from tests.e2e.chain import FAKE_HOST, Chain
+from tests.support.chain import FAKE_HOST, Chain
 
 pytestmark = pytest.mark.e2e
 

@@ -19,7 +19,7 @@ import pytest
 from rocbuild.errors import BuildFailed
 from tests.cli import child_env, run_cli
 from tests.conftest import require_tool
-from tests.e2e.chain import FAKE_HOST, Chain, make_repo
+from tests.support.chain import FAKE_HOST, Chain, make_repo
 
 pytestmark = pytest.mark.e2e
 

@@ -12,7 +12,7 @@ from rocbuild.cli.main import main
 from rocbuild.model import privilege
 from tests.cli import REPO, run_cli
 from tests.conftest import require_tool
-from tests.e2e.chain import Chain
+from tests.support.chain import Chain
 
 pytestmark = pytest.mark.e2e
 

@@ -17,8 +17,8 @@ import pytest
 from rocbuild.run.state import prefix_lock
 from tests.cli import CliResult, run_cli
 from tests.conftest import require_tool
-from tests.e2e.calc import CALC_C, Calc, make_calc, value_patch
-from tests.e2e.chain import git
+from tests.support.calc import CALC_C, Calc, make_calc, value_patch
+from tests.support.chain import git
 
 pytestmark = pytest.mark.e2e
 

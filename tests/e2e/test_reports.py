@@ -21,9 +21,9 @@ from rocbuild.run.state import StateDir
 from rocbuild.run.status import collect
 from rocbuild.run.uptodate import Rule
 from tests.cli import child_env, run_cli, run_flags
-from tests.e2e.chain import Chain, add_gamma_patch
 from tests.e2e.test_engine import sleepers, slow_beta, wait_for
 from tests.e2e.test_status import break_beta, recipe
+from tests.support.chain import Chain, add_gamma_patch
 
 pytestmark = pytest.mark.e2e
 

@@ -20,7 +20,7 @@ from rocbuild.cli.main import main
 from rocbuild.run.state import StateDir, write_json_atomic
 from tests.cli import run_cli
 from tests.conftest import require_tool
-from tests.e2e.chain import Chain, add_gamma_patch, git, make_chain
+from tests.support.chain import Chain, add_gamma_patch, git, make_chain
 
 pytestmark = pytest.mark.e2e
 

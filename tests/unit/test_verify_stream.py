@@ -1,6 +1,6 @@
 """verify streams ``.hip_fatbin``: no read of the file is bigger than a chunk, and memory
 stays far below the section's size (Debian's librocsparse took 1.32 GB when the section was
-read whole). The sparse-file writer is shared with bench/verify_memory.py."""
+read whole). The sparse-file writer is shared with perf/verify_memory.py."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """Wall time of one real CMake project built through rocbuild versus the same git, cmake and
 ninja commands by hand, alternating runs in one session; prints the ratio (goal: <= 1.03).
 
-    python bench/overhead.py [--runs 3] [--files 120]
+    python -m perf.overhead [--runs 3] [--files 120]
 """
 
 from __future__ import annotations
@@ -17,10 +17,9 @@ import textwrap
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+from tests.support.chain import FAKE_HOST, make_repo
 
-from tests.e2e.chain import FAKE_HOST, make_repo  # noqa: E402
+REPO = Path(__file__).resolve().parents[1]
 
 
 def project(files: int) -> dict[str, str]:

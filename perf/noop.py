@@ -2,7 +2,7 @@
 the bare interpreter start-up with rocbuild's imports, in the same session; prints both and
 their ratio (goal: the no-op under 1 s on a 2-core machine).
 
-    python bench/noop.py [--components 15] [--runs 5]
+    python -m perf.noop [--components 15] [--runs 5]
 """
 
 from __future__ import annotations
@@ -17,10 +17,9 @@ import textwrap
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+from tests.support.chain import FAKE_HOST, make_repo
 
-from tests.e2e.chain import FAKE_HOST, make_repo  # noqa: E402
+REPO = Path(__file__).resolve().parents[1]
 
 
 def stack(base: Path, count: int) -> Path:

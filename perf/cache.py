@@ -4,7 +4,7 @@ pushes it; machine B (another workdir, the same prefix path, --offline) installs
 cache. Prints both times and their ratio (cached install / build). Each round uses fresh
 workdirs, so every build is a full one.
 
-    python bench/cache.py [--rounds 3]
+    python -m perf.cache [--rounds 3]
 """
 
 from __future__ import annotations
@@ -18,11 +18,10 @@ import sys
 import tempfile
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+from perf.noop import timed
+from tests.support.chain import FAKE_HOST, make_chain
 
-from bench.noop import timed  # noqa: E402
-from tests.e2e.chain import FAKE_HOST, make_chain  # noqa: E402
+REPO = Path(__file__).resolve().parents[1]
 
 
 def main() -> int:

@@ -9,7 +9,7 @@ here), in one run:
    "second machine" (another workdir, the same prefix path, --offline) from the registry,
    signed and checked: both times and their ratio.
 
-    python bench/oci.py [--size-mib 1024] [--rounds 3]
+    python -m perf.oci [--size-mib 1024] [--rounds 3]
 """
 
 from __future__ import annotations
@@ -26,13 +26,12 @@ import textwrap
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+from perf.noop import timed
+from rocbuild.run.artifacts import FileEntry, Manifest, sha256_file
+from tests.support.chain import FAKE_HOST, make_chain
+from tests.support.registry import registry
 
-from bench.noop import timed  # noqa: E402
-from rocbuild.run.artifacts import FileEntry, Manifest, sha256_file  # noqa: E402
-from tests.e2e.chain import FAKE_HOST, make_chain  # noqa: E402
-from tests.e2e.registry import registry  # noqa: E402
+REPO = Path(__file__).resolve().parents[1]
 
 # a child: push or pull one artifact, then print seconds and peak RSS (KiB, Linux ru_maxrss)
 CHILD = textwrap.dedent("""\

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from tests.e2e.chain import FAKE_HOST, git
+from tests.support.chain import FAKE_HOST, git
 
 COMMIT = ["-c", "user.name=t", "-c", "user.email=t@t"]
 

@@ -5,15 +5,12 @@ idle desktop; swap as given), prints for LLVM compile and link and for rocBLAS' 
 jobs rocbuild picks from the shipped recipes' memory-per-job figures, and the memory that
 `-j$(nproc)` would ask for, with the ratio to what the host can give.
 
-    python bench/jobs.py
+    python -m perf.jobs
 """
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from rocbuild.model.recipes import load_recipes
 from rocbuild.model.resources import GIB, HostSnapshot, job_counts

@@ -4,7 +4,7 @@ recompiles every object (GGML_SCHED_MAX_COPIES, a define every ggml target gets 
 uses), and a build from a deleted build tree. Prints each rebuild's time against the cold
 build's (goal: <= 0.25) and ccache's hit rate.
 
-    python bench/ccache.py --source /path/to/ggml.git [--ref COMMIT] [--jobs N]
+    python -m perf.ccache --source /path/to/ggml.git [--ref COMMIT] [--jobs N]
 
 The source is a git repository of ggml (a clone, or a snapshot outside this repo); it is
 cloned into a temporary folder and served to rocbuild through --mirror, so nothing is fetched.

@@ -3,7 +3,7 @@ reading the section whole (what verify did before: 1.32 GB RSS on Debian's libro
 each in its own child process, in the same run. The file is a few GiB of holes (no disk
 used) with a few real bundles (plain, zlib, zstd when the zstandard module is installed).
 
-    python bench/verify_memory.py [--section-gib 2] [--bundle-mib 16]
+    python -m perf.verify_memory [--section-gib 2] [--bundle-mib 16]
 
 Prints each child's peak RSS, the increase over a child that only imports verify, and the
 ratios: whole-read / streamed, and streamed / the largest bundle. The baseline reads the
@@ -20,10 +20,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+from tests.unit.test_verify_stream import sample_bundles, write_sparse_elf
 
-from tests.unit.test_verify_stream import sample_bundles, write_sparse_elf  # noqa: E402
+REPO = Path(__file__).resolve().parents[1]
 
 MIB = 1 << 20
 
