@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import re
 import shlex
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -163,40 +164,27 @@ def variables(spec: EnvSpec) -> list[EnvVar]:
     return out
 
 
-def _safe_rel(rel: str) -> str:
-    # the relative parts are rocbuild's own constants; say so loudly if one ever is not
-    if not re.fullmatch(r"[A-Za-z0-9/_.+-]*", rel):
-        raise ValueError(f"not a plain relative path: {rel!r}")
-    return rel
+# per language: how a value under the prefix is written, given its "/rel" part ("" for the
+# prefix itself). Each file computes the prefix from where it lies (see the templates).
+_UNDER_PREFIX = {
+    "sh": lambda tail: '"$_rocbuild_prefix"' + tail,  # "$_rocbuild_prefix"/bin
+    "fish": lambda tail: '"$_rocbuild_prefix"' + tail,
+    "lua": lambda tail: "prefix" + (f' .. "{tail}"' if tail else ""),  # prefix .. "/bin"
+    "tcl": lambda tail: '"${rocbuild_prefix}' + tail + '"',  # "${rocbuild_prefix}/bin"
+}
 
 
-def sh_value(var: EnvVar) -> str:
-    """The value as a POSIX shell word: under the prefix, ``"$_rocbuild_prefix"/bin``."""
-    if var.in_prefix is None:
-        return quote_sh(var.value)
-    rel = _safe_rel(var.in_prefix)
-    return '"$_rocbuild_prefix"' + (f"/{rel}" if rel else "")
-
-
-def fish_value(var: EnvVar) -> str:
-    if var.in_prefix is None:
-        return quote_fish(var.value)
-    rel = _safe_rel(var.in_prefix)
-    return '"$_rocbuild_prefix"' + (f"/{rel}" if rel else "")
-
-
-def lua_value(var: EnvVar) -> str:
-    if var.in_prefix is None:
-        return quote_lua(var.value)
-    rel = _safe_rel(var.in_prefix)
-    return "prefix" + (f' .. "/{rel}"' if rel else "")
-
-
-def tcl_value(var: EnvVar) -> str:
-    if var.in_prefix is None:
-        return quote_tcl(var.value)
-    rel = _safe_rel(var.in_prefix)
-    return '"${rocbuild_prefix}' + (f"/{rel}" if rel else "") + '"'
+def _value_filter(language: str, quote: Callable[[str], str]) -> Callable[[EnvVar], str]:
+    """The template filter writing ``var``'s value in ``language``: quoted as written, or
+    relative to the prefix the file computes."""
+    def write(var: EnvVar) -> str:
+        if var.in_prefix is None:
+            return quote(var.value)
+        # the relative parts are rocbuild's own constants; say so loudly if one is not
+        if not re.fullmatch(r"[A-Za-z0-9/_.+-]*", var.in_prefix):
+            raise ValueError(f"not a plain relative path: {var.in_prefix!r}")
+        return _UNDER_PREFIX[language](f"/{var.in_prefix}" if var.in_prefix else "")
+    return write
 
 
 def relative_path(spec: EnvSpec, shell: str) -> Path:
@@ -245,9 +233,10 @@ def _environment() -> jinja2.Environment:
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(_TEMPLATES)),
                              undefined=jinja2.StrictUndefined, autoescape=False,
                              trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True)
-    env.filters.update(sh=quote_sh, fish=quote_fish, lua=quote_lua, tcl=quote_tcl,
-                       sh_value=sh_value, fish_value=fish_value, lua_value=lua_value,
-                       tcl_value=tcl_value)
+    quotes = {"sh": quote_sh, "fish": quote_fish, "lua": quote_lua, "tcl": quote_tcl}
+    env.filters.update(quotes)
+    env.filters.update({f"{language}_value": _value_filter(language, quote)
+                        for language, quote in quotes.items()})
     return env
 
 
