@@ -27,6 +27,7 @@ from rocbuild.prefix import buildinfo
 
 Logger = Callable[[str], None]
 RECORDS = Path(buildinfo.INFO_DIR) / "installed"
+EXTRA_TMP_SUFFIX = ".rocbuild-tmp"  # an extra is written to ``.<name>.rocbuild-tmp`` first
 
 
 def record_path(prefix: Path, component: str) -> Path:
@@ -68,7 +69,7 @@ def _write_file(path: Path, text: str, component: str) -> None:
         raise BuildFailed(f"{component}: cannot write the file {path}: a folder is in the way",
                           tip=f"move {path} away, or fix install.files in {component}'s recipe")
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.rocbuild-tmp")
+    tmp = path.with_name(f".{path.name}{EXTRA_TMP_SUFFIX}")
     with contextlib.suppress(FileNotFoundError):
         tmp.unlink()  # left by a kill; never written through (it could be a link)
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)

@@ -117,7 +117,8 @@ def fetch(ctx: BuildContext, comp: Component, log: Path, outcome: StepOutcome) -
         previous_commit=before.get("commit"), applied=patched.get("applied"),
         save_root=saved_dir(ctx, comp))
     fetched = sources.fetch(req, step_logger(log), registry=ctx.registry())
-    outcome.record.update(commit=fetched.commit, checkout_id=fetched.checkout_id)
+    outcome.record.update(commit=fetched.commit, checkout_id=fetched.checkout_id,
+                          ref_kind=fetched.ref_kind)
     if fetched.saved is not None:
         outcome.warnings.append(f"the old checkout held edits or commits of yours; it was "
                                 f"moved to {fetched.saved} instead of being deleted")
@@ -141,7 +142,9 @@ def patch(ctx: BuildContext, comp: Component, log: Path, outcome: StepOutcome) -
 def check_patches(ctx: BuildContext, comp: Component) -> None:
     """Preflight: the whole series against the fetched commit, before any long step."""
     fetched = ctx.state.read_stamp(comp.name, "fetch")
-    if fetched is not None and comp.patches:
+    # served by the binary cache: no checkout here, and the series was checked (and is in
+    # the artifact's key) where it was built; a rebuild fetches first, then this checks it
+    if fetched is not None and comp.patches and not fetched.get("from_cache"):
         patches.check_series(comp.name, comp.checkout_dir, fetched["commit"],
                              [p.path for p in comp.patches])
 

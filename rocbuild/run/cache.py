@@ -37,6 +37,7 @@ from typing import Any
 
 from rocbuild import __version__
 from rocbuild.errors import BuildFailed, ConfigError
+from rocbuild.model import launchers
 from rocbuild.model.graph import Component, Stack, portable_text, sha256_text
 from rocbuild.model.steps import configure_argv
 from rocbuild.run import artifacts, sources
@@ -60,10 +61,12 @@ FROM_CACHE, RELOCATE, NO_ARTIFACT, REFUSED = "from cache", "from cache, relocate
 
 def artifact_inputs(stack: Stack, comp: Component) -> dict[str, Any]:
     """The named inputs the key hashes (see the module's doc for why these). ``command`` is
-    the configure command without job counts, so what rocbuild itself adds (generator,
-    RUNPATH) counts as it does for a rebuild (uptodate.command_key)."""
-    command = (sha256_text(portable_text(stack, json.dumps(configure_argv(stack, comp, None))))
-               if comp.builds else None)
+    the configure command without job counts and compiler launchers, so what rocbuild itself
+    adds (generator, RUNPATH) counts as it does for a rebuild (uptodate.command_key) while
+    the speed settings (--jobs, --ccache, --distcc) never change the key: an artifact built
+    with ccache is the same build as one without."""
+    argv = launchers.without_launchers(configure_argv(stack, comp, None))
+    command = sha256_text(portable_text(stack, json.dumps(argv))) if comp.builds else None
     return {"recipe": comp.portable_fingerprint, "command": command,
             "targets": [str(t) for t in stack.targets], "machine": platform.machine(),
             "format": artifacts.MANIFEST_FORMAT}
@@ -118,8 +121,17 @@ def ref_kind(stack: Stack, state: StateDir, owner: Component) -> str:
     recorded = (state.read_stamp(owner.name, "fetch") or {}).get("ref_kind")
     if recorded:
         return str(recorded)
+    # a fetch of an older rocbuild recorded no kind: the source cache still knows it, if the
+    # URL leads to the same cache as in the build (the same --mirror)
     cache = sources.cache_dir(stack.workdir / "cache" / "git", owner.fetch_url)
-    return "tag" if sources._is_tag_or_commit(cache, owner.ref) else "branch"
+    if not (cache / "HEAD").is_file():
+        raise ConfigError(
+            f"{owner.name}: its fetch left no record of whether '{owner.ref}' is a tag or a "
+            f"branch, and its source cache for {owner.fetch_url} is not in "
+            f"{stack.workdir / 'cache' / 'git'} (was the build run with another --mirror?)",
+            tip="run `rocbuild cache push` with the --mirror the build used, or build "
+                f"{owner.name} again with this rocbuild (its fetch records the kind)")
+    return sources.ref_kind(cache, owner.ref)
 
 
 def make_artifact(stack: Stack, state: StateDir, comp: Component, folder: Path,
