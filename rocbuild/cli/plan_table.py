@@ -15,6 +15,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from rocbuild.cli.cmd_status import format_seconds
+from rocbuild.model import cmakecode
 from rocbuild.model.plan import Plan, PlannedComponent
 from rocbuild.model.resources import format_bytes, format_gib
 
@@ -92,5 +93,11 @@ def print_table(plan: Plan, out: Console, seconds: Mapping[str, float | None],
         out.print("binary cache:")
         for p in cached:
             out.print(f"  {escape(p.name):<22} {escape(p.cache)}")
+    code = [(p.name, arg) for p in plan.components
+            for arg in cmakecode.code_files(p.component.cmake_args)]
+    if code:  # run by CMake at configure time, as much code as the recipe itself
+        out.print("CMake code the recipes load (it runs at configure time, like the recipe):")
+        for name, arg in code:
+            out.print(f"  {escape(name):<22} {escape(arg)}", soft_wrap=True)
     if why:
         print_reasons(plan, out)

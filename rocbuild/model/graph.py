@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from rocbuild.errors import ConfigError
-from rocbuild.model import inputcheck, launchers
+from rocbuild.model import cmakecode, inputcheck, launchers, layout
 from rocbuild.model.base import Base, load_base
 from rocbuild.model.recipes import Recipe, RecipeSet, load_recipes, unknown_component
 from rocbuild.model.render import render
@@ -383,6 +383,11 @@ def _render_component(stack: Stack, recipe: Recipe, done: Mapping[str, Component
             raise ConfigError(f"{recipe.file}: key 'cmake.args[{i}]': '{arg}' is set by rocbuild "
                               "itself (generator, source, build folder, install prefix)",
                               tip=f"remove it from {recipe.file}")
+        if cmakecode.mode(arg):  # -P runs a script instead of configuring (cmakecode.py)
+            raise ConfigError(f"{recipe.file}: key 'cmake.args[{i}]': '{arg}' puts CMake in "
+                              f"another mode ({cmakecode.mode(arg)}) instead of configuring "
+                              "the source; cmake.args are configure options (-D...)",
+                              tip=f"remove it from {recipe.file}")
     env = tuple(sorted((k, inputcheck.no_nul(where, f"env.{k}", r(v, f"env.{k}")))
                        for k, v in recipe.env.items()))
     build_type = inputcheck.no_nul(where, "cmake.build_type",
@@ -397,6 +402,10 @@ def _render_component(stack: Stack, recipe: Recipe, done: Mapping[str, Component
                          for path, target in recipe.install_links.items()))
     files = tuple(sorted((path, r(text, f"install.files.{path}"))
                          for path, text in recipe.install_files.items()))
+    reserved = layout.reserved_roots(stack.recipes.stack.name)
+    for table, paths in (("links", links), ("files", files)):
+        for path, _ in paths:
+            inputcheck.not_reserved(where, f'install.{table}."{path}"', path, reserved)
     for i, template in enumerate(recipe.job_args):  # undefined names fail now, not at hour 3
         render(template, {**context, "jobs": {"compile": 1, "link": 1, "tensile": 1}},
                file=recipe.file, key=f"cmake.job_args[{i}]")

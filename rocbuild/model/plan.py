@@ -12,6 +12,7 @@ from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from rocbuild.model import cmakecode
 from rocbuild.model.cost import Cost, estimate
 from rocbuild.model.graph import Component, Stack
 from rocbuild.model.launchers import Launch, effective_settings, split_jobs
@@ -122,6 +123,8 @@ def to_json(plan: Plan) -> dict[str, Any]:
             "jobs": {kind: {"jobs": jc.jobs, "reason": jc.reason} for kind, jc in p.jobs.items()},
             "fingerprint": c.fingerprint,
             "cache": p.cache or None,
+            # files whose CMake code the configure runs (cmakecode.py: shown, not refused)
+            "cmake_code": cmakecode.code_files(c.cmake_args),
             "build_dir": str(c.build_dir) if c.builds else None,
         })
     return {

@@ -7,6 +7,7 @@ them, stamps success and records failure. This module knows nothing of doit.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import sys
 import time
@@ -18,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from rocbuild import proc
 from rocbuild.checks.lint import unused_cmake_variables
 from rocbuild.errors import BuildFailed
+from rocbuild.model import layout
 from rocbuild.model.graph import Component, sha256_text, venv_dir
 from rocbuild.model.steps import configure_argv, install_argv, step_env, venv_commands
 from rocbuild.prefix import ownership
@@ -186,13 +188,20 @@ def install(ctx: BuildContext, comp: Component, log: Path, outcome: StepOutcome)
     remove_previous_install(ctx, comp, write)
     run_tool(ctx, comp, "install", install_argv(comp), log, outcome)
     install_extras(ctx, comp, write)
-    ownership.finish_install(prefix, comp, ctx.stack.order, write)
+    finish_install(ctx, comp, write)
 
 
 def install_extras(ctx: BuildContext, comp: Component, log: Callable[[str], None]) -> None:
     """The recipe's links and files (ownership.py never writes them through a link out of
-    the prefix)."""
-    ownership.install_extras(ctx.stack.prefix, comp, log)
+    the prefix, nor onto a file another entry holds)."""
+    ownership.install_extras(ctx.stack.prefix, comp, log, ctx.stack.order,
+                             layout.reserved_roots(ctx.stack.recipes.stack.name))
+
+
+def finish_install(ctx: BuildContext, comp: Component, log: Callable[[str], None]) -> None:
+    """Check what the install wrote (inside the prefix, no clash) and record it."""
+    ownership.finish_install(ctx.stack.prefix, comp, ctx.stack.order, log,
+                             layout.reserved_roots(ctx.stack.recipes.stack.name))
 
 
 def remove_previous_install(ctx: BuildContext, comp: Component,
@@ -205,11 +214,18 @@ def remove_previous_install(ctx: BuildContext, comp: Component,
     if not manifest.is_file():
         return
     prefix = ctx.stack.prefix.resolve()
+    # a path that leads, through a link, to another component's file is not this one's
+    theirs = ownership.claimed_by_others(ctx.stack.prefix, comp, ctx.stack.order)
     removed = 0
     for line in manifest.read_text().splitlines():
         path = Path(line)
-        inside = path.parent.resolve().is_relative_to(prefix)  # links may point anywhere
-        if line and inside and (path.is_symlink() or path.is_file()):
+        real = path.parent.resolve() / path.name  # links may point anywhere
+        inside = bool(line) and real.parent.is_relative_to(prefix)
+        real_rel = real.relative_to(prefix).as_posix() if inside else ""
+        if real_rel in theirs and real_rel != os.path.relpath(path, ctx.stack.prefix):
+            log(f"kept {path}: through a link it is {real}, another component's file")
+            continue
+        if inside and (path.is_symlink() or path.is_file()):
             path.unlink()
             removed += 1
     log(f"removed {removed} files of the previous install of {comp.name}")

@@ -37,7 +37,7 @@ from typing import Any
 
 from rocbuild import __version__
 from rocbuild.errors import BuildFailed, ConfigError
-from rocbuild.model import launchers
+from rocbuild.model import launchers, layout
 from rocbuild.model.graph import Component, Stack, portable_text, sha256_text
 from rocbuild.model.steps import configure_argv
 from rocbuild.run import artifacts, sources
@@ -225,6 +225,11 @@ def choose(store: Store, stack: Stack, state: StateDir, comp: Component) -> Choi
             return refuse(f"it was built from commit {manifest.commit[:12]} but the source here "
                           f"is {fetched[:12]}")
         artifacts.check_entries(manifest.files, manifest.prefix)
+        reserved = layout.reserved_roots(stack.recipes.stack.name)
+        for entry in manifest.files:
+            if layout.reserved_by(entry.path, reserved):
+                return refuse(f"it holds {entry.path}, one of rocbuild's own files in the "
+                              "prefix")
     except ArtifactRefused as exc:
         return refuse(str(exc))
     if manifest.prefix == str(stack.prefix):

@@ -54,7 +54,7 @@ def finish(ctx: BuildContext, out: Console, whole: Stack, print_report: VerifyPr
     """Write env files and build-info; run verify when the whole stack is built. Returns
     False when verify found a problem (missing code or linkage; the build then exits 4)."""
     prefix = ctx.stack.prefix
-    written = envfiles.write_env_files(envfiles.spec_for(ctx.stack))
+    written = envfiles.write_env_files(envfiles.spec_for(ctx.stack), ctx.output.say)
     out.print(f"environment: source {written[0]}", soft_wrap=True)
     complete = _complete_stack(ctx, whole)
     if complete is None:
