@@ -21,7 +21,7 @@ from rocbuild.cli.cmd_build import reports
 from rocbuild.errors import RocbuildError, report
 from rocbuild.model.graph import Stack, load_stack
 from rocbuild.model.settings import resolve
-from rocbuild.prefix import buildinfo
+from rocbuild.prefix import buildinfo, prefixguard
 from rocbuild.run import finish, preflight
 from rocbuild.run.build import BuildContext, Output
 from rocbuild.run.engine import make_reporter
@@ -92,6 +92,9 @@ def namespace_from_environment() -> dict[str, Any]:
     try:
         settings = resolve({k: v for k, v in flags.items() if v is not None})
         stack = load_stack(settings)
+        # the folders rocbuild never installs into, as for `rocbuild build` (plain doit has
+        # no --allow-existing-prefix: an existing folder is the user's choice here)
+        prefixguard.check(stack.prefix, allow_existing=True, workdir=stack.workdir)
     except RocbuildError as exc:  # same one-line message and exit code as the CLI
         raise SystemExit(report(exc, sys.stderr)) from None
     ctx = BuildContext(stack=stack, settings=settings, output=Output(sys.stdout))

@@ -14,8 +14,9 @@ from pathlib import Path
 from typing import Any
 
 from rocbuild.errors import ConfigError
-from rocbuild.model import cmakecode, inputcheck, launchers, layout
+from rocbuild.model import cmakecode, inputcheck, launchers, layout, patchseries
 from rocbuild.model.base import Base, load_base
+from rocbuild.model.patchseries import Patch
 from rocbuild.model.recipes import Recipe, RecipeSet, load_recipes, unknown_component
 from rocbuild.model.render import render
 from rocbuild.model.settings import Settings, rewrite_url
@@ -24,12 +25,6 @@ from rocbuild.model.targets import TargetError, TargetId, looks_like_target, par
 
 def sha256_text(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
-
-
-@dataclass(frozen=True)
-class Patch:
-    path: Path
-    sha256: str
 
 
 @dataclass(frozen=True)
@@ -234,11 +229,8 @@ def drop_unused_sources(recipes: RecipeSet, order: tuple[str, ...]) -> tuple[str
 
 
 def find_patches(recipes: RecipeSet, name: str) -> tuple[Patch, ...]:
-    folder = recipes.patches_dir / name
-    if not folder.is_dir():
-        return ()
-    return tuple(Patch(p, hashlib.sha256(p.read_bytes()).hexdigest())
-                 for p in sorted(folder.glob("*.patch")))
+    """``patches/<name>/*.patch`` in name order; anything else there is an error."""
+    return patchseries.read_series(recipes.patches_dir, name)
 
 
 def _resolve_targets(recipes: RecipeSet, settings: Settings) -> tuple[TargetId, ...]:
@@ -267,6 +259,7 @@ def load_stack(settings: Settings, requested: Iterable[str] = ()) -> Stack:
     """Load recipes and resolve the Stack for ``requested`` components (default: the
     components listed in stack.toml, or every recipe when it lists none)."""
     recipes = load_recipes(settings.recipes)
+    patchseries.check_folder(recipes.patches_dir, recipes.recipes)  # no series is skipped
     spec = recipes.stack
     explicit = bool(list(requested))
     requested = list(requested) or default_request(recipes)

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from rocbuild.errors import ConfigError
-from rocbuild.model import inputcheck
+from rocbuild.model import bounds, inputcheck
 from rocbuild.model.launchers import parse_ccache_mode, parse_distcc_hosts
 from rocbuild.model.recipes import read_toml, suggest
 from rocbuild.model.targets import TargetError, TargetId, parse_target_list, product_note
@@ -27,6 +27,29 @@ CONFIG_FILE_NAME = "rocbuild.toml"
 
 def _parse_path(text: str) -> Path:
     return Path(os.path.expanduser(text)).absolute()
+
+
+# the kernel's file systems: no folder there holds sources and builds (/proc/self is a link
+# to a process's own folder, where nothing can be created)
+_PSEUDO_FS = ("/proc", "/sys", "/dev")
+
+
+def _parse_workdir(text: str) -> Path:
+    """A folder for sources, builds and state: not inside the kernel's file systems, and
+    no file where it or a folder above it should be."""
+    path = _parse_path(text)
+    real = Path(os.path.realpath(path))
+    for root in _PSEUDO_FS:
+        if real == Path(root) or Path(root) in real.parents:
+            raise ValueError(f"'{text}' is inside {root}, a file system of the kernel's, not a "
+                             "folder for sources and builds")
+    probe = real
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    if not probe.is_dir():
+        what = "is a file" if probe == real else f"is below the file {probe}"
+        raise ValueError(f"'{text}' {what}, not a folder")
+    return path
 
 
 def _parse_targets(text: str) -> tuple[TargetId, ...]:
@@ -121,7 +144,7 @@ class Option:
 OPTIONS: tuple[Option, ...] = (
     Option("recipes", "recipes folder (default: the one shipped with rocbuild)", _parse_path,
            "DIR", default_from_env=lambda env: _default_recipes_dir()),
-    Option("workdir", "sources, build trees, logs and state", _parse_path, "DIR",
+    Option("workdir", "sources, build trees, logs and state", _parse_workdir, "DIR",
            default_from_env=_default_workdir),
     Option("prefix", "install prefix (default from recipes/stack.toml)", _parse_path, "PATH"),
     Option("target", "comma-separated GPU targets, e.g. gfx906 or gfx906,gfx90a", _parse_targets,
@@ -294,6 +317,7 @@ def resolve(
         if option.name == "target":
             notes += [f"{where}: {note}" for item in items for part in str(item).split(",")
                       if (note := product_note(part))]
+    bounds.check(values, sources)  # counts a host cannot run are typos: exit 2, not threads
     return Settings(**values, sources=sources, notes=tuple(notes))
 
 

@@ -130,6 +130,8 @@ def patch(ctx: BuildContext, comp: Component, log: Path, outcome: StepOutcome) -
     proc.log_attempt(log, f"patch {comp.checkout_dir} with {len(comp.patches)} patches")
     fetched = ctx.state.read_stamp(comp.name, "fetch") or {}
     before = ctx.state.read_stamp(comp.name, "patch") or {}
+    if (before.get("inputs") or {}).get("checkout") != fetched.get("checkout_id"):
+        before = {}  # a new checkout (the old one was deleted or replaced): no edits in it
     applied, saved = patches.apply_series(
         comp.name, comp.checkout_dir, fetched["commit"], [p.path for p in comp.patches],
         step_logger(log), applied_before=before.get("applied"),

@@ -28,6 +28,7 @@ from rocbuild.run.tasks import make_namespace
 
 BACKENDS = {"BACKEND": {"durable": "rocbuild.run.state:DurableSqliteDB"}}
 STEP_BASENAMES = ("fetch", "patch", "configure", "compile", "install")
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
 
 
 def make_reporter(ctx: BuildContext) -> type:
@@ -112,7 +113,9 @@ def run_doit(ctx: BuildContext, task_names: Sequence[str], *, parallel: int = 1,
     if keep_going:
         argv.append("--continue")
     argv += list(task_names)
-    old = signal.signal(signal.SIGTERM, _term_to_interrupt)
+    # SIGTERM and SIGHUP (the terminal or ssh session of the build went away) end the run as
+    # Ctrl-C does: children ended, what finished kept, exit 130
+    old = {sig: signal.signal(sig, _term_to_interrupt) for sig in STOP_SIGNALS}
     try:
         return DoitMain(ModuleTaskLoader(namespace), config_filenames=(),
                         extra_config=BACKENDS).run(argv)
@@ -120,7 +123,8 @@ def run_doit(ctx: BuildContext, task_names: Sequence[str], *, parallel: int = 1,
         ctx.registry().kill_all()  # worker threads may still own children in their own sessions
         raise
     finally:
-        signal.signal(signal.SIGTERM, old)
+        for sig, handler in old.items():
+            signal.signal(sig, handler)
 
 
 def build(ctx: BuildContext, components: Sequence[str], whole: Stack, reports: Reports, *,

@@ -26,7 +26,7 @@ import git
 
 from rocbuild import proc
 from rocbuild.errors import BuildFailed
-from rocbuild.model.gitcache import cache_dir, cache_ref, insteadof_args
+from rocbuild.model.gitcache import cache_dir, cache_ref, insteadof_args, is_local
 from rocbuild.run import patches
 
 _SHA_RE = re.compile(r"^[0-9a-f]{40}$")
@@ -139,7 +139,7 @@ def fetch_into_cache(req: FetchRequest, log: Logger,
     if cached and (req.offline or _is_tag_or_commit(cache, req.ref)):
         log(f"{req.ref} is cached as {cached}; no download")
         return cached
-    if req.offline:
+    if req.offline and not is_local(req.url):  # a local mirror needs no network
         raise BuildFailed(f"{req.name}: {req.ref} from {req.url} is not in the cache and "
                           "--offline forbids downloading it",
                           tip="run once without --offline, or add a --mirror that has it")

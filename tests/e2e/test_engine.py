@@ -299,6 +299,25 @@ def test_sigterm_stops_the_build_and_its_children(chain: Chain, tmp_path: Path) 
     assert StateDir(chain.workdir).read_stamp("beta", "compile") is None
 
 
+def test_sighup_stops_the_build_like_sigterm(chain: Chain, tmp_path: Path) -> None:
+    """A closed terminal (SIGHUP, the ssh session of an overnight build that dropped) ends
+    the run as SIGTERM does: the step's children are ended, exit 130 and the "interrupted"
+    line (issue 22: the run died of the signal, without either)."""
+    slow = slow_beta(chain)
+    runner = subprocess.Popen([sys.executable, "-m", "rocbuild", "build", "--quiet", "--no-verify"],
+                              env=cli_env(chain), cwd=tmp_path, stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True)
+    wait_for(lambda: bool(sleepers(slow)) or runner.poll() is not None)
+    assert runner.poll() is None, "the build ended before the slow step"
+    runner.send_signal(signal.SIGHUP)
+    out, _ = runner.communicate(timeout=60)
+    assert runner.returncode == 130, out
+    assert "interrupted" in out, out
+    wait_for(lambda: not sleepers(slow), timeout=10)
+    assert StateDir(chain.workdir).read_stamp("alpha", "install") is not None
+    assert StateDir(chain.workdir).read_stamp("beta", "compile") is None
+
+
 def test_doit_from_the_repo_root_runs_the_same_graph(chain: Chain, tmp_path: Path) -> None:
     env = cli_env(chain)
     result = subprocess.run([*DOIT, "build:gamma"], env=env, cwd=REPO, capture_output=True,
