@@ -62,13 +62,15 @@ def check_folder(patches_dir: Path, components: Collection[str]) -> None:
                           tip=f"move {patches_dir} away or make it a folder")
     for entry in _entries(patches_dir):
         kind = _kind(entry)
-        if kind != "a folder":
+        if entry.name in components:
+            read_series(patches_dir, entry.name)  # a file named after the component: say so
+        elif kind != "a folder":
             raise ConfigError(
                 f"{entry} is {kind}; patches/ holds one folder per component "
                 "(patches/<component>/NNNN-name.patch), so it would not be applied",
                 tip=f"move it into the folder of the component it patches, e.g. "
                     f"{patches_dir}/<component>/{entry.name}")
-        if entry.name not in components:
+        else:
             raise ConfigError(f"{entry} is named after no recipe, so its patches would apply "
                               "to nothing." + suggest(entry.name, list(components)),
                               tip="rename it after the component it patches, or remove it")
