@@ -23,7 +23,7 @@ from rocbuild.model import layout
 from rocbuild.model.graph import Component, sha256_text, venv_dir
 from rocbuild.model.steps import configure_argv, install_argv, step_env, venv_commands
 from rocbuild.prefix import ownership
-from rocbuild.run import jobs, patches, sources
+from rocbuild.run import clockskew, jobs, patches, sources
 from rocbuild.run.outcome import StepOutcome, log_path, step_logger
 from rocbuild.run.state import write_text_atomic
 from rocbuild.run.uptodate import BUILD_ID_FILE, build_id
@@ -153,8 +153,18 @@ def check_patches(ctx: BuildContext, comp: Component) -> None:
                              [p.path for p in comp.patches])
 
 
+def check_clock(ctx: BuildContext, comp: Component, log: Path, outcome: StepOutcome) -> None:
+    """Files dated in the future in the build tree, the sources or the prefix make ninja loop
+    or skip edits: repaired before CMake or ninja runs (clockskew.py)."""
+    warning = clockskew.repair(comp.build_dir, [comp.source_dir, ctx.stack.prefix],
+                               step_logger(log)).warning()
+    if warning and warning not in outcome.warnings:
+        outcome.warnings.append(warning)
+
+
 def configure(ctx: BuildContext, comp: Component, log: Path, outcome: StepOutcome) -> None:
     comp.build_dir.mkdir(parents=True, exist_ok=True)
+    check_clock(ctx, comp, log, outcome)
     removed = fresh_cache(comp.build_dir)
     if removed:
         step_logger(log)(f"fresh configure: removed {', '.join(removed)} (the objects "
@@ -179,6 +189,7 @@ def configure(ctx: BuildContext, comp: Component, log: Path, outcome: StepOutcom
 
 def compile(ctx: BuildContext, comp: Component, log: Path, outcome: StepOutcome) -> None:
     """ninja with the jobs that fit; jobs.py retries with fewer when one dies of memory."""
+    check_clock(ctx, comp, log, outcome)
     jobs.compile_step(ctx, comp, log, outcome,
                       lambda c, step, argv, lg, o: run_tool(ctx, c, step, argv, lg, o))
 

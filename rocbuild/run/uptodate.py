@@ -34,7 +34,7 @@ from typing import Any
 from rocbuild.model import launchers
 from rocbuild.model.graph import Component, Stack, sha256_text
 from rocbuild.model.steps import configure_argv, steps_of
-from rocbuild.run import patches, sources
+from rocbuild.run import clockskew, patches, sources
 from rocbuild.run.state import StateDir
 
 BUILD_ID_FILE = "rocbuild-build-id"
@@ -173,6 +173,8 @@ class Rule:
         if step == "configure":
             ours = (comp.build_dir / "CMakeCache.txt").is_file() and (
                 build_id(comp.build_dir) == stamp.get("build_id"))
+            if ours and clockskew.top_files_in_future(comp.build_dir):
+                return "the build tree's files are dated in the future (clock skew)"
             return None if ours else missing
         if step == "compile":
             configured = self.state.read_stamp(comp.name, "configure") or {}

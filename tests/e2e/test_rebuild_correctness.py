@@ -18,7 +18,7 @@ from rocbuild.run.state import prefix_lock
 from tests.cli import CliResult, run_cli
 from tests.conftest import require_tool
 from tests.e2e.calc import CALC_C, Calc, make_calc, value_patch
-from tests.e2e.chain import git
+from tests.e2e.chain import Chain, git
 
 pytestmark = pytest.mark.e2e
 
@@ -294,3 +294,26 @@ def test_plain_output_echoes_each_command_before_it_runs(calc: Calc) -> None:
     compile_ = re.search(r"^\S+ \+ cmake --build \S+ --parallel \d+", out, re.M)
     assert configure and compile_, out
     assert out.index(configure.group(0)) < out.index("calc:configure | ")
+
+
+def test_files_dated_in_the_future_are_found_and_the_build_recovers(chain: Chain) -> None:
+    """Clock skew (issue 22): the build trees and the whole prefix dated two days ahead, then
+    an edit of alpha's source. Before, ninja looped on the CMake package files in the prefix
+    ("manifest 'build.ninja' still dirty after 100 tries") on every run after, and alpha's
+    object looked newer than the edit. Now the run says so, repairs the times and the result
+    has the edit; the next run has nothing to do."""
+    import time
+
+    run_cli("build", *chain.flags(), "--quiet", "--no-verify", expect=0)
+    future = time.time() + 2 * 86400
+    for tree in (chain.workdir / "build", chain.prefix):
+        for path in tree.rglob("*"):
+            os.utime(path, (future, future), follow_symlinks=False)
+    source = chain.workdir / "src" / "alpha" / "alpha.c"
+    source.write_text(source.read_text().replace("return 1 * FACTOR", "return 3 * FACTOR"))
+    result = run_cli("build", *chain.flags(), "--quiet", "--no-verify", expect=0)
+    assert "dated in the future (clock skew)" in result.output, result.explain()
+    assert "still dirty" not in result.output
+    assert chain.run_gamma() == "gamma 13"
+    again = run_cli("build", *chain.flags(), "--quiet", "--no-verify", expect=0)
+    assert "nothing to do" in again.stdout, again.explain()
