@@ -23,7 +23,7 @@ from rocbuild.model import layout
 from rocbuild.model.graph import Component, sha256_text, venv_dir
 from rocbuild.model.steps import configure_argv, install_argv, step_env, venv_commands
 from rocbuild.prefix import ownership
-from rocbuild.run import clockskew, jobs, patches, sources
+from rocbuild.run import clockskew, jobs, patches, sources, stepfaults
 from rocbuild.run.outcome import StepOutcome, log_path, step_logger
 from rocbuild.run.state import write_text_atomic
 from rocbuild.run.uptodate import BUILD_ID_FILE, build_id
@@ -103,7 +103,10 @@ def run_tool(ctx: BuildContext, comp: Component, step: str, argv: list[str], log
     if not result.ok:
         how = (f"was killed by signal {result.signal}" if result.signal
                else f"exited with {result.returncode}")
-        raise BuildFailed(f"{comp.name}: {step} failed: {argv[0]} {how}")
+        # a full disk, in the tool's words and where: the message is what the summary shows
+        full = stepfaults.full_disk(result.tail, [comp.build_dir, ctx.stack.prefix])
+        raise BuildFailed(f"{comp.name}: {step} failed: {argv[0]} {how}"
+                          + (f": {full}" if full else ""))
     return result
 
 

@@ -109,8 +109,7 @@ class BuildContext:
             self.output.say(f"ended a leftover process of an earlier run: {command}")
         leftovers.clean(self.stack.workdir, self.output.say)  # git locks, .old, stamp temps
         if prefix_locked:  # unpack folders and temp files of a killed install
-            leftovers.clean_prefix(self.stack.prefix, self.stack.components.values(),
-                                   self.output.say)
+            leftovers.clean_prefix(self.stack.prefix, self.output.say)
 
     def release(self) -> None:
         if self._lock is not None:

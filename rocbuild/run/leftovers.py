@@ -17,12 +17,12 @@ artifacts.py), a temp file of an atomic write that a kill stopped just before it
 from __future__ import annotations
 
 import contextlib
+import os
 import re
 import shutil
-from collections.abc import Callable, Iterable, Iterator
-from pathlib import Path, PurePosixPath
+from collections.abc import Callable, Iterator
+from pathlib import Path
 
-from rocbuild.model.graph import Component
 from rocbuild.prefix.ownership import EXTRA_TMP_SUFFIX
 from rocbuild.run.artifacts import STAGING_NAME
 
@@ -108,10 +108,18 @@ def _own_folders(prefix: Path) -> Iterator[Path]:
         yield from (p for p in sorted(info.rglob("*")) if p.is_dir() and not p.is_symlink())
 
 
-def clean_prefix(prefix: Path, components: Iterable[Component], say: Say) -> None:
-    """Remove what a killed run left in the prefix (call with the prefix lock held); the
-    ``components``' [install] files and links say where an extra's temp file may be."""
-    extras = [rel for c in components for rel, _ in (*c.install_links, *c.install_files)]
+def _extra_temps(prefix: Path) -> Iterator[Path]:
+    """Every ``.<name>.rocbuild-tmp`` below the prefix (the suffix is rocbuild's alone; an
+    extra dropped from its recipe is never rewritten, so its temp file is found by name)."""
+    for folder, dirs, files in os.walk(prefix):  # never follows links
+        for name in files:
+            if name.startswith(".") and name.endswith(EXTRA_TMP_SUFFIX):
+                yield Path(folder) / name
+        dirs[:] = [d for d in dirs if not d.startswith(STAGING_NAME)]
+
+
+def clean_prefix(prefix: Path, say: Say) -> None:
+    """Remove what a killed run left in the prefix (call with the prefix lock held)."""
     if not prefix.is_dir():
         return
     for folder in sorted(prefix.glob(STAGING_NAME + "-*")):
@@ -120,9 +128,7 @@ def clean_prefix(prefix: Path, components: Iterable[Component], say: Say) -> Non
             say(f"removed an unpack folder a killed cache install left: {folder}")
     temps = [entry for folder in _own_folders(prefix) for entry in sorted(folder.iterdir())
              if _ATOMIC_TMP_RE.match(entry.name)]
-    for rel in extras:
-        path = PurePosixPath(rel)
-        temps.append(prefix / path.parent / f".{path.name}{EXTRA_TMP_SUFFIX}")
+    temps += sorted(_extra_temps(prefix))
     for tmp in temps:
         if tmp.is_symlink() or tmp.is_file():
             with contextlib.suppress(FileNotFoundError):

@@ -421,6 +421,31 @@ def test_read_only_prefix_is_reported_as_such(small: list[str], tmp_path: Path) 
     assert "sudo chown" not in result.stderr
 
 
+@needs_mount
+def test_a_full_prefix_is_named_in_the_failure_message(tmp_path: Path) -> None:
+    """The summary (and status, and --json) said only "cmake exited with 1" (issue 22): the
+    failure message now carries the tool's "No space left on device", the path and the room
+    left there."""
+    for tool in ("git", "cmake", "ninja"):
+        require_tool(tool)
+    files = {"CMakeLists.txt": "cmake_minimum_required(VERSION 3.20)\nproject(a NONE)\n"
+                               "install(FILES a.txt big.txt DESTINATION share)\n",
+             "a.txt": "a\n", "big.txt": "x" * (3 << 20)}
+    flags = one_component_stack(tmp_path, "a", files, '[cmake]\n[resources]\ndisk = "1KiB"\n')
+    prefix = tmp_path / "prefix"
+    prefix.mkdir()
+    result = _run_in_mount(f"mount -t tmpfs -o size=2m tmpfs {prefix}",
+                           ["build", *flags, "--no-verify", "--quiet"], tmp_path)
+    assert result.returncode == 1, result.explain()
+    lines = result.stdout.splitlines()
+    message = lines[lines.index("FAILED a: install") + 1]
+    assert message.startswith("a: install failed: cmake exited with 1: No space left on device "
+                              f"while writing {prefix / 'share' / 'big.txt'} (the file system "
+                              f"of {prefix / 'share'} has "), result.explain()
+    status = run_cli("status", *flags, "--json", expect=1).stdout  # the record keeps it
+    assert "No space left on device while writing" in status
+
+
 FILLS_THE_DISK = {
     "CMakeLists.txt": "cmake_minimum_required(VERSION 3.20)\nproject(a NONE)\n"
                       # the build itself fills the workdir's file system mid-step
