@@ -26,6 +26,7 @@ import git
 
 from rocbuild import proc
 from rocbuild.errors import BuildFailed
+from rocbuild.files import read_regular
 from rocbuild.model.gitcache import cache_dir, cache_ref, insteadof_args, is_local
 from rocbuild.run import patches
 
@@ -194,7 +195,7 @@ def checkout_id(checkout: Path) -> str | None:
     the tree depend on it, so a fresh checkout (new files, new times) is patched and built
     again, while reusing the same checkout changes nothing."""
     try:
-        return (checkout / ".git" / CHECKOUT_ID_FILE).read_text().strip() or None
+        return read_regular(checkout / ".git" / CHECKOUT_ID_FILE).decode().strip() or None
     except OSError:
         return None
 

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rocbuild.files import read_regular
 from rocbuild.model import launchers
 from rocbuild.model.graph import Component, Stack, sha256_text
 from rocbuild.model.steps import configure_argv, steps_of
@@ -51,7 +52,7 @@ MISSING_OUTPUT = {
 def build_id(build_dir: Path) -> str | None:
     """The token configure wrote into this build tree; None when the tree is not ours."""
     try:
-        return (build_dir / BUILD_ID_FILE).read_text().strip() or None
+        return read_regular(build_dir / BUILD_ID_FILE).decode().strip() or None
     except OSError:
         return None
 

@@ -373,6 +373,23 @@ def test_damaged_state_is_recovered(small: list[str], tmp_path: Path) -> None:
     assert "cap 0" not in result.stdout, result.explain()  # no nonsense figure either
 
 
+def test_fifos_in_the_state_and_the_prefix_never_block(small: list[str], tmp_path: Path) -> None:
+    """rocbuild opens nothing that is not a regular file (issue 22: a FIFO named like a file
+    rocbuild reads waited for a writer forever): a stamp, build-info and the lock's pid file
+    replaced by FIFOs are treated as damaged, and the run goes on."""
+    run_cli("build", *small, "--no-verify", expect=0)
+    state = tmp_path / "work" / "state"
+    for path in (state / "stamps" / "a" / "install.json",
+                 tmp_path / "prefix" / ".rocbuild" / "build-info.json"):
+        path.unlink()
+        os.mkfifo(path)
+    result = run_cli("build", *small, "--no-verify", expect=0, timeout=120)
+    assert "▶ a: install" in result.stdout, result.explain()
+    assert (state / "stamps" / "a" / "install.json").is_file()
+    status = run_cli("status", *small, expect=0, timeout=120)
+    assert "everything is built and current" in status.stdout, status.explain()
+
+
 def _unshare_mount_works() -> bool:
     if shutil.which("unshare") is None:
         return False
