@@ -26,7 +26,7 @@ EXIT_CODES: dict[int, str] = {
     EXIT_BAD_INPUT: "bad input: a recipe, config file, flag, variable or value to fix",
     EXIT_BUSY: "another run holds the workdir or the prefix; retry later",
     EXIT_VERIFY_FAILED: "verify found installed files without code for a target",
-    EXIT_INTERRUPTED: "interrupted (Ctrl-C or SIGTERM); what finished is kept",
+    EXIT_INTERRUPTED: "interrupted (Ctrl-C, SIGTERM or SIGHUP); what finished is kept",
 }
 
 
