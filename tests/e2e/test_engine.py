@@ -58,6 +58,8 @@ def installed_tree(prefix: Path) -> dict[str, str]:
                 tree[str(path.relative_to(prefix))] = "ELF"
             elif path.name == "build-info.json":
                 tree[str(path.relative_to(prefix))] = "build-info (times differ)"
+            elif path.name == "own-files.json":  # sha256 of the env files, which hold the prefix
+                tree[str(path.relative_to(prefix))] = "own-files record"
             else:
                 tree[str(path.relative_to(prefix))] = data.replace(
                     str(prefix).encode(), b"<prefix>").decode(errors="replace")
