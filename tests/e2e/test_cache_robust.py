@@ -58,6 +58,17 @@ BLOB = {
 COMPONENTS = ("alpha", "beta", "blob", "gamma")
 
 
+def _unsigned_flag() -> tuple[str, ...]:
+    """``--allow-unsigned`` where this rocbuild refuses unsigned artifacts (issue 27's
+    signatures): these tests push without signing, since what they check lies behind that."""
+    shown = subprocess.run([sys.executable, "-m", "rocbuild", "plan", "--help"],
+                           env=child_env(), capture_output=True, text=True).stdout
+    return ("--allow-unsigned",) if "--allow-unsigned" in shown else ()
+
+
+UNSIGNED = _unsigned_flag()
+
+
 def _binary_repo(root: Path, name: str, files: dict[str, str | bytes]) -> None:
     """``make_repo`` for files that may be bytes: ``<root>/<name>.git``, tagged v1."""
     src = root / f"{name}.git.src"
@@ -80,8 +91,10 @@ class Machine:
     env: dict[str, str]
 
     def flags(self, workdir: Path, *extra: str) -> list[str]:
+        unsigned = UNSIGNED if "--cache" in extra else ()
         return ["--recipes", str(self.chain.recipes), "--workdir", str(workdir),
-                "--prefix", str(self.chain.prefix), "--mirror", self.chain.mirror, *extra]
+                "--prefix", str(self.chain.prefix), "--mirror", self.chain.mirror, *extra,
+                *unsigned]
 
 
 @pytest.fixture(scope="module")
@@ -127,7 +140,7 @@ def test_a_rerun_after_installing_a_patched_component_from_the_cache_is_current(
         again = run_cli("build", *machine.flags(work, *extra), "--quiet", "--no-verify",
                         env=machine.env, expect=0)
         assert "all 20 steps are current; nothing to do" in again.stdout, again.explain()
-    status = json.loads(run_cli("status", *flags, "--json", env=machine.env,
+    status = json.loads(run_cli("status", *machine.flags(work), "--json", env=machine.env,
                                 expect=0).stdout)
     assert {c["name"]: c["state"] for c in status["components"]} == dict.fromkeys(
         COMPONENTS, "done")
@@ -141,8 +154,8 @@ def test_a_recipe_change_after_a_cache_install_fetches_and_builds_from_source(
     recipes = tmp_path / "project" / "recipes"
     flags = ["--recipes", str(recipes), "--workdir", str(work), "--prefix",
              str(machine.chain.prefix), "--mirror", machine.chain.mirror]
-    run_cli("build", *flags, "--cache", str(machine.cache), "--quiet", "--no-verify",
-            env=machine.env, expect=0)
+    run_cli("build", *flags, "--cache", str(machine.cache), *UNSIGNED, "--quiet",
+            "--no-verify", env=machine.env, expect=0)
     alpha = recipes / "alpha.toml"
     alpha.write_text(alpha.read_text().replace("args = []", 'args = ["-DALPHA_FACTOR=2"]'))
     status = json.loads(run_cli("status", *flags, "--json", env=machine.env).stdout)
@@ -281,8 +294,9 @@ def test_speed_settings_do_not_change_the_cache_key(machine: Machine, tmp_path: 
     for speed in (("--ccache", "off"), ("--ccache", "on"), ("--jobs", "1"),
                   ("--distcc", "127.0.0.1/2")):
         plan = json.loads(run_cli("plan", *base, *speed, env=machine.env, expect=0).stdout)
-        assert [c["cache"] for c in plan["components"]] == ["from cache (same prefix)"] * 4, \
-            (speed, [c["cache"] for c in plan["components"]])
+        served = [c["cache"] for c in plan["components"]]
+        assert all(line.startswith("from cache") for line in served) and len(served) == 4, \
+            (speed, served)
     # and a push under another setting finds the artifacts it would write already there
     pushed = run_cli("cache", "push", *machine.chain.flags(), "--ccache", "off", "--to",
                      str(machine.cache), env=machine.env)

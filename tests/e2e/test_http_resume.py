@@ -35,6 +35,7 @@ from rocbuild.run.cache_store import FolderStore, HttpStore, pull_archive
 from tests.cli import child_env, run_cli
 from tests.conftest import require_tool
 from tests.e2e.chain import one_component_stack
+from tests.e2e.test_cache_robust import UNSIGNED
 
 pytestmark = pytest.mark.e2e
 
@@ -211,7 +212,7 @@ def test_sigkill_during_a_pull_keeps_the_bytes_and_the_rerun_asks_for_the_rest(
     behaviour = Behaviour(stall_after=half)
     with serve(cache, behaviour) as url:
         argv = [sys.executable, "-m", "rocbuild", "build", *second, "--cache", url,
-                "--quiet", "--no-verify"]
+                *UNSIGNED, "--quiet", "--no-verify"]
         proc = subprocess.Popen(argv, env=child_env(), stdout=subprocess.DEVNULL,
                                 stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL,
                                 start_new_session=True)
@@ -229,7 +230,8 @@ def test_sigkill_during_a_pull_keeps_the_bytes_and_the_rerun_asks_for_the_rest(
         partial.stat().st_size if partial.exists() else None, half)
     normal = Behaviour()
     with serve(cache, normal) as url:
-        built = run_cli("build", *second, "--cache", url, "--quiet", "--no-verify", expect=0)
+        built = run_cli("build", *second, "--cache", url, *UNSIGNED, "--quiet", "--no-verify",
+                        expect=0)
     assert _ranges(normal) == [f"bytes={half}-"], normal.requests
     assert "big: installed from the cache" in built.stdout, built.explain()
     assert sha256_file(tmp_path / "prefix" / "share" / "big" / "big.bin") == sha256_file(
