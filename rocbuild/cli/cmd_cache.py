@@ -19,6 +19,7 @@ from rocbuild.model.graph import load_stack
 from rocbuild.model.settings import Settings
 from rocbuild.model.steps import steps_of
 from rocbuild.run import cache
+from rocbuild.run.artifacts import ArtifactRefused
 from rocbuild.run.build import BuildContext, Output
 from rocbuild.run.cache_store import ProgressLine, fmt_size, writable_folder
 
@@ -70,7 +71,11 @@ def run_push(args: argparse.Namespace, settings: Settings) -> int:
                 failed += 1
                 continue
             key = cache.component_key(stack, comp)
-            if store.read_manifest(comp.name, key) is not None:
+            try:
+                present = store.read_manifest(comp.name, key) is not None
+            except ArtifactRefused:
+                present = False  # a damaged manifest there: this push replaces it
+            if present:
                 ctx.output.say(f"= {comp.name}: already in {store.location} ({key[:12]})")
                 continue
             try:

@@ -203,12 +203,16 @@ def choose(store: Store, stack: Stack, state: StateDir, comp: Component) -> Choi
     the manifest; the archive itself is checked file by file when it is installed."""
     inputs = artifact_inputs(stack, comp)
     key = artifact_key(inputs)
-    doc = store.read_manifest(comp.name, key)
-    if doc is None:
-        return Choice(comp.name, key, NO_ARTIFACT, source_only=not comp.builds)
 
     def refuse(reason: str) -> Choice:
         return Choice(comp.name, key, REFUSED, reason, source_only=not comp.builds)
+
+    try:
+        doc = store.read_manifest(comp.name, key)
+    except ArtifactRefused as exc:  # one damaged manifest: only this component is built
+        return refuse(str(exc))
+    if doc is None:
+        return Choice(comp.name, key, NO_ARTIFACT, source_only=not comp.builds)
 
     try:
         manifest = Manifest.from_json(doc)

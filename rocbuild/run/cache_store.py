@@ -31,7 +31,7 @@ from typing import Any, Protocol
 
 from rocbuild.errors import CacheUnavailable, ConfigError
 from rocbuild.model.resources import format_bytes
-from rocbuild.run.artifacts import Manifest, Progress, sha256_file
+from rocbuild.run.artifacts import ArtifactRefused, Manifest, Progress, sha256_file
 from rocbuild.run.state import read_json, write_json_atomic
 
 INDEX = "index.json"
@@ -148,9 +148,8 @@ class FolderStore:
         if not path.is_file():
             return None
         doc = read_json(path)
-        if doc is None:
-            raise CacheUnavailable(f"{path}: not a readable JSON manifest",
-                                   tip=f"remove {path} and push the component again")
+        if doc is None:  # this artifact's fault, not the cache's: the others may still serve
+            raise ArtifactRefused(f"its manifest {path} is not a readable JSON document")
         return doc
 
     def index(self) -> list[dict[str, Any]]:
@@ -218,6 +217,10 @@ def index_entry(manifest: Manifest) -> dict[str, Any]:
             "created": manifest.created, "rocbuild": manifest.rocbuild}
 
 
+class _NotJson(Exception):
+    """A document of the HTTP cache that is not JSON (its URL is the message)."""
+
+
 class HttpStore:
     """A read-only cache served over HTTP(S) by any static file server."""
 
@@ -244,14 +247,20 @@ class HttpStore:
                                    tip="check the URL and the server, or build without "
                                        "--cache") from None
         except ValueError:
-            raise CacheUnavailable(f"{self._url(rel)}: not a JSON document") from None
+            raise _NotJson(self._url(rel)) from None
         return doc if isinstance(doc, dict) else None
 
     def read_manifest(self, component: str, key: str) -> dict[str, Any] | None:
-        return self._get_json(manifest_path(component, key))
+        try:
+            return self._get_json(manifest_path(component, key))
+        except _NotJson as exc:  # this artifact's fault: the others may still serve
+            raise ArtifactRefused(f"its manifest {exc} is not a JSON document") from None
 
     def index(self) -> list[dict[str, Any]]:
-        doc = self._get_json(INDEX) or {}
+        try:
+            doc = self._get_json(INDEX) or {}
+        except _NotJson as exc:
+            raise CacheUnavailable(f"{exc}: not a JSON document") from None
         entries = doc.get("artifacts", [])
         return entries if isinstance(entries, list) else []
 

@@ -17,7 +17,8 @@ from pathlib import Path
 from rocbuild.checks import hostreqs
 from rocbuild.model.resources import format_bytes
 
-_FULL = re.compile(r"No space left on device|Disk quota exceeded|\bENOSPC\b|\bEDQUOT\b")
+_FULL = re.compile(r"No space left on device|Out of diskspace|Disk quota exceeded|\bENOSPC\b|"
+                   r"\bEDQUOT\b")
 _PATH = re.compile(r"""(?<![\w.-])(/[^\s'"`:,;()]+)""")
 
 
@@ -30,18 +31,20 @@ def _room(path: Path) -> str:
 def full_disk(tail: Sequence[str], writes: Sequence[Path]) -> str | None:
     """"No space left on device while writing X (the file system of Y has N free)" when the
     tool's lines say the disk is full; None otherwise. ``writes``: where the step writes (the
-    build tree, the prefix), for a tool that names no path: the fullest of them is named."""
-    for i in range(len(tail) - 1, -1, -1):
-        found = _FULL.search(tail[i])
-        if found is None:
-            continue
-        quota = found.group() in ("Disk quota exceeded", "EDQUOT")
-        what = "the disk quota is used up" if quota else "No space left on device"
-        paths = _PATH.findall(tail[i]) or (_PATH.findall(tail[i - 1]) if i else [])
-        if paths:
-            return f"{what} while writing {paths[-1]} ({_room(Path(paths[-1]))})"
-        if writes:
-            fullest = min(writes, key=lambda p: hostreqs.free_space(p)[1])
-            return f"{what} ({_room(fullest)})"
-        return what
-    return None
+    build tree, the prefix), for a tool that names no path: the fullest of them is named.
+    The lines are read as one text, since CMake wraps a long message ("No space left on" /
+    "device.") and names the path on the line before."""
+    text = " ".join(line.strip() for line in tail)
+    matches = list(_FULL.finditer(text))
+    if not matches:
+        return None
+    found = matches[-1]  # the newest: the one that ended the tool
+    quota = found.group() in ("Disk quota exceeded", "EDQUOT")
+    what = "the disk quota is used up" if quota else "No space left on device"
+    paths = _PATH.findall(text[max(0, found.start() - 400):found.start()])
+    if paths:
+        return f"{what} while writing {paths[-1]} ({_room(Path(paths[-1]))})"
+    if writes:
+        fullest = min(writes, key=lambda p: hostreqs.free_space(p)[1])
+        return f"{what} ({_room(fullest)})"
+    return what

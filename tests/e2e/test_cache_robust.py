@@ -329,3 +329,25 @@ def test_cache_push_without_the_builds_mirror_works_or_is_one_message(
     assert result.stderr.startswith("rocbuild: error: alpha: its fetch left no record"), \
         result.explain()
     assert "--mirror" in result.stderr, result.explain()
+
+
+def test_one_damaged_manifest_refuses_only_its_component(machine: Machine,
+                                                        tmp_path: Path) -> None:
+    """beta's manifest is not JSON: beta is built, the others still come from the cache (the
+    whole cache was given up, and every component after beta built, found by the torture run
+    of issue 22), and a push replaces the damaged manifest."""
+    cache = tmp_path / "cache"
+    shutil.copytree(machine.cache, cache)
+    (manifest_file,) = (cache / "beta").glob("*.json")
+    manifest_file.write_text("{ not json")
+    work = tmp_path / "work-b"
+    built = run_cli("build", *machine.flags(work, "--cache", str(cache)), "--quiet",
+                    "--no-verify", env=machine.env, expect=0)
+    assert f"its manifest {manifest_file} is not a readable JSON document" in built.stdout, \
+        built.explain()
+    assert [n for n in COMPONENTS if (work / "logs" / n / "compile.log").exists()] == ["beta"]
+    assert machine.chain.run_gamma() == "gamma 11"
+    pushed = run_cli("cache", "push", *machine.flags(work), "beta", "--to", str(cache),
+                     env=machine.env, expect=0)
+    assert "✔ beta" in pushed.stdout, pushed.explain()
+    assert json.loads(manifest_file.read_text())["component"] == "beta"
