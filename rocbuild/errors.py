@@ -34,8 +34,8 @@ EXIT_CODES: dict[int, str] = {
                         "the build's final verify): a library without code for a target, a "
                         "program or library that does not find its libraries without "
                         "LD_LIBRARY_PATH, a failed smoke test",
-    EXIT_INTERRUPTED: "interrupted (Ctrl-C or SIGTERM); finished steps are kept, run the same "
-                      "command again",
+    EXIT_INTERRUPTED: "interrupted (Ctrl-C, SIGTERM or SIGHUP); finished steps are kept, run "
+                      "the same command again",
 }
 
 

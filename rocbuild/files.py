@@ -1,11 +1,14 @@
-"""Small file helpers every layer uses: atomic writes (temp file + fsync + rename) and a JSON
-reader that treats a damaged file as absent."""
+"""Small file helpers every layer uses: atomic writes (temp file + fsync + rename), a reader
+that opens nothing but regular files, and a JSON reader that treats a damaged file as
+absent."""
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
+import stat
 from pathlib import Path
 from typing import Any
 
@@ -38,9 +41,28 @@ def write_json_atomic(path: Path, doc: Any) -> None:
     write_text_atomic(path, json.dumps(doc, indent=1, sort_keys=True))
 
 
+class NotRegularFile(OSError):
+    """A FIFO, device, socket or folder where a file was expected: never opened for reading
+    (a FIFO would wait for a writer forever)."""
+
+
+def read_regular(path: Path) -> bytes:
+    """The bytes of the regular file at ``path`` (a link to one is followed). Anything else
+    raises NotRegularFile before it is read: checked before the open (a device is not even
+    opened) and again on the open descriptor (O_NONBLOCK, so a FIFO swapped in between does
+    not block)."""
+    if not stat.S_ISREG(os.stat(path).st_mode):
+        raise NotRegularFile(errno.EINVAL, "not a regular file", str(path))
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+            raise NotRegularFile(errno.EINVAL, "not a regular file", str(path))
+        return f.read()
+
+
 def read_json(path: Path) -> dict[str, Any] | None:
     try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
+        doc = json.loads(read_regular(path).decode("utf-8"))
     except (OSError, ValueError):
         return None
     return doc if isinstance(doc, dict) else None

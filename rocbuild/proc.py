@@ -28,6 +28,8 @@ from typing import Any, BinaryIO
 
 import psutil
 
+from rocbuild.files import read_regular
+
 LineSink = Callable[[str], None]
 
 Popen = subprocess.Popen[Any]
@@ -108,7 +110,7 @@ class ChildRegistry:
             return killed
         for file in sorted(self.folder.glob("*.json")):
             try:
-                doc = json.loads(file.read_text())
+                doc = json.loads(read_regular(file).decode())
             except (OSError, ValueError):
                 file.unlink(missing_ok=True)
                 continue

@@ -13,6 +13,7 @@ from rocbuild.cli.ui import console
 from rocbuild.errors import ConfigError
 from rocbuild.model.settings import Settings
 from rocbuild.prefix import activate
+from rocbuild.run.state import prefix_lock
 
 
 def register(sub: argparse._SubParsersAction, parents: list[argparse.ArgumentParser]) -> None:
@@ -41,12 +42,17 @@ def link_path(args: argparse.Namespace) -> Path:
 
 def run(args: argparse.Namespace, settings: Settings) -> int:
     link = link_path(args)
-    if args.previous:
-        switch = activate.activate_previous(link)
-    elif args.prefix is not None:
-        switch = activate.activate(args.prefix.expanduser(), link)
-    else:  # pragma: no cover - argparse requires one of them
+    target = (activate.previous_target(link) if args.previous
+              else args.prefix.expanduser() if args.prefix is not None else None)
+    if target is None:  # pragma: no cover - argparse requires one of them
         raise ConfigError("name a PREFIX or --previous")
+    # a build installing into the prefix holds its lock: busy (exit 3, naming it), and no
+    # install starts while the link moves
+    with prefix_lock(Path(os.path.abspath(target)), create=False):
+        if args.previous:
+            switch = activate.activate_previous(link)
+        else:
+            switch = activate.activate(target, link)
     out = console()
     if switch.removed_stray:
         out.print(f"removed {escape(str(activate.temp_link_path(switch.link)))}, left by an "

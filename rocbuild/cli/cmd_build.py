@@ -79,7 +79,8 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     stack = load_stack(settings, args.components)
     # the whole default set, once: the end of the run tells whether all of it is built
     whole = load_stack(settings) if args.components else stack
-    prefixguard.check(stack.prefix, allow_existing=args.allow_existing_prefix)
+    prefixguard.check(stack.prefix, allow_existing=args.allow_existing_prefix,
+                      workdir=stack.workdir)
     ctx = BuildContext(stack=stack, settings=settings, output=make_output(args),
                        offline=args.offline,
                        command=continuation.command_line(getattr(args, "argv", []), settings))

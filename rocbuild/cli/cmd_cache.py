@@ -122,7 +122,10 @@ def run_push(args: argparse.Namespace, settings: Settings) -> int:
                 continue
             key = cache.component_key(stack, comp)
             try:
-                existing = store.read_manifest(comp.name, key)
+                try:
+                    existing = store.read_manifest(comp.name, key)
+                except ArtifactRefused:
+                    existing = None  # a damaged manifest there: this push replaces it
                 if existing is not None:
                     _already(ctx, store, comp.name, key, existing, key_file)
                     continue

@@ -24,6 +24,7 @@ from rocbuild.errors import RocbuildError, report
 from rocbuild.model.graph import Stack, load_stack
 from rocbuild.model.recipes import load_recipes
 from rocbuild.model.settings import Settings, resolve
+from rocbuild.prefix import prefixguard
 from rocbuild.run import basememo, continuation, engine, tasks
 from rocbuild.run.build import BuildContext
 from rocbuild.run.lifecycle import Run
@@ -43,6 +44,9 @@ def namespace_from_environment() -> dict[str, Any]:
     try:
         settings = basememo.apply(resolve({k: v for k, v in flags.items() if v is not None}))
         default = load_stack(settings)
+        # the folders rocbuild never installs into, as for `rocbuild build` (plain doit has
+        # no --allow-existing-prefix: an existing folder is the user's choice here)
+        prefixguard.check(default.prefix, allow_existing=True, workdir=default.workdir)
         # tasks for every recipe, so `doit build:X` accepts what `rocbuild build X` does
         every = load_stack(settings, sorted(load_recipes(settings.recipes).recipes))
     except RocbuildError as exc:  # same one-line message and exit code as the CLI

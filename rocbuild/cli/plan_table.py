@@ -16,7 +16,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from rocbuild.cli.cmd_status import format_seconds
-from rocbuild.model import launchers, wording
+from rocbuild.model import cmakecode, launchers, wording
 from rocbuild.model.plan import Plan, PlannedComponent
 from rocbuild.model.resources import format_bytes, format_gib
 
@@ -97,6 +97,12 @@ def print_table(plan: Plan, out: Console, seconds: Mapping[str, float | None],
             out.print(f"  {escape(p.name):<22} {escape(p.cache)}")
         if cache_total:
             out.print(f"  {escape(cache_total)}")
+    code = [(p.name, arg) for p in plan.components
+            for arg in cmakecode.code_files(p.component.cmake_args)]
+    if code:  # run by CMake at configure time, as much code as the recipe itself
+        out.print("CMake code the recipes load (it runs at configure time, like the recipe):")
+        for name, arg in code:
+            out.print(f"  {escape(name):<22} {escape(arg)}", soft_wrap=True)
     print_launchers(plan, out)
     if why:
         print_reasons(plan, out)

@@ -26,3 +26,9 @@ def cache_dir(cache_root: Path, url: str) -> Path:
 def cache_ref(ref: str) -> str:
     """Where the cache keeps the commit a recipe's ref named (a tag or branch may move)."""
     return f"refs/rocbuild/pinned/{hashlib.sha256(ref.encode()).hexdigest()[:16]}"
+
+
+def is_local(url: str) -> bool:
+    """A repository on this machine (``file://`` or a plain path): fetching from it needs no
+    network, so --offline allows it (a local mirror is what --offline builds use)."""
+    return url.startswith(("file://", "/"))

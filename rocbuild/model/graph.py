@@ -14,8 +14,9 @@ from pathlib import Path
 from typing import Any
 
 from rocbuild.errors import ConfigError
-from rocbuild.model import buildsystems, inputcheck, launchers
+from rocbuild.model import buildsystems, cmakecode, inputcheck, launchers, layout, patchseries
 from rocbuild.model.base import Base, fetch_sources, load_base
+from rocbuild.model.patchseries import Patch
 from rocbuild.model.recipes import Recipe, RecipeSet, load_recipes, unknown_component
 from rocbuild.model.render import render
 from rocbuild.model.settings import Settings, rewrite_url
@@ -24,12 +25,6 @@ from rocbuild.model.targets import TargetError, TargetId, looks_like_target, par
 
 def sha256_text(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
-
-
-@dataclass(frozen=True)
-class Patch:
-    path: Path
-    sha256: str
 
 
 @dataclass(frozen=True)
@@ -276,11 +271,8 @@ class _Folders(dict[str, str]):
 
 
 def find_patches(recipes: RecipeSet, name: str) -> tuple[Patch, ...]:
-    folder = recipes.patches_dir / name
-    if not folder.is_dir():
-        return ()
-    return tuple(Patch(p, hashlib.sha256(p.read_bytes()).hexdigest())
-                 for p in sorted(folder.glob("*.patch")))
+    """``patches/<name>/*.patch`` in name order; anything else there is an error."""
+    return patchseries.read_series(recipes.patches_dir, name)
 
 
 def _resolve_targets(recipes: RecipeSet, settings: Settings) -> tuple[TargetId, ...]:
@@ -309,6 +301,7 @@ def load_stack(settings: Settings, requested: Iterable[str] = ()) -> Stack:
     """Load recipes and resolve the Stack for ``requested`` components (default: the
     components listed in stack.toml, or every recipe when it lists none)."""
     recipes = load_recipes(settings.recipes)
+    patchseries.check_folder(recipes.patches_dir, recipes.recipes)  # no series is skipped
     spec = recipes.stack
     explicit = bool(list(requested))
     requested = list(requested) or default_request(recipes)
@@ -454,6 +447,11 @@ def _render_component(stack: Stack, recipe: Recipe, done: Mapping[str, Component
             raise ConfigError(f"{recipe.file}: key '{table}.args[{i}]': '{arg}' is set by "
                               "rocbuild itself (generator, source, build folder, install "
                               "prefix)", tip=f"remove it from {recipe.file}")
+        if recipe.kind == "cmake" and cmakecode.mode(arg):  # -P runs a script instead
+            raise ConfigError(f"{recipe.file}: key '{table}.args[{i}]': '{arg}' puts CMake in "
+                              f"another mode ({cmakecode.mode(arg)}) instead of configuring "
+                              "the source; cmake.args are configure options (-D...)",
+                              tip=f"remove it from {recipe.file}")
     env = tuple(sorted((k, inputcheck.no_nul(where, f"env.{k}", r(v, f"env.{k}")))
                        for k, v in recipe.env.items()))
     build_type = inputcheck.no_nul(where, f"{table}.build_type",
@@ -468,6 +466,10 @@ def _render_component(stack: Stack, recipe: Recipe, done: Mapping[str, Component
                          for path, target in recipe.install_links.items()))
     files = tuple(sorted((path, r(text, f"install.files.{path}"))
                          for path, text in recipe.install_files.items()))
+    reserved = layout.reserved_roots(stack.recipes.stack.name)
+    for table, paths in (("links", links), ("files", files)):
+        for path, _ in paths:
+            inputcheck.not_reserved(where, f'install.{table}."{path}"', path, reserved)
     for i, template in enumerate(recipe.job_args):  # undefined names fail now, not at hour 3
         r(template, f"{table}.job_args[{i}]",
           {**context, "jobs": {"compile": 1, "link": 1, "tensile": 1}})

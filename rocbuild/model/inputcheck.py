@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path, PurePosixPath
 
 from rocbuild.errors import ConfigError
+from rocbuild.model import layout
 
 # what exec accepts: one string at most MAX_ARG_STRLEN (32 pages), all of them ~2 MiB
 MAX_ARG_BYTES = 128 * 1024 - 1
@@ -169,3 +170,15 @@ def subdir_inside(where: str, key: str, subdir: str) -> str:
         raise _fail(where, key, f"must be a relative path inside the checkout, got {subdir!r}",
                     f"fix '{key}' in {where}")
     return subdir
+
+
+def not_reserved(where: str, key: str, rel: str, roots: tuple[str, ...]) -> str:
+    """A prefix path that is not one of rocbuild's own files (model/layout.py): env.sh would
+    be rewritten under the recipe's feet, .rocbuild/ holds the records that say what is
+    installed."""
+    root = layout.reserved_by(os.path.normpath(rel), roots)
+    if root is not None:
+        raise _fail(where, key, f"{rel!r} is rocbuild's own file in the prefix ({root}: "
+                    "the env files, modulefiles and .rocbuild/ are written by rocbuild alone)",
+                    f"choose another path for '{key}' in {where}")
+    return rel

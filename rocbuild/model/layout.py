@@ -11,3 +11,24 @@ INFO_FILE = "build-info.json"
 
 def info_path(prefix: Path) -> Path:
     return prefix / INFO_DIR / INFO_FILE
+
+
+# --- rocbuild's own files in a prefix: no recipe, CMake install or artifact may claim them ----
+ENV_FILES = ("env.sh", "env.fish")
+MODULEFILES_DIR = "modulefiles"
+
+
+def reserved_roots(stack_name: str) -> tuple[str, ...]:
+    """The prefix-relative paths rocbuild writes itself: its records, the env files and the
+    modulefiles folder of the stack (envfiles.py, buildinfo.py)."""
+    return (INFO_DIR, *ENV_FILES, f"{MODULEFILES_DIR}/{stack_name}")
+
+
+def reserved_by(rel: str, roots: tuple[str, ...]) -> str | None:
+    """The reserved root that ``rel`` (normalised, prefix-relative) claims: the root itself,
+    a path below it, or a folder or link above it (a link ``modulefiles`` would redirect the
+    modulefiles rocbuild writes). None when ``rel`` is free."""
+    for root in roots:
+        if rel == root or rel.startswith(root + "/") or root.startswith(rel + "/"):
+            return root
+    return None

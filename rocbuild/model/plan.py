@@ -12,6 +12,7 @@ from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from rocbuild.model import cmakecode
 from rocbuild.model.cost import Cost, estimate
 from rocbuild.model.graph import Component, Stack
 from rocbuild.model.launchers import Launch, choices, effective_settings, split_jobs
@@ -127,6 +128,8 @@ def to_json(plan: Plan) -> dict[str, Any]:
             if c.builds else None,
             "fingerprint": c.fingerprint,
             "cache": p.cache or None,
+            # files whose CMake code the configure runs (cmakecode.py: shown, not refused)
+            "cmake_code": cmakecode.code_files(c.cmake_args),
             "build_dir": str(c.build_dir) if c.builds else None,
         })
     return {

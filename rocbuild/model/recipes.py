@@ -207,7 +207,9 @@ def read_toml(file: Path, tip: str = "check --recipes / ROCBUILD_RECIPES") -> di
         if not file.is_file():
             raise ConfigError(f"{file}: not a regular file (a folder, FIFO or device named "
                               "like a TOML file)", tip=f"remove or rename {file}")
-        return tomllib.loads(file.read_text(encoding="utf-8"))
+        # utf-8-sig: Windows editors start a file with a byte-order mark, which TOML does not
+        # allow ("Invalid statement (line 1, column 1)"); it carries no meaning in UTF-8
+        return tomllib.loads(file.read_text(encoding="utf-8-sig"))
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{file}: invalid TOML: {exc}", tip=f"fix the syntax of {file}") from None
     except UnicodeDecodeError as exc:

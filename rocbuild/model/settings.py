@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from rocbuild.errors import ConfigError
-from rocbuild.model import inputcheck
+from rocbuild.model import bounds, inputcheck
 from rocbuild.model.launchers import parse_ccache_mode, parse_distcc_hosts, parse_launcher
 from rocbuild.model.recipes import read_toml, suggest
 from rocbuild.model.targets import TargetError, TargetId, parse_target_list, product_note
@@ -33,6 +33,29 @@ def _parse_base(text: str) -> Path | None:
     """A base folder, or ``none``: no base (build from source), also when the workdir
     remembers the base of its last build (run/basememo.py)."""
     return None if text.strip().lower() == "none" else _parse_path(text)
+
+
+# the kernel's file systems: no folder there holds sources and builds (/proc/self is a link
+# to a process's own folder, where nothing can be created)
+_PSEUDO_FS = ("/proc", "/sys", "/dev")
+
+
+def _parse_workdir(text: str) -> Path:
+    """A folder for sources, builds and state: not inside the kernel's file systems, and
+    no file where it or a folder above it should be."""
+    path = _parse_path(text)
+    real = Path(os.path.realpath(path))
+    for root in _PSEUDO_FS:
+        if real == Path(root) or Path(root) in real.parents:
+            raise ValueError(f"'{text}' is inside {root}, a file system of the kernel's, not a "
+                             "folder for sources and builds")
+    probe = real
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    if not probe.is_dir():
+        what = "is a file" if probe == real else f"is below the file {probe}"
+        raise ValueError(f"'{text}' {what}, not a folder")
+    return path
 
 
 def _parse_targets(text: str) -> tuple[TargetId, ...]:
@@ -131,7 +154,7 @@ OPTIONS: tuple[Option, ...] = (
     Option("recipes", "recipes folder (default: the one shipped with rocbuild)", _parse_path,
            "DIR", default_from_env=lambda env: _default_recipes_dir(),
            default_doc="the recipes shipped with rocbuild"),
-    Option("workdir", "sources, build trees, logs and state", _parse_path, "DIR",
+    Option("workdir", "sources, build trees, logs and state", _parse_workdir, "DIR",
            default_from_env=_default_workdir,
            default_doc="`$XDG_CACHE_HOME/rocbuild` (`~/.cache/rocbuild`)"),
     Option("prefix", "install prefix (default from recipes/stack.toml)", _parse_path, "PATH"),
@@ -336,6 +359,7 @@ def resolve(
         if option.name == "target":
             notes += [f"{where}: {note}" for item in items for part in str(item).split(",")
                       if (note := product_note(part))]
+    bounds.check(values, sources)  # counts a host cannot run are typos: exit 2, not threads
     return Settings(**values, sources=sources, notes=tuple(notes))
 
 

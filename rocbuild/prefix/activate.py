@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rocbuild.errors import ActivationError, ConfigError, RocbuildError
-from rocbuild.files import write_text_atomic
+from rocbuild.files import read_regular, write_text_atomic
 from rocbuild.prefix.buildinfo import PREFIX_FILE_MODE, BuildInfo, info_path, now, read_build_info
 
 DEFAULT_LINK = Path("/opt/rocm")
@@ -65,7 +65,7 @@ def current_target(link: Path) -> Path | None:
 
 def read_state(link: Path) -> LinkState | None:
     try:
-        doc = json.loads(state_path(link).read_text(encoding="utf-8"))
+        doc = json.loads(read_regular(state_path(link)).decode("utf-8"))
     except (OSError, ValueError):
         return None
     if not isinstance(doc, dict):

@@ -21,7 +21,7 @@ from typing import Any
 
 from rocbuild import __version__
 from rocbuild.errors import ConfigError
-from rocbuild.files import write_text_atomic
+from rocbuild.files import read_regular, write_text_atomic
 from rocbuild.model.graph import Stack
 from rocbuild.model.layout import INFO_DIR, INFO_FILE, info_path  # noqa: F401 - re-exported
 
@@ -141,7 +141,7 @@ def read_build_info(prefix: Path) -> BuildInfo | None:
     is a ConfigError naming it: silently treating it as "no build" could hide a good prefix."""
     path = info_path(prefix)
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_regular(path).decode("utf-8")
     except FileNotFoundError:
         return None
     except OSError as exc:

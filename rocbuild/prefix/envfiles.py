@@ -26,8 +26,8 @@ import jinja2
 
 from rocbuild import __version__
 from rocbuild.errors import ConfigError
-from rocbuild.files import write_text_atomic
 from rocbuild.model.graph import Stack
+from rocbuild.prefix import ownfiles
 from rocbuild.prefix.buildinfo import PREFIX_FILE_MODE
 
 SHELLS = ("bash", "zsh", "fish", "lmod", "tcl")
@@ -251,12 +251,13 @@ def render(spec: EnvSpec, shell: str) -> str:
                            tune=spec.tune, tune_variables=TUNE_VARIABLES)
 
 
-def write_env_files(spec: EnvSpec) -> list[Path]:
+def write_env_files(spec: EnvSpec, say: Callable[[str], None] | None = None) -> list[Path]:
     """Write env.sh, env.fish and the Lmod and Tcl modulefiles into the prefix (atomically,
-    so a shell sourcing them meanwhile sees a whole file). Returns the paths written."""
+    so a shell sourcing them meanwhile sees a whole file); a user's edit of one is kept aside
+    first and ``say`` tells where (ownfiles.py). Returns the paths written."""
     written = []
     for shell in ("bash", "fish", "lmod", "tcl"):
-        path = spec.prefix / relative_path(spec, shell)
-        write_text_atomic(path, render(spec, shell), mode=PREFIX_FILE_MODE)
-        written.append(path)
+        rel = relative_path(spec, shell)
+        ownfiles.write(spec.prefix, rel.as_posix(), render(spec, shell), PREFIX_FILE_MODE, say)
+        written.append(spec.prefix / rel)
     return written

@@ -21,13 +21,15 @@ from pathlib import Path, PurePosixPath
 
 from rocbuild.errors import BuildFailed
 from rocbuild.files import read_json, write_json_atomic
-from rocbuild.model import buildsystems
+from rocbuild.model import buildsystems, layout
 from rocbuild.model.graph import Component
 from rocbuild.model.inputcheck import is_within
 from rocbuild.prefix import buildinfo
+from rocbuild.prefix.realpaths import RealPaths
 
 Logger = Callable[[str], None]
 RECORDS = Path(buildinfo.INFO_DIR) / "installed"
+EXTRA_TMP_SUFFIX = ".rocbuild-tmp"  # an extra is written to ``.<name>.rocbuild-tmp`` first
 
 
 def record_path(prefix: Path, component: str) -> Path:
@@ -69,7 +71,7 @@ def _write_file(path: Path, text: str, component: str) -> None:
         raise BuildFailed(f"{component}: cannot write the file {path}: a folder is in the way",
                           tip=f"move {path} away, or fix install.files in {component}'s recipe")
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.rocbuild-tmp")
+    tmp = path.with_name(f".{path.name}{EXTRA_TMP_SUFFIX}")
     with contextlib.suppress(FileNotFoundError):
         tmp.unlink()  # left by a kill; never written through (it could be a link)
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
@@ -78,10 +80,15 @@ def _write_file(path: Path, text: str, component: str) -> None:
     os.replace(tmp, path)  # replaces a link in the way, never follows it
 
 
-def install_extras(prefix: Path, comp: Component, log: Logger) -> None:
+def install_extras(prefix: Path, comp: Component, log: Logger,
+                   others: Iterable[str] = (), reserved: tuple[str, ...] = ()) -> None:
     """The links and files a recipe declares (what AMD's packages add after install, e.g.
-    <prefix>/llvm -> lib/llvm, bin/amdclang++, clang config files)."""
+    <prefix>/llvm -> lib/llvm, bin/amdclang++, clang config files). Each is checked where it
+    really lands before it is written: not on a file this component's CMake install wrote,
+    another of its extras or a file of one of ``others`` (unless install.overwrites names
+    it), and not on one of rocbuild's own files (``reserved``, model/layout.py)."""
     root = prefix.resolve()
+    claims = _Claims(prefix, comp, others)
     for rel, target in comp.install_links:
         path = checked_path(prefix, rel, comp.name)
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -90,6 +97,7 @@ def install_extras(prefix: Path, comp: Component, log: Logger) -> None:
                               f"the prefix (to {os.path.realpath(path.parent / target)})",
                               tip=f"point install.links.\"{rel}\" in {comp.recipe.file} at a "
                                   "path inside the prefix")
+        claims.check(f'install.links."{rel}"', rel, reserved)
         if path.is_symlink() or path.is_file():
             path.unlink()
         elif path.exists():
@@ -99,8 +107,47 @@ def install_extras(prefix: Path, comp: Component, log: Logger) -> None:
         log(f"link {path} -> {target}")
     for rel, text in comp.install_files:
         path = checked_path(prefix, rel, comp.name)
+        claims.check(f'install.files."{rel}"', rel, reserved)
         _write_file(path, text, comp.name)
         log(f"wrote {path}")
+
+
+class _Claims:
+    """Who holds each real path of the prefix, for the extras of ``comp`` about to be
+    written: its own CMake install, its extras written so far, the other components."""
+
+    def __init__(self, prefix: Path, comp: Component, others: Iterable[str]) -> None:
+        self.prefix, self.comp, self.real = prefix, comp, RealPaths(prefix)
+        self.held: dict[str, tuple[str, str]] = {}  # real path -> (who, entry as written)
+        for entry in sorted(_manifest(comp, prefix)):
+            self._hold(entry, f"{comp.name}'s CMake install")
+        for other in sorted(set(others) - {comp.name} - set(comp.recipe.install_overwrites)):
+            for entry in sorted(installed_by(prefix, other)):
+                self._hold(entry, other)
+
+    def _hold(self, entry: str, who: str) -> None:
+        real = self.real.of(entry)
+        if real is not None:
+            self.held.setdefault(real, (who, entry))
+
+    def check(self, key: str, rel: str, reserved: tuple[str, ...]) -> None:
+        self.real = RealPaths(self.prefix)  # links written just before count
+        real = self.real.of(rel)
+        where = self.real.shown(rel)
+        root = layout.reserved_by(real, reserved) if real is not None else None
+        if root is not None:
+            raise BuildFailed(f"{self.comp.name}: {key} would write {where}, which is "
+                              f"rocbuild's own ({root})",
+                              tip=f"choose another path in {self.comp.recipe.file}")
+        if real is not None and real in self.held:
+            who, entry = self.held[real]
+            raise BuildFailed(
+                f"{self.comp.name}: {key} would overwrite {entry} of {who}: {where} is the same "
+                f"file; nothing was written", tip=f"choose another path in "
+                f"{self.comp.recipe.file}, or if {self.comp.name} is meant to replace another "
+                "component's file, name it in install.overwrites")
+        if real is not None:
+            self.held[real] = (f"{self.comp.name}'s {key}", rel)
 
 
 def links_out_of(prefix: Path) -> list[Path]:
@@ -136,13 +183,39 @@ def _owners(prefix: Path) -> list[str]:
 
 
 def _manifest(comp: Component, prefix: Path) -> set[str]:
-    """What the component's build system recorded as installed (CMake's manifest), inside the
-    prefix, relative to it."""
+    """The prefix-relative entries of what the component's build system recorded as
+    installed (CMake's install_manifest.txt). An entry outside the prefix (``install(FILES x
+    DESTINATION /abs/path)``) fails the install naming it: rocbuild installs nothing outside
+    the prefix, and an ownership record of only the entries inside would hide the write."""
     if not comp.builds:  # a source-only component installs nothing (from the cache neither)
         return set()
-    installed = buildsystems.of(comp).installed_files(comp)
-    return {os.path.relpath(path, prefix) for path in installed or []
-            if is_within(str(path), str(prefix))}
+    system = buildsystems.of(comp)
+    lines = [str(path) for path in system.installed_files(comp) or []]
+    real = RealPaths(prefix)
+    outside = [line for line in lines
+               if not is_within(line, str(prefix)) or line == str(prefix)
+               or real.of(os.path.relpath(line, prefix)) is None]
+    if outside:
+        shown = ", ".join(outside[:5]) + (f" and {len(outside) - 5} more" if len(outside) > 5
+                                          else "")
+        raise BuildFailed(
+            f"{comp.name}: its install wrote {len(outside)} path(s) outside the prefix "
+            f"{prefix}: {shown} (listed in {system.installed_record(comp)})",
+            tip=f"the project installs to an absolute path (install(... DESTINATION /...)) or "
+                f"through a link out of the prefix: fix it with a patch in patches/{comp.checkout}/"
+                f" or a CMake option in {comp.recipe.file}, then remove what it wrote there")
+    return {os.path.relpath(line, prefix) for line in lines}
+
+
+def claimed_by_others(prefix: Path, comp: Component, others: Iterable[str]) -> set[str]:
+    """The real prefix-relative paths the other components' records hold (for the removal of
+    a component's previous install: a path of its old manifest that leads, through a link,
+    to another component's file is not its own to remove)."""
+    real = RealPaths(prefix)
+    held = set()
+    for other in set(others) - {comp.name} - set(comp.recipe.install_overwrites):
+        held |= {r for e in installed_by(prefix, other) if (r := real.of(e)) is not None}
+    return held
 
 
 def _remove_dropped_extras(prefix: Path, comp: Component, wanted: set[str], log: Logger) -> None:
@@ -155,19 +228,46 @@ def _remove_dropped_extras(prefix: Path, comp: Component, wanted: set[str], log:
             log(f"removed {path}: no longer in the recipe's [install] tables")
 
 
-def finish_install(prefix: Path, comp: Component, others: Iterable[str], log: Logger) -> None:
+def finish_install(prefix: Path, comp: Component, others: Iterable[str], log: Logger,
+                   reserved: tuple[str, ...] = ()) -> None:
     """After ``cmake --install`` and the extras: drop extras the recipe no longer declares,
-    refuse an overwrite of another component's files, then record what this one installed.
-    ``others`` are the components whose records count (the stack's other components)."""
+    refuse a path outside the prefix, one of rocbuild's own files (``reserved``), two entries
+    that are one file, and an overwrite of another component's files (unless declared), all
+    compared where the paths really land (through links in the prefix), then record what
+    this one installed, as its manifest and recipe name the entries. ``others`` are the
+    components whose records count (the stack's other components)."""
     extras = {rel for rel, _ in (*comp.install_links, *comp.install_files)}
     _remove_dropped_extras(prefix, comp, extras, log)
     mine = _manifest(comp, prefix) | extras
+    real = RealPaths(prefix)
+    by_real: dict[str, str] = {}
+    for rel in sorted(mine):
+        where = real.of(rel)
+        if where is None:
+            raise BuildFailed(f"{comp.name}: {prefix / rel} leads outside the prefix through a "
+                              "link", tip=f"remove the link on the way to {prefix / rel}")
+        root = layout.reserved_by(where, reserved)
+        if root is not None:
+            raise BuildFailed(
+                f"{comp.name}: its install wrote {real.shown(rel)}, which is rocbuild's own "
+                f"file ({root}: the env files, modulefiles and .rocbuild/ are rocbuild's)",
+                tip=f"change the install destination of {comp.name} (a patch or an option in "
+                    f"{comp.recipe.file}); rocbuild writes its own files again at the end of "
+                    "the build")
+        if where in by_real:
+            raise BuildFailed(
+                f"{comp.name}: {by_real[where]} and {rel} are one file ({where}, through a "
+                "link in the prefix): one of them overwrote the other",
+                tip=f"fix the [install] tables of {comp.recipe.file} or the project's install "
+                    "destinations so each path is written once")
+        by_real[where] = rel
     allowed = set(comp.recipe.install_overwrites)
     for other in sorted(set(others) - {comp.name} - allowed):
-        clash = sorted(mine & installed_by(prefix, other))
+        theirs = {real.of(e) for e in installed_by(prefix, other)}
+        clash = sorted(by_real[w] for w in by_real.keys() & theirs)
         if clash:
-            shown = ", ".join(clash[:5]) + (f" and {len(clash) - 5} more" if len(clash) > 5
-                                            else "")
+            shown = ", ".join(real.shown(c) for c in clash[:5]) + (
+                f" and {len(clash) - 5} more" if len(clash) > 5 else "")
             raise BuildFailed(
                 f"{comp.name}: its install overwrote {len(clash)} file(s) that {other} "
                 f"installed into {prefix}: {shown}",

@@ -4,8 +4,10 @@ A build writes env files, libraries and links into its prefix and removes what a
 install of a component left, so a wrong ``--prefix`` could overwrite a user's files
 (``--prefix ~`` replaced a user's own ``~/env.sh``). rocbuild marks a prefix as its own with
 ``<prefix>/.rocbuild/`` (where build-info.json lives) when it first installs into it, and
-refuses: the file system root, system folders and the home folder, always; and any existing
-non-empty folder without that mark unless the user says ``--allow-existing-prefix``.
+refuses: the file system root, every folder under the system's trees (FHS, see
+``SYSTEM_TREES``), a folder that holds the home folder, and a prefix that holds the workdir,
+always; and any existing non-empty folder without that mark unless the user says
+``--allow-existing-prefix``.
 """
 
 from __future__ import annotations
@@ -17,10 +19,47 @@ from rocbuild.errors import ConfigError
 from rocbuild.prefix.buildinfo import INFO_DIR
 
 ALLOW_FLAG = "--allow-existing-prefix"
-# the root and folders the system owns: never a prefix, whatever the flags say
-SYSTEM_DIRS = ("/", "/bin", "/boot", "/dev", "/etc", "/home", "/lib", "/lib32", "/lib64",
-               "/opt", "/proc", "/root", "/run", "/sbin", "/srv", "/sys", "/tmp", "/usr",
-               "/usr/bin", "/usr/lib", "/usr/local", "/usr/share", "/var")
+
+# The Filesystem Hierarchy Standard 3.0 (refspecs.linuxfoundation.org/FHS_3.0) decides what the
+# system owns. Trees of the system, refused with everything below them whatever the flags say:
+# the essential binaries and libraries, the boot files, the kernel's and udev's pseudo file
+# systems, /etc (host configuration), /usr (the shareable, read-only system hierarchy) and /var
+# (the system's variable data: package databases, spools, logs).
+SYSTEM_TREES = ("/bin", "/boot", "/dev", "/etc", "/lib", "/lib32", "/lib64", "/libx32",
+                "/proc", "/run", "/sbin", "/sys", "/usr", "/var")
+# Folders meant to hold folders of the local admin or the users: the folder itself is refused,
+# a new folder inside may be a prefix. /opt/<package> is FHS's place for add-on software (the
+# default /opt/rocm-6.4-gfx906 is one, like AMD's own /opt/rocm-6.4.3); /usr/local is for
+# software installed locally, so /usr/local/<name> is allowed below /usr, unless <name> is one
+# of the hierarchy's own folders (FHS 4.9.2: bin, etc, games, include, lib, man, sbin, share,
+# src, with lib<qual> and libexec); the same for /opt's folders reserved to the admin (3.13.2).
+HOLDERS = ("/", "/home", "/media", "/mnt", "/opt", "/root", "/srv", "/tmp", "/usr/local")
+HIERARCHY = {"/usr/local": ("bin", "etc", "games", "include", "lib", "lib32", "lib64",
+                            "libx32", "libexec", "man", "sbin", "share", "src"),
+             "/opt": ("bin", "doc", "include", "info", "lib", "man")}
+
+
+def _under(path: Path, tree: str) -> bool:
+    return path == Path(tree) or Path(tree) in path.parents
+
+
+def system_owner(path: Path) -> str | None:
+    """Why the system owns ``path`` (resolved), or None: a system tree it is in, a folder
+    meant to hold folders, or one of the local hierarchy's own folders."""
+    if str(path) in HOLDERS:
+        return (f"{path} holds the folders of the system, its admin or its users (a new folder "
+                "inside it may be a prefix)")
+    for holder, own in HIERARCHY.items():
+        if path.parent == Path(holder) or Path(holder) in path.parents:
+            first = path.relative_to(holder).parts[0]
+            if first in own:
+                return f"{Path(holder) / first} is part of the {holder} hierarchy (FHS)"
+            if holder == "/usr/local":
+                return None  # /usr/local/<a name of its own>: locally installed software
+    for tree in SYSTEM_TREES:
+        if _under(path, tree):
+            return f"it is inside {tree}, a tree the system owns (FHS)"
+    return None
 
 
 def marker(prefix: Path) -> Path:
@@ -36,16 +75,27 @@ def _home() -> Path | None:
     return Path(home).resolve() if home and home != "~" else None
 
 
-def check(prefix: Path, *, allow_existing: bool = False) -> None:
+def check(prefix: Path, *, allow_existing: bool = False, workdir: Path | None = None) -> None:
     """Raise ConfigError (exit 2) when ``prefix`` is not safe to install into."""
     resolved = prefix.resolve()
     home = _home()
-    if str(resolved) in SYSTEM_DIRS or resolved == home:
-        what = "your home folder" if resolved == home else "a system folder"
+    tip = "choose a new folder, e.g. --prefix /opt/rocm-6.4-gfx906 or ~/rocm-6.4-gfx906"
+    why = system_owner(resolved)
+    if resolved == home or (home is not None and resolved in home.parents):
+        why = "it is your home folder" if resolved == home else f"it holds your home {home}"
+    if why is not None:
         raise ConfigError(
-            f"--prefix {prefix} is {what}; rocbuild installs only into a folder of its own "
-            "(it writes env.sh, bin/, lib/ there and removes what an older install left)",
-            tip="choose a new folder, e.g. --prefix /opt/rocm-6.4-gfx906 or ~/rocm-6.4-gfx906")
+            f"--prefix {prefix}: {why}; rocbuild installs only into a folder of its own (it "
+            "writes env.sh, bin/, lib/ there and removes what an older install left)", tip=tip)
+    if workdir is not None:
+        work = workdir.resolve()
+        if work == resolved or resolved in work.parents:
+            where = "the prefix" if work == resolved else "inside the prefix"
+            raise ConfigError(
+                f"--workdir {workdir} is {where} {prefix}: the prefix would carry the sources, "
+                "build trees and logs, and an install could overwrite them",
+                tip="put the workdir and the prefix side by side, e.g. --workdir "
+                    "~/.cache/rocbuild --prefix /opt/rocm-6.4-gfx906")
     if not resolved.exists() or is_ours(resolved) or allow_existing:
         return
     if not resolved.is_dir():

@@ -9,6 +9,7 @@ This module knows nothing of doit.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import sys
 import uuid
@@ -18,13 +19,13 @@ from typing import TYPE_CHECKING, Any
 
 from rocbuild import proc
 from rocbuild.errors import BuildFailed
-from rocbuild.model import buildsystems
+from rocbuild.model import buildsystems, layout
 from rocbuild.model.buildsystems import venv
 from rocbuild.model.buildsystems.venv import PythonVenv
 from rocbuild.model.graph import Component, sha256_text
 from rocbuild.model.steptable import PYTHON_VENV
 from rocbuild.prefix import ownership, prefixguard
-from rocbuild.run import jobs, patches, sources
+from rocbuild.run import clockskew, jobs, patches, sources
 from rocbuild.run.command import run_all
 from rocbuild.run.outcome import StepOutcome, step_logger
 from rocbuild.run.state import write_text_atomic
@@ -97,7 +98,8 @@ def fetch(ctx: BuildContext, comp: Component, log: Path, outcome: StepOutcome) -
         previous_commit=before.get("commit"), applied=patched.get("applied"),
         save_root=saved_dir(ctx, comp))
     fetched = sources.fetch(req, step_logger(log), registry=ctx.registry())
-    outcome.record.update(commit=fetched.commit, checkout_id=fetched.checkout_id)
+    outcome.record.update(commit=fetched.commit, checkout_id=fetched.checkout_id,
+                          ref_kind=fetched.ref_kind)
     if fetched.saved is not None:
         outcome.warnings.append(f"the old checkout held edits or commits of yours; it was "
                                 f"moved to {fetched.saved} instead of being deleted")
@@ -107,6 +109,8 @@ def patch(ctx: BuildContext, comp: Component, log: Path, outcome: StepOutcome) -
     proc.log_attempt(log, f"patch {comp.checkout_dir} with {len(comp.patches)} patches")
     fetched = ctx.state.read_stamp(comp.name, "fetch") or {}
     before = ctx.state.read_stamp(comp.name, "patch") or {}
+    if (before.get("inputs") or {}).get("checkout") != fetched.get("checkout_id"):
+        before = {}  # a new checkout (the old one was deleted or replaced): no edits in it
     applied, saved = patches.apply_series(
         comp.name, comp.checkout_dir, fetched["commit"], [p.path for p in comp.patches],
         step_logger(log), applied_before=before.get("applied"),
@@ -121,14 +125,26 @@ def patch(ctx: BuildContext, comp: Component, log: Path, outcome: StepOutcome) -
 def check_patches(ctx: BuildContext, comp: Component) -> None:
     """Preflight: the whole series against the fetched commit, before any long step."""
     fetched = ctx.state.read_stamp(comp.name, "fetch")
-    if fetched is not None and comp.patches:
+    # served by the binary cache: no checkout here, and the series was checked (and is in
+    # the artifact's key) where it was built; a rebuild fetches first, then this checks it
+    if fetched is not None and comp.patches and not fetched.get("from_cache"):
         patches.check_series(comp.name, comp.checkout_dir, fetched["commit"],
                              [p.path for p in comp.patches])
+
+
+def check_clock(ctx: BuildContext, comp: Component, log: Path, outcome: StepOutcome) -> None:
+    """Files dated in the future in the build tree, the sources or the prefix make ninja loop
+    or skip edits: repaired before CMake or ninja runs (clockskew.py)."""
+    warning = clockskew.repair(comp.build_dir, [comp.source_dir, ctx.stack.prefix],
+                               step_logger(log)).warning()
+    if warning and warning not in outcome.warnings:
+        outcome.warnings.append(warning)
 
 
 def configure(ctx: BuildContext, comp: Component, log: Path, outcome: StepOutcome) -> None:
     system = buildsystems.of(comp)
     comp.build_dir.mkdir(parents=True, exist_ok=True)
+    check_clock(ctx, comp, log, outcome)
     remove_stale(comp, log)
     outcome.record["build_id"] = ensure_build_id(comp.build_dir)
     counts = jobs.job_counts(ctx, comp)
@@ -142,6 +158,7 @@ def configure(ctx: BuildContext, comp: Component, log: Path, outcome: StepOutcom
 
 def compile(ctx: BuildContext, comp: Component, log: Path, outcome: StepOutcome) -> None:
     """The build with the jobs that fit; jobs.py retries with fewer when one dies of memory."""
+    check_clock(ctx, comp, log, outcome)
     jobs.compile_step(ctx, comp, log, outcome)
 
 
@@ -153,13 +170,20 @@ def install(ctx: BuildContext, comp: Component, log: Path, outcome: StepOutcome)
     remove_previous_install(ctx, comp, write)
     run_all(ctx, comp, "install", buildsystems.of(comp).install(ctx.stack, comp), log, outcome)
     install_extras(ctx, comp, write)
-    ownership.finish_install(prefix, comp, ctx.stack.order, write)
+    finish_install(ctx, comp, write)
 
 
 def install_extras(ctx: BuildContext, comp: Component, log: Callable[[str], None]) -> None:
     """The recipe's links and files (ownership.py never writes them through a link out of
-    the prefix)."""
-    ownership.install_extras(ctx.stack.prefix, comp, log)
+    the prefix, nor onto a file another entry holds)."""
+    ownership.install_extras(ctx.stack.prefix, comp, log, ctx.stack.order,
+                             layout.reserved_roots(ctx.stack.recipes.stack.name))
+
+
+def finish_install(ctx: BuildContext, comp: Component, log: Callable[[str], None]) -> None:
+    """Check what the install wrote (inside the prefix, no clash) and record it."""
+    ownership.finish_install(ctx.stack.prefix, comp, ctx.stack.order, log,
+                             layout.reserved_roots(ctx.stack.recipes.stack.name))
 
 
 def remove_previous_install(ctx: BuildContext, comp: Component,
@@ -172,9 +196,16 @@ def remove_previous_install(ctx: BuildContext, comp: Component,
     if installed is None:  # never installed (a source-only component never is)
         return
     prefix = ctx.stack.prefix.resolve()
+    # a path that leads, through a link, to another component's file is not this one's
+    theirs = ownership.claimed_by_others(ctx.stack.prefix, comp, ctx.stack.order)
     removed = 0
     for path in installed:
-        inside = path.parent.resolve().is_relative_to(prefix)  # links may point anywhere
+        real = path.parent.resolve() / path.name  # links may point anywhere
+        inside = real.parent.is_relative_to(prefix)
+        real_rel = real.relative_to(prefix).as_posix() if inside else ""
+        if real_rel in theirs and real_rel != os.path.relpath(path, ctx.stack.prefix):
+            log(f"kept {path}: through a link it is {real}, another component's file")
+            continue
         if inside and (path.is_symlink() or path.is_file()):
             path.unlink()
             removed += 1

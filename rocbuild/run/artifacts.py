@@ -32,6 +32,9 @@ MANIFEST_FORMAT = 1
 ARCHIVE_SUFFIX = ".tar.zst"
 STAGING_NAME = ".rocbuild-unpack"
 _CHUNK = 1 << 20
+# setuid, setgid, sticky: an artifact is data from another machine, its programs never get
+# their owner's rights here (GNU tar drops these bits too when a non-root user extracts)
+_PRIVILEGE_BITS = 0o7000
 
 Progress = Callable[[int, int], None]  # (bytes done, bytes in all)
 
@@ -303,6 +306,10 @@ def unpack(archive: Path, entries: list[FileEntry], prefix: Path, relocation: Re
         ordered = sorted(by_path.values(), key=lambda e: (e.type == "file", e.path))
         for entry in ordered:  # links first: a file may be installed through a linked folder
             _place(entry, staging, prefix, relocation)
+            if entry.type == "file" and entry.mode & _PRIVILEGE_BITS:
+                log(f"{entry.path}: setuid/setgid bits removed (mode {entry.mode:04o} in the "
+                    f"artifact, {entry.mode & 0o777:04o} installed): a program from a cache "
+                    "never runs with its owner's rights, as tar does it for a non-root user")
         log(f"installed {len(ordered)} files from {archive.name}")
         return [e.path for e in ordered]
     finally:
@@ -385,5 +392,5 @@ def _place(entry: FileEntry, staging: Path, prefix: Path, relocation: Relocation
     if relocation.needed and entry.holds_prefix == "text":
         data = relocation.rewrite(staged.read_bytes())
         staged.write_bytes(data)
-    os.chmod(staged, entry.mode & 0o7777)
+    os.chmod(staged, entry.mode & 0o777)  # never setuid, setgid or sticky (see unpack)
     os.replace(staged, dest)

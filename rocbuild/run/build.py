@@ -78,7 +78,7 @@ class BuildContext:
         try:
             stack.enter_context(self.state.lock())
             # then the prefix: two workdirs must not install into one prefix at once
-            stack.enter_context(prefix_lock(self.stack.prefix))
+            prefix_locked = stack.enter_context(prefix_lock(self.stack.prefix))
         except BaseException:
             stack.close()
             raise
@@ -86,6 +86,8 @@ class BuildContext:
         for command in self.registry().reap_leftovers():
             self.output.say(f"ended a leftover process of an earlier run: {command}")
         leftovers.clean(self.stack.workdir, self.output.say)  # git locks, .old, stamp temps
+        if prefix_locked:  # unpack folders and temp files of a killed install
+            leftovers.clean_prefix(self.stack.prefix, self.output.say)
 
     def release(self) -> None:
         if self._lock is not None:

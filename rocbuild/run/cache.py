@@ -37,7 +37,7 @@ from typing import Any
 
 from rocbuild import __version__
 from rocbuild.errors import BuildFailed, ConfigError
-from rocbuild.model import buildsystems, wording
+from rocbuild.model import buildsystems, launchers, layout, wording
 from rocbuild.model.graph import Component, Stack, portable_text, sha256_text
 from rocbuild.run import artifacts, signing, sources
 from rocbuild.run.artifacts import ArtifactRefused, Manifest, Relocation
@@ -62,10 +62,12 @@ FROM_CACHE, RELOCATE, NO_ARTIFACT, REFUSED = "from cache", "from cache, relocate
 
 def artifact_inputs(stack: Stack, comp: Component) -> dict[str, Any]:
     """The named inputs the key hashes (see the module's doc for why these). ``command`` is
-    the configure command without job counts, so what rocbuild itself adds (generator,
-    RUNPATH) counts as it does for a rebuild (uptodate.command_key)."""
-    command = (sha256_text(portable_text(stack, buildsystems.configure_key(stack, comp)))
-               if comp.builds else None)
+    the configure command without job counts and compiler launchers, so what rocbuild itself
+    adds (generator, RUNPATH) counts as it does for a rebuild (uptodate.command_key) while
+    the speed settings (--jobs, --ccache, --distcc) never change the key: an artifact built
+    with ccache is the same build as one without."""
+    command = (sha256_text(portable_text(stack, buildsystems.configure_key(
+        stack, comp, launchers.without_launchers))) if comp.builds else None)
     return {"recipe": comp.portable_fingerprint, "command": command,
             "targets": [str(t) for t in stack.targets], "machine": platform.machine(),
             "format": artifacts.MANIFEST_FORMAT}
@@ -119,8 +121,17 @@ def ref_kind(stack: Stack, state: StateDir, owner: Component) -> str:
     recorded = (state.read_stamp(owner.name, "fetch") or {}).get("ref_kind")
     if recorded:
         return str(recorded)
+    # a fetch of an older rocbuild recorded no kind: the source cache still knows it, if the
+    # URL leads to the same cache as in the build (the same --mirror)
     cache = sources.cache_dir(stack.workdir / "cache" / "git", owner.fetch_url)
-    return "tag" if sources._is_tag_or_commit(cache, owner.ref) else "branch"
+    if not (cache / "HEAD").is_file():
+        raise ConfigError(
+            f"{owner.name}: its fetch left no record of whether '{owner.ref}' is a tag or a "
+            f"branch, and its source cache for {owner.fetch_url} is not in "
+            f"{stack.workdir / 'cache' / 'git'} (was the build run with another --mirror?)",
+            tip="run `rocbuild cache push` with the --mirror the build used, or build "
+                f"{owner.name} again with this rocbuild (its fetch records the kind)")
+    return sources.ref_kind(cache, owner.ref)
 
 
 def make_artifact(stack: Stack, state: StateDir, comp: Component, folder: Path,
@@ -236,17 +247,21 @@ def choose(store: Store, stack: Stack, state: StateDir, comp: Component,
     trust = trust or Trust.default()
     inputs = artifact_inputs(stack, comp)
     key = artifact_key(inputs)
-    doc = store.read_manifest(comp.name, key)
-    if doc is None:
-        return Choice(comp.name, key, NO_ARTIFACT, source_only=not comp.builds)
 
     def refuse(reason: str) -> Choice:
         return Choice(comp.name, key, REFUSED, reason, source_only=not comp.builds,
                       location=store.location)
 
+    try:
+        doc = store.read_manifest(comp.name, key)
+    except ArtifactRefused as exc:  # one damaged manifest: only this component is built
+        return refuse(str(exc))
+    if doc is None:
+        return Choice(comp.name, key, NO_ARTIFACT, source_only=not comp.builds)
     refused, signed = check_signature(store, doc, comp.name, key, trust)
     if refused:
         return refuse(refused)
+
     try:
         manifest = Manifest.from_json(doc)
         if manifest.component != comp.name or manifest.key != key:
@@ -262,6 +277,11 @@ def choose(store: Store, stack: Stack, state: StateDir, comp: Component,
             return refuse(f"it was built from commit {manifest.commit[:12]} but the source here "
                           f"is {fetched[:12]}")
         artifacts.check_entries(manifest.files, manifest.prefix)
+        reserved = layout.reserved_roots(stack.recipes.stack.name)
+        for entry in manifest.files:
+            if layout.reserved_by(entry.path, reserved):
+                return refuse(f"it holds {entry.path}, one of rocbuild's own files in the "
+                              "prefix")
     except ArtifactRefused as exc:
         return refuse(str(exc))
     if manifest.prefix == str(stack.prefix):

@@ -89,7 +89,7 @@ def install_from_cache(ctx: BuildContext, comp: Component, log_file: Path,
         cache.install(store, ctx.stack, choice, log,
                       ProgressLine(ctx.output.say, f"{name}: pulling"))
         actions.install_extras(ctx, comp, log)  # the recipe's links and files, for this prefix
-        ownership.finish_install(ctx.stack.prefix, comp, ctx.stack.order, log)
+        actions.finish_install(ctx, comp, log)  # inside the prefix, no clash; recorded
         for step in steps_of(comp):  # in order: each stamp's inputs name the one before
             _stamp(ctx, comp, step, choice)
     except (ArtifactRefused, CacheUnavailable, BuildFailed, OSError) as exc:

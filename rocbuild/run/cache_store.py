@@ -21,6 +21,7 @@ import fcntl
 import http.client
 import json
 import os
+import re
 import time
 import urllib.error
 import urllib.parse
@@ -32,14 +33,16 @@ from typing import Any, Protocol
 from rocbuild.errors import CacheUnavailable, ConfigError
 from rocbuild.files import write_text_atomic
 from rocbuild.model.resources import format_bytes
-from rocbuild.run.artifacts import Manifest, Progress, sha256_file
+from rocbuild.run.artifacts import ArtifactRefused, Manifest, Progress, sha256_file
 from rocbuild.run.signing import key_of
 from rocbuild.run.state import read_json, write_json_atomic
 
 INDEX = "index.json"
 INDEX_FORMAT = 1
 _CHUNK = 1 << 20
+_NET_CHUNK = 1 << 16  # read what has arrived (read1), so every byte reaches the disk at once
 HTTP_TIMEOUT = 60.0
+PULL_ATTEMPTS = 5  # transfers in a row that may break off without bringing a byte more
 
 
 def manifest_path(component: str, key: str) -> str:
@@ -74,20 +77,59 @@ class Store(Protocol):
 
 
 def pull_archive(store: Store, manifest: Manifest, dest: Path,
-                 progress: Progress | None = None) -> Path:
+                 progress: Progress | None = None, attempts: int = PULL_ATTEMPTS) -> Path:
     """Copy the archive of ``manifest`` to ``dest``, continuing ``dest.partial`` when an
     earlier pull was interrupted; checked against the manifest's size and sha256 before it is
-    renamed. A file already at ``dest`` with the right sha256 is reused."""
+    renamed. A file already at ``dest`` with the right sha256 is reused.
+
+    A transfer that breaks off (an error, or the server closing before the length it
+    announced) is continued from the bytes that arrived, up to ``attempts`` times in a row
+    without progress. A whole transfer of the wrong size or sha256 is not this archive; when
+    it was a continued one, the bytes may be another file's (the file on the server changed,
+    or the server answered the Range request with something else): the copy is removed and
+    pulled once more from zero before the archive is given up."""
     total = manifest.archive_size
     if dest.is_file() and sha256_file(dest) == manifest.archive_sha256:
         return dest
     dest.parent.mkdir(parents=True, exist_ok=True)
     partial = dest.with_name(dest.name + ".partial")
-    have = partial.stat().st_size if partial.is_file() else 0
-    if have >= total:  # nothing left to ask for: a whole copy that failed its check, start over
-        have = 0
+    idle, restarted = 0, False
+    while True:
+        have = partial.stat().st_size if partial.is_file() else 0
+        if have >= total:  # nothing left to ask for: a whole copy that failed its check
+            partial.unlink()
+            have = 0
+        try:
+            start, done = _copy_from(store, manifest, partial, have, progress)
+        except CacheUnavailable:
+            grown = partial.is_file() and partial.stat().st_size > have
+            idle = 0 if grown else idle + 1
+            if idle >= attempts:
+                raise
+            continue  # what arrived is kept: ask for the rest
+        if done == total and sha256_file(partial) == manifest.archive_sha256:
+            os.replace(partial, dest)
+            return dest
+        partial.unlink()
+        if start > 0 and not restarted:  # continued with bytes that are not this archive's
+            restarted = True
+            continue
+        raise CacheUnavailable(f"{store.location}: the archive of {manifest.component} does not "
+                               "match its manifest (size or sha256); it was removed locally",
+                               tip="run the build again; if it repeats, push the component "
+                                   "to the cache again")
+
+
+def _copy_from(store: Store, manifest: Manifest, partial: Path, have: int,
+               progress: Progress | None) -> tuple[int, int]:
+    """One transfer into ``partial`` from byte ``have`` (or from 0 when the store sends the
+    whole file): (where it really started, the size now). Every chunk is written as it
+    arrives, unbuffered, so a SIGKILL keeps what came (the page cache has it). More bytes than
+    the manifest's size stop the transfer: that is not this archive."""
+    total = manifest.archive_size
     chunks, start = store.open_archive(manifest.component, manifest.key, have)
-    with partial.open("r+b" if partial.exists() else "wb") as out:
+    fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    with os.fdopen(fd, "wb", buffering=0) as out:
         out.seek(start)
         out.truncate()
         done = start
@@ -95,15 +137,10 @@ def pull_archive(store: Store, manifest: Manifest, dest: Path,
             out.write(chunk)
             done += len(chunk)
             if progress:
-                progress(done, total)
-    if partial.stat().st_size != total or sha256_file(partial) != manifest.archive_sha256:
-        partial.unlink()
-        raise CacheUnavailable(f"{store.location}: the archive of {manifest.component} does not "
-                               "match its manifest (size or sha256); it was removed locally",
-                               tip="run the build again; if it repeats, push the component "
-                                   "to the cache again")
-    os.replace(partial, dest)
-    return dest
+                progress(min(done, total), total)
+            if done > total:
+                break
+    return start, done
 
 
 class FolderStore:
@@ -121,9 +158,8 @@ class FolderStore:
         if not path.is_file():
             return None
         doc = read_json(path)
-        if doc is None:
-            raise CacheUnavailable(f"{path}: not a readable JSON manifest",
-                                   tip=f"remove {path} and push the component again")
+        if doc is None:  # this artifact's fault, not the cache's: the others may still serve
+            raise ArtifactRefused(f"its manifest {path} is not a readable JSON document")
         return doc
 
     def read_signature(self, component: str, key: str) -> str | None:
@@ -228,6 +264,10 @@ def index_entry(manifest: Manifest, signature: str | None = None) -> dict[str, A
             "created": manifest.created, "rocbuild": manifest.rocbuild}
 
 
+class _NotJson(Exception):
+    """A document of the HTTP cache that is not JSON (its URL is the message)."""
+
+
 class HttpStore:
     """A read-only cache served over HTTP(S) by any static file server."""
 
@@ -254,11 +294,14 @@ class HttpStore:
                                    tip="check the URL and the server, or build without "
                                        "--cache") from None
         except ValueError:
-            raise CacheUnavailable(f"{self._url(rel)}: not a JSON document") from None
+            raise _NotJson(self._url(rel)) from None
         return doc if isinstance(doc, dict) else None
 
     def read_manifest(self, component: str, key: str) -> dict[str, Any] | None:
-        return self._get_json(manifest_path(component, key))
+        try:
+            return self._get_json(manifest_path(component, key))
+        except _NotJson as exc:  # this artifact's fault: the others may still serve
+            raise ArtifactRefused(f"its manifest {exc} is not a JSON document") from None
 
     def read_signature(self, component: str, key: str) -> str | None:
         url = self._url(signature_path(component, key))
@@ -274,7 +317,10 @@ class HttpStore:
                                    f"{getattr(exc, 'reason', exc)}") from None
 
     def index(self) -> list[dict[str, Any]]:
-        doc = self._get_json(INDEX) or {}
+        try:
+            doc = self._get_json(INDEX) or {}
+        except _NotJson as exc:
+            raise CacheUnavailable(f"{exc}: not a JSON document") from None
         entries = doc.get("artifacts", [])
         return entries if isinstance(entries, list) else []
 
@@ -297,17 +343,31 @@ class HttpStore:
             raise CacheUnavailable(f"cannot download {url}: {reason}",
                                    tip="run the build again: the download continues") from None
         start = offset if resp.status == 206 else 0  # 200: the server sent the whole file
+        if resp.status == 206 and not _range_starts_at(resp.headers.get("Content-Range"),
+                                                       offset):
+            resp.close()  # another range than the one asked for: take the whole file
+            return self.open_archive(component, key, 0)
 
         def chunks() -> Iterator[bytes]:
             with resp:
                 try:
-                    yield from iter(lambda: resp.read(_CHUNK), b"")
+                    yield from iter(lambda: resp.read1(_NET_CHUNK), b"")
                 except (OSError, http.client.HTTPException) as exc:
                     raise CacheUnavailable(
                         f"the download of {url} broke off: {exc}",
                         tip="run the build again: the download continues") from None
+                if resp.length:  # the server closed before the Content-Length it announced
+                    raise CacheUnavailable(f"the download of {url} broke off ({resp.length} "
+                                           "bytes missing)",
+                                           tip="run the build again: the download continues")
 
         return chunks(), start
+
+
+def _range_starts_at(content_range: str | None, offset: int) -> bool:
+    """A 206 answer's ``Content-Range: bytes <first>-<last>/<size>`` starts at ``offset``."""
+    found = re.match(r"\s*bytes\s+(\d+)-", content_range or "")
+    return found is not None and int(found[1]) == offset
 
 
 def open_store(text: str) -> FolderStore | HttpStore:

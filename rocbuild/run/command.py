@@ -10,6 +10,7 @@ from rocbuild import proc
 from rocbuild.errors import BuildFailed
 from rocbuild.model.graph import Component
 from rocbuild.model.steps import step_env
+from rocbuild.run import stepfaults
 from rocbuild.run.outcome import StepOutcome
 
 if TYPE_CHECKING:
@@ -33,7 +34,10 @@ def run_tool(ctx: BuildContext, comp: Component | None, step: str, argv: list[st
     if not result.ok:
         how = (f"was killed by signal {result.signal}" if result.signal
                else f"exited with {result.returncode}")
-        raise BuildFailed(f"{name}: {step} failed: {argv[0]} {how}")
+        # a full disk, in the tool's words and where: the message is what the summary shows
+        places = [comp.build_dir, ctx.stack.prefix] if comp is not None else [ctx.stack.workdir]
+        full = stepfaults.full_disk(result.tail, places)
+        raise BuildFailed(f"{name}: {step} failed: {argv[0]} {how}" + (f": {full}" if full else ""))
     return result
 
 

@@ -31,6 +31,7 @@ __all__ = ["Reports", "build", "make_namespace", "make_reporter", "run_doit"]
 BACKENDS = {"BACKEND": {"durable": "rocbuild.run.state:DurableSqliteDB"}}
 # tasks that say their own failure (TaskFailed): every step kind, and the lifecycle's tasks
 SELF_REPORTING = {k.name for k in steptable.STEPS} | {lifecycle.PREFLIGHT_TASK, tasks.BUILD}
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
 
 
 def make_reporter(run: Run) -> type:
@@ -113,7 +114,9 @@ def run_doit(run: Run, task_names: Sequence[str], *, parallel: int = 1,
     if keep_going:
         argv.append("--continue")
     argv += list(task_names)
-    old = signal.signal(signal.SIGTERM, _term_to_interrupt)
+    # SIGTERM and SIGHUP (the terminal or ssh session of the build went away) end the run as
+    # Ctrl-C does: children ended, what finished kept, exit 130
+    old = {sig: signal.signal(sig, _term_to_interrupt) for sig in STOP_SIGNALS}
     try:
         return DoitMain(ModuleTaskLoader(namespace), config_filenames=(),
                         extra_config=BACKENDS).run(argv)
@@ -121,7 +124,8 @@ def run_doit(run: Run, task_names: Sequence[str], *, parallel: int = 1,
         lifecycle.at_end(run, interrupted=True)  # when doit stopped before its own end
         raise
     finally:
-        signal.signal(signal.SIGTERM, old)
+        for sig, handler in old.items():
+            signal.signal(sig, handler)
 
 
 def build(ctx: BuildContext, components: Sequence[str], whole: Stack, reports: Reports, *,

@@ -6,15 +6,25 @@ stale (a kill during a fetch leaves ``shallow.lock``, ``config.lock``, ``HEAD.lo
 lock, and every later git command there fails), an ``src/<c>.old`` or ``src/<c>.partial``
 is a half-done ref switch (gigabytes for llvm-project), and a ``.<name>.<pid>.tmp`` in the
 state folder is a stamp that was never renamed into place.
+
+The prefix gets the same treatment while the prefix lock is held (``clean_prefix``): no other
+run installs there, so an unpack folder of a killed cache install (``.rocbuild-unpack-*``,
+artifacts.py), a temp file of an atomic write that a kill stopped just before its rename
+(``.env.sh.<pid>.tmp`` and the like, files.py) and a recipe extra's ``.<name>.rocbuild-tmp``
+(ownership.py) are all left over for good unless this removes them.
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 import re
 import shutil
 from collections.abc import Callable, Iterator
 from pathlib import Path
+
+from rocbuild.prefix.ownership import EXTRA_TMP_SUFFIX
+from rocbuild.run.artifacts import STAGING_NAME
 
 Say = Callable[[str], None]
 _LOCK_FOLDERS = ("refs", "logs", "info")  # where git keeps per-ref lock files
@@ -73,7 +83,54 @@ def clean(workdir: Path, say: Say) -> None:
         if leftover.is_dir() and not leftover.is_symlink():
             shutil.rmtree(leftover, ignore_errors=True)
             say(f"removed the half-switched checkout left by a killed run: {leftover}")
+    push = workdir / "cache" / "push"  # `cache push` packs here and removes it when done
+    if push.is_dir() and not push.is_symlink():
+        shutil.rmtree(push, ignore_errors=True)
+        say(f"removed the packing folder of an interrupted `cache push`: {push}")
     for tmp in (workdir / "state").rglob(".*.tmp"):
         if tmp.is_file():
             with contextlib.suppress(FileNotFoundError):
                 tmp.unlink()
+
+
+# files.write_text_atomic's temp name: ``.<name>.<pid>.tmp``
+_ATOMIC_TMP_RE = re.compile(r"^\..+\.\d+\.tmp$")
+
+
+def _own_folders(prefix: Path) -> Iterator[Path]:
+    """The folders where rocbuild writes its own prefix files atomically: the top (env files),
+    each modulefiles/<stack>/ folder, .rocbuild/ and everything below it."""
+    yield prefix
+    yield from (p for p in sorted((prefix / "modulefiles").glob("*")) if p.is_dir())
+    info = prefix / ".rocbuild"
+    if info.is_dir() and not info.is_symlink():
+        yield info
+        yield from (p for p in sorted(info.rglob("*")) if p.is_dir() and not p.is_symlink())
+
+
+def _extra_temps(prefix: Path) -> Iterator[Path]:
+    """Every ``.<name>.rocbuild-tmp`` below the prefix (the suffix is rocbuild's alone; an
+    extra dropped from its recipe is never rewritten, so its temp file is found by name)."""
+    for folder, dirs, files in os.walk(prefix):  # never follows links
+        for name in files:
+            if name.startswith(".") and name.endswith(EXTRA_TMP_SUFFIX):
+                yield Path(folder) / name
+        dirs[:] = [d for d in dirs if not d.startswith(STAGING_NAME)]
+
+
+def clean_prefix(prefix: Path, say: Say) -> None:
+    """Remove what a killed run left in the prefix (call with the prefix lock held)."""
+    if not prefix.is_dir():
+        return
+    for folder in sorted(prefix.glob(STAGING_NAME + "-*")):
+        if folder.is_dir() and not folder.is_symlink():
+            shutil.rmtree(folder, ignore_errors=True)
+            say(f"removed an unpack folder a killed cache install left: {folder}")
+    temps = [entry for folder in _own_folders(prefix) for entry in sorted(folder.iterdir())
+             if _ATOMIC_TMP_RE.match(entry.name)]
+    temps += sorted(_extra_temps(prefix))
+    for tmp in temps:
+        if tmp.is_symlink() or tmp.is_file():
+            with contextlib.suppress(FileNotFoundError):
+                tmp.unlink()
+            say(f"removed a temp file a killed run left in the prefix: {tmp}")

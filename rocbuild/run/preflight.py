@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from rocbuild.checks import hostreqs
 from rocbuild.errors import BuildFailed, PreflightError
 from rocbuild.model import cost, launchers
+from rocbuild.model.gitcache import is_local
 from rocbuild.model.resources import format_gib
 from rocbuild.model.steps import step_env
 from rocbuild.model.steptable import steps_of
@@ -65,6 +66,8 @@ def check_offline_sources(ctx: BuildContext) -> list[Problem]:
                 or cache_install.is_served(ctx, comp.name)):  # --cache installs it
             continue
         assert comp.fetch_url is not None and comp.ref is not None
+        if is_local(comp.fetch_url):  # a file:// mirror: fetched without the network
+            continue
         cache = sources.cache_dir(ctx.stack.workdir / "cache" / "git", comp.fetch_url)
         if not (cache / "HEAD").is_file() or sources.cached_commit(cache, comp.ref) is None:
             problems.append(Problem(f"{comp.name}: {comp.ref} of {comp.fetch_url} is not in the "

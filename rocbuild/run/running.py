@@ -19,6 +19,7 @@ from pathlib import Path
 
 import psutil
 
+from rocbuild.files import read_regular
 from rocbuild.run.state import StateDir, read_json, write_json_atomic
 
 
@@ -80,7 +81,7 @@ def lock_holder(workdir: Path) -> int | None:
     keeps the last holder's pid; it counts only while that process has the file open."""
     path = StateDir(workdir).root / "lock"
     try:
-        pid = int(path.read_text().strip() or "0")
+        pid = int(read_regular(path).decode().strip() or "0")
     except (OSError, ValueError):
         return None
     if pid <= 0:

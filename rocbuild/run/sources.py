@@ -26,7 +26,8 @@ import git
 
 from rocbuild import proc
 from rocbuild.errors import BuildFailed
-from rocbuild.model.gitcache import cache_dir, cache_ref, insteadof_args
+from rocbuild.files import read_regular
+from rocbuild.model.gitcache import cache_dir, cache_ref, insteadof_args, is_local
 from rocbuild.run import patches
 
 _SHA_RE = re.compile(r"^[0-9a-f]{40}$")
@@ -118,9 +119,16 @@ def _is_tag_or_commit(cache: Path, ref: str) -> bool:
         return True
     try:
         kind = git.Repo(str(cache)).git.config("--get", f"rocbuild.{cache_ref(ref)[-16:]}.kind")
-    except git.GitCommandError:
-        return False
+    except (git.GitCommandError, git.NoSuchPathError, git.InvalidGitRepositoryError):
+        return False  # no cache (yet): not known to be final
     return kind == "tag"
+
+
+def ref_kind(cache: Path, ref: str) -> str:
+    """tag, commit or branch: what the cached ref is (a fetch records it in the cache)."""
+    if _SHA_RE.match(ref):
+        return "commit"
+    return "tag" if _is_tag_or_commit(cache, ref) else "branch"
 
 
 def fetch_into_cache(req: FetchRequest, log: Logger,
@@ -132,7 +140,7 @@ def fetch_into_cache(req: FetchRequest, log: Logger,
     if cached and (req.offline or _is_tag_or_commit(cache, req.ref)):
         log(f"{req.ref} is cached as {cached}; no download")
         return cached
-    if req.offline:
+    if req.offline and not is_local(req.url):  # a local mirror needs no network
         raise BuildFailed(f"{req.name}: {req.ref} from {req.url} is not in the cache and "
                           "--offline forbids downloading it",
                           tip="run once without --offline, or add a --mirror that has it")
@@ -187,7 +195,7 @@ def checkout_id(checkout: Path) -> str | None:
     the tree depend on it, so a fresh checkout (new files, new times) is patched and built
     again, while reusing the same checkout changes nothing."""
     try:
-        return (checkout / ".git" / CHECKOUT_ID_FILE).read_text().strip() or None
+        return read_regular(checkout / ".git" / CHECKOUT_ID_FILE).decode().strip() or None
     except OSError:
         return None
 
@@ -203,6 +211,7 @@ class FetchResult:
     commit: str
     checkout_id: str
     saved: Path | None = None  # where an old checkout with the user's work was moved
+    ref_kind: str = ""  # tag, commit or branch (`cache push` reads it from the stamp)
 
 
 def _holds_user_work(req: FetchRequest) -> bool:
@@ -221,14 +230,15 @@ def fetch(req: FetchRequest, log: Logger,
     """Make ``req.checkout_dir`` a checkout of the pinned ref; its git commands are
     registered in ``registry`` (the run's) while they run."""
     commit = fetch_into_cache(req, log, registry)
+    cache = cache_dir(req.cache_root, req.url)
+    kind = ref_kind(cache, req.ref)
     partial = req.checkout_dir.with_name(req.checkout_dir.name + ".partial")
     if partial.exists():
         shutil.rmtree(partial)  # left by a run that was killed while checking out
     if checkout_commit(req.checkout_dir) == commit:
         log(f"{req.checkout_dir} already at {commit}")
         return FetchResult(commit, checkout_id(req.checkout_dir)
-                           or _new_checkout_id(req.checkout_dir))
-    cache = cache_dir(req.cache_root, req.url)
+                           or _new_checkout_id(req.checkout_dir), ref_kind=kind)
     partial.mkdir(parents=True)
     git.Repo.init(str(partial))
     _run(partial, ["fetch", "--depth", "1", "--no-tags", "--", cache.as_uri(), commit], log,
@@ -256,4 +266,4 @@ def fetch(req: FetchRequest, log: Logger,
     else:
         partial.rename(req.checkout_dir)
     log(f"checked out {commit} in {req.checkout_dir}")
-    return FetchResult(commit, token, saved)
+    return FetchResult(commit, token, saved, ref_kind=kind)

@@ -21,7 +21,7 @@ from typing import Any
 
 from doit.dependency import DatabaseException, SqliteDB
 
-from rocbuild.errors import BusyError
+from rocbuild.errors import BusyError, ConfigError
 from rocbuild.files import read_json, write_json_atomic, write_text_atomic  # noqa: F401
 
 
@@ -74,9 +74,14 @@ class StateDir:
         """Hold ``<workdir>/state/lock`` for a run. A second build on the same workdir gets a
         BusyError naming the pid that holds it. The kernel drops the lock when the holder
         dies, even by SIGKILL, so a stale lock never blocks the morning rerun."""
-        self.root.mkdir(parents=True, exist_ok=True)
         path = self.root / "lock"
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            self.root.mkdir(parents=True, exist_ok=True)
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        except (PermissionError, NotADirectoryError, FileNotFoundError) as exc:
+            raise ConfigError(f"cannot use the workdir {self.workdir}: {exc.strerror} "
+                              f"({exc.filename or path})",
+                              tip="give a --workdir this user can write to") from None
         try:
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -114,13 +119,15 @@ def _flock_holder(path: Path) -> str | None:
 
 
 @contextlib.contextmanager
-def prefix_lock(prefix: Path) -> Iterator[bool]:
+def prefix_lock(prefix: Path, *, create: bool = True) -> Iterator[bool]:
     """Hold a lock on the install prefix for a run, so two runs from different workdirs never
     install into one prefix at once. The lock is a flock on the prefix folder itself: nothing
     is written into a prefix the user may not have approved yet. Yields False (no lock) when
-    the prefix cannot be created; preflight then refuses the run with the fix."""
+    the prefix cannot be created (or, with ``create=False``, does not exist); preflight then
+    refuses the run with the fix."""
     try:
-        prefix.mkdir(parents=True, exist_ok=True)
+        if create:
+            prefix.mkdir(parents=True, exist_ok=True)
         fd = os.open(prefix, os.O_RDONLY | os.O_DIRECTORY)
     except OSError:
         yield False

@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rocbuild.files import read_regular
 from rocbuild.model import buildsystems, launchers, steptable
 from rocbuild.model.graph import Component, Stack, sha256_text
 from rocbuild.model.steptable import (
@@ -45,7 +46,7 @@ from rocbuild.model.steptable import (
     StepKind,
     steps_of,
 )
-from rocbuild.run import patches, sources
+from rocbuild.run import clockskew, patches, sources
 from rocbuild.run.state import StateDir
 
 BUILD_ID_FILE = "rocbuild-build-id"
@@ -54,7 +55,7 @@ BUILD_ID_FILE = "rocbuild-build-id"
 def build_id(build_dir: Path) -> str | None:
     """The token configure wrote into this build tree; None when the tree is not ours."""
     try:
-        return (build_dir / BUILD_ID_FILE).read_text().strip() or None
+        return read_regular(build_dir / BUILD_ID_FILE).decode().strip() or None
     except OSError:
         return None
 
@@ -174,6 +175,10 @@ class Rule:
         if stamp.get("from_cache") and kind.output != IN_PREFIX:
             return self._cached_output(comp, step)
         if not kind.output or OUTPUTS[kind.output](self, comp, step, stamp):
+            if (step == "configure" and kind.output == IN_TREE
+                    and clockskew.top_files_in_future(comp.build_dir)):
+                # ninja would loop ("manifest still dirty"): configure afresh (clockskew.py)
+                return "the build tree's files are dated in the future (clock skew)"
             return None
         files = buildsystems.of(comp).tree_files(step) if comp.builds else ()
         return kind.missing.format(files=" or ".join(files) or "its files")

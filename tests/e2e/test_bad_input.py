@@ -65,6 +65,25 @@ def _fifo(folder: Path) -> None:
     os.mkfifo(folder / "pipe.toml")
 
 
+def _patches(make: Callable[[Path], None]) -> Callable[[Path], None]:
+    """Damage in ``patches/`` beside the recipes folder (``make`` gets that folder)."""
+    def damage(folder: Path) -> None:
+        patches = folder.parent / "patches"
+        patches.mkdir(exist_ok=True)
+        make(patches)
+    return damage
+
+
+def _series(name: str, body: str | None = "--- a/x\n+++ b/x\n") -> Callable[[Path], None]:
+    def make(patches: Path) -> None:
+        (patches / "a").mkdir()
+        if body is None:
+            os.mkfifo(patches / "a" / name)
+        else:
+            (patches / "a" / name).write_text(body)
+    return _patches(make)
+
+
 ARGS_200K = "[cmake]\nargs = [" + ", ".join(['"-DX=1"'] * 200_000) + "]\n"
 CASES = [
     # git option and command injection (refused at load, before any git runs)
@@ -154,6 +173,59 @@ CASES = [
          names=("rocbuild.toml", "'rocbuidl'", "Did you mean 'rocbuild'")),
     Case("config-unknown-subtable", config="[rocbuild]\njobs = 2\n[rocbuild.job]\nx = 1\n",
          names=("rocbuild.toml", "'job'", "Did you mean 'jobs'")),
+    # issue 22 -- patches/ that is not a series: never skipped, never blocking
+    Case("patches-a-file", setup=_patches(lambda p: (p / "a").write_text("--- a/x\n")),
+         names=("patches/a is a file, not a folder",)),
+    Case("patches-fifo", setup=_series("0001-x.patch", None),
+         names=("0001-x.patch is a FIFO",)),
+    Case("patches-stray-file", setup=_series("notes.txt"),
+         names=("notes.txt is a file without the .patch suffix",)),
+    Case("patches-empty", setup=_series("0001-x.patch", ""), names=("0001-x.patch is empty",)),
+    Case("patches-unknown-component",
+         setup=_patches(lambda p: (p / "aa").mkdir()),
+         names=("patches/aa is named after no recipe", "Did you mean 'a'")),
+    Case("patches-top-level-file",
+         setup=_patches(lambda p: (p / "0001-x.patch").write_text("x")),
+         names=("0001-x.patch is a file; patches/ holds one folder per component",)),
+    # jinja2's globals and what grows a string in one call; a loop that never ends
+    *(Case(f"global-{name}", recipe(tail=f'[cmake]\nargs = ["{{{{ {name}{call} }}}}"]\n'),
+           names=("cmake.args[0]", f"'{name}' is undefined"))
+      for name, call in (("lipsum", "(10**6)"), ("cycler", "(1, 2)"), ("joiner", "()"),
+                         ("namespace", "(a=1)"))),
+    Case("format-width", recipe(tail="[cmake]\nargs = [\"{{ '%999999999d' % 1 }}\"]\n"),
+         names=("cmake.args[0]", "asks for a width")),
+    Case("str-format-width",
+         recipe(tail="[cmake]\nargs = [\"{{ '{:999999999}'.format(1) }}\"]\n"),
+         names=("cmake.args[0]", "asks for a width")),
+    Case("center-huge", recipe(tail="[cmake]\nargs = [\"{{ 'x' | center(10**9) }}\"]\n"),
+         names=("cmake.args[0]", "a width of 1000000000")),
+    Case("loop-forever", recipe(tail='[cmake]\nargs = ["{% for i in range(100000) %}{% for j in '
+                                     'range(100000) %}{% endfor %}{% endfor %}"]\n'),
+         names=("cmake.args[0]", "ran longer than")),
+    Case("output-huge", recipe(tail="[cmake]\nargs = [\"{% for i in range(100000) %}"
+                                    "{{ 'x' * 1000 }}{% endfor %}\"]\n"),
+         names=("cmake.args[0]", "renders to more than")),
+    # rocbuild's own prefix files, and CMake modes that are no configure
+    Case("claims-env-sh", recipe(tail='[cmake]\n[install.files]\n"env.sh" = "x"\n'),
+         names=('install.files."env.sh"', "rocbuild's own file")),
+    Case("claims-build-info",
+         recipe(tail='[cmake]\n[install.files]\n".rocbuild/build-info.json" = "{}"\n'),
+         names=('install.files.".rocbuild/build-info.json"', "rocbuild's own file")),
+    Case("claims-modulefiles", recipe(tail='[cmake]\n[install.links]\n"modulefiles" = "share"\n'),
+         names=('install.links."modulefiles"', "rocbuild's own file")),
+    Case("cmake-script-mode", recipe(tail='[cmake]\nargs = ["-P", "x.cmake"]\n'),
+         names=("cmake.args[0]", "another mode (-P)")),
+    # counts a host cannot run
+    Case("parallel-huge", flags=("--parallel", "1000000000"),
+         names=("flag --parallel: 1000000000 is more than this host can use",)),
+    Case("jobs-huge", flags=("--jobs", "99999999"), names=("flag --jobs: 99999999",)),
+    Case("distcc-slots-huge", flags=("--distcc", "box/100000"), names=("flag --distcc",)),
+    Case("parallel-in-config", config="[rocbuild]\nparallel = 1000000000\n",
+         names=("rocbuild.toml", "is more than this host can use")),
+    # workdirs that cannot be one
+    Case("workdir-proc", flags=("--workdir", "/proc/self"), names=("--workdir", "/proc")),
+    Case("workdir-a-file", flags=("--workdir", "/etc/hostname"), names=("--workdir",
+                                                                         "is a file")),
 ]
 
 
@@ -215,17 +287,51 @@ def _with_prefix(flags: list[str], prefix: str) -> list[str]:
     return flags
 
 
-@pytest.mark.parametrize("prefix", ["/", "/usr", "HOME"])
+@pytest.mark.parametrize("prefix", ["/", "/usr", "HOME", "/usr/include", "/usr/local/lib",
+                                    "/usr/sbin", "/etc/ssl", "/var/lib", "/opt", "HOME/.."])
 def test_system_and_home_prefixes_are_refused(small: list[str], tmp_path: Path,
                                               prefix: str) -> None:
     home = tmp_path / "home"
     (home / "env.sh").write_text("# the user's own file\n")
-    flags = _with_prefix(small, str(home) if prefix == "HOME" else prefix)
+    flags = _with_prefix(small, prefix.replace("HOME", str(home)))
     result = run_cli("build", *flags, "--no-verify", "--allow-existing-prefix",
                      env={"HOME": str(home)}, expect=2)
     assert "installs only into a folder of its own" in result.stderr, result.explain()
     assert (home / "env.sh").read_text() == "# the user's own file\n"
     assert not (tmp_path / "work" / "src").exists()  # refused before anything ran
+
+
+@pytest.mark.parametrize("where", ["prefix", "prefix/work"])
+def test_a_workdir_in_the_prefix_is_refused(small: list[str], tmp_path: Path,
+                                            where: str) -> None:
+    flags = list(small)
+    flags[flags.index("--workdir") + 1] = str(tmp_path / where)
+    result = run_cli("build", *flags, "--no-verify", expect=2)
+    assert f"--workdir {tmp_path / where} is " in result.stderr, result.explain()
+    assert "the prefix" in result.stderr and not (tmp_path / "prefix").exists()
+
+
+def test_a_recipe_with_a_byte_order_mark_loads(tmp_path: Path) -> None:
+    """Windows editors write a UTF-8 BOM; TOML has no use for it and it carries nothing in
+    UTF-8 (issue 22: "Invalid statement (line 1, column 1)")."""
+    case = Case("bom", recipe="\ufeff" + GOOD_RECIPE)
+    flags = _write_case(tmp_path, case)
+    (tmp_path / "recipes" / "stack.toml").write_text(
+        "\ufeff" + (tmp_path / "recipes" / "stack.toml").read_text())
+    plan = json.loads(run_cli("plan", *flags, "--json", cwd=tmp_path, expect=0).stdout)
+    assert "-DX=1" in plan["components"][0]["configure_args"]
+
+
+def test_cmake_code_files_are_shown_in_the_plan(tmp_path: Path) -> None:
+    case = Case("code", recipe=recipe(tail='[cmake]\nargs = ["-C", "init.cmake", '
+                                      '"-DCMAKE_TOOLCHAIN_FILE=/x/tc.cmake"]\n'))
+    flags = _write_case(tmp_path, case)
+    shown = run_cli("plan", *flags, cwd=tmp_path, expect=0).stdout
+    assert "CMake code the recipes load" in shown
+    assert "-C init.cmake" in shown and "-DCMAKE_TOOLCHAIN_FILE=/x/tc.cmake" in shown
+    plan = json.loads(run_cli("plan", *flags, "--json", cwd=tmp_path, expect=0).stdout)
+    assert plan["components"][0]["cmake_code"] == ["-C init.cmake",
+                                                   "-DCMAKE_TOOLCHAIN_FILE=/x/tc.cmake"]
 
 
 def test_existing_folder_needs_the_flag(small: list[str], tmp_path: Path) -> None:
@@ -265,6 +371,23 @@ def test_damaged_state_is_recovered(small: list[str], tmp_path: Path) -> None:
     jobs = json.loads((state / "stamps" / "a" / "compile.json").read_text())["jobs"]
     assert isinstance(jobs, int) and jobs >= 1, result.explain()
     assert "cap 0" not in result.stdout, result.explain()  # no nonsense figure either
+
+
+def test_fifos_in_the_state_and_the_prefix_never_block(small: list[str], tmp_path: Path) -> None:
+    """rocbuild opens nothing that is not a regular file (issue 22: a FIFO named like a file
+    rocbuild reads waited for a writer forever): a stamp, build-info and the lock's pid file
+    replaced by FIFOs are treated as damaged, and the run goes on."""
+    run_cli("build", *small, "--no-verify", expect=0)
+    state = tmp_path / "work" / "state"
+    for path in (state / "stamps" / "a" / "install.json",
+                 tmp_path / "prefix" / ".rocbuild" / "build-info.json"):
+        path.unlink()
+        os.mkfifo(path)
+    result = run_cli("build", *small, "--no-verify", expect=0, timeout=120)
+    assert "▶ a: install" in result.stdout, result.explain()
+    assert (state / "stamps" / "a" / "install.json").is_file()
+    status = run_cli("status", *small, expect=0, timeout=120)
+    assert "everything is built and current" in status.stdout, status.explain()
 
 
 def _unshare_mount_works() -> bool:
@@ -313,6 +436,31 @@ def test_read_only_prefix_is_reported_as_such(small: list[str], tmp_path: Path) 
     assert result.returncode == 2, result.explain()
     assert f"the prefix {prefix} is on a read-only file system" in result.stderr
     assert "sudo chown" not in result.stderr
+
+
+@needs_mount
+def test_a_full_prefix_is_named_in_the_failure_message(tmp_path: Path) -> None:
+    """The summary (and status, and --json) said only "cmake exited with 1" (issue 22): the
+    failure message now carries the tool's "No space left on device", the path and the room
+    left there."""
+    for tool in ("git", "cmake", "ninja"):
+        require_tool(tool)
+    files = {"CMakeLists.txt": "cmake_minimum_required(VERSION 3.20)\nproject(a NONE)\n"
+                               "install(FILES a.txt big.txt DESTINATION share)\n",
+             "a.txt": "a\n", "big.txt": "x" * (3 << 20)}
+    flags = one_component_stack(tmp_path, "a", files, '[cmake]\n[resources]\ndisk = "1KiB"\n')
+    prefix = tmp_path / "prefix"
+    prefix.mkdir()
+    result = _run_in_mount(f"mount -t tmpfs -o size=2m tmpfs {prefix}",
+                           ["build", *flags, "--no-verify", "--quiet"], tmp_path)
+    assert result.returncode == 1, result.explain()
+    lines = result.stdout.splitlines()
+    message = lines[lines.index("FAILED a: install") + 1]
+    assert message.startswith("a: install failed: cmake exited with 1: No space left on device "
+                              f"while writing {prefix / 'share' / 'big.txt'} (the file system "
+                              f"of {prefix / 'share'} has "), result.explain()
+    status = run_cli("status", *flags, "--json", expect=1).stdout  # the record keeps it
+    assert "No space left on device while writing" in status
 
 
 FILLS_THE_DISK = {

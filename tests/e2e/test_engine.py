@@ -58,6 +58,8 @@ def installed_tree(prefix: Path) -> dict[str, str]:
                 tree[str(path.relative_to(prefix))] = "ELF"
             elif path.name == "build-info.json":
                 tree[str(path.relative_to(prefix))] = "build-info (times differ)"
+            elif path.name == "own-files.json":  # sha256 of the env files, which hold the prefix
+                tree[str(path.relative_to(prefix))] = "own-files record"
             else:
                 tree[str(path.relative_to(prefix))] = data.replace(
                     str(prefix).encode(), b"<prefix>").decode(errors="replace")
@@ -295,6 +297,25 @@ def test_sigterm_stops_the_build_and_its_children(chain: Chain, tmp_path: Path) 
     assert re.search(r"\] attempt 1 interrupted \(\w+\) after [\d.]+s; its process group "
                      r"was ended", attempt), attempt[-500:]
     wait_for(lambda: not sleepers(marker), timeout=10)  # the slow step's children are gone
+    assert StateDir(chain.workdir).read_stamp("alpha", "install") is not None
+    assert StateDir(chain.workdir).read_stamp("beta", "compile") is None
+
+
+def test_sighup_stops_the_build_like_sigterm(chain: Chain, tmp_path: Path) -> None:
+    """A closed terminal (SIGHUP, the ssh session of an overnight build that dropped) ends
+    the run as SIGTERM does: the step's children are ended, exit 130 and the "interrupted"
+    line (issue 22: the run died of the signal, without either)."""
+    slow = slow_beta(chain)
+    runner = subprocess.Popen([sys.executable, "-m", "rocbuild", "build", "--quiet", "--no-verify"],
+                              env=cli_env(chain), cwd=tmp_path, stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True)
+    wait_for(lambda: bool(sleepers(slow)) or runner.poll() is not None)
+    assert runner.poll() is None, "the build ended before the slow step"
+    runner.send_signal(signal.SIGHUP)
+    out, _ = runner.communicate(timeout=60)
+    assert runner.returncode == 130, out
+    assert "interrupted" in out, out
+    wait_for(lambda: not sleepers(slow), timeout=10)
     assert StateDir(chain.workdir).read_stamp("alpha", "install") is not None
     assert StateDir(chain.workdir).read_stamp("beta", "compile") is None
 

@@ -201,3 +201,44 @@ def test_stale_git_locks_and_leftovers_do_not_block_the_rerun(tmp_path: Path) ->
     assert "removed a stale git lock" in result.stdout
     assert not any(lock.exists() for lock in locks) and not old.exists() and not temp.exists()
     assert (tmp_path / "prefix" / "share" / "a.txt").read_text() == "b\n"
+
+
+# rocbuild killed by SIGKILL at the moment it would rename a temp file into the prefix
+KILL_BEFORE_RENAME = """
+import os, signal, sys
+real = os.replace
+def replace(src, dst, *args, **kwargs):
+    if os.path.basename(str(dst)) in sys.argv[1].split(","):
+        os.kill(os.getpid(), signal.SIGKILL)
+    return real(src, dst, *args, **kwargs)
+os.replace = replace
+from rocbuild.cli.main import main
+sys.exit(main(sys.argv[2:]))
+"""
+
+
+def test_temp_files_of_a_kill_before_a_rename_are_cleared(tmp_path: Path) -> None:
+    """A kill between writing a temp file and renaming it (env.sh, an [install.files] extra)
+    left `.env.sh.<pid>.tmp` and `.note.txt.rocbuild-tmp` in the prefix for good (issue 22);
+    the next run removes them and says so."""
+    from tests.cli import run_cli
+    from tests.support.chain import one_component_stack
+
+    flags = one_component_stack(tmp_path, "a", {
+        "CMakeLists.txt": "cmake_minimum_required(VERSION 3.20)\nproject(a NONE)\n"
+                          "install(FILES a.txt DESTINATION share)\n", "a.txt": "a\n"},
+        '[cmake]\n[install.files]\n"share/note.txt" = "n\\n"\n')
+    prefix = tmp_path / "prefix"
+    for name, left in (("note.txt", "share/.note.txt.rocbuild-tmp"), ("env.sh", ".env.sh.*.tmp")):
+        argv = [sys.executable, "-c", KILL_BEFORE_RENAME, name, "build", *flags, "--no-verify"]
+        done = subprocess.run(argv, env=child_env(), capture_output=True, text=True,
+                              timeout=300)
+        assert done.returncode == -signal.SIGKILL, done.stdout + done.stderr
+        assert list(prefix.glob(left)), sorted(prefix.rglob("*"))
+        recipe = tmp_path / "recipes" / "a.toml"
+        if name == "note.txt":  # the extra is gone from the recipe: nothing rewrites it
+            recipe.write_text(recipe.read_text().replace('"share/note.txt" = "n\\n"\n', ""))
+    result = run_cli("build", *flags, "--no-verify", expect=0)
+    assert not [p for p in prefix.rglob("*") if p.name.endswith((".tmp", ".rocbuild-tmp"))], \
+        sorted(prefix.rglob("*"))
+    assert "removed a temp file a killed run left in the prefix" in result.stdout

@@ -145,3 +145,115 @@ def test_a_prefix_being_rebuilt_is_not_complete(chain: Chain) -> None:
     assert json.loads(info.read_text())["complete"] is True
     assert chain.run_gamma() == "gamma 21"
     run_cli("activate", str(chain.prefix), "--link", str(link), expect=0)
+
+
+# --- issue 22: ownership where a path really lands, writes outside, rocbuild's own files ---
+MID = {"libmid.so.1.2.3": "the real library\n"}
+
+
+def _lib_project(files: dict[str, str], extra_cmake: str = "") -> dict[str, str]:
+    installs = "".join(f"install(FILES {name} DESTINATION lib)\n" for name in files)
+    return {"CMakeLists.txt": "cmake_minimum_required(VERSION 3.20)\nproject(p NONE)\n"
+                              + extra_cmake + installs, **files}
+
+
+def test_a_file_through_a_link_onto_another_components_file_is_refused(tmp_path: Path) -> None:
+    """b's recipe links share/l -> ../lib and writes share/l/libmid.so.1.2.3: that is a's
+    lib/libmid.so.1.2.3. Refused before anything is written, naming both."""
+    flags = _stack(tmp_path, {
+        "a": (_lib_project(MID), "[cmake]\n"),
+        "b": (_project({"b.txt": "b\n"}), """\
+            depends = ["a"]
+            [cmake]
+            [install.links]
+            "share/l" = "../lib"
+            [install.files]
+            "share/l/libmid.so.1.2.3" = "overwritten"
+            """),
+    })
+    recipe_b = tmp_path / "recipes" / "b.toml"
+    recipe_b.write_text('depends = ["a"]\n' + recipe_b.read_text().replace('depends = ["a"]\n',
+                                                                            ""))
+    result = run_cli("build", *flags, "--no-verify", expect=1)
+    assert "b: install.files.\"share/l/libmid.so.1.2.3\" would overwrite lib/libmid.so.1.2.3" \
+        " of a" in result.output, result.explain()
+    assert "(= lib/libmid.so.1.2.3 through a link)" in result.output, result.explain()
+    assert (tmp_path / "prefix" / "lib" / "libmid.so.1.2.3").read_text() == "the real library\n"
+
+
+def test_an_extra_through_a_link_onto_the_components_own_file_is_refused(
+        tmp_path: Path) -> None:
+    flags = _stack(tmp_path, {"a": (_lib_project(MID), """\
+        [cmake]
+        [install.links]
+        "share/l" = "../lib"
+        [install.files]
+        "share/l/libmid.so.1.2.3" = "overwritten"
+        """)})
+    result = run_cli("build", *flags, "--no-verify", expect=1)
+    assert "would overwrite lib/libmid.so.1.2.3 of a's CMake install" in result.output, \
+        result.explain()
+    assert (tmp_path / "prefix" / "lib" / "libmid.so.1.2.3").read_text() == "the real library\n"
+
+
+def test_a_cmake_install_through_anothers_link_onto_its_file_fails_naming_both(
+        tmp_path: Path) -> None:
+    """a links share/l -> ../lib; b's own CMake install writes share/l/libmid.so.1.2.3, which
+    is a's lib/libmid.so.1.2.3: b's install fails naming a, and a rebuild of b never removes
+    a's file as if it were b's own."""
+    b_files = {"CMakeLists.txt": "cmake_minimum_required(VERSION 3.20)\nproject(b NONE)\n"
+                                 "install(FILES libmid.so.1.2.3 DESTINATION share/l)\n",
+               "libmid.so.1.2.3": "b's copy\n"}
+    flags = _stack(tmp_path, {
+        "a": (_lib_project(MID), '[cmake]\n[install.links]\n"share/l" = "../lib"\n'),
+        "b": (b_files, "[cmake]\n"),
+    })
+    recipe_b = tmp_path / "recipes" / "b.toml"
+    recipe_b.write_text('depends = ["a"]\n' + recipe_b.read_text())
+    result = run_cli("build", *flags, "--no-verify", expect=1)
+    assert "b: its install overwrote 1 file(s) that a installed" in result.output, \
+        result.explain()
+    assert "share/l/libmid.so.1.2.3 (= lib/libmid.so.1.2.3 through a link)" in result.output
+    # a is installed again (its file restored); b's next attempt must not delete a's file
+    (tmp_path / "work" / "state" / "stamps" / "a" / "install.json").unlink()
+    run_cli("build", *flags, "a", "--no-verify", expect=0)
+    assert (tmp_path / "prefix" / "lib" / "libmid.so.1.2.3").read_text() == "the real library\n"
+    again = run_cli("build", *flags, "--no-verify", expect=1)
+    assert "its install overwrote" in again.output
+    log = (tmp_path / "work" / "logs" / "b" / "install.log").read_text()
+    assert "kept " in log and "another component's file" in log, log
+
+
+def test_an_install_outside_the_prefix_fails_naming_the_path(tmp_path: Path) -> None:
+    outside = tmp_path / "elsewhere"
+    cmake = (f'install(FILES a.txt DESTINATION "{outside}")\n')
+    flags = _stack(tmp_path, {"a": (_project({"a.txt": "a\n"}, cmake), "[cmake]\n")})
+    result = run_cli("build", *flags, "--no-verify", expect=1)
+    assert f"a: its CMake install wrote 1 path(s) outside the prefix {tmp_path / 'prefix'}: " \
+        f"{outside / 'a.txt'}" in result.output, result.explain()
+    assert not (tmp_path / "prefix" / ".rocbuild" / "installed" / "a.json").exists()
+
+
+def test_a_cmake_install_onto_rocbuilds_own_file_fails(tmp_path: Path) -> None:
+    files = {"CMakeLists.txt": "cmake_minimum_required(VERSION 3.20)\nproject(p NONE)\n"
+                               "install(FILES env.sh DESTINATION .)\n", "env.sh": "mine\n"}
+    flags = _stack(tmp_path, {"a": (files, "[cmake]\n")})
+    result = run_cli("build", *flags, "--no-verify", expect=1)
+    assert "a: its install wrote env.sh, which is rocbuild's own file (env.sh" in \
+        result.output, result.explain()
+
+
+def test_a_users_edit_of_env_sh_is_kept_aside(tmp_path: Path) -> None:
+    flags = _stack(tmp_path, {"a": (_project({"a.txt": "a\n"}), "[cmake]\n")})
+    run_cli("build", *flags, "--no-verify", expect=0)
+    env_sh = tmp_path / "prefix" / "env.sh"
+    written = env_sh.read_text()
+    env_sh.write_text(written + "export MY_OWN=1\n")
+    again = run_cli("build", *flags, "--no-verify", expect=0)  # a no-op run
+    kept = list((tmp_path / "prefix" / ".rocbuild" / "kept").glob("*/env.sh"))
+    assert len(kept) == 1 and kept[0].read_text().endswith("export MY_OWN=1\n")
+    assert f"they are kept in {kept[0]}" in again.output, again.explain()
+    assert env_sh.read_text() == written
+    third = run_cli("build", *flags, "--no-verify", expect=0)  # nothing of the user's now
+    assert "kept in" not in third.output
+    assert len(list((tmp_path / "prefix" / ".rocbuild" / "kept").glob("*/env.sh"))) == 1

@@ -65,8 +65,21 @@ def test_missing_tool(chain: Chain, capsys: pytest.CaptureFixture[str], tmp_path
 
 
 def test_offline_without_cached_sources(chain: Chain, capsys: pytest.CaptureFixture[str]) -> None:
-    err = refused(chain, capsys, "--offline")
-    assert "alpha: v1 of" in err and "--offline forbids downloading it" in err
+    # the recipes' own URLs (no --mirror): a remote host, which --offline may not reach
+    flags = chain.flags()
+    del flags[flags.index("--mirror"):flags.index("--mirror") + 2]
+    result = run_cli("build", *flags, "--quiet", "--no-verify", "--offline", expect=2)
+    assert "▶" not in result.stdout and not (chain.workdir / "src").exists()
+    assert "alpha: v1 of https://example.invalid/alpha.git" in result.stderr
+    assert "--offline forbids downloading it" in result.stderr
+
+
+def test_offline_with_a_local_file_mirror_builds(chain: Chain) -> None:
+    """A file:// mirror is on this machine: --offline ("the source cache and mirrors only")
+    fetches from it (issue 22: it was refused as if it were the network)."""
+    result = run_cli("build", *chain.flags(), "--quiet", "--no-verify", "--offline", expect=0)
+    assert "▶ alpha: fetch" in result.stdout, result.explain()
+    assert chain.run_gamma() == "gamma 11"
 
 
 def test_stale_patch_of_a_fetched_source(chain: Chain, capsys: pytest.CaptureFixture[str]) -> None:

@@ -18,7 +18,7 @@ from rocbuild.run.state import prefix_lock
 from tests.cli import CliResult, run_cli
 from tests.conftest import require_tool
 from tests.support.calc import CALC_C, Calc, make_calc, value_patch
-from tests.support.chain import git
+from tests.support.chain import Chain, git
 
 pytestmark = pytest.mark.e2e
 
@@ -209,14 +209,34 @@ def test_a_new_ref_is_fetched_and_built(calc: Calc) -> None:
     assert calc.run_tool().startswith("value=2 ")
 
 
-def test_offline_never_downloads_even_when_the_mirror_has_it(calc: Calc) -> None:
+def test_offline_takes_a_new_ref_from_a_local_mirror_but_never_downloads(calc: Calc) -> None:
+    """--offline means "the source cache and mirrors only": a new ref comes from the local
+    (file://) mirror (issue 22), while a ref from a remote URL is refused."""
     build(calc)
-    calc.tag("v2", CALC_C)
+    calc.tag("v2", CALC_C.replace("VALUE + EXTRA", "VALUE + EXTRA + 1"))
     calc.write_recipe(ref="v2")
-    result = run_cli("build", *calc.flags(), "--no-verify", "--offline")
-    assert result.returncode != 0
-    assert "--offline" in result.output and "not in the" in result.output
-    assert calc.run_tool().startswith("value=1 ")
+    run_cli("build", *calc.flags(), "--no-verify", "--offline", expect=0)
+    assert calc.run_tool().startswith("value=2 ")
+    calc.write_recipe(ref="v3")  # not in the cache; without the mirror its URL is remote
+    flags = calc.flags()
+    del flags[flags.index("--mirror"):flags.index("--mirror") + 2]
+    result = run_cli("build", *flags, "--no-verify", "--offline", expect=2)
+    assert "--offline forbids downloading it" in result.output, result.explain()
+    assert calc.run_tool().startswith("value=2 ")
+
+
+def test_a_deleted_checkout_is_fetched_again_without_saving_edits(calc: Calc) -> None:
+    """Deleting the checkout is no edit of the user's: the patched files of the old checkout
+    are not "reverted", so nothing is saved (issue 22: an empty changes.patch and a warning
+    that edits were saved)."""
+    calc.add_patch("0001-value.patch", value_patch(1, 2))
+    build(calc)
+    shutil.rmtree(calc.checkout)
+    result = run_cli("build", *calc.flags(), "--no-verify", expect=0)
+    assert "▶ calc: fetch" in result.stdout, result.explain()
+    assert "were saved" not in result.output and "your edits" not in result.output
+    assert not (calc.workdir / "saved").exists()
+    assert calc.run_tool().startswith("value=2 ")
 
 
 def test_a_changed_patch_is_applied_to_the_pristine_commit(calc: Calc) -> None:
@@ -255,13 +275,15 @@ def test_the_fetch_itself_refuses_to_download_when_offline(calc: Calc) -> None:
     from rocbuild.run import sources
 
     req = sources.FetchRequest(
-        name="calc", url=(calc.repos / "calc.git").as_uri(), ref="v1", submodules=False,
+        name="calc", url="https://example.invalid/calc.git", ref="v1", submodules=False,
         checkout_dir=calc.workdir / "src" / "calc", cache_root=calc.workdir / "cache" / "git",
         offline=True)
     with pytest.raises(BuildFailed, match="--offline forbids downloading"):
         sources.fetch(req, lambda line: None)
     assert not req.checkout_dir.exists()
-    sources.fetch(dataclasses.replace(req, offline=False), lambda line: None)
+    # a local repository is no download: allowed offline (issue 22)
+    sources.fetch(dataclasses.replace(req, url=(calc.repos / "calc.git").as_uri()),
+                  lambda line: None)
     assert (req.checkout_dir / "calc.c").is_file()
 
 
@@ -273,3 +295,26 @@ def test_plain_output_echoes_each_command_before_it_runs(calc: Calc) -> None:
     compile_ = re.search(r"^\S+ \+ cmake --build \S+ --parallel \d+", out, re.M)
     assert configure and compile_, out
     assert out.index(configure.group(0)) < out.index("calc:configure | ")
+
+
+def test_files_dated_in_the_future_are_found_and_the_build_recovers(chain: Chain) -> None:
+    """Clock skew (issue 22): the build trees and the whole prefix dated two days ahead, then
+    an edit of alpha's source. Before, ninja looped on the CMake package files in the prefix
+    ("manifest 'build.ninja' still dirty after 100 tries") on every run after, and alpha's
+    object looked newer than the edit. Now the run says so, repairs the times and the result
+    has the edit; the next run has nothing to do."""
+    import time
+
+    run_cli("build", *chain.flags(), "--quiet", "--no-verify", expect=0)
+    future = time.time() + 2 * 86400
+    for tree in (chain.workdir / "build", chain.prefix):
+        for path in tree.rglob("*"):
+            os.utime(path, (future, future), follow_symlinks=False)
+    source = chain.workdir / "src" / "alpha" / "alpha.c"
+    source.write_text(source.read_text().replace("return 1 * FACTOR", "return 3 * FACTOR"))
+    result = run_cli("build", *chain.flags(), "--quiet", "--no-verify", expect=0)
+    assert "dated in the future (clock skew)" in result.output, result.explain()
+    assert "still dirty" not in result.output
+    assert chain.run_gamma() == "gamma 13"
+    again = run_cli("build", *chain.flags(), "--quiet", "--no-verify", expect=0)
+    assert "nothing to do" in again.stdout, again.explain()

@@ -212,11 +212,15 @@ def test_folder_store_push_then_pull_and_a_pull_continues_a_partial_file(tmp_pat
 
     dest.unlink()
     partial.write_bytes(b"garbage" * 20)  # a partial file from another archive
+    # continued, found not to be this archive, then pulled again from zero (issue 22: it
+    # failed, and only the next run started clean)
+    pull_archive(store, manifest, dest)
+    assert sha256_file(dest) == manifest.archive_sha256 and not partial.exists()
+    (store.root / "x" / manifest.archive_name).write_bytes(b"not the archive")
+    dest.unlink()
     with pytest.raises(CacheUnavailable, match="does not match its manifest"):
         pull_archive(store, manifest, dest)
     assert not partial.exists() and not dest.exists()
-    pull_archive(store, manifest, dest)  # the next pull starts clean
-    assert sha256_file(dest) == manifest.archive_sha256
 
 
 def test_pushing_again_replaces_the_index_entry(tmp_path: Path) -> None:
