@@ -163,9 +163,10 @@ def print_build_summary(outcomes: Sequence[StepOutcome], stack: Stack, command: 
     known cause and fix, log tail and the command that continues."""
     ran = [o for o in outcomes if o.result != "current"]
     current = [o for o in outcomes if o.result == "current"]
-    table = Table(title=f"rocbuild: {wording.count(len(ran), 'step')} run, {len(current)} "
-                        "already current, "
-                        f"{seconds:.1f}s", title_justify="left")
+    # the heading is a line of its own: as the table's title it wrapped to the table's width
+    heading = (f"rocbuild: {wording.count(len(ran), 'step')} run, {len(current)} already "
+               f"current, {seconds:.1f}s")
+    table = Table()
     for column in ("component", "step", "time", "jobs", "result"):
         table.add_column(column)
     for o in ran:
@@ -173,6 +174,7 @@ def print_build_summary(outcomes: Sequence[StepOutcome], stack: Stack, command: 
         table.add_row(escape(o.component), o.step, f"{o.seconds:.1f}s",
                       str(o.jobs or "-"), f"[{style}]{o.result}[/]")
     if ran:
+        out.print(heading)
         out.print(table)
     elif not interrupted:
         out.print(f"rocbuild: all {len(current)} steps are current; nothing to do"

@@ -199,7 +199,8 @@ def _manifest(comp: Component, prefix: Path) -> set[str]:
         shown = ", ".join(outside[:5]) + (f" and {len(outside) - 5} more" if len(outside) > 5
                                           else "")
         raise BuildFailed(
-            f"{comp.name}: its install wrote {len(outside)} path(s) outside the prefix "
+            f"{comp.name}: its {system.title or system.kind} install wrote {len(outside)} "
+            "path(s) outside the prefix "
             f"{prefix}: {shown} (listed in {system.installed_record(comp)})",
             tip=f"the project installs to an absolute path (install(... DESTINATION /...)) or "
                 f"through a link out of the prefix: fix it with a patch in patches/{comp.checkout}/"

@@ -455,7 +455,10 @@ def test_a_full_prefix_is_named_in_the_failure_message(tmp_path: Path) -> None:
                            ["build", *flags, "--no-verify", "--quiet"], tmp_path)
     assert result.returncode == 1, result.explain()
     lines = result.stdout.splitlines()
-    message = lines[lines.index("FAILED a: install") + 1]
+    # the message (wrapped at spaces in the summary) up to the log line
+    after = lines[lines.index("FAILED a: install") + 1:]
+    message = " ".join(" ".join(after[:next(i for i, line in enumerate(after)
+                                             if line.startswith("log:"))]).split())
     assert message.startswith("a: install failed: cmake exited with 1: No space left on device "
                               f"while writing {prefix / 'share' / 'big.txt'} (the file system "
                               f"of {prefix / 'share'} has "), result.explain()

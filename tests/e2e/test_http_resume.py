@@ -233,6 +233,6 @@ def test_sigkill_during_a_pull_keeps_the_bytes_and_the_rerun_asks_for_the_rest(
         built = run_cli("build", *second, "--cache", url, *UNSIGNED, "--quiet", "--no-verify",
                         expect=0)
     assert _ranges(normal) == [f"bytes={half}-"], normal.requests
-    assert "big: installed from the cache" in built.stdout, built.explain()
+    assert "✔ big: cache" in built.stdout, built.explain()  # installed from the cache
     assert sha256_file(tmp_path / "prefix" / "share" / "big" / "big.bin") == sha256_file(
         src / "big.bin")

@@ -49,6 +49,7 @@ class BuildSystem:
     # argument prefixes rocbuild itself sets (a recipe repeating one is refused)
     reserved: tuple[str, ...] = ()
     option_form = "{}"  # how an option is written in messages ("-D{}" for CMake)
+    title = ""  # its name in messages ("CMake"); the kind when empty
     build_files = "build files"  # what its build files are called in messages
 
     # --- the steps' commands --------------------------------------------------------------

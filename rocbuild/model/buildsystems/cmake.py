@@ -129,6 +129,7 @@ class CMake(BuildSystem):
     table = "cmake"
     keys = ("args", "build_type", "install_prefix", "job_args", "distribute")
     reserved = ("-G", "-S", "-B", "-DCMAKE_INSTALL_PREFIX=")
+    title = "CMake"
     option_form = "-D{}"
     build_files = "CMake files"
 
