@@ -19,7 +19,7 @@ import pytest
 
 from tests.cli import run_cli, run_flags
 from tests.conftest import require_tool
-from tests.support.chain import Chain
+from tests.support.chain import FAKE_HOST, Chain, make_repo
 
 pytestmark = pytest.mark.e2e
 
@@ -380,3 +380,49 @@ def test_the_workdir_remembers_its_base(chain: Chain) -> None:
     gone = run_flags(upper, "plan", expect=2)
     assert "the base of the last build in this workdir" in gone.stderr, gone.explain()
     assert "--base none" in gone.stderr
+
+
+def test_a_source_only_component_the_base_has_is_fetched_for_a_build_that_reads_it(
+        tmp_path: Path) -> None:
+    """Issue 21 item 2 end to end: the base has a source-only component's headers (its
+    [base] provides), but a component built on that base reads ``src.<name>``, the checkout
+    (clr's HIP_COMMON_DIR = src.hip). rocbuild fetches the checkout and builds from it, and
+    plan says why; before, the road cut it and plan/build stopped on jinja's undefined
+    ``src.headers`` shown as the recipe's mistake."""
+    for tool in ("git", "cmake", "ninja", "gcc"):
+        require_tool(tool)
+    repos = tmp_path / "repos"
+    make_repo(repos, "headers", {"include/headers/value.h": "#define HEADERS_VALUE 42\n"})
+    make_repo(repos, "reader", {
+        "CMakeLists.txt": ("cmake_minimum_required(VERSION 3.20)\nproject(reader C)\n"
+                           "add_executable(reader reader.c)\n"
+                           "target_include_directories(reader PRIVATE ${HEADERS_DIR}/include)\n"
+                           "install(TARGETS reader RUNTIME DESTINATION bin)\n"),
+        "reader.c": ('#include <stdio.h>\n#include "headers/value.h"\n'
+                     'int main(void) { printf("%d\\n", HEADERS_VALUE); return 0; }\n')})
+    recipes = tmp_path / "recipes"
+    recipes.mkdir()
+    (recipes / "stack.toml").write_text('[stack]\nversion = "1.0"\ntargets = ["gfx906"]\n'
+                                        'prefix = "/opt/unused"\n')
+    source = f'[source]\ngit = "{FAKE_HOST}{{{{ name }}}}.git"\nref = "v1"\n'
+    (recipes / "headers.toml").write_text(
+        'kind = "source-only"\n' + source + '[base]\nprovides = ["include/headers/value.h"]\n')
+    (recipes / "reader.toml").write_text(
+        'depends = ["headers"]\n' + source + '[cmake]\n'
+        'args = ["-DHEADERS_DIR={{ src.headers }}"]\n'
+        '[base]\nprovides = ["bin/reader"]\n')
+    # the base's copy of the header says 7: the build must read the checkout's 42
+    base = make_base(tmp_path, "1.0.3", files=("include/headers/value.h",))
+    (base / "include/headers/value.h").write_text("#define HEADERS_VALUE 7\n")
+    flags = ["--recipes", str(recipes), "--workdir", str(tmp_path / "work"),
+             "--prefix", str(tmp_path / "prefix"), "--base", str(base),
+             "--mirror", f"{FAKE_HOST}={repos.as_uri()}/"]
+    plan = plan_json(flags)
+    assert [c["name"] for c in plan["components"]] == ["headers", "reader"]
+    assert plan["base"]["taken"] == {}
+    assert plan["base"]["built"]["headers"] == "fetched (source only): reader is built from it"
+    run_flags(flags, "build", "--quiet", "--no-verify", expect=0)
+    assert (tmp_path / "work/src/headers/include/headers/value.h").is_file()
+    done = subprocess.run([str(tmp_path / "prefix/bin/reader")], env={}, capture_output=True,
+                          text=True, check=True)
+    assert done.stdout.strip() == "42"
