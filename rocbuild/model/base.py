@@ -56,8 +56,12 @@ class NotTaken:
 class Base:
     path: Path
     version: str  # "6.4.3", from .info/version
-    taken: Mapping[str, Taken] = field(default_factory=dict)
+    taken: Mapping[str, Taken] = field(default_factory=dict)  # of the run's components
     not_taken: Mapping[str, NotTaken] = field(default_factory=dict)
+    # what the base provides of every recipe, whatever the run asked for: the content key.
+    # A key of `taken` alone would differ between `build rocblas` and `build`, so each
+    # would see what the other built as stale. None: the same as `taken`.
+    provided: Mapping[str, Taken] | None = None
 
     @property
     def series(self) -> str:
@@ -73,7 +77,7 @@ class Base:
         upgrade of the base's packages changes it, and so every fingerprint built on it."""
         doc: dict[str, object] = {"path": str(self.path), "version": self.version}
         files = []
-        for taken in self.taken.values():
+        for taken in (self.taken if self.provided is None else self.provided).values():
             for path in taken.files:
                 info = path.stat()
                 files.append([str(path.relative_to(self.path)), info.st_size, info.st_mtime_ns])
@@ -184,6 +188,16 @@ def load_base(path: Path, series: str, recipes: Mapping[str, Recipe],
     return Base(path=path, version=version, taken=taken, not_taken=not_taken)
 
 
+def within(base: Base, names: Iterable[str]) -> Base:
+    """``base`` as one run sees it: what it takes and builds among ``names`` (the closure of
+    what was asked for), with the key still over everything the base provides."""
+    keep = set(names)
+    return Base(path=base.path, version=base.version,
+                taken={n: t for n, t in base.taken.items() if n in keep},
+                not_taken={n: t for n, t in base.not_taken.items() if n in keep},
+                provided=base.taken if base.provided is None else base.provided)
+
+
 def fetch_sources(base: Base, readers: Mapping[str, str]) -> Base:
     """``base`` with the source-only components in ``readers`` (name -> a built component
     that reads its source) no longer taken: they are fetched, since the base has headers
@@ -192,7 +206,8 @@ def fetch_sources(base: Base, readers: Mapping[str, str]) -> Base:
     not_taken = {**base.not_taken, **{
         n: NotTaken(n, f"fetched (source only): {user} is built from it")
         for n, user in readers.items()}}
-    return Base(path=base.path, version=base.version, taken=taken, not_taken=not_taken)
+    return Base(path=base.path, version=base.version, taken=taken, not_taken=not_taken,
+                provided=base.taken if base.provided is None else base.provided)
 
 
 def base_runpath(base: Base | None) -> list[str]:

@@ -15,7 +15,7 @@ from typing import Any
 
 from rocbuild.errors import ConfigError
 from rocbuild.model import buildsystems, cmakecode, inputcheck, launchers, layout, patchseries
-from rocbuild.model.base import Base, fetch_sources, load_base
+from rocbuild.model.base import Base, fetch_sources, load_base, within
 from rocbuild.model.patchseries import Patch
 from rocbuild.model.recipes import Recipe, RecipeSet, load_recipes, unknown_component
 from rocbuild.model.render import render
@@ -318,9 +318,14 @@ def load_stack(settings: Settings, requested: Iterable[str] = ()) -> Stack:
     order = build_order(recipes, requested)
     version, rocm_base = spec.version, None
     if settings.base is not None:
+        # the base is judged over every recipe, not only what this run asked for: a base
+        # without a required component is refused by `plan X` as by `build X` (which also
+        # loads the whole set), and its content key is the same for every request
+        every = build_order(recipes, sorted(recipes.recipes))
         try:
-            rocm_base = load_base(settings.base, spec.series, recipes.recipes, order,
-                                  {n: direct_deps(recipes.recipes[n]) for n in order}, targets)
+            rocm_base = within(load_base(settings.base, spec.series, recipes.recipes, every,
+                                         {n: direct_deps(recipes.recipes[n]) for n in every},
+                                         targets), order)
         except ConfigError as exc:
             where = settings.source("base")
             if not where.startswith("workdir "):  # not remembered (run/basememo.py)

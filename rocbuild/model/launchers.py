@@ -182,9 +182,19 @@ def distributes(launch: Launch, comp: Component) -> bool:
 _LAUNCHER_ARG = re.compile(r"^-DCMAKE_(C|CXX|HIP)_COMPILER_LAUNCHER(?::[A-Za-z]+)?=(.*)$")
 
 
+_LAUNCHER_ENV = re.compile(r"^CMAKE_(C|CXX|HIP)_COMPILER_LAUNCHER$")
+
+
 def recipe_launchers(comp: Component) -> dict[str, str]:
-    """The launchers the component's own cmake args name, by language: its word wins."""
+    """The launchers the recipe names, by language: its word wins. Either as a cmake arg or
+    as the CMAKE_<LANG>_COMPILER_LAUNCHER variable of its [env], which CMake takes as the
+    default of the cache entry, so a -D of rocbuild's own would replace it (an arg of the
+    recipe's beats its env, as in CMake)."""
     found: dict[str, str] = {}
+    for key, value in comp.env:
+        match = _LAUNCHER_ENV.match(key)
+        if match and value:
+            found[match.group(1)] = value
     for arg in comp.cmake_args:
         match = _LAUNCHER_ARG.match(arg)
         if match:

@@ -19,7 +19,7 @@ import pytest
 
 from tests.cli import run_cli, run_flags
 from tests.conftest import require_tool
-from tests.support.chain import Chain
+from tests.support.chain import FAKE_HOST, Chain, make_repo
 
 pytestmark = pytest.mark.e2e
 
@@ -214,6 +214,17 @@ def test_plan_on_a_recorded_amd_643_layout(tmp_path: Path) -> None:
     assert "both roads, whole stack" in text and f"on base {base}" in text
 
 
+def test_rocblas_on_amds_base_has_one_fingerprint_whatever_is_asked(tmp_path: Path) -> None:
+    """`rocbuild build rocblas` and a later `rocbuild build` on AMD's layout build the same
+    rocBLAS (the base's key covered only what the request's closure took, so the second
+    run found the first one's rocBLAS stale: hours of Tensile again)."""
+    flags = amd_flags(tmp_path, amd_tree(tmp_path))
+    prints = [{c["name"]: c["fingerprint"] for c in plan_json(flags, *asked)["components"]}
+              for asked in ((), ("rocblas",), ("hipblas",))]
+    assert prints[0]["rocblas"] == prints[1]["rocblas"] == prints[2]["rocblas"]
+    assert prints[0]["hipblas"] == prints[2]["hipblas"]
+
+
 @pytest.mark.parametrize("removed, built", [
     # build-time files only: users of rocm-cmake (device-libs, rocprofiler-register,
     # hipblas-common) keep the base's copies
@@ -380,3 +391,108 @@ def test_the_workdir_remembers_its_base(chain: Chain) -> None:
     gone = run_flags(upper, "plan", expect=2)
     assert "the base of the last build in this workdir" in gone.stderr, gone.explain()
     assert "--base none" in gone.stderr
+
+
+def test_a_source_only_component_the_base_has_is_fetched_for_a_build_that_reads_it(
+        tmp_path: Path) -> None:
+    """Issue 21 item 2 end to end: the base has a source-only component's headers (its
+    [base] provides), but a component built on that base reads ``src.<name>``, the checkout
+    (clr's HIP_COMMON_DIR = src.hip). rocbuild fetches the checkout and builds from it, and
+    plan says why; before, the road cut it and plan/build stopped on jinja's undefined
+    ``src.headers`` shown as the recipe's mistake."""
+    for tool in ("git", "cmake", "ninja", "gcc"):
+        require_tool(tool)
+    repos = tmp_path / "repos"
+    make_repo(repos, "headers", {"include/headers/value.h": "#define HEADERS_VALUE 42\n"})
+    make_repo(repos, "reader", {
+        "CMakeLists.txt": ("cmake_minimum_required(VERSION 3.20)\nproject(reader C)\n"
+                           "add_executable(reader reader.c)\n"
+                           "target_include_directories(reader PRIVATE ${HEADERS_DIR}/include)\n"
+                           "install(TARGETS reader RUNTIME DESTINATION bin)\n"),
+        "reader.c": ('#include <stdio.h>\n#include "headers/value.h"\n'
+                     'int main(void) { printf("%d\\n", HEADERS_VALUE); return 0; }\n')})
+    recipes = tmp_path / "recipes"
+    recipes.mkdir()
+    (recipes / "stack.toml").write_text('[stack]\nversion = "1.0"\ntargets = ["gfx906"]\n'
+                                        'prefix = "/opt/unused"\n')
+    source = f'[source]\ngit = "{FAKE_HOST}{{{{ name }}}}.git"\nref = "v1"\n'
+    (recipes / "headers.toml").write_text(
+        'kind = "source-only"\n' + source + '[base]\nprovides = ["include/headers/value.h"]\n')
+    (recipes / "reader.toml").write_text(
+        'depends = ["headers"]\n' + source + '[cmake]\n'
+        'args = ["-DHEADERS_DIR={{ src.headers }}"]\n'
+        '[base]\nprovides = ["bin/reader"]\n')
+    # the base's copy of the header says 7: the build must read the checkout's 42
+    base = make_base(tmp_path, "1.0.3", files=("include/headers/value.h",))
+    (base / "include/headers/value.h").write_text("#define HEADERS_VALUE 7\n")
+    flags = ["--recipes", str(recipes), "--workdir", str(tmp_path / "work"),
+             "--prefix", str(tmp_path / "prefix"), "--base", str(base),
+             "--mirror", f"{FAKE_HOST}={repos.as_uri()}/"]
+    plan = plan_json(flags)
+    assert [c["name"] for c in plan["components"]] == ["headers", "reader"]
+    assert plan["base"]["taken"] == {}
+    assert plan["base"]["built"]["headers"] == "fetched (source only): reader is built from it"
+    run_flags(flags, "build", "--quiet", "--no-verify", expect=0)
+    assert (tmp_path / "work/src/headers/include/headers/value.h").is_file()
+    done = subprocess.run([str(tmp_path / "prefix/bin/reader")], env={}, capture_output=True,
+                          text=True, check=True)
+    assert done.stdout.strip() == "42"
+
+
+def side_stack(tmp_path: Path) -> tuple[list[str], Path]:
+    """low (required) and side from a base; mid built on it. side is nothing mid needs."""
+    repos = tmp_path / "repos"
+    make_repo(repos, "mid", {
+        "CMakeLists.txt": ("cmake_minimum_required(VERSION 3.20)\nproject(mid C)\n"
+                           "add_library(mid SHARED mid.c)\n"
+                           "install(TARGETS mid LIBRARY DESTINATION lib)\n"),
+        "mid.c": "int mid(void) { return 3; }\n"})
+    recipes = tmp_path / "recipes"
+    recipes.mkdir()
+    (recipes / "stack.toml").write_text('[stack]\nversion = "1.0"\ntargets = ["gfx906"]\n'
+                                        'prefix = "/opt/unused"\n'
+                                        'components = ["low", "side", "mid"]\n')
+    source = f'[source]\ngit = "{FAKE_HOST}{{{{ name }}}}.git"\nref = "v1"\n[cmake]\n'
+    (recipes / "low.toml").write_text(source + '[base]\nprovides = ["lib/liblow.so"]\n'
+                                      'required = true\n')
+    (recipes / "side.toml").write_text('depends = ["low"]\n' + source +
+                                       '[base]\nprovides = ["lib/libside.so"]\n')
+    (recipes / "mid.toml").write_text('depends = ["low"]\n' + source)
+    base = make_base(tmp_path, "1.0.2", files=("lib/liblow.so", "lib/libside.so"))
+    return ["--recipes", str(recipes), "--workdir", str(tmp_path / "work"),
+            "--prefix", str(tmp_path / "prefix"), "--base", str(base),
+            "--mirror", f"{FAKE_HOST}={repos.as_uri()}/"], base
+
+
+def test_a_part_built_on_a_base_stays_current_for_the_whole_set(tmp_path: Path) -> None:
+    """The base's content key is the base's, not the request's: `build mid` and then a
+    plain `plan`/`status`/`build` of the whole set agree that mid is done (the key used to
+    hash only what the request's closure took, so every other request saw mid stale and a
+    `rocbuild build rocblas` on AMD's base was redone, hours, by the next `rocbuild build`)."""
+    for tool in ("git", "cmake", "ninja", "gcc"):
+        require_tool(tool)
+    flags, _ = side_stack(tmp_path)
+    run_flags(flags, "build", "mid", "--quiet", "--no-verify", expect=0)
+    whole = plan_json(flags)
+    assert [(c["name"], c["state"]) for c in whole["components"]] == [("mid", "done")], whole
+    assert plan_json(flags, "mid")["components"][0]["fingerprint"] == \
+        whole["components"][0]["fingerprint"]
+    status = run_flags(flags, "status", expect=0)
+    assert "stale" not in status.stdout, status.explain()
+
+
+def test_a_base_lacking_a_required_component_is_refused_whatever_is_asked(
+        tmp_path: Path) -> None:
+    """`plan mid` and `build mid` judge the base alike: one without a required component
+    (low) is refused naming it, even when the request's closure does not hold it (build
+    used to refuse through the whole default set while plan said yes)."""
+    flags, base = side_stack(tmp_path)
+    recipes = tmp_path / "recipes"
+    (recipes / "mid.toml").write_text((recipes / "mid.toml").read_text()
+                                      .replace('depends = ["low"]\n', ""))
+    os.remove(base / "lib/liblow.so")
+    for command in ("plan", "build"):
+        result = run_flags(flags, command, "mid", expect=2)
+        assert "lacks what the build needs from it: low (lib/liblow.so)" in result.stderr, \
+            result.explain()
+    assert not (tmp_path / "work" / "src").exists()

@@ -298,3 +298,27 @@ def test_the_users_launcher_in_rocbuild_toml_replaces_ccache(tmp_path: Path) -> 
     assert plan["settings"]["launcher"] == {"value": str(wrapper), "source": f"config {config}"}
     run_cli("build", *flags, "--no-verify", cwd=tmp_path, expect=0)
     assert launched(log) == len(SOURCES)
+
+
+def test_a_launcher_the_recipe_names_in_its_env_wins_over_ccache(tmp_path: Path) -> None:
+    """A recipe can name its launcher the other way CMake reads one: the environment variable
+    CMAKE_<LANG>_COMPILER_LAUNCHER in its [env] (CMake's default for the cache entry). A -D
+    of rocbuild's own on the command line would replace it, so rocbuild passes none for that
+    language and plan names the recipe's (issue 21 audit, a21)."""
+    for tool in ("git", "cmake", "ninja", "ccache", "gcc"):
+        require_tool(tool)
+    log = tmp_path / "timed.log"
+    wrapper = timing_launcher(tmp_path / "wrap", log)
+    flags = one_component_stack(tmp_path, "counted", project(),
+                                f'[cmake]\n[env]\nCMAKE_C_COMPILER_LAUNCHER = "{wrapper}"\n')
+    plan = json.loads(run_cli("plan", "--json", "--ccache", "on", *flags, expect=0).stdout)
+    recipe = tmp_path / "recipes" / "counted.toml"
+    chosen = plan["components"][0]["launchers"]
+    assert chosen["C"] == {"launcher": str(wrapper), "source": f"recipe {recipe}"}, chosen
+    assert chosen["CXX"]["source"] == "rocbuild"
+    commands = run_cli("plan", "--commands", "--ccache", "on", *flags, expect=0).stdout
+    assert "-DCMAKE_C_COMPILER_LAUNCHER=" not in commands, commands
+    run_cli("build", "--ccache", "on", *flags, "--no-verify", expect=0)
+    # every project source through the recipe's launcher (CMake's own compiler checks read
+    # the variable too, so the log holds more than these)
+    assert real_compiles(log) == len(SOURCES), log.read_text() if log.exists() else "no log"
