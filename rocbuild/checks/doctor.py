@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rocbuild.checks import hostreqs
+from rocbuild.checks import hostload, hostreqs, launchtools
 from rocbuild.checks.gpu import (
     Gpu,
     decode_gfx_target_version,
@@ -481,7 +481,7 @@ def check_memory(ctx: Context) -> Check:
     available = info.get("MemAvailable", info.get("MemFree", 0))
     swap_free = info.get("SwapFree", 0)
     if host.live:  # the same numbers the job sizing uses, cgroup limits included
-        snap = resources.snapshot(host.root)
+        snap = hostload.snapshot(host.root)
         available, swap_free = snap.mem_available, snap.swap_free
     weight, reserve, need = needs.swap_weight, resources.DEFAULT_RESERVE, needs.link_mem
     budget = available + swap_free * weight - reserve
@@ -573,7 +573,7 @@ def check_ccache(ctx: Context) -> Check:
     path = shutil.which("ccache", path=ctx.host.tools_path)
     result = ctx.host.run_tool([path, "--version"]) if path else None
     version = launchers.parse_ccache_version(result[1]) if result else None
-    level, summary, fix = launchers.ccache_check(path, version)
+    level, summary, fix = launchtools.ccache_check(path, version)
     return Check("ccache", level, summary, fix)
 
 

@@ -11,9 +11,9 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from rocbuild.checks import hostreqs
+from rocbuild.checks import hostreqs, launchtools
 from rocbuild.errors import BuildFailed, PreflightError
-from rocbuild.model import cost, launchers
+from rocbuild.model import cost
 from rocbuild.model.gitcache import is_local
 from rocbuild.model.resources import format_gib
 from rocbuild.model.steps import step_env
@@ -93,7 +93,7 @@ def run(ctx: BuildContext) -> None:
     problems = [Problem(f.what, f.fix) for f in found if f.level == hostreqs.FAIL]
     problems += [*check_disk(ctx), *check_patches(ctx),
                  *(Problem(what, fix) for what, fix in
-                   launchers.preflight_problems(ctx.stack.launch, ctx.output.say))]
+                   launchtools.preflight_problems(ctx.stack.launch, ctx.output.say))]
     if ctx.offline:
         problems += check_offline_sources(ctx)
     if problems:
