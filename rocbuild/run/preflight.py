@@ -69,7 +69,7 @@ def check_offline_sources(ctx: BuildContext) -> list[Problem]:
         if is_local(comp.fetch_url):  # a file:// mirror: fetched without the network
             continue
         cache = sources.cache_dir(ctx.stack.workdir / "cache" / "git", comp.fetch_url)
-        if not (cache / "HEAD").is_file() or sources.cached_commit(cache, comp.ref, ctx.registry()) is None:
+        if sources.cached_commit(cache, comp.ref, ctx.registry()) is None:  # None: no cache
             problems.append(Problem(f"{comp.name}: {comp.ref} of {comp.fetch_url} is not in the "
                                     "source cache and --offline forbids downloading it",
                                     "run once without --offline, or give a --mirror that has it"))

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from rocbuild.errors import ConfigError
 from rocbuild.checks import launchtools
+from rocbuild.errors import ConfigError
 from rocbuild.model import launchers
 from rocbuild.model.graph import load_stack
 from rocbuild.model.resources import GIB, HostSnapshot, job_counts
