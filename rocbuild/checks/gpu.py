@@ -3,7 +3,7 @@
 Every read is relative to ``root`` so ``rocbuild doctor --root DIR`` can inspect a tree captured
 on another machine (tests use hand-made trees under ``tests/data/hosts``).
 
-Why KFD first (reference/gfx906-facts.md §0, §2): the kernel's compute driver exports
+Why KFD first (docs/architecture.md, Facts): the kernel's compute driver exports
 ``gfx_target_version`` per GPU node, derived from the GC IP version, so it is right for every
 GPU the driver knows. A PCI-ID table goes stale and cannot tell some APUs apart; it is only
 used when the driver is not loaded (no ``/sys/class/kfd``), to still recommend a ``--target``.

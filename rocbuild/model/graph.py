@@ -1,6 +1,6 @@
 """The Stack: the requested components and everything they need, in a deterministic build
 order, each with its rendered configuration and a fingerprint of everything that shapes its
-output (DESIGN 3.3). Knows nothing of doit or subprocesses.
+output (docs/architecture.md, The Stack). Knows nothing of doit and runs nothing.
 """
 
 from __future__ import annotations
