@@ -130,7 +130,7 @@ def check_patches(ctx: BuildContext, comp: Component) -> None:
     # the artifact's key) where it was built; a rebuild fetches first, then this checks it
     if fetched is not None and comp.patches and not fetched.get("from_cache"):
         patches.check_series(comp.name, comp.checkout_dir, fetched["commit"],
-                             [p.path for p in comp.patches])
+                             [p.path for p in comp.patches], ctx.registry())
 
 
 def check_clock(ctx: BuildContext, comp: Component, log: Path, outcome: StepOutcome) -> None:

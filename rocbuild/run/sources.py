@@ -31,6 +31,7 @@ from rocbuild.errors import BuildFailed
 from rocbuild.files import read_regular
 from rocbuild.model.gitcache import cache_dir, cache_ref, insteadof_args, is_local
 from rocbuild.run import patches
+from rocbuild.run.patches import LOCAL_GIT_TIMEOUT
 
 _SHA_RE = re.compile(r"^[0-9a-f]{40}$")
 # Failures worth another try: the network or the server, not a wrong ref.
@@ -96,12 +97,6 @@ def _run(repo_dir: Path, args: Sequence[str], log: Logger,
                              registry=registry)
     if not result.ok:
         raise GitFailed(args, repo_dir, "\n".join(result.tail))
-
-
-# A local git command in the workdir's own repositories: a rev-parse or config of a cache
-# that holds llvm-project takes well under a second; one that hangs (a stale lock on a
-# network file system) is ended rather than waited for overnight.
-LOCAL_GIT_TIMEOUT = 300.0
 
 
 def _local(repo_dir: Path, args: Sequence[str],
