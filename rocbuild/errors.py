@@ -1,4 +1,5 @@
-"""Error classes that reach the user, each with its exit code (DESIGN 3.4).
+"""Error classes that reach the user, each with its exit code (docs/architecture.md,
+Contracts; docs/exit-codes.md).
 
 An exception's ``str()`` is the message shown to the user; ``tip`` is the next command or
 fix, printed on its own line. The CLI (``cli.main``) and plain ``doit`` (``doit_entry``)

@@ -41,7 +41,7 @@ class GpuFacts:
     def read_vram_used(self) -> int | None:
         if self.sysfs is None:
             return None
-        return _int(gpu.read_text(self.sysfs / VRAM_USED_FILE))
+        return gpu.read_int(gpu.read_text(self.sysfs / VRAM_USED_FILE))
 
     def read_link_speed(self) -> float | None:
         """The link speed now (of the card's upstream port, see gpu.read_link)."""
@@ -57,13 +57,6 @@ class GpuFacts:
                 "pcie_idle": gpu.format_speed(link.speed, link.width) if link else None,
                 "pcie_max": gpu.format_speed(link.expected_speed, link.expected_width)
                 if link else None}
-
-
-def _int(text: str | None) -> int | None:
-    try:
-        return int(text.strip()) if text else None
-    except ValueError:
-        return None
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,7 @@ GPU (``no_kv_offload``, ``no_op_offload`` appear in the JSON of the recorded b69
 
 Which backend ran cannot be read from the JSON's ``backends`` alone: a Vulkan build with no
 device still says ``Vulkan``, and one whose loader found no driver says ``CPU`` (recorded in
-shared/data/llama-bench). So a GPU run counts only when the backend's own device lines on
+tests/data/llama-bench). So a GPU run counts only when the backend's own device lines on
 stderr name a device *and* ``gpu_info`` is not empty.
 """
 

@@ -7,9 +7,9 @@ same way as ``/``. The environment, the user name, the tool search path and the 
 are parameters too: tests never depend on the machine they run on. Checks about the machine
 running rocbuild (toolchain, packages, disk) are skipped for a captured tree.
 
-Sources for the advice: ROCm 6.4 system requirements (OS, kernels), the source articles in
-shared/seeds (CSM, ASPM, PCIe Gen3 on MI50, large BAR, nouveau, swap) and
-reference/gfx906-facts.md (KFD detection, HSA_OVERRIDE_GFX_VERSION, shadowing headers).
+Sources for the advice: ROCm 6.4 system requirements (OS, kernels), MI50 owners'
+published build and setup notes (CSM, ASPM, PCIe Gen3 on MI50, large BAR, nouveau, swap) and
+docs/architecture.md, Facts (KFD detection, HSA_OVERRIDE_GFX_VERSION, shadowing headers).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rocbuild.checks import hostreqs
+from rocbuild.checks import hostload, hostreqs, launchtools
 from rocbuild.checks.gpu import (
     Gpu,
     decode_gfx_target_version,
@@ -42,7 +42,7 @@ OK, WARN, FAIL, SKIP = "ok", "warn", "fail", "skip"
 SCHEMA = 1
 
 # What one LLVM link job needs when the recipes do not say (recipes/llvm.toml link_mem; the
-# TheRock environment guide gives 4-8 GB per amd-llvm link job, reference/anchors.md §2.1).
+# TheRock environment guide gives 4-8 GB per amd-llvm link job, docs/architecture.md, Facts).
 REFERENCE_LINK_MEM = 8 * GIB
 # Free disk when no recipe has resources.disk: rocbuild's own estimate for sources + build
 # trees of this stack and for the installed prefix, not a measurement.
@@ -481,7 +481,7 @@ def check_memory(ctx: Context) -> Check:
     available = info.get("MemAvailable", info.get("MemFree", 0))
     swap_free = info.get("SwapFree", 0)
     if host.live:  # the same numbers the job sizing uses, cgroup limits included
-        snap = resources.snapshot(host.root)
+        snap = hostload.snapshot(host.root)
         available, swap_free = snap.mem_available, snap.swap_free
     weight, reserve, need = needs.swap_weight, resources.DEFAULT_RESERVE, needs.link_mem
     budget = available + swap_free * weight - reserve
@@ -573,7 +573,7 @@ def check_ccache(ctx: Context) -> Check:
     path = shutil.which("ccache", path=ctx.host.tools_path)
     result = ctx.host.run_tool([path, "--version"]) if path else None
     version = launchers.parse_ccache_version(result[1]) if result else None
-    level, summary, fix = launchers.ccache_check(path, version)
+    level, summary, fix = launchtools.ccache_check(path, version)
     return Check("ccache", level, summary, fix)
 
 

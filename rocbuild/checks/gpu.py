@@ -3,7 +3,7 @@
 Every read is relative to ``root`` so ``rocbuild doctor --root DIR`` can inspect a tree captured
 on another machine (tests use hand-made trees under ``tests/data/hosts``).
 
-Why KFD first (reference/gfx906-facts.md §0, §2): the kernel's compute driver exports
+Why KFD first (docs/architecture.md, Facts): the kernel's compute driver exports
 ``gfx_target_version`` per GPU node, derived from the GC IP version, so it is right for every
 GPU the driver knows. A PCI-ID table goes stale and cannot tell some APUs apart; it is only
 used when the driver is not loaded (no ``/sys/class/kfd``), to still recommend a ``--target``.
@@ -143,7 +143,8 @@ def _hex(text: str | None) -> int | None:
         return None
 
 
-def _int(text: str | None) -> int | None:
+def read_int(text: str | None) -> int | None:
+    """A sysfs number (``16384\n``), None when missing or not a number (bench/host.py too)."""
     try:
         return int(text.strip()) if text else None
     except ValueError:
@@ -271,11 +272,11 @@ def read_link(dev: PciDevice) -> Link | None:
     speed = parse_link_speed(edge.attr("current_link_speed"))
     if speed is None and edge.attr("max_link_speed") is None:
         return None  # no PCIe capability exposed (virtual device, or not captured)
-    return Link(device=edge.bdf, speed=speed, width=_int(edge.attr("current_link_width")),
+    return Link(device=edge.bdf, speed=speed, width=read_int(edge.attr("current_link_width")),
                 max_speed=parse_link_speed(edge.attr("max_link_speed")),
-                max_width=_int(edge.attr("max_link_width")),
+                max_width=read_int(edge.attr("max_link_width")),
                 slot_max_speed=parse_link_speed(parent.attr("max_link_speed")) if parent else None,
-                slot_max_width=_int(parent.attr("max_link_width")) if parent else None)
+                slot_max_width=read_int(parent.attr("max_link_width")) if parent else None)
 
 
 def read_bars(dev: PciDevice) -> tuple[Bar, ...]:
@@ -393,8 +394,9 @@ def _gpu_from_node(root: Path, node: int) -> Gpu | None:
     return Gpu(source="kfd", node=node, bdf=bdf, device_id=device_id, name=_name_for(device_id),
                gfx=decode_gfx_target_version(version), gfx_target_version=version,
                driver=dev.driver if dev else None,
-               vram=(_int(dev.attr("mem_info_vram_total")) if dev else None) or _kfd_vram(node_dir),
-               visible_vram=_int(dev.attr("mem_info_vis_vram_total")) if dev else None,
+               vram=((read_int(dev.attr("mem_info_vram_total")) if dev else None)
+                     or _kfd_vram(node_dir)),
+               visible_vram=read_int(dev.attr("mem_info_vis_vram_total")) if dev else None,
                link=read_link(dev) if dev else None, bars=read_bars(dev) if dev else ())
 
 
@@ -402,8 +404,8 @@ def _gpu_from_pci(dev: PciDevice) -> Gpu:
     name, gfx = PCI_TABLE.get(dev.device or -1, (_name_for(dev.device), None))
     return Gpu(source="pci", node=None, bdf=dev.bdf, device_id=dev.device, name=name, gfx=gfx,
                gfx_target_version=None, driver=dev.driver,
-               vram=_int(dev.attr("mem_info_vram_total")),
-               visible_vram=_int(dev.attr("mem_info_vis_vram_total")),
+               vram=read_int(dev.attr("mem_info_vram_total")),
+               visible_vram=read_int(dev.attr("mem_info_vis_vram_total")),
                link=read_link(dev), bars=read_bars(dev))
 
 

@@ -42,7 +42,7 @@ PACKAGE_TOOLS = {"cmake": "cmake", "ninja-build": "ninja", "git": "git", "perl":
 TOOL_PACKAGES = {tool: package for package, tool in PACKAGE_TOOLS.items()}
 
 # CMake window. Floor: rocprofiler-register 6.4's cmake_minimum_required(VERSION 3.22); AMD's
-# ROCm 6.4 build images pin 3.25.2 (reference/rocm-6.4-components.md §1), below that a warning.
+# ROCm 6.4 build images pin 3.25.2 (docs/architecture.md, Facts), below that a warning.
 # CMake 4 removed policies older than 3.5 and refuses cmake_policy(SET CMP0053 OLD), which
 # device-libs' cmake/OCL.cmake runs at 6.4.x (fixed upstream by ROCm/llvm-project a18cc4c).
 CMAKE_FLOOR, CMAKE_TESTED, CMAKE_BREAKS = (3, 22), (3, 25), (4, 0)

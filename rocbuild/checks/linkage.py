@@ -36,6 +36,7 @@ from rocbuild.checks.elf import (
     open_source,
     read_ident,
 )
+from rocbuild.model.paths import resolves_within, within
 
 _EM = {"x86_64": 62, "aarch64": 183, "ppc64le": 21, "riscv64": 243}
 # Debian/Ubuntu multiarch triplets by (class, machine)
@@ -210,7 +211,7 @@ def _search_list(path: Path, dynamic: Dynamic, system: System, abi: tuple[int, i
         if not expanded.is_absolute():
             continue  # relative to the current directory, like an empty entry
         # $ORIGIN and the prefix are real paths; anything else names the system
-        if "ORIGIN" not in entry and not (prefix and expanded.is_relative_to(prefix)):
+        if "ORIGIN" not in entry and not (prefix and within(expanded, prefix)):
             expanded = system.under_root(str(expanded))
         dirs.append((expanded, how))
     dirs += [(d, "ld.so.conf") for d in system.conf_dirs()]
@@ -277,7 +278,7 @@ def check_linkage(paths: Iterable[Path], prefix: Path | None, system: System | N
     inside = Path(os.path.realpath(prefix)) if prefix is not None else None
     if inside is not None:
         for path in paths if prefix_files is None else prefix_files:
-            if not Path(os.path.realpath(path)).is_relative_to(inside):
+            if not resolves_within(path, inside):
                 continue  # only what the stack installed is its own
             read = reads[path] if path in reads else _read(path)
             if isinstance(read, tuple) and read[1] is not None and read[0].abi == abi \
@@ -300,12 +301,12 @@ def check_linkage(paths: Iterable[Path], prefix: Path | None, system: System | N
             continue
         needed = []
         # the rule is for the stack's own files: a system file may take the system's copy
-        in_prefix = inside is not None and Path(os.path.realpath(path)).is_relative_to(inside)
+        in_prefix = inside is not None and resolves_within(path, inside)
         for name in dynamic.needed:
             resolved, how = resolve(name, path, dynamic, abi, system, inside)
             copy = own.get(name) if in_prefix else None
             if copy is not None and resolved is not None and inside is not None and \
-                    Path(os.path.realpath(resolved)).is_relative_to(inside):
+                    resolves_within(resolved, inside):
                 copy = None  # taken from the prefix: as it should be
             needed.append(Needed(name, resolved, how, copy))
         files.append(FileLinkage(path, tuple(needed), dynamic.runpath, dynamic.rpath,

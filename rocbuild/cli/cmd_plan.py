@@ -8,9 +8,10 @@ import sys
 
 from rich.markup import escape
 
+from rocbuild.checks import hostload, launchtools
 from rocbuild.cli import plan_table
 from rocbuild.cli.ui import console, print_commands, print_cost, print_plan
-from rocbuild.model import cost, resources
+from rocbuild.model import cost
 from rocbuild.model.graph import load_stack
 from rocbuild.model.plan import Plan, build_plan, to_json
 from rocbuild.model.settings import Settings
@@ -51,12 +52,13 @@ def expected_seconds(rule: Rule, cpus: int) -> dict[str, float | None]:
 
 
 def run(args: argparse.Namespace, settings: Settings) -> int:
-    stack = load_stack(settings, args.components)
+    # plan shows the launchers a build would use on this host: probe them as a run does
+    stack = launchtools.launching(load_stack(settings, args.components), settings)
     # each component's state from the workdir's stamps (done / failed / stale / pending)
     rule = Rule(stack, StateDir(stack.workdir))  # read-only: no build context, no output
     states = {c.name: c.state for c in status.collect(rule, settings).components}
     pending = [c.name for c in cost.pending_components(stack, rule.is_current)]
-    host = resources.snapshot()
+    host = hostload.snapshot()
     lines = cache.plan_lines(settings, stack, rule.state,
                              cache.Trust.default(args.allow_unsigned))
     plan = build_plan(stack, settings, host, lambda c: states[c.name], pending, lines,

@@ -20,10 +20,11 @@ from rich.table import Table
 
 from rocbuild.cli.ui import console
 from rocbuild.errors import EXIT_OK, EXIT_STEP_FAILED
-from rocbuild.model import launchers, wording
+from rocbuild.model import wording
 from rocbuild.model.graph import load_stack
 from rocbuild.model.resources import format_bytes
 from rocbuild.model.settings import Settings
+from rocbuild.run import launchstats
 from rocbuild.run.state import StateDir
 from rocbuild.run.status import (
     ComponentStatus,
@@ -87,7 +88,7 @@ def print_status(report: StatusReport, out: Console, requested: list[str]) -> No
               f"prefix {escape(str(report.prefix))}")
     out.print(_table(report, wide=out.width >= WIDE))
     for comp in report.components:  # what the compiler cache (and distcc) did last compile
-        saved = launchers.status_text(report.workdir, comp.name)
+        saved = launchstats.status_text(report.workdir, comp.name)
         if saved:
             out.print(f"last compile of {escape(comp.name)}: {escape(saved)}")
     for comp in report.components:

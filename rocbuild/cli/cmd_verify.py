@@ -120,8 +120,8 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         if smoke_report is not None:
             print_smoke(smoke_report, out)
     ok = report.ok and (smoke_report is None or smoke_report.ok)
-    # 4 (DESIGN 3.4) for every wrong result: a broken linkage is as wrong as missing GPU code
-    # (the program does not start, or runs another stack's library), and a cron wrapper
+    # 4 (docs/exit-codes.md) for every wrong result: a broken linkage is as wrong as missing
+    # GPU code (the program does not start, or runs another stack's library), and a cron wrapper
     # tells both from a failed build step (1), bad input (2) and a busy prefix (3)
     return EXIT_OK if ok else EXIT_VERIFY_FAILED
 

@@ -15,13 +15,14 @@ from rich.table import Table
 from rich.text import Text
 
 from rocbuild.checks.diagnose import diagnose
-from rocbuild.model import launchers, wording
+from rocbuild.model import wording
 from rocbuild.model.cost import summary_lines
 from rocbuild.model.graph import Stack
 from rocbuild.model.plan import Plan, to_json
 from rocbuild.model.resources import format_gib
 from rocbuild.model.steps import shell_line
 from rocbuild.model.steptable import venv_commands
+from rocbuild.run import launchstats
 from rocbuild.run.outcome import StepOutcome
 
 
@@ -180,7 +181,7 @@ def print_build_summary(outcomes: Sequence[StepOutcome], stack: Stack, command: 
         out.print(f"rocbuild: all {len(current)} steps are current; nothing to do"
                   if len(current) != 1 else "rocbuild: its one step is current; nothing to do")
     compiled = [o.component for o in ran if o.step == "compile"]
-    for line in launchers.summary_lines(stack.workdir, compiled):
+    for line in launchstats.summary_lines(stack.workdir, compiled):
         out.print(f"compiled {escape(line)}")
     for o in outcomes:
         for warning in o.warnings:

@@ -1,6 +1,6 @@
 """The Stack: the requested components and everything they need, in a deterministic build
 order, each with its rendered configuration and a fingerprint of everything that shapes its
-output (DESIGN 3.3). Knows nothing of doit or subprocesses.
+output (docs/architecture.md, The Stack). Knows nothing of doit and runs nothing.
 """
 
 from __future__ import annotations
@@ -83,7 +83,9 @@ class Stack:
     workdir: Path
     components: Mapping[str, Component] = field(default_factory=dict)
     order: tuple[str, ...] = ()  # the selected closure, dependencies first
-    launch: launchers.Launch | None = None  # ccache/distcc: speed only, never fingerprinted
+    # ccache/distcc: speed only, never fingerprinted; None until a run resolves them
+    # (checks/launchtools.launching), so a stack that only plans or reports has none
+    launch: launchers.Launch | None = None
     base: Base | None = None  # an installed ROCm whose components are taken, not built
 
     @property
@@ -369,11 +371,11 @@ def load_stack(settings: Settings, requested: Iterable[str] = ()) -> Stack:
     components: dict[str, Component] = {}
     for name in order:
         components[name] = _render_component(stack, recipes.recipes[name], components, settings)
-    build_disk = sum(int(r.resources.get("disk", 0)) for r in recipes.recipes.values()
-                     if r.builds)
+    # no launchers yet: they depend on the host's programs, probed when a run starts
+    # (checks/launchtools.py), so loading a stack runs nothing
     return Stack(recipes=recipes, version=version, series=spec.series, targets=targets,
                  prefix=prefix, workdir=workdir, components=components, order=order,
-                 launch=launchers.resolve(settings, workdir, build_disk), base=rocm_base)
+                 base=rocm_base)
 
 
 def _render_component(stack: Stack, recipe: Recipe, done: Mapping[str, Component],

@@ -17,6 +17,7 @@ from pathlib import Path, PurePosixPath
 
 from rocbuild.errors import ConfigError
 from rocbuild.model import layout
+from rocbuild.model.paths import within
 
 # what exec accepts: one string at most MAX_ARG_STRLEN (32 pages), all of them ~2 MiB
 MAX_ARG_BYTES = 128 * 1024 - 1
@@ -129,34 +130,24 @@ def relative_inside(where: str, key: str, rel: str) -> str:
     return rel
 
 
-def _normal(path: str) -> str:
-    return os.path.normpath(path)
-
-
-def is_within(path: str, root: str) -> bool:
-    """``path`` is ``root`` or below it, compared after normalising '..' (no file is read)."""
-    path, root = _normal(path), _normal(root)
-    return path == root or path.startswith(root.rstrip("/") + "/")
-
-
 def link_target_inside(where: str, key: str, prefix: Path, rel: str, target: str) -> str:
     """A link at ``prefix/rel`` whose target stays inside the prefix: a link out of it would
     let a later install write through it, outside (another component's too)."""
     no_nul(where, key, target)
     if not target:
         raise _fail(where, key, "the link target is empty", f"fix '{key}' in {where}")
-    link_dir = _normal(os.path.join(str(prefix), os.path.dirname(rel)))
+    link_dir = os.path.normpath(os.path.join(str(prefix), os.path.dirname(rel)))
     resolved = os.path.join(link_dir, target)  # an absolute target replaces link_dir
-    if not is_within(resolved, str(prefix)):
+    if not within(resolved, prefix):
         raise _fail(where, key, f"the link target {target!r} points outside the prefix "
-                    f"{prefix} (it resolves to {_normal(resolved)})",
+                    f"{prefix} (it resolves to {os.path.normpath(resolved)})",
                     f"point '{key}' in {where} at a path inside the prefix, e.g. a relative one")
     return target
 
 
 def install_prefix_inside(where: str, key: str, prefix: Path, install_prefix: Path) -> Path:
     no_nul(where, key, str(install_prefix))
-    if not install_prefix.is_absolute() or not is_within(str(install_prefix), str(prefix)):
+    if not install_prefix.is_absolute() or not within(install_prefix, prefix):
         raise _fail(where, key, f"{str(install_prefix)!r} is not inside the prefix {prefix}",
                     f"set '{key}' in {where} to a folder below {{{{ prefix }}}}, e.g. "
                     "'{{ prefix }}/lib/llvm'")

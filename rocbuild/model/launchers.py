@@ -1,28 +1,28 @@
 """Compiler launchers: ccache in front of every CMake compile, distcc behind it for the
-components a recipe marks distributable, and what they saved.
+components a recipe marks distributable.
 
-This module owns the launcher arguments configure passes (CMAKE_<LANG>_COMPILER_LAUNCHER),
-the variables every build step gets (CCACHE_*, DISTCC_*, Tensile's launchers), the split of
-compile jobs into local and remote slots, the per-step statistics (ccache's stats log,
-distcc's log) and the checks doctor and preflight make. Launchers change only the speed of
-a build, never its output, so nothing here is part of any fingerprint.
+This module owns the settings' parsers (--ccache, --distcc, --launcher), the launchers of a
+run decided from the settings and what the host has (``resolve``, given the tools that
+checks/launchtools.py found when the run started), the launcher arguments configure passes
+(CMAKE_<LANG>_COMPILER_LAUNCHER), the variables every build step gets (CCACHE_*, DISTCC_*,
+Tensile's launchers) and the split of compile jobs into local and remote slots. It runs
+nothing: the host probe, the doctor and preflight checks are checks/launchtools.py's, what a
+step saved (ccache's stats log, distcc's log, kept in state) is run/launchstats.py's.
+Launchers change only the speed of a build, never its output, so nothing here is part of
+any fingerprint.
 """
 
 from __future__ import annotations
 
-import functools
+import dataclasses
 import os
 import re
 import shutil
-import time
-from collections.abc import Callable, Iterable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from rocbuild import proc
-from rocbuild.files import read_json, write_json_atomic
 from rocbuild.model import privilege
 from rocbuild.model.resources import DEFAULT_RESERVE, GIB, HostSnapshot, JobCount, format_gib
 
@@ -107,13 +107,7 @@ def parse_ccache_version(text: str) -> tuple[int, ...] | None:
     return tuple(int(x) for x in match.groups() if x is not None) if match else None
 
 
-@functools.lru_cache(maxsize=8)
-def ccache_version(path: str) -> tuple[int, ...] | None:
-    done = proc.run_capture([path, "--version"], timeout=30)
-    return parse_ccache_version(done.stdout) if done is not None else None
-
-
-def _version_text(version: tuple[int, ...]) -> str:
+def version_text(version: tuple[int, ...]) -> str:
     return ".".join(map(str, version))
 
 
@@ -142,36 +136,58 @@ def cache_dir_of(workdir: Path) -> Path:
     return workdir / "cache" / "ccache"
 
 
-def resolve(settings: Settings, workdir: Path, build_disk: int,
-            env: Mapping[str, str] | None = None,
-            which: Callable[[str], str | None] = shutil.which) -> Launch:
+@dataclass(frozen=True)
+class HostTools:
+    """The launcher programs this host has, as checks/launchtools.py found them when the run
+    started (the version is only asked for when --ccache is not off)."""
+
+    ccache: str | None = None  # the ccache program's path
+    ccache_version: tuple[int, ...] | None = None
+    distcc: str | None = None  # only looked for when --distcc names hosts
+
+
+def resolve(settings: Settings, workdir: Path, build_disk: int, tools: HostTools,
+            env: Mapping[str, str] | None = None) -> Launch:
     """The launchers for a run. ``build_disk`` is the recipes' build-tree estimate for the
     whole stack: the cache is sized to half of it (ccache compresses objects, and a build
     tree also holds the linked libraries the cache never stores), at least ccache's 5 GB."""
     env = os.environ if env is None else env
     mode = settings.ccache
     hosts = settings.distcc
-    found = which("ccache")
-    version = ccache_version(found) if found and mode != "off" else None  # no probe when off
+    found, version = tools.ccache, tools.ccache_version
     ccache: str | None = None
     if mode == "off":
         state = f"off ({settings.source('ccache')})"
     elif found is None:
         state = "off (ccache is not installed)"
     elif version is not None and version < MIN_CCACHE:
-        state = (f"off (ccache {_version_text(version)} is older than "
-                 f"{_version_text(MIN_CCACHE)})")
+        state = (f"off (ccache {version_text(version)} is older than "
+                 f"{version_text(MIN_CCACHE)})")
     else:
         ccache = found
-        state = f"on (ccache {_version_text(version) if version else '?'})"
+        state = f"on (ccache {version_text(version) if version else '?'})"
     user_dir = env.get("CCACHE_DIR")
     return Launch(
         ccache=ccache, ccache_state=state, mode=mode,
-        distcc=which("distcc") if hosts else None, hosts=hosts,
+        distcc=tools.distcc if hosts else None, hosts=hosts,
         cache_dir=Path(user_dir) if user_dir else cache_dir_of(workdir),
         user_cache_dir=bool(user_dir), max_size=max(MIN_CACHE_SIZE, build_disk // 2),
         workdir=workdir, user_launcher=settings.launcher,
         user_launcher_source=settings.source("launcher") if settings.launcher else "")
+
+
+def build_disk(stack: Stack) -> int:
+    """The recipes' build-tree estimate for every recipe that builds (sizes the cache)."""
+    return sum(int(r.resources.get("disk", 0)) for r in stack.recipes.recipes.values()
+               if r.builds)
+
+
+def attach(stack: Stack, settings: Settings, tools: HostTools,
+           env: Mapping[str, str] | None = None) -> Stack:
+    """``stack`` with the launchers of a run on this host (Stack.launch); load_stack leaves
+    them out, so loading a stack probes nothing."""
+    return dataclasses.replace(stack, launch=resolve(settings, stack.workdir,
+                                                     build_disk(stack), tools, env))
 
 
 def distributes(launch: Launch, comp: Component) -> bool:
@@ -382,175 +398,6 @@ def split_jobs(launch: Launch | None, comp: Component, counts: Mapping[str, JobC
         limits.append(f"--jobs {cap}")
     out["compile"] = JobCount(max(total, 1), f"{max(total, 1)} jobs: " + "; ".join(limits))
     return out
-
-
-# --- what a step saved ----------------------------------------------------------------------
-_HIT_COUNTERS = ("direct_cache_hit", "preprocessed_cache_hit")
-_FALLBACK = re.compile(r"failed to distribute")
-_REMOTE_DONE = re.compile(r"compile \S+ on (\S+) completed ok")
-
-
-@dataclass
-class StepStats:
-    hits: int = 0
-    misses: int = 0
-    remote: int = 0  # compiles distcc ran on another host
-    fallbacks: int = 0  # compiles distcc meant to send away and ran here instead
-
-    @property
-    def hit_rate(self) -> float | None:
-        total = self.hits + self.misses
-        return self.hits / total if total else None
-
-    def text(self) -> str:
-        parts = []
-        if self.hit_rate is not None:
-            parts.append(f"ccache {self.hit_rate:.0%} hits ({self.hits}/"
-                         f"{self.hits + self.misses})")
-        if self.remote or self.fallbacks:
-            parts.append(f"distcc {self.remote} remote, {self.fallbacks} fell back to local")
-        return ", ".join(parts)
-
-
-def _read_from(path: Path, offset: int) -> str:
-    try:
-        with path.open("rb") as f:
-            f.seek(offset)
-            return f.read().decode("utf-8", "replace")
-    except OSError:
-        return ""
-
-
-def _size(path: Path) -> int:
-    try:
-        return path.stat().st_size
-    except OSError:
-        return 0
-
-
-def parse_stats(stats_text: str, distcc_text: str) -> StepStats:
-    """Counters from a part of ccache's stats log (one counter name per line, each line one
-    increment, ``#`` lines name the source) and of distcc's log."""
-    stats = StepStats()
-    for line in stats_text.splitlines():
-        line = line.strip()
-        if line in _HIT_COUNTERS:
-            stats.hits += 1
-        elif line == "cache_miss":
-            stats.misses += 1
-    for line in distcc_text.splitlines():
-        if _FALLBACK.search(line):
-            stats.fallbacks += 1
-        else:
-            done = _REMOTE_DONE.search(line)
-            if done and done.group(1) != "localhost":
-                stats.remote += 1
-    return stats
-
-
-def record_path(workdir: Path, component: str) -> Path:
-    return workdir / "state" / "cache-stats" / f"{component}.json"
-
-
-def read_record(workdir: Path, component: str) -> dict[str, Any] | None:
-    return read_json(record_path(workdir, component))
-
-
-@contextmanager
-def observe(launch: Launch | None, comp: Component, warnings: list[str]) -> Iterator[None]:
-    """Around a compile step: what ccache and distcc did in it, kept for ``status`` and the
-    summary; compiles that fell back to local become a warning of the step."""
-    if launch is None or (launch.ccache is None and not distributes(launch, comp)):
-        yield
-        return
-    logs = (stats_log(launch.workdir, comp.name), distcc_log(launch.workdir, comp.name))
-    for log in logs:
-        log.parent.mkdir(parents=True, exist_ok=True)
-    if distributes(launch, comp):
-        # distcc does not create its DISTCC_DIR, and without its lock folder it never sends
-        # a job away (every compile "fails to distribute")
-        (launch.workdir / "distcc").mkdir(parents=True, exist_ok=True)
-    starts = [_size(log) for log in logs]
-    try:
-        yield
-    finally:
-        stats = parse_stats(_read_from(logs[0], starts[0]), _read_from(logs[1], starts[1]))
-        write_json_atomic(record_path(launch.workdir, comp.name), {
-            "hits": stats.hits, "misses": stats.misses, "remote": stats.remote,
-            "fallbacks": stats.fallbacks, "when": time.time(), "ccache": launch.ccache_state,
-            "hosts": launch.hosts if distributes(launch, comp) else ""})
-        if stats.fallbacks:
-            warnings.append(f"distcc: {stats.fallbacks} compile(s) fell back to local (a host "
-                            f"in '{launch.hosts}' was down or refused; see {logs[1]})")
-
-
-def summary_lines(workdir: Path, components: list[str]) -> list[str]:
-    """One line per component compiled in this run: its cache hit rate and distcc counts."""
-    lines = []
-    for name in components:
-        record = read_record(workdir, name)
-        if record is None:
-            continue
-        stats = StepStats(record.get("hits", 0), record.get("misses", 0),
-                          record.get("remote", 0), record.get("fallbacks", 0))
-        if stats.text():
-            lines.append(f"{name}: {stats.text()}")
-    return lines
-
-
-def status_text(workdir: Path, component: str) -> str:
-    """The last compile's hit rate for ``rocbuild status``; "" when nothing was recorded."""
-    record = read_record(workdir, component)
-    if record is None:
-        return ""
-    return StepStats(record.get("hits", 0), record.get("misses", 0), record.get("remote", 0),
-                     record.get("fallbacks", 0)).text()
-
-
-# --- doctor, preflight, clean ---------------------------------------------------------------
-def ccache_check(path: str | None, version: tuple[int, ...] | None) -> tuple[str, str, str | None]:
-    """(level "ok"/"warn", summary, fix) for doctor."""
-    need = _version_text(MIN_CCACHE)
-    if path is None:
-        return ("warn", "ccache is not installed: every rebuild compiles everything again",
-                CCACHE_INSTALL)
-    if version is None:
-        return ("warn", f"cannot read the version of {path}", f"run `{path} --version`")
-    if version < MIN_CCACHE:
-        return ("warn", f"ccache {_version_text(version)} is older than {need} (no stats log): "
-                        "rocbuild builds without it", f"{CCACHE_INSTALL} (from a newer release) "
-                        f"or install ccache >= {need} from ccache.dev")
-    return ("ok", f"ccache {_version_text(version)}: rebuilds are served from the cache", None)
-
-
-def preflight_problems(launch: Launch | None, say: Callable[[str], None]
-                       ) -> list[tuple[str, str]]:
-    """(problem, fix) pairs that stop a build: --ccache on without a usable ccache, --distcc
-    without distcc. An automatic ccache that is missing is only said."""
-    if launch is None:
-        return []
-    problems = []
-    if launch.ccache is None and launch.mode == "on":
-        problems.append((f"--ccache on, but {launch.ccache_state[5:-1]}", CCACHE_INSTALL))
-    elif launch.ccache is None and launch.mode == "auto":
-        say(f"preflight: compiler cache {launch.ccache_state}; rebuilds will compile "
-            f"everything again ({CCACHE_INSTALL})")
-    if launch.hosts and launch.distcc is None:
-        problems.append((f"--distcc '{launch.hosts}', but distcc is not installed",
-                         DISTCC_INSTALL))
-    return problems
-
-
-def clear_cache(launch: Launch) -> str:
-    """Empty rocbuild's compiler cache (for `rocbuild clean`). A CCACHE_DIR of the user's is
-    shared with other projects and is left alone. Returns what was done."""
-    if launch.user_cache_dir:
-        return (f"compiler cache {launch.cache_dir} is yours (CCACHE_DIR) and was kept; "
-                "`ccache -C` empties it")
-    if not launch.cache_dir.exists():
-        return f"compiler cache {launch.cache_dir}: already empty"
-    shutil.rmtree(launch.cache_dir)
-    return f"compiler cache {launch.cache_dir}: removed"
 
 
 def effective_settings(launch: Launch | None, selected: list[Component]) -> dict[str, str]:

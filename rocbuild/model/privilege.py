@@ -1,10 +1,10 @@
 """Commands in advice that need root, written the way they run on this host.
 
-rocbuild never runs sudo (DESIGN 3.5: the host is left alone), but its fixes often need root:
-installing a package, a swapfile, a group. Advice that says ``sudo apt-get …`` to root on a
-minimal Debian without sudo cannot be pasted; ``as_root`` writes the command as is for root,
-after ``sudo`` where sudo is installed, and through ``su -c`` otherwise. Reads the effective
-uid and PATH only; runs nothing.
+rocbuild never runs sudo (the host is left alone: docs/architecture.md, Contracts), but its
+fixes often need root: installing a package, a swapfile, a group. Advice that says ``sudo
+apt-get …`` to root on a minimal Debian without sudo cannot be pasted; ``as_root`` writes the
+command as is for root, after ``sudo`` where sudo is installed, and through ``su -c``
+otherwise. Reads the effective uid and PATH only; runs nothing.
 """
 
 from __future__ import annotations

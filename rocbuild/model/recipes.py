@@ -11,7 +11,7 @@ import difflib
 import re
 import sys
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -69,56 +69,149 @@ STACK_SCHEMA: _Schema = {
 }
 
 RESOURCE_KEYS = ("compile_mem", "link_mem", "tensile_mem", "disk", "source_disk", "cpu_hours")
-RECIPE_SCHEMA: _Schema = {
-    "summary": "str",
-    "kind": "str",
-    "depends": "strlist",
-    "system_packages": "strlist",  # Debian/Ubuntu packages the build needs (doctor, preflight)
+BUILD_TABLE = "<build>"  # a key path under the build system's own table ([cmake] for cmake)
+
+
+def _key(path: str, tag: Any, default: Any) -> Any:
+    """A Recipe (or SourceSpec) field read from the recipe key ``path`` (dotted; ``<build>.``
+    is the build system's table), checked as ``tag`` (a type tag of ``_check_value``, or a
+    table schema), ``default`` when the recipe does not set it. The one declaration of the
+    recipe schema: RECIPE_SCHEMA, load_recipe and the defaults are all read from these."""
+    meta = {"key": path, "tag": tag}
+    if isinstance(default, (dict, list)):
+        return field(default_factory=lambda: type(default)(default), metadata=meta)
+    return field(default=default, metadata=meta)
+
+
+# --- model ----------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class SourceSpec:
+    """Where a component's source comes from: its own git checkout, or another one's
+    ([source] of a recipe)."""
+
+    git: str | None = _key("git", "str", None)
+    ref: str | None = _key("ref", "str", None)
+    submodules: bool = _key("submodules", "bool", False)
+    from_component: str | None = _key("from", "str", None)  # reuse that one's checkout
+    # a folder of the checkout that holds the project (rendered)
+    subdir: str = _key("subdir", "str", "")
+    # per stack version, for a repository without release tags (Tensile); the version comes
+    # from stack.toml or from --base's .info/version
+    refs: Mapping[str, str] = _key("refs", "strmap", {})
+
+    def ref_for(self, version: str) -> str | None:
+        return self.refs.get(version, self.ref)
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """One component as written in its TOML file; strings are unrendered templates. Each
+    field but the name and the file is declared with its key (``_key``), in the order the
+    keys are listed to the user."""
+
+    name: str
+    file: Path
+    summary: str = _key("summary", "str", "")
+    kind: str = _key("kind", "str", "cmake")  # its build system (buildsystems/) or source-only
+    depends: tuple[str, ...] = _key("depends", "strlist", ())
+    # Debian/Ubuntu packages the build needs (doctor, preflight)
+    system_packages: tuple[str, ...] = _key("system_packages", "strlist", ())
     # how to tell a system_packages entry is there without dpkg: "header:gelf.h",
     # "pkg-config:libdrm" or "tool:xxd" (hostreqs.py)
-    "system_checks": "strmap",
+    system_checks: Mapping[str, str] = _key("system_checks", "strmap", {})
     # what it installs is read only while building what uses it (CMake modules, headers):
     # building it again does not make an installed copy of its users stale (base.py)
-    "build_time_only": "bool",
-    "source": {"git": "str", "ref": "str", "submodules": "bool", "from": "str", "subdir": "str",
-               # per stack version, for a repository without release tags (Tensile); the
-               # version comes from stack.toml or from --base's .info/version
-               "refs": "strmap"},
-    # the build system's table ([cmake]) comes from its kind (buildsystems/, recipe_schema)
+    build_time_only: bool = _key("build_time_only", "bool", False)
+    source: SourceSpec = field(default_factory=SourceSpec, metadata={"key": "source"})
     # what AMD's packaging adds after `cmake --install`, as data: prefix-relative paths
-    "install": {"links": "strmap", "files": "strmap",
-                # components whose installed files this one may replace (ownership.py)
-                "overwrites": "strlist",
-                # installed programs get a RUNPATH relative to $ORIGIN unless this is false
-                # (then runpath_reason must say why: the DESIGN promise is broken on purpose)
-                "runpath": "bool", "runpath_reason": "str"},
+    install_links: Mapping[str, str] = _key("install.links", "strmap", {})
+    install_files: Mapping[str, str] = _key("install.files", "strmap", {})
+    # components whose installed files this one may replace (ownership.py)
+    install_overwrites: tuple[str, ...] = _key("install.overwrites", "strlist", ())
+    # installed programs get a RUNPATH relative to $ORIGIN unless this is false (then
+    # runpath_reason must say why: the promise of docs/architecture.md is broken on purpose)
+    runpath: bool = _key("install.runpath", "bool", True)
+    runpath_reason: str = _key("install.runpath_reason", "str", "")
     # Python needs, met before any build step so no build pip-installs from the network
-    "python": {"packages": "strlist", "wheels": "strlist"},
-    "env": "strmap",
+    python_packages: tuple[str, ...] = _key("python.packages", "strlist", ())
+    python_wheels: tuple[str, ...] = _key("python.wheels", "strlist", ())
+    env: Mapping[str, str] = _key("env", "strmap", {})
     # how the component shows in an installed ROCm (--base): files that must exist (globs
     # allowed; "a | b" is met by either, for a file two layouts keep in different places),
     # a folder holding the Tensile set for every target, and whether a base without it is
     # refused (compilers, HIP runtime, ROCr) instead of building it
-    "base": {"provides": "strlist", "tensile": "str", "required": "bool"},
-    "resources": {
-        "compile_mem": "size",
-        "link_mem": "size",
-        "tensile_mem": "size",
-        "disk": "size",
+    base_provides: tuple[str, ...] = _key("base.provides", "strlist", ())
+    base_tensile: str = _key("base.tensile", "str", "")
+    base_required: bool = _key("base.required", "bool", False)
+    resources: Mapping[str, float] = _key("resources", {
+        "compile_mem": "size", "link_mem": "size", "tensile_mem": "size", "disk": "size",
         "source_disk": "size",  # the checkout and its cache, for the component owning it
-        "cpu_hours": "float",
-    },
-}
+        "cpu_hours": "float"}, {})
+    # the build system's table ([cmake] for cmake); each system accepts the keys it reads
+    # (BuildSystem.keys): args (rendered), build_type, install_prefix (when not the stack
+    # prefix), job_args (rendered with `jobs` when the step starts; never fingerprinted),
+    # distribute (its compiles may go to --distcc hosts; never fingerprinted)
+    cmake_args: tuple[str, ...] = _key("<build>.args", "strlist", ())
+    build_type: str = _key("<build>.build_type", "str", "Release")
+    install_prefix: str = _key("<build>.install_prefix", "str", "")
+    job_args: tuple[str, ...] = _key("<build>.job_args", "strlist", ())
+    distribute: bool = _key("<build>.distribute", "bool", False)
+
+    @property
+    def builds(self) -> bool:
+        return self.kind != buildsystems.SOURCE_ONLY
+
+    @property
+    def table(self) -> str:
+        """The recipe table of its build system's options (for messages: 'cmake.args[2]')."""
+        return buildsystems.for_kind(self.kind).table if self.builds else "cmake"
+
+
+def _declared(cls: type) -> list[tuple[str, str, Any]]:
+    """(field name, key path, tag) of each declared field of ``cls``, in order."""
+    return [(f.name, f.metadata["key"], f.metadata.get("tag")) for f in fields(cls)
+            if "key" in f.metadata]
+
+
+def _schema_of(entries: list[tuple[str, str, Any]], prefix: str = "") -> dict[str, Any]:
+    schema: dict[str, Any] = {}
+    for _, path, tag in entries:
+        if not path.startswith(prefix):
+            continue
+        *tables, key = path[len(prefix):].split(".")
+        here = schema
+        for table in tables:
+            here = here.setdefault(table, {})
+        here[key] = tag
+    return schema
+
+
+def _recipe_schema() -> dict[str, Any]:
+    source = _schema_of(_declared(SourceSpec))
+    return _schema_of([(name, path, source if path == "source" else tag)
+                       for name, path, tag in _declared(Recipe)
+                       if not path.startswith(BUILD_TABLE)])
+
+
+# what a recipe may hold besides its build system's table (recipe_schema adds that)
+RECIPE_SCHEMA: _Schema = _recipe_schema()
+# the keys a build system's recipe table may hold, with their type tags
+BUILD_TABLE_SCHEMA: _Schema = _schema_of(_declared(Recipe), BUILD_TABLE + ".")
 
 
 def recipe_schema() -> _Schema:
     """RECIPE_SCHEMA plus one table per registered build system ([cmake]: args, build_type,
-    install_prefix, job_args, distribute; buildsystems.TABLE_SCHEMA says what each means)."""
+    install_prefix, job_args, distribute: the Recipe fields under ``<build>.``), with the
+    keys that system reads (BuildSystem.keys)."""
     tables = {}
     for kind in buildsystems.kinds():
         if kind != buildsystems.SOURCE_ONLY:
             system = buildsystems.for_kind(kind)
-            tables[system.table] = {k: buildsystems.TABLE_SCHEMA[k] for k in system.keys}
+            unknown = [k for k in system.keys if k not in BUILD_TABLE_SCHEMA]
+            if unknown:  # a programming error of the build system's module, not bad input
+                raise TypeError(f"build system {kind!r} reads [{system.table}] keys that no "
+                                f"Recipe field declares: {unknown} (recipes.py, '<build>.')")
+            tables[system.table] = {k: BUILD_TABLE_SCHEMA[k] for k in system.keys}
     return {**RECIPE_SCHEMA, **tables}
 
 
@@ -219,64 +312,6 @@ def read_toml(file: Path, tip: str = "check --recipes / ROCBUILD_RECIPES") -> di
         raise ConfigError(f"{file}: cannot read: {exc.strerror}", tip=tip) from None
 
 
-# --- model ----------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class SourceSpec:
-    """Where a component's source comes from: its own git checkout, or another one's."""
-
-    git: str | None = None
-    ref: str | None = None
-    submodules: bool = False
-    from_component: str | None = None
-    subdir: str = ""
-    refs: Mapping[str, str] = field(default_factory=dict)  # stack version -> ref
-
-    def ref_for(self, version: str) -> str | None:
-        return self.refs.get(version, self.ref)
-
-
-@dataclass(frozen=True)
-class Recipe:
-    """One component as written in its TOML file; strings are unrendered templates."""
-
-    name: str
-    file: Path
-    summary: str
-    kind: str
-    depends: tuple[str, ...]
-    source: SourceSpec
-    # the build system's table ([cmake] for cmake): its args and the keys below it reads
-    cmake_args: tuple[str, ...] = ()
-    build_type: str = "Release"
-    env: Mapping[str, str] = field(default_factory=dict)
-    resources: Mapping[str, float] = field(default_factory=dict)
-    system_packages: tuple[str, ...] = ()
-    system_checks: Mapping[str, str] = field(default_factory=dict)
-    install_prefix: str = ""
-    job_args: tuple[str, ...] = ()
-    install_links: Mapping[str, str] = field(default_factory=dict)
-    install_files: Mapping[str, str] = field(default_factory=dict)
-    install_overwrites: tuple[str, ...] = ()
-    python_packages: tuple[str, ...] = ()
-    python_wheels: tuple[str, ...] = ()
-    distribute: bool = False
-    runpath: bool = True
-    runpath_reason: str = ""
-    base_provides: tuple[str, ...] = ()
-    base_tensile: str = ""
-    base_required: bool = False
-    build_time_only: bool = False
-
-    @property
-    def builds(self) -> bool:
-        return self.kind != buildsystems.SOURCE_ONLY
-
-    @property
-    def table(self) -> str:
-        """The recipe table of its build system's options (for messages: 'cmake.args[2]')."""
-        return buildsystems.for_kind(self.kind).table if self.builds else "cmake"
-
-
 def provides_alternatives(pattern: str) -> list[str]:
     """``"a | b"`` -> ``["a", "b"]``: a [base] provides entry any one of whose paths shows
     the component (AMD's packages and a source build keep the device bitcode apart)."""
@@ -370,15 +405,11 @@ def load_recipe(file: Path) -> Recipe:
     if subdir.startswith("/") or ".." in Path(subdir).parts:
         raise ConfigError(f"{file}: key 'source.subdir' must be a relative path inside the "
                           f"checkout, got {subdir!r}", tip=f"fix 'source.subdir' in {file}")
-    source = SourceSpec(git=source_data.get("git"), ref=source_data.get("ref"),
-                        submodules=source_data.get("submodules", False),
-                        from_component=source_data.get("from"), subdir=subdir,
-                        refs=source_data.get("refs", {}))
+    source = SourceSpec(**_read_declared(SourceSpec, {**source_data, "subdir": subdir}))
     # the build system's own table: [cmake] for kind = "cmake"
     tables = {buildsystems.for_kind(k).table: k for k in kinds if k != buildsystems.SOURCE_ONLY}
     own = buildsystems.for_kind(kind).table if kind != buildsystems.SOURCE_ONLY else None
-    cmake = data.get(own) if own else None
-    if own and cmake is None:
+    if own and data.get(own) is None:
         raise ConfigError(f"{file}: a {kind} component needs a [{own}] table (it may be empty)",
                           tip=f'add [{own}] to {file}, or kind = "source-only" if it is not built')
     for table, other in tables.items():
@@ -388,7 +419,6 @@ def load_recipe(file: Path) -> Recipe:
             fix = (f'remove [{table}] from {file} or drop kind = "source-only"' if own is None
                    else f"remove [{table}] from {file}, or set kind = \"{other}\"")
             raise ConfigError(f"{file}: {what}, so [{table}] has no effect", tip=fix)
-    cmake = cmake or {}
     depends = data.get("depends", ())
     if len(set(depends)) != len(depends):
         raise ConfigError(f"{file}: key 'depends' lists a component twice: {list(depends)}",
@@ -429,24 +459,32 @@ def load_recipe(file: Path) -> Recipe:
     if ("tensile" in base or "required" in base) and not base.get("provides"):
         raise ConfigError(f"{file}: [base] needs 'provides', the files that show the component "
                           "in an installed ROCm", tip=f"add base.provides to {file}")
-    return Recipe(name=name, file=file, summary=data.get("summary", ""), kind=kind,
-                  depends=depends, source=source, cmake_args=cmake.get("args", ()),
-                  build_type=cmake.get("build_type", "Release"), env=data.get("env", {}),
-                  resources=data.get("resources", {}),
-                  system_packages=data.get("system_packages", ()),
-                  system_checks=system_checks,
-                  install_prefix=cmake.get("install_prefix", ""),
-                  job_args=cmake.get("job_args", ()),
-                  install_links=install.get("links", {}), install_files=install.get("files", {}),
-                  install_overwrites=install.get("overwrites", ()),
-                  python_packages=python.get("packages", ()),
-                  python_wheels=python.get("wheels", ()),
-                  distribute=cmake.get("distribute", False),
-                  runpath=install.get("runpath", True),
-                  runpath_reason=install.get("runpath_reason", ""),
-                  base_provides=base.get("provides", ()), base_tensile=base.get("tensile", ""),
-                  base_required=base.get("required", False),
-                  build_time_only=data.get("build_time_only", False))
+    values = _read_declared(Recipe, {**data, "kind": kind}, build_table=own)
+    return Recipe(name=name, file=file, **values, source=source)
+
+
+def _read_declared(cls: type, data: Mapping[str, Any], build_table: str | None = None
+                   ) -> dict[str, Any]:
+    """The declared fields of ``cls`` that ``data`` (validated) sets, by field name; a field
+    it does not set keeps its declared default. ``<build>.`` keys are read from the build
+    system's table (none for a source-only recipe)."""
+    out: dict[str, Any] = {}
+    for name, path, tag in _declared(cls):
+        if tag is None:  # a nested table read by its own class (source)
+            continue
+        if path.startswith(BUILD_TABLE + "."):
+            if build_table is None:
+                continue
+            path = build_table + path[len(BUILD_TABLE):]
+        here: Any = data
+        for part in path.split("."):
+            here = here.get(part, _UNSET) if isinstance(here, Mapping) else _UNSET
+        if here is not _UNSET:
+            out[name] = here
+    return out
+
+
+_UNSET = object()
 
 
 def load_recipes(folder: Path) -> RecipeSet:

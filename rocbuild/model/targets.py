@@ -46,7 +46,7 @@ class TargetError(ValueError):
 
 
 # Product names people know their card by, and the processor LLVM calls it
-# (reference/gfx906-facts.md: MI50, MI60 and Radeon VII are all gfx906, "Vega 20").
+# (docs/architecture.md, Facts: MI50, MI60 and Radeon VII are all gfx906, "Vega 20").
 PRODUCT_NAMES: dict[str, tuple[str, str]] = {
     "mi50": ("gfx906", "AMD Instinct MI50"),
     "mi60": ("gfx906", "AMD Instinct MI60"),

@@ -9,7 +9,7 @@ One list of variables (``variables``) feeds the jinja2 templates in ``rocbuild/t
 so the files cannot drift apart. Values are quoted for each language by a filter, never
 pasted raw. The files never set HSA_OVERRIDE_GFX_VERSION: the stack carries native code for
 its targets, and an override for a natively supported GPU causes memory faults
-(reference/gfx906-facts.md §2.4); instead each file warns when one is set.
+(docs/architecture.md, Facts); instead each file warns when one is set.
 
 ``write_env_files`` is what the install step calls; ``rocbuild env`` prints ``render``.
 """
@@ -139,7 +139,8 @@ def variables(spec: EnvSpec) -> list[EnvVar]:
     """On a base, the compilers and HIP are the base's (ROCM_PATH, HIP_PATH), and each path
     list gets the base's entry first and the prefix's in front of it, so the prefix wins.
     No LD_LIBRARY_PATH: every installed program finds its libraries through its RUNPATH
-    (DESIGN 3.5), except those of a recipe that opted out, which the file names."""
+    (docs/architecture.md, Contracts), except those of a recipe that opted out, which the
+    file names."""
     rocm = spec.base  # None: the prefix
     trees: list[Path | None] = [spec.base, None] if spec.base else [None]  # prefix ends first
     out = [

@@ -23,7 +23,7 @@ from rocbuild.errors import BuildFailed
 from rocbuild.files import read_json, write_json_atomic
 from rocbuild.model import buildsystems, layout
 from rocbuild.model.graph import Component
-from rocbuild.model.inputcheck import is_within
+from rocbuild.model.paths import resolves_within, within
 from rocbuild.prefix import buildinfo
 from rocbuild.prefix.realpaths import RealPaths
 
@@ -47,10 +47,6 @@ def installed_by(prefix: Path, component: str) -> set[str]:
     return _recorded(prefix, component, "files")
 
 
-def _inside(path: Path, root: Path) -> bool:
-    return is_within(os.path.realpath(path), str(root))
-
-
 def checked_path(prefix: Path, rel: str, component: str) -> Path:
     """``prefix/rel`` after checking that no existing folder on the way is a link out of the
     prefix (one component's link must not make another's write land outside)."""
@@ -58,7 +54,7 @@ def checked_path(prefix: Path, rel: str, component: str) -> Path:
     current = prefix
     for part in PurePosixPath(rel).parent.parts:
         current = current / part
-        if (current.is_symlink() or current.exists()) and not _inside(current, root):
+        if (current.is_symlink() or current.exists()) and not resolves_within(current, root):
             raise BuildFailed(
                 f"{component}: {prefix / rel} would be written through {current}, which leads "
                 f"outside the prefix (to {os.path.realpath(current)})",
@@ -92,7 +88,7 @@ def install_extras(prefix: Path, comp: Component, log: Logger,
     for rel, target in comp.install_links:
         path = checked_path(prefix, rel, comp.name)
         path.parent.mkdir(parents=True, exist_ok=True)
-        if not _inside(path.parent / target, root):
+        if not resolves_within(path.parent / target, root):
             raise BuildFailed(f"{comp.name}: the link {path} -> {target} would lead outside "
                               f"the prefix (to {os.path.realpath(path.parent / target)})",
                               tip=f"point install.links.\"{rel}\" in {comp.recipe.file} at a "
@@ -157,7 +153,7 @@ def links_out_of(prefix: Path) -> list[Path]:
     for folder, dirs, files in os.walk(prefix):  # never follows links
         for name in (*dirs, *files):
             path = Path(folder) / name
-            if path.is_symlink() and path.is_dir() and not _inside(path, root):
+            if path.is_symlink() and path.is_dir() and not resolves_within(path, root):
                 found.append(path)
     return found
 
@@ -193,7 +189,7 @@ def _manifest(comp: Component, prefix: Path) -> set[str]:
     lines = [str(path) for path in system.installed_files(comp) or []]
     real = RealPaths(prefix)
     outside = [line for line in lines
-               if not is_within(line, str(prefix)) or line == str(prefix)
+               if not within(line, prefix) or line == str(prefix)
                or real.of(os.path.relpath(line, prefix)) is None]
     if outside:
         shown = ", ".join(outside[:5]) + (f" and {len(outside) - 5} more" if len(outside) > 5

@@ -14,7 +14,7 @@ import os
 import posixpath
 from pathlib import Path
 
-from rocbuild.model.inputcheck import is_within
+from rocbuild.model.paths import within
 
 
 class RealPaths:
@@ -34,7 +34,7 @@ class RealPaths:
     def of(self, rel: str) -> str | None:
         folder, name = posixpath.split(posixpath.normpath(rel))
         real = os.path.join(self._folder(folder), name)
-        if not is_within(real, self.root) or real == self.root:
+        if not within(real, self.root) or real == self.root:
             return None
         return os.path.relpath(real, self.root)
 

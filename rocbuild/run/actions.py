@@ -23,6 +23,7 @@ from rocbuild.model import buildsystems, layout
 from rocbuild.model.buildsystems import venv
 from rocbuild.model.buildsystems.venv import PythonVenv
 from rocbuild.model.graph import Component, sha256_text
+from rocbuild.model.paths import within
 from rocbuild.model.steptable import PYTHON_VENV
 from rocbuild.prefix import ownership, prefixguard
 from rocbuild.run import clockskew, jobs, patches, sources
@@ -129,7 +130,7 @@ def check_patches(ctx: BuildContext, comp: Component) -> None:
     # the artifact's key) where it was built; a rebuild fetches first, then this checks it
     if fetched is not None and comp.patches and not fetched.get("from_cache"):
         patches.check_series(comp.name, comp.checkout_dir, fetched["commit"],
-                             [p.path for p in comp.patches])
+                             [p.path for p in comp.patches], ctx.registry())
 
 
 def check_clock(ctx: BuildContext, comp: Component, log: Path, outcome: StepOutcome) -> None:
@@ -201,7 +202,7 @@ def remove_previous_install(ctx: BuildContext, comp: Component,
     removed = 0
     for path in installed:
         real = path.parent.resolve() / path.name  # links may point anywhere
-        inside = real.parent.is_relative_to(prefix)
+        inside = within(real.parent, prefix)  # both resolved
         real_rel = real.relative_to(prefix).as_posix() if inside else ""
         if real_rel in theirs and real_rel != os.path.relpath(path, ctx.stack.prefix):
             log(f"kept {path}: through a link it is {real}, another component's file")

@@ -28,6 +28,8 @@ from typing import IO, Any
 
 import zstandard
 
+from rocbuild.model.paths import resolves_within, within
+
 MANIFEST_FORMAT = 1
 ARCHIVE_SUFFIX = ".tar.zst"
 STAGING_NAME = ".rocbuild-unpack"
@@ -154,11 +156,8 @@ def safe_relpath(path: str) -> str:
 def link_stays_inside(path: str, target: str, prefix: str) -> bool:
     """A link at ``path`` (relative to the prefix) pointing at ``target`` resolves inside the
     prefix (``prefix`` as written in the manifest, for absolute targets)."""
-    if target.startswith("/"):
-        normal = posixpath.normpath(target)
-        return normal == prefix or normal.startswith(prefix.rstrip("/") + "/")
-    joined = posixpath.normpath(posixpath.join(posixpath.dirname(path), target))
-    return joined != ".." and not joined.startswith("../") and not joined.startswith("/")
+    # an absolute target replaces what it is joined to
+    return within(posixpath.join(prefix, posixpath.dirname(path), target), prefix)
 
 
 def check_entries(entries: Iterable[FileEntry], prefix: str) -> list[FileEntry]:
@@ -368,16 +367,14 @@ def _staged_name(entry: FileEntry) -> str:
     return hashlib.sha256(entry.path.encode()).hexdigest()
 
 
-def _inside(path: Path, prefix: Path) -> bool:
-    return path.resolve().is_relative_to(prefix.resolve())
-
-
 def _place(entry: FileEntry, staging: Path, prefix: Path, relocation: Relocation) -> None:
     dest = prefix / entry.path
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    if not _inside(dest.parent, prefix):  # a link already in the prefix could lead out
+    # a link already in the prefix could lead out: checked before any folder is made, so a
+    # refused entry leaves nothing behind out there either
+    if not resolves_within(dest.parent, prefix):
         raise ArtifactRefused(f"'{entry.path}' would be written outside {prefix} through a "
                               "link in the prefix")
+    dest.parent.mkdir(parents=True, exist_ok=True)
     if dest.is_symlink() or dest.is_file():
         dest.unlink()
     elif dest.exists():

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, TextIO
 
 from rocbuild import proc
+from rocbuild.checks import hostload, launchtools
 from rocbuild.model import resources
 from rocbuild.model.graph import Component, Stack
 from rocbuild.model.settings import Settings
@@ -54,7 +55,7 @@ class BuildContext:
     offline: bool = False
     command: str | None = None  # the command line that continues this run (continuation.py)
     outcomes: list[StepOutcome] = field(default_factory=list)
-    host_snapshot: Callable[[], resources.HostSnapshot] = resources.snapshot
+    host_snapshot: Callable[[], resources.HostSnapshot] = hostload.snapshot
     _lock: contextlib.ExitStack | None = None
     # jobs held by compile steps running right now (--parallel): one budget for all of them
     budget: JobBudget = field(default_factory=JobBudget)
@@ -64,6 +65,16 @@ class BuildContext:
     # each checkout's edits, read once per run and shared by every Rule of the run (a source
     # step of the checkout forgets its entry: runner.py)
     _edits: dict[str, dict[str, Any] | None] = field(default_factory=dict, repr=False)
+
+    def __post_init__(self) -> None:
+        self.stack = self._launched(self.stack)
+
+    def _launched(self, stack: Stack) -> Stack:
+        """The run starts: its stack gets this host's compiler launchers (probed once per
+        process; a stack given with launchers keeps them)."""
+        if stack is None or stack.launch is not None:
+            return stack
+        return launchtools.launching(stack, self.settings)
 
     @property
     def ready(self) -> bool:
@@ -110,7 +121,7 @@ class BuildContext:
     def retarget(self, stack: Stack) -> None:
         """Run ``stack`` instead (plain doit learns what it runs from the tasks doit selected,
         after the tasks were made: lifecycle.Run.begin)."""
-        self.stack, self._rule = stack, None
+        self.stack, self._rule = self._launched(stack), None
 
     # --- the up-to-date rule lives in uptodate.py; one Rule per run ------------------------
     @property

@@ -28,6 +28,7 @@ the old prefix (an absolute RUNPATH) refuse it, text files holding it are rewrit
 from __future__ import annotations
 
 import json
+import os
 import platform
 import time
 from collections.abc import Callable, Collection
@@ -39,6 +40,7 @@ from rocbuild import __version__
 from rocbuild.errors import BuildFailed, ConfigError
 from rocbuild.model import buildsystems, launchers, layout, wording
 from rocbuild.model.graph import Component, Stack, portable_text, sha256_text
+from rocbuild.model.paths import within
 from rocbuild.run import artifacts, signing, sources
 from rocbuild.run.artifacts import ArtifactRefused, Manifest, Relocation
 from rocbuild.run.cache_oci import OciStore
@@ -98,7 +100,8 @@ def installed_paths(stack: Stack, comp: Component) -> list[str]:
     prefix = stack.prefix
     out = []
     for path in installed:
-        if not path.is_relative_to(prefix):
+        path = Path(os.path.normpath(path))  # a manifest line may hold '..'
+        if not within(path, prefix):
             raise BuildFailed(f"{comp.name} installed {path}, outside the prefix {prefix}; an "
                               "artifact holds only files inside the prefix")
         out.append(path.relative_to(prefix).as_posix())

@@ -15,11 +15,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from rocbuild.checks import hostload
 from rocbuild.checks.diagnose import is_memory_death
 from rocbuild.errors import BuildFailed
 from rocbuild.model import buildsystems, launchers, resources
 from rocbuild.model.graph import Component
 from rocbuild.model.resources import GIB
+from rocbuild.run import launchstats
 from rocbuild.run.command import run_all
 from rocbuild.run.outcome import StepOutcome, step_logger
 from rocbuild.run.state import read_json, write_json_atomic
@@ -94,7 +96,7 @@ def compile_step(ctx: BuildContext, comp: Component, log: Path, outcome: StepOut
     shared = "" if jobs == counts["compile"].jobs else f" (sharing: {jobs} left)"
     ctx.output.say(f"  {comp.name}: {counts['compile'].reason}{shared}")
     try:
-        with launchers.observe(ctx.stack.launch, comp, outcome.warnings):
+        with launchstats.observe(ctx.stack.launch, comp, outcome.warnings):
             compile_with_retries(ctx, comp, log, outcome, counts, jobs)
     finally:
         ctx.budget.give_back(comp.name)
@@ -105,17 +107,17 @@ def compile_with_retries(ctx: BuildContext, comp: Component, log: Path, outcome:
     system = buildsystems.of(comp)
     while True:
         outcome.jobs = jobs
-        oom_before = resources.cgroup_oom_kills()
-        started_usec = resources.monotonic_usec()
+        oom_before = hostload.cgroup_oom_kills()
+        started_usec = hostload.monotonic_usec()
         try:
             run_all(ctx, comp, "compile", system.build(ctx.stack, comp, jobs), log, outcome)
             return
         except BuildFailed:
-            kernel_says = resources.kernel_oom_kills_since(started_usec)
+            kernel_says = hostload.kernel_oom_kills_since(started_usec)
             if kernel_says:
                 step_logger(log)("kernel: " + "\nkernel: ".join(kernel_says))
             if not kernel_says and not died_of_memory(
-                    outcome.tail, resources.cgroup_oom_kills(), oom_before):
+                    outcome.tail, hostload.cgroup_oom_kills(), oom_before):
                 raise
         if jobs == 1:
             per_job = max(int(comp.recipe.resources.get(k, 0)) for k in

@@ -21,33 +21,46 @@ from rocbuild import proc
 from rocbuild.errors import BuildFailed
 
 Logger = Callable[[str], None]
+# A local git command (no network) in a checkout or a source cache: a reset or status of
+# llvm-project's 150,000 files takes a minute on a slow disk, so the bound is generous; one
+# that hangs (a stale lock on a network file system) is ended rather than waited for all
+# night. sources.py's local commands use it too.
+LOCAL_GIT_TIMEOUT = 1800.0
 
 
 def _git(checkout: Path, args: Sequence[str], env: dict[str, str] | None = None, *,
          input: str | None = None, registry: proc.ChildRegistry | None = None
          ) -> proc.Captured:
-    """A local git command (no network, so no timeout: a reset of llvm-project takes what it
-    takes); interrupted, it is killed with its group like every child."""
-    done = proc.run_capture(["git", "-C", str(checkout), *args], timeout=None, env=env,
-                            input=input, registry=registry)
-    return done if done is not None else proc.Captured(127, "", "cannot run git")
+    """A local git command through rocbuild.proc, with LOCAL_GIT_TIMEOUT; interrupted, it is
+    killed with its group like every child (registered with the run where one is given)."""
+    done = proc.run_capture(["git", "-C", str(checkout), *args], timeout=LOCAL_GIT_TIMEOUT,
+                            env=env, input=input, registry=registry)
+    if done is None:
+        return proc.Captured(127, "", "cannot run git")
+    if done.timed_out:  # callers read a non-zero code; say why in git's own words' place
+        return proc.Captured(124, done.stdout, f"{done.stderr}\ngit {args[0]} in {checkout} "
+                             f"was ended after {LOCAL_GIT_TIMEOUT:.0f} s")
+    return done
 
 
-def check_series(component: str, checkout: Path, commit: str, patches: Sequence[Path]) -> None:
+def check_series(component: str, checkout: Path, commit: str, patches: Sequence[Path],
+                 registry: proc.ChildRegistry | None = None) -> None:
     """Raise BuildFailed naming the first patch of the series that does not apply to
     ``commit``; the work tree and the real index are left alone."""
     if not patches:
         return
     with tempfile.TemporaryDirectory(prefix="rocbuild-patchcheck-") as tmp:
         env = dict(os.environ, GIT_INDEX_FILE=str(Path(tmp) / "index"))
-        read = _git(checkout, ["read-tree", commit], env)
+        read = _git(checkout, ["read-tree", commit], env, registry=registry)
         if read.returncode != 0:
             raise BuildFailed(f"{component}: cannot read commit {commit} to check patches: "
                               f"{read.stderr.strip()}")
         for patch in patches:
-            result = _git(checkout, ["apply", "--cached", "--check", "--", str(patch)], env)
+            result = _git(checkout, ["apply", "--cached", "--check", "--", str(patch)], env,
+                          registry=registry)
             if result.returncode == 0:
-                result = _git(checkout, ["apply", "--cached", "--", str(patch)], env)
+                result = _git(checkout, ["apply", "--cached", "--", str(patch)], env,
+                              registry=registry)
             if result.returncode != 0:
                 detail = result.stderr.strip().splitlines()
                 raise BuildFailed(
@@ -147,7 +160,7 @@ def apply_series(component: str, checkout: Path, commit: str, patches: Sequence[
     times and ninja stays incremental. Nothing the user wrote is lost: edits beyond
     ``applied_before`` are saved under ``save_root`` first, and instead of ``git clean``
     only files that a patch series creates are removed."""
-    check_series(component, checkout, commit, patches)
+    check_series(component, checkout, commit, patches, registry)
     saved = None
     edits = user_edits(checkout, applied_before)
     if edits:

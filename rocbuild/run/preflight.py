@@ -11,9 +11,9 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from rocbuild.checks import hostreqs
+from rocbuild.checks import hostreqs, launchtools
 from rocbuild.errors import BuildFailed, PreflightError
-from rocbuild.model import cost, launchers
+from rocbuild.model import cost
 from rocbuild.model.gitcache import is_local
 from rocbuild.model.resources import format_gib
 from rocbuild.model.steps import step_env
@@ -69,7 +69,7 @@ def check_offline_sources(ctx: BuildContext) -> list[Problem]:
         if is_local(comp.fetch_url):  # a file:// mirror: fetched without the network
             continue
         cache = sources.cache_dir(ctx.stack.workdir / "cache" / "git", comp.fetch_url)
-        if not (cache / "HEAD").is_file() or sources.cached_commit(cache, comp.ref) is None:
+        if sources.cached_commit(cache, comp.ref, ctx.registry()) is None:  # None: no cache
             problems.append(Problem(f"{comp.name}: {comp.ref} of {comp.fetch_url} is not in the "
                                     "source cache and --offline forbids downloading it",
                                     "run once without --offline, or give a --mirror that has it"))
@@ -93,7 +93,7 @@ def run(ctx: BuildContext) -> None:
     problems = [Problem(f.what, f.fix) for f in found if f.level == hostreqs.FAIL]
     problems += [*check_disk(ctx), *check_patches(ctx),
                  *(Problem(what, fix) for what, fix in
-                   launchers.preflight_problems(ctx.stack.launch, ctx.output.say))]
+                   launchtools.preflight_problems(ctx.stack.launch, ctx.output.say))]
     if ctx.offline:
         problems += check_offline_sources(ctx)
     if problems:

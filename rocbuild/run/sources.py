@@ -1,8 +1,10 @@
 """Fetch a component's pinned ref: shallow, cached, mirrored, never half-done.
 
-git commands that can hang (fetch, checkout, submodule update) run through ``proc.run_logged``:
-own session, registered with the run, killed as a group on interrupt. gitpython only reads
-and writes local repository data (init, rev-parse, config, update-ref).
+Every git process runs through rocbuild.proc, registered with the run and killed as a group
+on interrupt: the commands that can take long (fetch, checkout, submodule update) through
+``proc.run_logged`` into the step's log, the quick local ones (init, rev-parse, config,
+update-ref) through ``proc.run_capture`` with a timeout. gitpython only reads files of a
+repository (the checked-out commit) and starts no git process of its own.
 
 Each repository has a bare cache in ``<workdir>/cache/git/`` that keeps every fetched ref, so a
 clean rebuild (or ``--offline``) does not download again. The checkout is assembled in a
@@ -29,6 +31,7 @@ from rocbuild.errors import BuildFailed
 from rocbuild.files import read_regular
 from rocbuild.model.gitcache import cache_dir, cache_ref, insteadof_args, is_local
 from rocbuild.run import patches
+from rocbuild.run.patches import LOCAL_GIT_TIMEOUT
 
 _SHA_RE = re.compile(r"^[0-9a-f]{40}$")
 # Failures worth another try: the network or the server, not a wrong ref.
@@ -96,48 +99,70 @@ def _run(repo_dir: Path, args: Sequence[str], log: Logger,
         raise GitFailed(args, repo_dir, "\n".join(result.tail))
 
 
-def _ensure_cache(cache: Path, log: Logger) -> None:
+def _local(repo_dir: Path, args: Sequence[str],
+           registry: proc.ChildRegistry | None) -> proc.Captured:
+    """A quick local git command (no network) through rocbuild.proc: registered with the
+    run, with a timeout. Its result, or returncode 127 when git cannot start."""
+    env = {**os.environ, "LC_ALL": "C", "LANGUAGE": "C", **_git_env()}
+    done = proc.run_capture(["git", "-C", str(repo_dir), *args], timeout=LOCAL_GIT_TIMEOUT,
+                            env=env, registry=registry)
+    return done if done is not None else proc.Captured(127, "", "cannot run git")
+
+
+def _local_ok(repo_dir: Path, args: Sequence[str],
+              registry: proc.ChildRegistry | None) -> str:
+    """A local git command that must succeed: its output, or GitFailed naming it."""
+    done = _local(repo_dir, args, registry)
+    if not done.ok:
+        said = done.stderr if not done.timed_out else (
+            f"{done.stderr}\n(ended after {LOCAL_GIT_TIMEOUT:.0f} s)")
+        raise GitFailed(args, repo_dir, said)
+    return done.stdout.strip()
+
+
+def _ensure_cache(cache: Path, log: Logger, registry: proc.ChildRegistry | None = None) -> None:
     if not (cache / "HEAD").is_file():
-        cache.parent.mkdir(parents=True, exist_ok=True)
-        git.Repo.init(str(cache), bare=True)
+        cache.mkdir(parents=True, exist_ok=True)
+        _local_ok(cache, ["init", "-q", "--bare"], registry)
         log(f"created cache {cache}")
     # the checkout fetches a commit by id from the cache
-    with git.Repo(str(cache)).config_writer() as cw:
-        cw.set_value("uploadpack", "allowAnySHA1InWant", "true")
+    _local_ok(cache, ["config", "uploadpack.allowAnySHA1InWant", "true"], registry)
 
 
-def cached_commit(cache: Path, ref: str) -> str | None:
-    try:
-        return git.Repo(str(cache)).git.rev_parse("--verify", "-q", cache_ref(ref) + "^{commit}")
-    except git.GitCommandError:
+def cached_commit(cache: Path, ref: str,
+                  registry: proc.ChildRegistry | None = None) -> str | None:
+    if not (cache / "HEAD").is_file():
         return None
+    done = _local(cache, ["rev-parse", "--verify", "-q", cache_ref(ref) + "^{commit}"],
+                  registry)
+    return (done.stdout.strip() or None) if done.ok else None
 
 
-def _is_tag_or_commit(cache: Path, ref: str) -> bool:
+def _is_tag_or_commit(cache: Path, ref: str,
+                      registry: proc.ChildRegistry | None = None) -> bool:
     """Tags and commit ids do not move, so a cached copy is final; branches are fetched again."""
     if _SHA_RE.match(ref):
         return True
-    try:
-        kind = git.Repo(str(cache)).git.config("--get", f"rocbuild.{cache_ref(ref)[-16:]}.kind")
-    except (git.GitCommandError, git.NoSuchPathError, git.InvalidGitRepositoryError):
+    if not (cache / "HEAD").is_file():
         return False  # no cache (yet): not known to be final
-    return kind == "tag"
+    done = _local(cache, ["config", "--get", f"rocbuild.{cache_ref(ref)[-16:]}.kind"], registry)
+    return done.ok and done.stdout.strip() == "tag"
 
 
-def ref_kind(cache: Path, ref: str) -> str:
+def ref_kind(cache: Path, ref: str, registry: proc.ChildRegistry | None = None) -> str:
     """tag, commit or branch: what the cached ref is (a fetch records it in the cache)."""
     if _SHA_RE.match(ref):
         return "commit"
-    return "tag" if _is_tag_or_commit(cache, ref) else "branch"
+    return "tag" if _is_tag_or_commit(cache, ref, registry) else "branch"
 
 
 def fetch_into_cache(req: FetchRequest, log: Logger,
                      registry: proc.ChildRegistry | None = None) -> str:
     """The commit ``req.ref`` names, fetched into the cache unless it is already there."""
     cache = cache_dir(req.cache_root, req.url)
-    _ensure_cache(cache, log)
-    cached = cached_commit(cache, req.ref)
-    if cached and (req.offline or _is_tag_or_commit(cache, req.ref)):
+    _ensure_cache(cache, log, registry)
+    cached = cached_commit(cache, req.ref, registry)
+    if cached and (req.offline or _is_tag_or_commit(cache, req.ref, registry)):
         log(f"{req.ref} is cached as {cached}; no download")
         return cached
     if req.offline and not is_local(req.url):  # a local mirror needs no network
@@ -169,22 +194,25 @@ def fetch_into_cache(req: FetchRequest, log: Logger,
         tries = f" after {attempts} attempts" if attempts > 1 else ""
         raise BuildFailed(f"{req.name}: cannot fetch {req.ref} from {req.url}{tries}:\n"
                           f"{git_cause(last_error)}", tip=hint)
-    repo = git.Repo(str(cache))
-    commit = repo.git.rev_parse("FETCH_HEAD^{commit}")
+    commit = _local_ok(cache, ["rev-parse", "FETCH_HEAD^{commit}"], registry)
     head_line = (cache / "FETCH_HEAD").read_text().splitlines()[0]
     kind = "tag" if "\ttag '" in head_line or _SHA_RE.match(req.ref) else "branch"
-    repo.git.update_ref(cache_ref(req.ref), commit)
-    repo.git.config(f"rocbuild.{cache_ref(req.ref)[-16:]}.kind", kind)
+    _local_ok(cache, ["update-ref", cache_ref(req.ref), commit], registry)
+    _local_ok(cache, ["config", f"rocbuild.{cache_ref(req.ref)[-16:]}.kind", kind], registry)
     return commit
 
 
 def checkout_commit(checkout: Path) -> str | None:
+    """The commit the checkout's HEAD names, read from its files (HEAD, refs): gitpython's
+    ``head.commit`` would start a ``git cat-file`` of its own, outside the run's registry."""
     if not (checkout / ".git").exists():
         return None
     try:
-        return git.Repo(str(checkout)).head.commit.hexsha
-    except (git.InvalidGitRepositoryError, ValueError, git.GitCommandError):
+        repo = git.Repo(str(checkout))
+        sha = git.SymbolicReference.dereference_recursive(repo, "HEAD")
+    except (git.InvalidGitRepositoryError, git.NoSuchPathError, ValueError, OSError):
         return None
+    return sha if _SHA_RE.match(sha) else None
 
 
 CHECKOUT_ID_FILE = "rocbuild-checkout-id"
@@ -231,7 +259,7 @@ def fetch(req: FetchRequest, log: Logger,
     registered in ``registry`` (the run's) while they run."""
     commit = fetch_into_cache(req, log, registry)
     cache = cache_dir(req.cache_root, req.url)
-    kind = ref_kind(cache, req.ref)
+    kind = ref_kind(cache, req.ref, registry)
     partial = req.checkout_dir.with_name(req.checkout_dir.name + ".partial")
     if partial.exists():
         shutil.rmtree(partial)  # left by a run that was killed while checking out
@@ -240,7 +268,7 @@ def fetch(req: FetchRequest, log: Logger,
         return FetchResult(commit, checkout_id(req.checkout_dir)
                            or _new_checkout_id(req.checkout_dir), ref_kind=kind)
     partial.mkdir(parents=True)
-    git.Repo.init(str(partial))
+    _local_ok(partial, ["init", "-q"], registry)
     _run(partial, ["fetch", "--depth", "1", "--no-tags", "--", cache.as_uri(), commit], log,
          registry)
     _run(partial, ["checkout", "-q", "--detach", "FETCH_HEAD"], log, registry)

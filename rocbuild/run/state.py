@@ -3,7 +3,7 @@
 A stamp is written only after its step succeeded, by temp file + rename, so a SIGKILL or an
 OOM kill of rocbuild never leaves a half-written one; a step is current when its stamp holds
 the fingerprint the step would have now. doit's own DB is written only when a run ends
-(reference/doit-notes.md A3), so nothing here relies on it.
+(docs/architecture.md, State and stamps), so nothing here relies on it.
 """
 
 from __future__ import annotations
@@ -156,7 +156,7 @@ def set_aside_corrupt_db(path: Path) -> Path:
 
 class DurableSqliteDB(SqliteDB):
     """doit's sqlite3 backend in WAL mode, committed after every task, so doit's record of a
-    finished task survives a SIGKILL too (doit-notes A3.4; relies on doit 0.37 writing
+    finished task survives a SIGKILL too (docs/architecture.md, Facts; relies on doit 0.37 writing
     'deps:' last in save_success, hence the pin)."""
 
     desc = "sqlite3, committed after every task"
@@ -166,7 +166,8 @@ class DurableSqliteDB(SqliteDB):
         try:
             return self._open_checked(name)
         except (DatabaseException, sqlite3.DatabaseError) as exc:
-            # stamps are the truth (DESIGN 3.3): a garbage DB is set aside and started afresh
+            # stamps are the truth (docs/architecture.md, State and stamps): a garbage DB is
+            # set aside and started afresh
             aside = set_aside_corrupt_db(Path(name))
             sys.stderr.write(f"rocbuild: doit's DB {name} was unreadable ({exc}); moved it to "
                              f"{aside} and started a new one (rocbuild's stamps keep what is "

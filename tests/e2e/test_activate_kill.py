@@ -1,6 +1,6 @@
 """An activation killed with SIGKILL between creating the temporary link and the rename: the
 old link must still point at the old prefix, and the next activation removes the stray link.
-The child is a real process killed by a real signal (DESIGN §4)."""
+The child is a real process killed by a real signal (docs/architecture.md, Contracts: Tests)."""
 
 from __future__ import annotations
 

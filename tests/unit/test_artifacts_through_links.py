@@ -27,3 +27,22 @@ def test_an_entry_below_a_link_out_of_the_prefix_is_refused_and_nothing_lands_th
     with pytest.raises(ArtifactRefused, match=r"would be written outside .* through a link"):
         unpack(archive, entries, prefix, Relocation(str(built), str(prefix)))
     assert list(elsewhere.iterdir()) == []
+
+
+def test_a_refused_entry_makes_no_folder_out_there(tmp_path: Path) -> None:
+    """The check comes before the folders are made (issue 23: artifacts.py made them first,
+    so a refused ``lib/sub/libx.so`` still left ``sub/`` in the folder the link leads to)."""
+    built = tmp_path / "built" / "opt" / "stack"
+    (built / "lib" / "sub").mkdir(parents=True)
+    (built / "lib" / "sub" / "libx.so").write_bytes(b"\x7fELF\0library")
+    archive = tmp_path / "x.tar.zst"
+    entries = pack(built, ["lib/sub/libx.so"], archive)
+
+    prefix = tmp_path / "opt" / "stack"
+    prefix.mkdir(parents=True)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (prefix / "lib").symlink_to(elsewhere)
+    with pytest.raises(ArtifactRefused, match=r"would be written outside .* through a link"):
+        unpack(archive, entries, prefix, Relocation(str(built), str(prefix)))
+    assert list(elsewhere.iterdir()) == []

@@ -1,5 +1,6 @@
-"""launchers.py: the launcher arguments, the environment, the job split and the statistics,
-for injected ccache/distcc programs (the e2e tests run the real ones)."""
+"""launchers.py (the launcher arguments, the environment, the job split), launchtools.py (the
+host's programs, doctor and preflight) and launchstats.py (the statistics), for injected
+ccache/distcc programs (the e2e tests run the real ones)."""
 
 from __future__ import annotations
 
@@ -7,11 +8,13 @@ from pathlib import Path
 
 import pytest
 
+from rocbuild.checks import launchtools
 from rocbuild.errors import ConfigError
 from rocbuild.model import launchers
 from rocbuild.model.graph import load_stack
 from rocbuild.model.resources import GIB, HostSnapshot, job_counts
 from rocbuild.model.settings import resolve
+from rocbuild.run import launchstats
 
 RECIPE = '[source]\ngit = "https://example.com/x.git"\nref = "v1"\n[cmake]\n'
 TOOLS = {"ccache": "/usr/bin/ccache", "distcc": "/usr/bin/distcc"}
@@ -26,14 +29,14 @@ def stack_for(write_recipes, tmp_path: Path, env: dict[str, str] | None = None,
                        env={}, cwd=tmp_path)
     stack = load_stack(settings)
     found = TOOLS if tools is None else tools
-    launch = launchers.resolve(settings, stack.workdir, 48 * GIB, env=env or {},
-                               which=found.get)
+    launch = launchers.resolve(settings, stack.workdir, 48 * GIB,
+                               launchtools.find(settings, which=found.get), env=env or {})
     return stack, launch
 
 
 @pytest.fixture(autouse=True)
 def known_version(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(launchers, "ccache_version", lambda path: (4, 7, 5))
+    monkeypatch.setattr(launchtools, "ccache_version", lambda path: (4, 7, 5))
 
 
 def test_ccache_goes_in_front_of_c_cxx_and_hip(write_recipes, tmp_path: Path) -> None:
@@ -65,7 +68,6 @@ def test_the_users_ccache_dir_and_size_are_kept(write_recipes, tmp_path: Path) -
     env = launchers.step_env(launch, stack, stack.components["device"], {})
     assert "CCACHE_DIR" not in env and "CCACHE_MAXSIZE" not in env
     assert launch.cache_dir == Path("/srv/cc")
-    assert "yours (CCACHE_DIR) and was kept" in launchers.clear_cache(launch)
     stack, launch = stack_for(write_recipes, tmp_path)
     env = launchers.step_env(launch, stack, stack.components["device"], {"CCACHE_MAXSIZE": "9G"})
     assert "CCACHE_MAXSIZE" not in env
@@ -118,10 +120,10 @@ def test_off_means_no_launcher_and_a_disabled_cache(write_recipes, tmp_path: Pat
     stack, launch = stack_for(write_recipes, tmp_path, tools={})
     assert launch.ccache_state == "off (ccache is not installed)"
     said: list[str] = []
-    assert launchers.preflight_problems(launch, said.append) == []
+    assert launchtools.preflight_problems(launch, said.append) == []
     assert launchers.CCACHE_INSTALL in said[0]
     stack, launch = stack_for(write_recipes, tmp_path, tools={}, ccache="on")
-    assert launchers.preflight_problems(launch, said.append) == [
+    assert launchtools.preflight_problems(launch, said.append) == [
         ("--ccache on, but ccache is not installed", launchers.CCACHE_INSTALL)]
 
 
@@ -191,7 +193,7 @@ def test_stats_of_one_step_from_the_logs() -> None:
     distcc_log = ("distcc[1] compile a.c on 10.0.0.2:3632/8 completed ok\n"
                   "distcc[2] Warning: failed to distribute b.c to box/2, running locally\n"
                   "distcc[2] compile b.c on localhost completed ok\n")
-    stats = launchers.parse_stats(stats_log, distcc_log)
+    stats = launchstats.parse_stats(stats_log, distcc_log)
     assert (stats.hits, stats.misses, stats.remote, stats.fallbacks) == (2, 1, 1, 1)
     assert stats.text() == "ccache 67% hits (2/3), distcc 1 remote, 1 fell back to local"
 
@@ -203,24 +205,16 @@ def test_observe_counts_only_this_steps_part_of_the_logs(write_recipes, tmp_path
     log.parent.mkdir(parents=True)
     log.write_text("cache_miss\n" * 5)  # an earlier step's misses
     warnings: list[str] = []
-    with launchers.observe(launch, comp, warnings):
+    with launchstats.observe(launch, comp, warnings):
         with log.open("a") as f:
             f.write("direct_cache_hit\n" * 3 + "cache_miss\n")
         launchers.distcc_log(launch.workdir, "host").write_text(
             "distcc[9] Warning: failed to distribute x.c to box/2, running locally instead\n")
-    assert launchers.status_text(launch.workdir, "host") == \
+    assert launchstats.status_text(launch.workdir, "host") == \
         "ccache 75% hits (3/4), distcc 0 remote, 1 fell back to local"
     assert warnings and "1 compile(s) fell back to local" in warnings[0]
-    assert launchers.summary_lines(launch.workdir, ["host", "device"]) == [
+    assert launchstats.summary_lines(launch.workdir, ["host", "device"]) == [
         "host: ccache 75% hits (3/4), distcc 0 remote, 1 fell back to local"]
-
-
-def test_clear_cache_removes_only_rocbuilds_own(write_recipes, tmp_path: Path) -> None:
-    _, launch = stack_for(write_recipes, tmp_path)
-    assert launchers.clear_cache(launch).endswith("already empty")
-    (launch.cache_dir / "a").mkdir(parents=True)
-    assert launchers.clear_cache(launch).endswith("removed")
-    assert not launch.cache_dir.exists()
 
 
 @pytest.mark.parametrize("path, version, level, fragment", [
@@ -229,6 +223,31 @@ def test_clear_cache_removes_only_rocbuilds_own(write_recipes, tmp_path: Path) -
     ("/usr/bin/ccache", (4, 7, 5), "ok", "ccache 4.7.5"),
 ])
 def test_doctor_says_when_ccache_is_missing_or_too_old(path, version, level, fragment) -> None:
-    got_level, summary, fix = launchers.ccache_check(path, version)
+    got_level, summary, fix = launchtools.ccache_check(path, version)
     assert got_level == level and fragment in summary
     assert (fix is not None and "apt-get install -y ccache" in fix) == (level != "ok")
+
+
+def test_loading_a_stack_probes_nothing_and_the_run_resolves_launchers(
+        write_recipes, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """model/ runs nothing (issue 23): load_stack leaves the launchers out, and the run's
+    context resolves them from this host's programs when it starts."""
+    from rocbuild.run.build import BuildContext
+
+    asked: list[str] = []
+    monkeypatch.setattr(launchtools, "ccache_version",
+                        lambda path: asked.append(path) or (4, 7, 5))
+    monkeypatch.setattr(launchtools.shutil, "which", TOOLS.get)
+    folder = write_recipes(host=RECIPE)
+    settings = resolve({"recipes": str(folder), "workdir": str(tmp_path / "w")}, env={},
+                       cwd=tmp_path)
+    stack = load_stack(settings)
+    assert stack.launch is None and asked == []
+    ctx = BuildContext(stack=stack, settings=settings, output=None)  # type: ignore[arg-type]
+    assert ctx.stack.launch is not None and asked == ["/usr/bin/ccache"]
+    assert ctx.stack.launch.ccache_state == "on (ccache 4.7.5)"
+    launched = ctx.stack
+    ctx.retarget(launched)
+    assert ctx.stack is launched  # a stack with launchers keeps them
+    ctx.retarget(stack)
+    assert ctx.stack.launch == launched.launch

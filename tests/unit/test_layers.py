@@ -52,3 +52,48 @@ def test_imports_go_one_way() -> None:
                 if used not in allowed:
                     wrong.append(f"{path.relative_to(PACKAGE)}:{line} imports rocbuild.{used}")
     assert wrong == [], "layers import one way:\n" + "\n".join(wrong)
+
+
+# The model describes what is built and runs nothing (issue 23): no process, no host probe.
+# A module here that needs one belongs in run/ (a step's work) or checks/ (a probe).
+PROCESS_MODULES = {"subprocess", "psutil", "multiprocessing", "pty", "asyncio", "git",
+                   "rocbuild.proc"}
+PROCESS_CALLS = {"system", "popen", "fork", "forkpty", "posix_spawn", "posix_spawnp",
+                 "execv", "execve", "execvp", "execvpe", "execl", "execle", "execlp",
+                 "execlpe", "spawnv", "spawnve", "spawnvp", "spawnvpe", "spawnl", "spawnle",
+                 "spawnlp", "spawnlpe"}
+
+
+def processes_started(path: Path) -> list[str]:
+    """What in a module can start a process: an import of a process module (lazy ones too;
+    ``from rocbuild import proc`` counts) or a call of os.system, os.popen, os.exec*, ..."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        names: list[str] = []
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+        elif isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif (isinstance(node, ast.Attribute) and node.attr in PROCESS_CALLS
+              and isinstance(node.value, ast.Name) and node.value.id == "os"):
+            found.append(f"{node.lineno}: os.{node.attr}")
+        hits = [n for n in names if n in PROCESS_MODULES or n.split(".")[0] in PROCESS_MODULES]
+        if hits:
+            found.append(f"{node.lineno}: imports {hits[-1]}")
+    return found
+
+
+def test_the_model_runs_nothing() -> None:
+    wrong = [f"{path.relative_to(PACKAGE)}:{hit}"
+             for path in sorted((PACKAGE / "model").rglob("*.py"))
+             for hit in processes_started(path)]
+    assert wrong == [], ("model/ starts no process and probes no host (move it to run/ or "
+                         "checks/):\n" + "\n".join(wrong))
+
+
+def test_the_process_rule_sees_what_it_forbids(tmp_path: Path) -> None:
+    module = tmp_path / "m.py"
+    module.write_text("import os\nfrom rocbuild import proc\ndef f():\n    import psutil\n"
+                      "    os.system('x')\n")
+    assert processes_started(module) == ["2: imports rocbuild.proc", "4: imports psutil",
+                                         "5: os.system"]

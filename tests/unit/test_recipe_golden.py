@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from rocbuild.model import launchers
 from rocbuild.model.buildsystems.cmake import configure_argv
 from rocbuild.model.graph import Component, Stack, load_stack
 from rocbuild.model.recipes import load_recipes
@@ -26,9 +27,11 @@ PAIRED = ("-G", "-S", "-B")  # options whose value is the next argument: kept on
 
 
 def shipped_stack(target: str) -> Stack:
-    # ccache off: the launcher follows what this host has installed (tests/unit/test_launchers)
+    # ccache off, and no launcher programs on the host: the launcher would otherwise follow
+    # what this host has installed (tests/unit/test_launchers)
     settings = resolve({"workdir": WORKDIR, "target": target, "ccache": "off"}, env={})
-    return load_stack(settings, sorted(load_recipes(settings.recipes).recipes))
+    return launchers.attach(load_stack(settings, sorted(load_recipes(settings.recipes).recipes)),
+                            settings, launchers.HostTools(), env={})
 
 
 def command_lines(argv: list[str]) -> list[str]:

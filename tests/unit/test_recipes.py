@@ -137,3 +137,70 @@ def test_sizes() -> None:
 def test_shipped_recipes_load_and_validate() -> None:
     recipes = load_recipes(Path(__file__).resolve().parents[2] / "recipes")
     assert {"llvm", "clr", "rocblas", "hipblas", "llama.cpp"} <= set(recipes.recipes)
+
+
+def test_the_recipe_schema_is_declared_once_on_the_recipe_fields(tmp_path: Path) -> None:
+    """Every Recipe/SourceSpec field names its key (issue 23): RECIPE_SCHEMA, the build
+    table's keys and load_recipe's defaults come from that one declaration, so a recipe that
+    sets every key sets every field, and one that sets none gets the declared defaults."""
+    import dataclasses
+
+    from rocbuild.model import recipes
+
+    samples = {"str": ("x", '"x"'), "bool": (True, "true"), "strlist": (("a",), '["a"]'),
+               "strmap": ({"bin/a": "b"}, '{ "bin/a" = "b" }'), "size": (2 << 30, '"2GiB"'),
+               "float": (1.5, "1.5")}
+    lines, expected = ['kind = "cmake"'], {}
+    tables: dict[str, list[str]] = {}
+    for cls, prefix in ((recipes.Recipe, ""), (recipes.SourceSpec, "source.")):
+        for name, path, tag in recipes._declared(cls):
+            if tag is None or name in ("kind", "from_component", "refs", "runpath",
+                                       "install_prefix", "system_checks"):
+                continue  # kind is set above; the rest are exclusive or need a partner
+            full = (prefix + path).replace(recipes.BUILD_TABLE, "cmake")
+            *table, key = full.split(".")
+            if isinstance(tag, dict):  # resources: one value per key
+                for sub, subtag in tag.items():
+                    tables.setdefault(full, []).append(f"{sub} = {samples[subtag][1]}")
+                expected[name] = {sub: samples[subtag][0] for sub, subtag in tag.items()}
+                continue
+            value, text = samples[tag]
+            if name == "git":
+                value, text = "https://example.com/x.git", '"https://example.com/x.git"'
+            if name in ("python_packages", "python_wheels"):
+                value, text = ("numpy==1.26.4",), '["numpy==1.26.4"]'
+            if name == "depends":
+                value, text = (), "[]"
+            (tables.setdefault(".".join(table), []) if table else lines).append(f"{key} = {text}")
+            expected[name] = value
+    text = "\n".join(lines) + "\n" + "".join(
+        f"[{table}]\n" + "\n".join(body) + "\n" for table, body in tables.items())
+    file = tmp_path / "every.toml"
+    file.write_text(text)
+    recipe = recipes.load_recipe(file)
+    got = {**dataclasses.asdict(recipe), **dataclasses.asdict(recipe.source)}
+    for name, value in expected.items():
+        assert got[name] == value, (name, text)
+    (tmp_path / "bare.toml").write_text('[source]\ngit = "https://e.com/x.git"\nref = "v1"\n'
+                                        "[cmake]\n")
+    bare = recipes.load_recipe(tmp_path / "bare.toml")
+    for f in dataclasses.fields(recipes.Recipe):
+        if "tag" in f.metadata:
+            default = f.default if f.default is not dataclasses.MISSING else f.default_factory()
+            assert getattr(bare, f.name) == default, f.name
+    assert recipes.recipe_schema()["cmake"] == recipes.BUILD_TABLE_SCHEMA
+
+
+def test_a_build_system_reading_an_undeclared_key_is_a_programming_error() -> None:
+    from rocbuild.model import buildsystems, recipes
+    from tests.support.make_system import Make
+
+    class Odd(Make):
+        kind, table, keys = "odd", "odd", ("args", "flavour")
+
+    buildsystems.register(Odd())
+    try:
+        with pytest.raises(TypeError, match="flavour"):
+            recipes.recipe_schema()
+    finally:
+        buildsystems.unregister("odd")

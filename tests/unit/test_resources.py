@@ -2,13 +2,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from rocbuild.model.resources import (
-    GIB,
-    HostSnapshot,
-    cgroup_cpu_quota,
-    cgroup_memory_room,
-    jobs_for,
-)
+from rocbuild.checks.hostload import cgroup_cpu_quota, cgroup_memory_room
+from rocbuild.model.resources import GIB, HostSnapshot, jobs_for
 
 
 def host(cpus: int = 16, mem_gib: float = 11.2, swap_gib: float = 4) -> HostSnapshot:
@@ -70,7 +65,7 @@ def test_link_and_compile_pools_share_one_budget() -> None:
 
 
 def test_kernel_oom_lines_after_the_step_started(tmp_path: Path) -> None:
-    from rocbuild.model.resources import kernel_oom_kills_since
+    from rocbuild.checks.hostload import kernel_oom_kills_since
 
     kmsg = tmp_path / "kmsg"
     kmsg.write_text(

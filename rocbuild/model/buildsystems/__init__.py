@@ -27,13 +27,6 @@ if TYPE_CHECKING:
     from rocbuild.model.graph import Component, Stack
 
 SOURCE_ONLY = "source-only"  # a recipe kind that is fetched and patched, never built
-# the keys a build system's recipe table may hold (each system accepts the ones it reads):
-# args (rendered), build_type, install_prefix (when not the stack prefix), job_args (rendered
-# with `jobs` when the step starts; never fingerprinted), distribute (its compiles may go to
-# --distcc hosts; never fingerprinted)
-TABLE_SCHEMA: Mapping[str, str] = {"args": "strlist", "build_type": "str",
-                                   "install_prefix": "str", "job_args": "strlist",
-                                   "distribute": "bool"}
 
 Commands = list[list[str]]
 
@@ -45,7 +38,9 @@ class BuildSystem:
 
     kind: str = ""  # the recipe's `kind`
     table: str = ""  # the recipe table holding its options, e.g. "cmake" for [cmake]
-    keys: tuple[str, ...] = ("args",)  # the keys of TABLE_SCHEMA that table accepts
+    # the keys that table accepts, of those a build table may hold (the Recipe fields under
+    # "<build>." in recipes.py: args, build_type, install_prefix, job_args, distribute)
+    keys: tuple[str, ...] = ("args",)
     # argument prefixes rocbuild itself sets (a recipe repeating one is refused)
     reserved: tuple[str, ...] = ()
     option_form = "{}"  # how an option is written in messages ("-D{}" for CMake)

@@ -1,0 +1,83 @@
+"""The compiler launchers this host has, and the checks doctor and preflight make of them.
+
+``find`` is the host probe (which ccache and distcc, ``ccache --version``) that runs when a
+run starts (run/build.py's BuildContext, ``rocbuild plan``): loading a Stack probes nothing,
+and a Stack gets its launchers from ``launching``. The decisions themselves (which launcher
+for which language, the step environment, the job split) are model/launchers.py's.
+"""
+
+from __future__ import annotations
+
+import functools
+import shutil
+from collections.abc import Callable
+
+from rocbuild import proc
+from rocbuild.model.graph import Stack
+from rocbuild.model.launchers import (
+    CCACHE_INSTALL,
+    DISTCC_INSTALL,
+    MIN_CCACHE,
+    HostTools,
+    Launch,
+    attach,
+    parse_ccache_version,
+    version_text,
+)
+from rocbuild.model.settings import Settings
+
+
+@functools.lru_cache(maxsize=8)
+def ccache_version(path: str) -> tuple[int, ...] | None:
+    """``ccache --version`` read once per process and program."""
+    done = proc.run_capture([path, "--version"], timeout=30)
+    return parse_ccache_version(done.stdout) if done is not None else None
+
+
+def find(settings: Settings, which: Callable[[str], str | None] | None = None) -> HostTools:
+    """The launcher programs of this host that the settings can use: ccache's version only
+    when --ccache is not off (no probe then), distcc only when --distcc names hosts."""
+    which = which or shutil.which
+    ccache = which("ccache")
+    return HostTools(
+        ccache=ccache,
+        ccache_version=ccache_version(ccache) if ccache and settings.ccache != "off" else None,
+        distcc=which("distcc") if settings.distcc else None)
+
+
+def launching(stack: Stack, settings: Settings) -> Stack:
+    """``stack`` with this host's launchers resolved (what a run configures and compiles with)."""
+    return attach(stack, settings, find(settings))
+
+
+def ccache_check(path: str | None, version: tuple[int, ...] | None) -> tuple[str, str, str | None]:
+    """(level "ok"/"warn", summary, fix) for doctor."""
+    need = version_text(MIN_CCACHE)
+    if path is None:
+        return ("warn", "ccache is not installed: every rebuild compiles everything again",
+                CCACHE_INSTALL)
+    if version is None:
+        return ("warn", f"cannot read the version of {path}", f"run `{path} --version`")
+    if version < MIN_CCACHE:
+        return ("warn", f"ccache {version_text(version)} is older than {need} (no stats log): "
+                        "rocbuild builds without it", f"{CCACHE_INSTALL} (from a newer release) "
+                        f"or install ccache >= {need} from ccache.dev")
+    return ("ok", f"ccache {version_text(version)}: rebuilds are served from the cache", None)
+
+
+def preflight_problems(launch: Launch | None, say: Callable[[str], None]
+                       ) -> list[tuple[str, str]]:
+    """(problem, fix) pairs that stop a build: --ccache on without a usable ccache, --distcc
+    without distcc. An automatic ccache that is missing is only said."""
+    if launch is None:
+        return []
+    problems = []
+    if launch.ccache is None and launch.mode == "on":
+        problems.append((f"--ccache on, but {launch.ccache_state[5:-1]}", CCACHE_INSTALL))
+    elif launch.ccache is None and launch.mode == "auto":
+        say(f"preflight: compiler cache {launch.ccache_state}; rebuilds will compile "
+            f"everything again ({CCACHE_INSTALL})")
+    if launch.hosts and launch.distcc is None:
+        problems.append((f"--distcc '{launch.hosts}', but distcc is not installed",
+                         DISTCC_INSTALL))
+    return problems
