@@ -22,6 +22,7 @@ import pytest
 from rocbuild.cli import help_text
 from rocbuild.cli import main as cli
 from tests.cli import child_env, run_cli, too_wide
+from tests.conftest import require_tool
 from tests.support.chain import Chain
 
 pytestmark = pytest.mark.e2e
@@ -126,3 +127,21 @@ def test_columns_widens_a_pipe(chain: Chain) -> None:
     done = subprocess.run([sys.executable, "-m", "rocbuild", "plan", *chain.flags()],
                           capture_output=True, text=True, env=child_env(), check=True)
     assert too_wide(done.stdout, 80) == []
+
+
+def test_a_wrapped_row_stays_in_its_column_and_names_print_as_written(tmp_path: Path) -> None:
+    """plan's settings and launcher rows that are longer than the line continue under their
+    value, not at the margin; "[base]" is text, not markup that vanishes ("every  component");
+    an unset setting reads "(none)" like an empty list, not Python's "None" (all seen at 80
+    columns in tmux, issue 26)."""
+    require_tool("ccache")
+    work = tmp_path / ("a-workdir-with-a-long-name-" + "x" * 20)
+    shown = run_cli("plan", "--target", "gfx906", "--workdir", str(work), "--ccache", "on",
+                    cwd=tmp_path, expect=0).stdout.splitlines()
+    settings = shown[shown.index("settings:") + 1:next(
+        i for i, line in enumerate(shown) if line.startswith("build order"))]
+    assert any(line.startswith(" " * 15) for line in settings), settings  # one did wrap
+    assert all(line.startswith("  ") for line in settings), settings
+    assert not any(line.split()[1:2] == ["None"] for line in settings), settings
+    assert "(assumed: the base has every [base] component but the Tensile kernels)" in [
+        line.strip() for line in shown], shown
