@@ -424,3 +424,29 @@ def test_sources_still_come_first_when_only_some_components_are_cached(
         "beta:cache") < steps.index("gamma:configure")
     assert compiled(work) == ["alpha", "gamma"]
     assert prefix_tree(machine.chain.prefix) == machine.tree
+
+
+def test_prune_of_a_cache_folder_by_rule_with_a_dry_run(machine: FirstMachine,
+                                                        tmp_path: Path) -> None:
+    """cache prune on a folder store (issue 27: folder and OCI; the registry has its own
+    test): each rule, the dry run, and what is left for list and for an install."""
+    cache = tmp_path / "cache"
+    shutil.copytree(machine.cache, cache)
+    flags = machine.second(tmp_path / "work-b", "--cache", str(cache))
+    for rule in (["--keep", "1"], ["--older-than", "1"], ["--unused"]):
+        kept = run_cli("cache", "prune", *flags, *rule, env=machine.env, expect=0).stdout
+        assert "nothing to remove" in kept, (rule, kept)
+    other = [*flags, "--target", "gfx90a"]  # another target: no key of these artifacts
+    dry = run_cli("cache", "prune", *other, "--unused", "--dry-run", env=machine.env,
+                  expect=0).stdout
+    assert dry.count("would remove") == 4 and "dry run: nothing removed" in dry, dry
+    assert len(list(cache.glob("*/*.tar.zst"))) == 4
+    done = run_cli("cache", "prune", *other, "--unused", env=machine.env, expect=0).stdout
+    assert "removed 4 artifact(s)" in done, done
+    assert not list(cache.glob("*/*.tar.zst")) and not list(cache.glob("*/*.sig"))
+    listed = json.loads(run_cli("cache", "list", "--cache", str(cache), "--json",
+                                env=machine.env, expect=0).stdout)
+    assert listed["artifacts"] == []
+    plan = json.loads(run_cli("plan", *flags, "--json", env=machine.env, expect=0).stdout)
+    assert all(c["cache"] == "not in the cache: " + ("fetched" if c["name"] == "notes" else
+                                                     "built") for c in plan["components"])
