@@ -95,7 +95,7 @@ def print_table(plan: Plan, out: Console, seconds: Mapping[str, float | None],
     if cached:  # what --cache does with each, one line each, under the table
         out.print("binary cache:")
         for p in cached:
-            out.print(f"  {escape(p.name):<22} {escape(p.cache)}")
+            print_row(out, f"  {escape(p.name):<22} {escape(p.cache)}", 25)
         if cache_total:
             out.print(f"  {escape(cache_total)}")
     code = [(p.name, arg) for p in plan.components
