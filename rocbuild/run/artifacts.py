@@ -28,6 +28,8 @@ from typing import IO, Any
 
 import zstandard
 
+from rocbuild.model import wording
+
 MANIFEST_FORMAT = 1
 ARCHIVE_SUFFIX = ".tar.zst"
 STAGING_NAME = ".rocbuild-unpack"
@@ -310,7 +312,7 @@ def unpack(archive: Path, entries: list[FileEntry], prefix: Path, relocation: Re
                 log(f"{entry.path}: setuid/setgid bits removed (mode {entry.mode:04o} in the "
                     f"artifact, {entry.mode & 0o777:04o} installed): a program from a cache "
                     "never runs with its owner's rights, as tar does it for a non-root user")
-        log(f"installed {len(ordered)} files from {archive.name}")
+        log(f"installed {wording.count(len(ordered), 'file')} from {archive.name}")
         return [e.path for e in ordered]
     finally:
         shutil.rmtree(staging, ignore_errors=True)

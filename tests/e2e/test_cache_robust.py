@@ -351,3 +351,26 @@ def test_one_damaged_manifest_refuses_only_its_component(machine: Machine,
                      env=machine.env, expect=0)
     assert "✔ beta" in pushed.stdout, pushed.explain()
     assert json.loads(manifest_file.read_text())["component"] == "beta"
+
+
+def test_logs_count_one_file_as_one_file(tmp_path: Path) -> None:
+    """A component of one installed file: its reinstall and its install from the cache say
+    "1 file", not "1 files" (issue 26's wording, in the step logs)."""
+    from tests.support.chain import one_component_stack
+
+    flags = one_component_stack(tmp_path, "a", {
+        "CMakeLists.txt": "cmake_minimum_required(VERSION 3.20)\nproject(a NONE)\n"
+                          "install(FILES a.txt DESTINATION share)\n", "a.txt": "a\n"})
+    run_cli("build", *flags, "--no-verify", expect=0)
+    recipe = tmp_path / "recipes" / "a.toml"
+    recipe.write_text(recipe.read_text() + 'args = ["-DCMAKE_INSTALL_MESSAGE=NEVER"]\n')  # again
+    run_cli("build", *flags, "--no-verify", expect=0)
+    install_log = (tmp_path / "work" / "logs" / "a" / "install.log").read_text()
+    assert "removed 1 file of the previous install of a" in install_log, install_log
+    cache = tmp_path / "cache"
+    run_cli("cache", "push", *flags, "--to", str(cache), expect=0)
+    shutil.rmtree(tmp_path / "prefix")
+    second = [*flags, "--workdir", str(tmp_path / "work-b"), "--cache", str(cache)]
+    run_cli("build", *second, *_unsigned_flag(), "--no-verify", expect=0)
+    logged = "".join(p.read_text() for p in (tmp_path / "work-b" / "logs").rglob("*.log"))
+    assert re.search(r"installed 1 file from \w+\.tar\.zst", logged), logged
