@@ -18,7 +18,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from perf.noop import timed
+from perf.noop import assert_nothing_compiled, timed
 from tests.support.chain import FAKE_HOST, make_chain
 
 REPO = Path(__file__).resolve().parents[1]
@@ -33,6 +33,11 @@ def main() -> int:
     rocbuild = [sys.executable, "-m", "rocbuild"]
     builds, installs = [], []
     with tempfile.TemporaryDirectory(prefix="rocbuild-cache-bench-") as tmp:
+        # a key of its own, trusted in this config only: an unsigned artifact is refused
+        # (issue 27), and the "install" would then quietly be a second build
+        env.update(XDG_CONFIG_HOME=f"{tmp}/config", XDG_CACHE_HOME=f"{tmp}/xdg")
+        subprocess.run([*rocbuild, "cache", "keys", "new", "bench"], check=True, env=env,
+                       stdout=subprocess.DEVNULL)
         chain = make_chain(Path(tmp))
         cache = Path(tmp) / "cache"
         for i in range(args.rounds):
@@ -41,14 +46,15 @@ def main() -> int:
             shutil.rmtree(cache, ignore_errors=True)
             builds.append(timed([*rocbuild, "build", *chain.flags(), "--quiet", "--no-verify"],
                                 env))
-            subprocess.run([*rocbuild, "cache", "push", *chain.flags(), "--to", str(cache)],
-                           check=True, stdout=subprocess.DEVNULL, env=env)
+            subprocess.run([*rocbuild, "cache", "push", *chain.flags(), "--to", str(cache),
+                            "--sign", "bench"], check=True, stdout=subprocess.DEVNULL, env=env)
             shutil.rmtree(chain.prefix)
             second = ["--recipes", str(chain.recipes), "--workdir", f"{tmp}/work-b{i}",
                       "--prefix", str(chain.prefix), "--mirror", f"{FAKE_HOST}=file:///none/",
                       "--cache", str(cache)]
             installs.append(timed([*rocbuild, "build", *second, "--offline", "--quiet",
                                    "--no-verify"], env))
+            assert_nothing_compiled(Path(f"{tmp}/work-b{i}"))
     b, c = statistics.median(builds), statistics.median(installs)
     print(f"build from source (3 components): median {b:.2f}s over {args.rounds} rounds")
     print(f"install from the cache, offline:  median {c:.2f}s over {args.rounds} rounds")

@@ -49,6 +49,15 @@ def timed(argv: list[str], env: dict[str, str]) -> float:
     return time.perf_counter() - started
 
 
+def assert_nothing_compiled(workdir: Path) -> None:
+    """A timing of an install from the binary cache means nothing if a refused artifact
+    made it a build: no step of ``workdir`` may have compiled."""
+    built = sorted(p.parent.name for p in workdir.glob("logs/*/compile.log"))
+    if built:
+        raise SystemExit(f"the install from the cache compiled {', '.join(built)}: an "
+                         "artifact was refused, the timing would be a build's")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--components", type=int, default=15)

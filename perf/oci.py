@@ -26,7 +26,7 @@ import textwrap
 import time
 from pathlib import Path
 
-from perf.noop import timed
+from perf.noop import assert_nothing_compiled, timed
 from rocbuild.run.artifacts import FileEntry, Manifest, sha256_file
 from tests.support.chain import FAKE_HOST, make_chain
 from tests.support.registry import registry
@@ -117,6 +117,7 @@ def stack_ratio(base: Path, rounds: int, env: dict[str, str]) -> None:
                       "--cache", url]
             installs.append(timed([*rocbuild, "build", *second, "--offline", "--quiet",
                                    "--no-verify"], env))
+            assert_nothing_compiled(base / f"work-b{i}")
     b, c = statistics.median(builds), statistics.median(installs)
     print(f"chain build from source: median {b:.2f}s over {rounds} rounds")
     print(f"chain install from the registry, signed, offline: median {c:.2f}s")

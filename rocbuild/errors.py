@@ -11,6 +11,9 @@ that parses git's output, so it stays beside git); a unit test checks that every
 
 from __future__ import annotations
 
+import os
+import re
+import textwrap
 from typing import TextIO
 
 EXIT_OK = 0
@@ -97,7 +100,27 @@ class BusyError(RocbuildError):
 def report(exc: RocbuildError, stream: TextIO) -> int:
     """Print ``exc`` as the user reads it (one message, then its TIP) and return its exit
     code. The one printer of errors: the CLI and plain ``doit`` both call it."""
-    print(f"rocbuild: error: {exc}", file=stream)
+    print(fit_terminal(f"rocbuild: error: {exc}", stream), file=stream)
     if exc.tip:
-        print(f"TIP: {exc.tip}", file=stream)
+        print(fit_terminal(f"TIP: {exc.tip}", stream), file=stream)
     return exc.exit_code
+
+
+def fit_terminal(text: str, stream: TextIO) -> str:
+    """``text`` wrapped at spaces to the width of the terminal ``stream`` is (the terminal
+    itself would break a long line inside a word); unchanged in a pipe or file, where one
+    line per message serves grep and logs. A continued line starts under its own line's
+    text: after the indent, or after the name column of a "  name   description" row."""
+    try:
+        if not stream.isatty():
+            return text
+        width = os.get_terminal_size(stream.fileno()).columns
+    except (AttributeError, OSError, ValueError):
+        return text
+    out = []
+    for line in text.splitlines() or [""]:
+        column = re.match(r"\s*(?:\S+(?: \S+)*\s{2,}(?=\S))?", line)
+        hang = " " * min(column.end() if column else 0, width // 2)
+        out.append(textwrap.fill(line, width, subsequent_indent=hang, break_long_words=False,
+                                 break_on_hyphens=False, drop_whitespace=True) or line)
+    return "\n".join(out)

@@ -45,7 +45,7 @@ _STYLE = {Verdict.PASS: "green", Verdict.FAIL: "bold red", Verdict.CORRUPT: "bol
 def register(sub: argparse._SubParsersAction, parents: list[argparse.ArgumentParser]) -> None:
     parser = sub.add_parser(
         "verify", parents=parents,
-        help="check that installed files carry code objects for the GPU targets",
+        help="check that installed files carry code for the GPU targets",
         description="Scan ELF files for HIP offload bundles (every translation unit) and the "
                     "rocBLAS Tensile files, and check them against the GPU targets without a "
                     "GPU; check that every installed program and library finds its "

@@ -104,9 +104,11 @@ EXIT_CODES = "exit codes: " + "; ".join(  # the one table (errors.py), in the he
 
 
 FIRST_COMMANDS = (  # what a newcomer runs first, in order (bare `rocbuild` shows them)
-    ("is this host ready (GPU, memory, disk, tools)?", "rocbuild doctor"),
-    ("what would be built, in which order, how long", "rocbuild plan --target gfx906"),
-    ("the overnight build; run it again after any failure", "rocbuild build --target gfx906"),
+    # each line fits 80 columns whole: a comment wrapped onto a line of its own would be
+    # run as a command by someone who pastes the lines
+    ("host ready? GPU, memory, disk, tools", "rocbuild doctor"),
+    ("what is built, in which order, how long", "rocbuild plan --target gfx906"),
+    ("the overnight build; rerun after a failure", "rocbuild build --target gfx906"),
 )
 GLOBALS_POINTER = ("global options (--workdir, --prefix, --target, --jobs, ...) work here "
                    "too: `rocbuild help options` lists them")
@@ -134,8 +136,8 @@ def no_command(parser: argparse.ArgumentParser) -> str:
     lines.append("to start:")
     first = max(len(line) for _, line in FIRST_COMMANDS)
     lines += [f"  {line:<{first}}  # {what}" for what, line in FIRST_COMMANDS]
-    lines.append("TIP: `rocbuild help COMMAND` describes one command, `rocbuild help options` "
-                 "the global options")
+    lines.append("TIP: `rocbuild help COMMAND` for a command, `rocbuild help options` for "
+                 "globals")
     return "\n".join(lines) + "\n"
 
 

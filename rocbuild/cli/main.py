@@ -17,7 +17,7 @@ from typing import NoReturn
 
 from rocbuild import __version__, faults
 from rocbuild.cli import argerrors, help_text
-from rocbuild.errors import EXIT_BAD_INPUT, EXIT_INTERRUPTED, RocbuildError, report
+from rocbuild.errors import EXIT_BAD_INPUT, EXIT_INTERRUPTED, RocbuildError, fit_terminal, report
 from rocbuild.model import settings
 from rocbuild.run import basememo
 
@@ -50,7 +50,8 @@ class Parser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         if message.startswith("the following arguments are required: COMMAND"):
-            sys.stderr.write(help_text.no_command(self))
+            text = help_text.no_command(self).rstrip("\n")
+            sys.stderr.write(fit_terminal(text, sys.stderr) + "\n")
             raise SystemExit(EXIT_BAD_INPUT)
         exc = argerrors.explain(_root or self, message, _argv or sys.argv[1:])
         raise SystemExit(report(exc, sys.stderr))

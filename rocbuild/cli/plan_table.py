@@ -16,6 +16,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from rocbuild.cli.cmd_status import format_seconds
+from rocbuild.cli.ui import print_row
 from rocbuild.model import cmakecode, launchers, wording
 from rocbuild.model.plan import Plan, PlannedComponent
 from rocbuild.model.resources import format_bytes, format_gib
@@ -94,7 +95,7 @@ def print_table(plan: Plan, out: Console, seconds: Mapping[str, float | None],
     if cached:  # what --cache does with each, one line each, under the table
         out.print("binary cache:")
         for p in cached:
-            out.print(f"  {escape(p.name):<22} {escape(p.cache)}")
+            print_row(out, f"  {escape(p.name):<22} {escape(p.cache)}", 25)
         if cache_total:
             out.print(f"  {escape(cache_total)}")
     code = [(p.name, arg) for p in plan.components
@@ -120,4 +121,4 @@ def print_launchers(plan: Plan, out: Console) -> None:
     out.print(escape(f"launchers: {common}" + (", except:" if others else
                                                 " for every component")))
     for name, text in others.items():
-        out.print(f"  {escape(name):<22} {escape(text)}")
+        print_row(out, f"  {escape(name):<22} {escape(text)}", 25)

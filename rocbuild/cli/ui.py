@@ -42,6 +42,7 @@ class FittedConsole(Console):
                 kwargs.get("no_wrap") or "overflow" in kwargs:  # the caller chose the layout
             super().print(*objects, **kwargs)
             return
+        hang = kwargs.pop("hang", 0)
         sep = kwargs.pop("sep", " ")
         markup = kwargs.pop("markup", None)
         style = kwargs.pop("style", None)
@@ -50,22 +51,35 @@ class FittedConsole(Console):
         if style is not None:
             text.stylize(style)
         for line in text.split(allow_blank=True):
-            for piece in line.divide(_word_breaks(line.plain, self.width)):
+            for i, piece in enumerate(line.divide(_word_breaks(line.plain, self.width, hang))):
                 piece.rstrip()
+                if i and hang:  # a continued row stays in its column, not at the margin
+                    piece = Text(" " * hang) + piece
                 super().print(piece, overflow="ignore", crop=False, **kwargs)
 
 
-def _word_breaks(text: str, width: int) -> list[int]:
+def print_row(out: Console, text: str, hang: int) -> None:
+    """A name/value row: on the fitted console, a row longer than the line continues under
+    its value, at column ``hang``."""
+    if isinstance(out, FittedConsole):
+        out.print(text, hang=hang)
+    else:
+        out.print(text)
+
+
+def _word_breaks(text: str, width: int, hang: int = 0) -> list[int]:
     """Offsets where ``text`` is cut into lines of at most ``width`` cells, only between
     words (a word longer than ``width`` gets a line of its own). The indent counts on the
-    first line; a continued line starts at its word."""
+    first line; a continued line starts at its word, after ``hang`` spaces (the column of a
+    row's value, so a wrapped row of a name/value list still reads as one row)."""
     breaks: list[int] = []
-    line_start, has_word = 0, False
+    line_start, has_word, indent = 0, False, 0
     for match in re.finditer(r"\S+\s*", text):
-        ends_at = cell_len(text[line_start:match.start()]) + cell_len(match.group().rstrip())
+        ends_at = (indent + cell_len(text[line_start:match.start()])
+                   + cell_len(match.group().rstrip()))
         if has_word and ends_at > width:
             breaks.append(match.start())
-            line_start = match.start()
+            line_start, indent = match.start(), hang
         has_word = True
     return breaks
 
@@ -87,13 +101,14 @@ def print_plan(plan: Plan, out: Console) -> None:
     out.print("settings:")
     for name, entry in doc["settings"].items():
         value = entry["value"]
-        text = ", ".join(value) if isinstance(value, list) else str(value)
+        text = (", ".join(value) if isinstance(value, list) else
+                "" if value is None else str(value))  # "(none)", as for an empty list
         if name == "jobs" and value is None:
             text = "auto"  # sized per component from free memory and CPUs (the table)
         if entry.get("effective"):  # what an `auto` or a host list came to on this machine
             text = f"{text or '(none)'}: {entry['effective']}"
         source = escape(entry["source"])
-        out.print(f"  {name:<12} {escape(text or '(none)'):<24} [dim]({source})[/]")
+        print_row(out, f"  {name:<12} {escape(text or '(none)'):<24} [dim]({source})[/]", 15)
 
 
 def print_cost(plan: Plan, out: Console) -> None:
@@ -121,7 +136,7 @@ def print_base(plan: Plan, out: Console) -> None:
                       f"{plural(len(road.components), 'component')}, {road.cpu_hours:5.1f} "
                       f"CPU-hours, {format_gib(road.disk)} disk")
             if not road.measured:
-                out.print("    [dim](assumed: the base has every [base] component but the "
+                out.print("    [dim](assumed: the base has every \\[base] component but the "
                           "Tensile kernels)[/]")
 
 

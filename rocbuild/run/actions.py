@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from rocbuild import proc
 from rocbuild.errors import BuildFailed
-from rocbuild.model import buildsystems, layout
+from rocbuild.model import buildsystems, layout, wording
 from rocbuild.model.buildsystems import venv
 from rocbuild.model.buildsystems.venv import PythonVenv
 from rocbuild.model.graph import Component, sha256_text
@@ -210,7 +210,7 @@ def remove_previous_install(ctx: BuildContext, comp: Component,
         if inside and (path.is_symlink() or path.is_file()):
             path.unlink()
             removed += 1
-    log(f"removed {removed} files of the previous install of {comp.name}")
+    log(f"removed {wording.count(removed, 'file')} of the previous install of {comp.name}")
 
 
 # --- the build venv: Python packages the recipes need, installed before any build ----------

@@ -28,6 +28,7 @@ from typing import IO, Any
 
 import zstandard
 
+from rocbuild.model import wording
 from rocbuild.model.paths import resolves_within, within
 
 MANIFEST_FORMAT = 1
@@ -309,7 +310,7 @@ def unpack(archive: Path, entries: list[FileEntry], prefix: Path, relocation: Re
                 log(f"{entry.path}: setuid/setgid bits removed (mode {entry.mode:04o} in the "
                     f"artifact, {entry.mode & 0o777:04o} installed): a program from a cache "
                     "never runs with its owner's rights, as tar does it for a non-root user")
-        log(f"installed {len(ordered)} files from {archive.name}")
+        log(f"installed {wording.count(len(ordered), 'file')} from {archive.name}")
         return [e.path for e in ordered]
     finally:
         shutil.rmtree(staging, ignore_errors=True)

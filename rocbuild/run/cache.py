@@ -222,6 +222,15 @@ class Choice:
         return f"not in the cache: {otherwise}"
 
 
+# the key's inputs (artifact_inputs) in plan's words
+INPUT_WORDS = {"recipe": "another recipe", "command": "another configure command",
+               "targets": "targets", "machine": "CPU", "format": "another artifact format"}
+
+
+def _shown(value: Any) -> str:
+    return ",".join(map(str, value)) if isinstance(value, list) else str(value)
+
+
 def _differences(have: dict[str, Any], want: dict[str, Any]) -> list[str]:
     return [f"{name} (artifact: {have.get(name)!r}, this build: {want.get(name)!r})"
             for name in sorted(set(have) | set(want)) if have.get(name) != want.get(name)]
@@ -368,6 +377,7 @@ class PlanLines:
         self.stack, self.state, self.trust = stack, state, trust or Trust.default()
         self.downloads: dict[str, int] = {}  # component -> archive bytes, for those served
         self.unavailable = ""
+        self._index: list[dict[str, Any]] | None = None  # read once, for "why not" lines
 
     def __call__(self, comp: Component) -> str:
         if self.store is None:
@@ -381,7 +391,36 @@ class PlanLines:
             return f"cache unavailable: {exc}"
         if choice.usable:
             self.downloads[comp.name] = choice.download
+        if choice.use == NO_ARTIFACT:
+            other = self._other_build(comp)
+            if other:
+                return f"{choice.describe()} ({other})"
         return choice.describe()
+
+    def _other_build(self, comp: Component) -> str:
+        """Why the artifacts the cache does hold for ``comp`` are not this build's: the
+        inputs of the newest one that differ from this build's ("" when it holds none). A
+        stack built for other targets or another CPU is then told apart from an empty cache."""
+        assert self.store is not None
+        try:
+            if self._index is None:
+                self._index = self.store.index()
+            held = sorted((e for e in self._index if e.get("component") == comp.name),
+                          key=lambda e: float(e.get("created") or 0))
+            if not held:
+                return ""
+            doc = self.store.read_manifest(comp.name, str(held[-1].get("key")))
+            there = Manifest.from_json(doc).inputs if doc else {}
+        except (CacheUnavailable, ArtifactRefused):
+            return ""
+        here = artifact_inputs(self.stack, comp)
+        differ = [INPUT_WORDS.get(name, name) + (
+                  f" {_shown(there.get(name))} there, {_shown(here.get(name))} here"
+                  if name in ("targets", "machine") else "")
+                  for name in sorted(set(there) | set(here)) if there.get(name) != here.get(name)]
+        count = wording.count(len(held), "artifact")
+        return (f"the cache holds {count} of {comp.name} for another build: "
+                + (", ".join(differ) if differ else "other inputs"))
 
     def total(self, done: Collection[str] = ()) -> str:
         """The line under plan's cache lines ("" when nothing comes from the cache); the

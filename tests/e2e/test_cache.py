@@ -424,3 +424,64 @@ def test_sources_still_come_first_when_only_some_components_are_cached(
         "beta:cache") < steps.index("gamma:configure")
     assert compiled(work) == ["alpha", "gamma"]
     assert prefix_tree(machine.chain.prefix) == machine.tree
+
+
+def test_prune_of_a_cache_folder_by_rule_with_a_dry_run(machine: FirstMachine,
+                                                        tmp_path: Path) -> None:
+    """cache prune on a folder store (issue 27: folder and OCI; the registry has its own
+    test): each rule, the dry run, and what is left for list and for an install."""
+    cache = tmp_path / "cache"
+    shutil.copytree(machine.cache, cache)
+    flags = machine.second(tmp_path / "work-b", "--cache", str(cache))
+    for rule in (["--keep", "1"], ["--older-than", "1"], ["--unused"]):
+        kept = run_cli("cache", "prune", *flags, *rule, env=machine.env, expect=0).stdout
+        assert "nothing to remove" in kept, (rule, kept)
+    other = [*flags, "--target", "gfx90a"]  # another target: no key of these artifacts
+    dry = run_cli("cache", "prune", *other, "--unused", "--dry-run", env=machine.env,
+                  expect=0).stdout
+    assert dry.count("would remove") == 4 and "dry run: nothing removed" in dry, dry
+    assert len(list(cache.glob("*/*.tar.zst"))) == 4
+    done = run_cli("cache", "prune", *other, "--unused", env=machine.env, expect=0).stdout
+    assert "removed 4 artifact(s)" in done, done
+    assert not list(cache.glob("*/*.tar.zst")) and not list(cache.glob("*/*.sig"))
+    listed = json.loads(run_cli("cache", "list", "--cache", str(cache), "--json",
+                                env=machine.env, expect=0).stdout)
+    assert listed["artifacts"] == []
+    plan = json.loads(run_cli("plan", *flags, "--json", env=machine.env, expect=0).stdout)
+    assert all(c["cache"] == "not in the cache: " + ("fetched" if c["name"] == "notes" else
+                                                     "built") for c in plan["components"])
+
+
+def test_plan_says_why_the_artifacts_a_cache_holds_are_not_this_builds(
+        machine: FirstMachine, tmp_path: Path) -> None:
+    """A cache that holds the stack for other targets or another CPU is not an empty one:
+    plan names what differs (issue 27: "or why not ... other CPU variant"), not just "not in
+    the cache"."""
+    cache = tmp_path / "cache"
+    shutil.copytree(machine.cache, cache)
+    flags = machine.second(tmp_path / "work-b", "--cache", str(cache))
+    plan = json.loads(run_cli("plan", *flags, "--target", "gfx90a", "--json", env=machine.env,
+                              expect=0).stdout)
+    lines = {c["name"]: c["cache"] for c in plan["components"]}
+    assert lines["alpha"] == ("not in the cache: built (the cache holds 1 artifact of alpha for "
+                              "another build: targets gfx906 there, gfx90a here)"), lines
+    # alpha built on another CPU: its own key, beside this machine's
+    (doc_file,) = (cache / "alpha").glob("*.json")
+    doc = json.loads(doc_file.read_text())
+    doc["inputs"]["machine"] = "aarch64"
+    other_key = hashlib.sha256(json.dumps(doc["inputs"], sort_keys=True).encode()).hexdigest()
+    doc["key"] = other_key
+    (cache / "alpha" / f"{other_key}.json").write_text(json.dumps(doc))
+    index = json.loads((cache / "index.json").read_text())
+    (entry,) = [e for e in index["artifacts"] if e["component"] == "alpha"]
+    index["artifacts"] = [e for e in index["artifacts"] if e is not entry] + [
+        {**entry, "key": other_key, "created": entry["created"] + 1}]
+    for suffix in (".json", ".tar.zst", ".sig"):
+        (cache / "alpha" / f"{entry['key']}{suffix}").unlink()
+    (cache / "index.json").write_text(json.dumps(index))
+    plan = json.loads(run_cli("plan", *flags, "--json", env=machine.env, expect=0).stdout)
+    lines = {c["name"]: c["cache"] for c in plan["components"]}
+    assert lines["alpha"] == ("not in the cache: built (the cache holds 1 artifact of alpha for "
+                              f"another build: CPU aarch64 there, {os.uname().machine} here)"), \
+        lines
+    assert lines["gamma"].startswith("from cache ("), lines

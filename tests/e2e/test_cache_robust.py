@@ -245,6 +245,8 @@ def test_sigkill_at_every_point_of_a_cache_install_resumes_to_the_same_prefix(
     # the stamps are written within milliseconds, so a run often passes several points; the
     # 12 MiB unpack is slow enough to be cut in the middle
     assert len(kills) >= 5 and "blob: unpack folder" in kills, kills
+    print(f"cache install kill points: {len(kills)} kills of {len(_cache_points(work, work))} "
+          f"points, 0 failed reruns: {', '.join(kills)}")
     _killed, rc, output = _run_until(argv, None, tmp_path, machine.env)
     assert rc == 0, output[-3000:]
     _killed, rc, output = _run_until(argv, None, tmp_path, machine.env)
@@ -351,3 +353,29 @@ def test_one_damaged_manifest_refuses_only_its_component(machine: Machine,
                      env=machine.env, expect=0)
     assert "✔ beta" in pushed.stdout, pushed.explain()
     assert json.loads(manifest_file.read_text())["component"] == "beta"
+
+
+def test_counts_of_one_and_short_times_read_as_words(tmp_path: Path) -> None:
+    """A component of one installed file: the run says "1 component" and "under a minute"
+    (not "1 components", "about 0 min"), its reinstall and its install from the cache say
+    "1 file", not "1 files" (issue 26's wording, on the terminal and in the step logs)."""
+    from tests.support.chain import one_component_stack
+
+    flags = one_component_stack(tmp_path, "a", {
+        "CMakeLists.txt": "cmake_minimum_required(VERSION 3.20)\nproject(a NONE)\n"
+                          "install(FILES a.txt DESTINATION share)\n", "a.txt": "a\n"})
+    run_cli("build", *flags, "--no-verify", expect=0)
+    recipe = tmp_path / "recipes" / "a.toml"
+    recipe.write_text(recipe.read_text() + 'args = ["-DCMAKE_INSTALL_MESSAGE=NEVER"]\n')  # again
+    again = run_cli("build", *flags, "--no-verify", expect=0).stdout
+    assert "rocbuild: 1 component for gfx906 into" in again, again
+    assert re.search(r"expected: 3 steps, under a minute from this host's history", again), again
+    install_log = (tmp_path / "work" / "logs" / "a" / "install.log").read_text()
+    assert "removed 1 file of the previous install of a" in install_log, install_log
+    cache = tmp_path / "cache"
+    run_cli("cache", "push", *flags, "--to", str(cache), expect=0)
+    shutil.rmtree(tmp_path / "prefix")
+    second = [*flags, "--workdir", str(tmp_path / "work-b"), "--cache", str(cache)]
+    run_cli("build", *second, *_unsigned_flag(), "--no-verify", expect=0)
+    logged = "".join(p.read_text() for p in (tmp_path / "work-b" / "logs").rglob("*.log"))
+    assert re.search(r"installed 1 file from \w+\.tar\.zst", logged), logged

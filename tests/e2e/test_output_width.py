@@ -22,6 +22,7 @@ import pytest
 from rocbuild.cli import help_text
 from rocbuild.cli import main as cli
 from tests.cli import child_env, run_cli, too_wide
+from tests.conftest import require_tool
 from tests.support.chain import Chain
 
 pytestmark = pytest.mark.e2e
@@ -53,6 +54,7 @@ def test_every_help_text_fits(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
             command = nested.choices[argv[1]]
         texts.append(command.format_help())
     texts.append(run_cli("--help", cwd=tmp_path, expect=0).stdout)  # a pipe, no COLUMNS
+    texts.append(run_cli(cwd=tmp_path, expect=2).stderr)  # bare `rocbuild`: commands, start
     for text in texts:
         assert max(len(line) for line in text.splitlines()) <= 80, text
 
@@ -126,3 +128,36 @@ def test_columns_widens_a_pipe(chain: Chain) -> None:
     done = subprocess.run([sys.executable, "-m", "rocbuild", "plan", *chain.flags()],
                           capture_output=True, text=True, env=child_env(), check=True)
     assert too_wide(done.stdout, 80) == []
+
+
+def test_a_wrapped_row_stays_in_its_column_and_names_print_as_written(tmp_path: Path) -> None:
+    """plan's settings and launcher rows that are longer than the line continue under their
+    value, not at the margin; "[base]" is text, not markup that vanishes ("every  component");
+    an unset setting reads "(none)" like an empty list, not Python's "None" (all seen at 80
+    columns in tmux, issue 26)."""
+    require_tool("ccache")
+    work = tmp_path / ("a-workdir-with-a-long-name-" + "x" * 20)
+    shown = run_cli("plan", "--target", "gfx906", "--workdir", str(work), "--ccache", "on",
+                    cwd=tmp_path, expect=0).stdout.splitlines()
+    settings = shown[shown.index("settings:") + 1:next(
+        i for i, line in enumerate(shown) if line.startswith("build order"))]
+    assert any(line.startswith(" " * 15) for line in settings), settings  # one did wrap
+    assert all(line.startswith("  ") for line in settings), settings
+    assert not any(line.split()[1:2] == ["None"] for line in settings), settings
+    assert "(assumed: the base has every [base] component but the Tensile kernels)" in [
+        line.strip() for line in shown], shown
+
+
+def test_refusals_on_a_terminal_wrap_at_spaces(tmp_path: Path) -> None:
+    """An error and its TIP on a terminal of 80 columns wrap between words; the terminal
+    broke them inside one ("'--\njobs'", "globa\nl", "proce\nssor", seen in tmux, issue 26).
+    In a pipe each stays one line, for grep (test_cli_refusals reads them so)."""
+    for argv, words in ((["plan", "--jbos", "4"], ["'--jobs'?)", "`rocbuild help options`"]),
+                        (["plan", "--target", "gfx9066"], [":xnack+/-", "processor"]),
+                        (["env", "--shell", "sh"], ["'zsh'?"]),
+                        ([], ["tools", "globals"])):
+        text = in_a_pty(argv, 80, tmp_path)
+        assert "rocbuild: error: " in text and "Traceback" not in text, text
+        assert max(len(line) for line in text.splitlines()) <= 80, text
+        for word in words:
+            assert word in " ".join(text.split()), (word, text)
