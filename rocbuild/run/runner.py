@@ -111,8 +111,12 @@ def _report(ctx: BuildContext, kind: StepKind, comp: Component | None, shown: st
         if kind.role != CHECK:
             ctx.output.say(f"✔ {shown} ({outcome.seconds:.1f}s)")
     elif outcome.result == FAILED:
-        if kind.role == STEP and comp is not None:  # what status reads as a failed step
-            ctx.state.record_failure(comp.name, kind.name, message=outcome.message,
+        # what status reads as a failed step: every kind's, the options check, the cache's
+        # shortcut and a run-wide step (in its own folder) too, so plain `rocbuild status`
+        # names any failure; the step's next success (its stamp) removes the record
+        if comp is not None or kind.record is not None:
+            ctx.state.record_failure(unit_of(kind, comp.name if comp else ""), kind.name,
+                                     message=outcome.message,
                                      log=str(outcome.log), tail=outcome.tail[-20:],
                                      jobs=outcome.jobs, oom_retries=outcome.oom_retries,
                                      seconds=round(outcome.seconds, 1),
