@@ -121,6 +121,7 @@ class _Walk:
 
     ctx: Rule
     running: dict[tuple[str, str], RunningStep] = field(default_factory=dict)
+    interrupted: dict[tuple[str, str], RunningStep] = field(default_factory=dict)
     unsettled: dict[str, str] = field(default_factory=dict)  # component -> state, not done
     changed: set[str] = field(default_factory=set)  # recorded inputs differ from now
     # (component, step) -> the step runs in the next build (uptodate.Rule.next_runs)
@@ -142,7 +143,7 @@ def collect(ctx: Rule, settings: Settings, requested: list[str] | None = None
     """The status of every selected component, in build order, with the steps running now,
     the run that holds the workdir, and the last verify."""
     workdir = ctx.stack.workdir
-    walk = _Walk(ctx, running=running.steps(workdir),
+    walk = _Walk(ctx, running=running.steps(workdir), interrupted=running.interrupted(workdir),
                  runs=ctx.next_runs(ctx.stack.selected()))
     command = (continuation.recorded(workdir)
                or continuation.fallback(settings, requested or []))
@@ -245,6 +246,14 @@ def _step_status(walk: _Walk, comp: Component, step: str, before: StepStatus | N
         walk.changed.add(comp.name)
     if current:  # also when a failure record is older than the step's success
         return _with(recorded, DONE, "")
+    cut = walk.interrupted.get((comp.name, step))
+    if cut is not None and (failure is None or float(failure.get("when") or 0) < cut.since):
+        # the run that started this step was killed: that is why it runs again, whatever
+        # else its inputs say (a configure that ran before the kill, say)
+        since = time.strftime("%Y-%m-%d %H:%M", time.localtime(cut.since))
+        return _with(recorded, STALE if stamp is not None else PENDING,
+                     f"interrupted: the run that started it at {since} was stopped (killed, "
+                     "or the machine went down)")
     if failure is not None:
         why = f"{found.id} (see below)" if found else "cause unknown (see below)"
         return StepStatus(step, FAILED, why, failure.get("seconds"), failure.get("peak_rss"),
