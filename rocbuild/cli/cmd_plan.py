@@ -59,8 +59,11 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     host = resources.snapshot()
     lines = cache.plan_lines(settings, stack, rule.state,
                              cache.Trust.default(args.allow_unsigned))
-    plan = build_plan(stack, settings, host, lambda c: states[c.name], pending, lines,
-                      requested=args.components)
+    offers = {c.name: lines(c) for c in stack.selected()}  # asks the cache once each
+    # what a build installs from the cache: each usable artifact of a component not done
+    served = {n: size for n, size in lines.downloads.items() if states[n] != "done"}
+    plan = build_plan(stack, settings, host, lambda c: states[c.name], pending,
+                      lambda c: offers[c.name], requested=args.components, served=served)
     changed = basememo.change(settings)
     if args.json:
         doc = to_json(plan)

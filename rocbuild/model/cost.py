@@ -16,7 +16,7 @@ from typing import Any
 
 from rocbuild.model import wording
 from rocbuild.model.graph import Component, Stack
-from rocbuild.model.resources import GIB, HostSnapshot, format_gib, job_counts
+from rocbuild.model.resources import GIB, HostSnapshot, format_bytes, format_gib, job_counts
 
 PREFIX_SHARE = 0.25  # rocbuild rule of thumb: an install takes about a quarter of its build tree
 DEFAULT_SOURCE_DISK = 200 << 20  # a checkout whose recipe gives no source_disk (estimate)
@@ -49,10 +49,15 @@ class Cost:
     wall_hours: float
     wall_basis: str
     risks: tuple[Risk, ...] = field(default_factory=tuple)
+    # the components the binary cache serves (not built, not in ``pending``): their download
+    from_cache: tuple[str, ...] = ()
+    download: int = 0
 
     def to_json(self) -> dict[str, Any]:
         return {
             "pending": list(self.pending),
+            "from_cache": list(self.from_cache),
+            "download": self.download,
             "disk": {"sources": self.disk.sources, "build": self.disk.build,
                      "workdir": self.disk.workdir, "prefix": self.disk.prefix},
             "cpu_hours": round(self.cpu_hours, 2),
@@ -94,7 +99,11 @@ def _risks(comp: Component, jobs: Mapping[str, int]) -> list[Risk]:
 
 
 def estimate(stack: Stack, host: HostSnapshot, pending: Collection[str], *,
-             swap_weight: float, cap: int | None) -> Cost:
+             swap_weight: float, cap: int | None,
+             from_cache: Mapping[str, int] | None = None) -> Cost:
+    """The cost of building ``pending``; ``from_cache``: the components the binary cache
+    serves instead, with their download in bytes (a download, no build cost)."""
+    from_cache = from_cache or {}
     cpu = wall = 0.0
     risks: list[Risk] = []
     names = [c.name for c in stack.selected() if c.name in pending]
@@ -109,7 +118,9 @@ def estimate(stack: Stack, host: HostSnapshot, pending: Collection[str], *,
     basis = (f"components one after another, each with its compile jobs on {host.cpu_reason} "
              "(recipes' cpu_hours estimates)")
     return Cost(pending=tuple(names), disk=disk_needed(stack, names), cpu_hours=cpu,
-                wall_hours=wall, wall_basis=basis, risks=tuple(risks))
+                wall_hours=wall, wall_basis=basis, risks=tuple(risks),
+                from_cache=tuple(n for n in stack.order if n in from_cache),
+                download=sum(from_cache.values()))
 
 
 def hours_text(hours: float) -> str:
@@ -120,10 +131,13 @@ def hours_text(hours: float) -> str:
 def summary_lines(cost: Cost) -> list[str]:
     """The plain-text block `plan` prints under its table (each line under 80 columns)."""
     d = cost.disk
+    cached = ([f"from the binary cache: {wording.count(len(cost.from_cache), 'component')}, "
+               f"{format_bytes(cost.download)} to download, not built"]
+              if cost.from_cache else [])
     if not cost.pending:
-        return ["cost: nothing is pending, so nothing is built"]
-    lines = [f"cost of the {wording.count(len(cost.pending), 'pending component')} (recipe "
-             "estimates):",
+        return cached or ["cost: nothing is pending, so nothing is built"]
+    lines = [*cached, f"cost of the {wording.count(len(cost.pending), 'pending component')} "
+             "(recipe estimates):",
              f"  disk:  {format_gib(d.workdir)} in the workdir ({format_gib(d.sources)} "
              f"sources, {format_gib(d.build)} build trees)",
              f"         {format_gib(d.prefix)} in the prefix",

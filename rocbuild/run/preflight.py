@@ -29,7 +29,9 @@ class Problem:
 
 
 def disk_needed(ctx: BuildContext) -> cost.DiskNeed:
-    pending = [c.name for c in cost.pending_components(ctx.stack, ctx.is_current)]
+    served = cache_install.served(ctx)  # installed from the binary cache: no build tree
+    pending = [c.name for c in cost.pending_components(ctx.stack, ctx.is_current)
+               if c.name not in served]
     return cost.disk_needed(ctx.stack, pending)
 
 
