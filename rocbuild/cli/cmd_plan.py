@@ -55,7 +55,8 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     # each component's state from the workdir's stamps (done / failed / stale / pending)
     rule = Rule(stack, StateDir(stack.workdir))  # read-only: no build context, no output
     states = {c.name: c.state for c in status.collect(rule, settings).components}
-    pending = [c.name for c in cost.pending_components(stack, rule.is_current)]
+    pending = [c.name for c in cost.pending_components(stack,
+                                                       rule.next_runs(stack.selected()))]
     host = resources.snapshot()
     lines = cache.plan_lines(settings, stack, rule.state,
                              cache.Trust.default(args.allow_unsigned))

@@ -10,7 +10,7 @@ components whose install is not current count.
 from __future__ import annotations
 
 import textwrap
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -68,10 +68,12 @@ class Cost:
         }
 
 
-def pending_components(stack: Stack, is_current: Callable[[Component, str], bool]
-                       ) -> list[Component]:
-    """Built components whose install is not current (what a build would still do)."""
-    return [c for c in stack.selected() if c.builds and not is_current(c, "install")]
+def pending_components(stack: Stack, runs: Mapping[tuple[str, str], bool]) -> list[Component]:
+    """Built components whose install the next build runs (what a build would still do).
+    ``runs``: the up-to-date rule's ``next_runs``, which follows a step that runs again to
+    the steps after it: a changed recipe leaves the install's own stamp current, yet the
+    component is built again."""
+    return [c for c in stack.selected() if c.builds and runs.get((c.name, "install"), True)]
 
 
 def disk_needed(stack: Stack, pending: Collection[str]) -> DiskNeed:

@@ -30,7 +30,8 @@ class Problem:
 
 def disk_needed(ctx: BuildContext) -> cost.DiskNeed:
     served = cache_install.served(ctx)  # installed from the binary cache: no build tree
-    pending = [c.name for c in cost.pending_components(ctx.stack, ctx.is_current)
+    runs = ctx.rule.next_runs(ctx.stack.selected())
+    pending = [c.name for c in cost.pending_components(ctx.stack, runs)
                if c.name not in served]
     return cost.disk_needed(ctx.stack, pending)
 
