@@ -4,7 +4,8 @@ One model for every command that speaks of it: ``plan`` shows it (and ``plan --j
 ``"cost"``), ``doctor`` compares ``disk_needed`` with the free space, preflight refuses a
 build on the same figure. All figures come from the recipes' ``[resources]`` estimates (disk,
 source_disk, cpu_hours, link_mem, tensile_mem) and the host snapshot of resources.py; only
-components whose install is not current count.
+the components the next build builds count (a stale one too); those the binary cache serves
+cost their download instead.
 """
 
 from __future__ import annotations
