@@ -276,12 +276,19 @@ def _step_status(walk: _Walk, comp: Component, step: str, before: StepStatus | N
 def _failed_check(walk: _Walk, comp: Component, step: str,
                   failure: Mapping[str, Any] | None, found: Diagnosis | None
                   ) -> StepStatus | None:
-    """The row of a failed check (``options``) that gates ``step``, while that step has not
-    run since: the table has no row for a check that passed."""
+    """The row of a failed step that is not stamped, placed before ``step``: a check
+    (``options``) before the step it gates, the binary cache's shortcut before the first
+    step; shown while ``step`` has not run since (the table has no row for one that passed)."""
     if failure is None or str(failure.get("step")) not in steptable.BY_NAME:
         return None
     check = steptable.kind(str(failure["step"]))
-    if check.role != steptable.CHECK or check.gates != step or not walk.runs[(comp.name, step)]:
+    if check.role == steptable.CHECK:
+        before = check.gates
+    elif check.role == steptable.SHORTCUT:
+        before = steps_of(comp)[0]
+    else:
+        return None
+    if before != step or not walk.runs[(comp.name, step)]:
         return None
     log = log_path(walk.ctx.stack.workdir, comp.name, check.name)
     why = f"{found.id} (see below)" if found else "see below"

@@ -7,6 +7,7 @@ current" (exit 0), or "stale" with exit 0 for the options check."""
 from __future__ import annotations
 
 import json
+import shutil
 import textwrap
 from pathlib import Path
 
@@ -92,3 +93,24 @@ def test_a_failed_build_venv_fails_plain_status(tmp_path: Path) -> None:
     assert "rbnosuchpkg" in run_cli("logs", *flags, "python-venv", expect=0).stdout
     doc = json.loads(run_cli("status", *flags, "--json", expect=1, env=env).stdout)
     assert doc["run_failures"][0]["step"] == "python-venv"
+
+
+def test_a_failed_cache_step_is_a_failed_row(chain: Chain) -> None:
+    """The cache step fails only on an error inside rocbuild (a refused artifact is built
+    instead), which the runner records like any failure: written here as the runner does."""
+    run_cli("build", *chain.flags(), "--quiet", "--no-verify", expect=0)
+    failures = chain.workdir / "state" / "failures"
+    failures.mkdir(parents=True, exist_ok=True)
+    log = chain.workdir / "logs" / "alpha" / "cache.log"
+    log.write_text("rocbuild error:\nTraceback ...\n")
+    (failures / "alpha.json").write_text(json.dumps(
+        {"step": "cache", "when": 1.0, "message": "alpha: cache failed: KeyError: 'x'",
+         "log": str(log), "tail": []}))
+    assert run_cli("status", *chain.flags(), expect=0).stdout.count("FAILED") == 0  # all done
+    shutil.rmtree(chain.workdir / "src" / "alpha")  # the next build fetches alpha again
+    status = run_cli("status", *chain.flags(), env={"COLUMNS": "200"}, expect=1)
+    rows = [line.replace("│", " ").split() for line in status.stdout.splitlines()]
+    assert ["alpha", "cache", "failed"] == next(r[:3] for r in rows if r[:1] == ["alpha"]), \
+        status.explain()
+    assert "FAILED alpha: cache" in status.stdout
+    log.unlink()  # the guard against internal errors in step logs reads the workdir's logs
