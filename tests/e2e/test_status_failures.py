@@ -52,7 +52,7 @@ def test_a_failed_options_check_is_a_failed_row_with_its_log(chain: Chain) -> No
 
     status = run_cli("status", *chain.flags(), env={"COLUMNS": "200"}, expect=1)
     rows = [line.replace("│", " ").split() for line in status.stdout.splitlines()]
-    assert ["options", "failed"] == next(r[:2] for r in rows if r[:1] == ["options"]), \
+    assert next(r[:2] for r in rows if r[:1] == ["options"]) == ["options", "failed"], \
         status.explain()
     assert "FAILED gamma: options" in status.stdout
     assert "-DNOPE is never read" in status.stdout
@@ -110,7 +110,7 @@ def test_a_failed_cache_step_is_a_failed_row(chain: Chain) -> None:
     shutil.rmtree(chain.workdir / "src" / "alpha")  # the next build fetches alpha again
     status = run_cli("status", *chain.flags(), env={"COLUMNS": "200"}, expect=1)
     rows = [line.replace("│", " ").split() for line in status.stdout.splitlines()]
-    assert ["alpha", "cache", "failed"] == next(r[:3] for r in rows if r[:1] == ["alpha"]), \
+    assert next(r[:3] for r in rows if r[:1] == ["alpha"]) == ["alpha", "cache", "failed"], \
         status.explain()
     assert "FAILED alpha: cache" in status.stdout
     log.unlink()  # the guard against internal errors in step logs reads the workdir's logs
