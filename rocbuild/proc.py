@@ -197,7 +197,9 @@ class _PeakSampler(threading.Thread):
 
 
 ATTEMPT_MARK = "=== attempt "
-_END_MARKS = (b"\n# exit ", b"] exit ", b" interrupted")
+# a command's exit line, an interrupt's, and the runner's own last line of a step (STEP_END)
+STEP_END = "step ended:"
+_END_MARKS = (b"\n# exit ", b"] exit ", b" interrupted", f"] {STEP_END} ".encode())
 
 
 def now_stamp() -> str:

@@ -11,6 +11,7 @@ from typing import Any
 
 from rocbuild.checks.diagnose import diagnose
 from rocbuild.run.build import BuildContext, StepOutcome
+from rocbuild.run.outcome import CURRENT, SERVED
 from rocbuild.run.state import read_json
 from rocbuild.run.status import verify_record_path
 
@@ -20,10 +21,11 @@ MEANING = {0: "success", 1: "a build step failed", 2: "bad input", 3: "busy",
 
 
 def _step(ctx: BuildContext, o: StepOutcome) -> dict[str, Any]:
+    ran = o.result not in (CURRENT, SERVED)  # a step that did not run has no log of this run
     doc: dict[str, Any] = {"component": o.component, "step": o.step, "result": o.result,
                            "seconds": round(o.seconds, 1), "jobs": o.jobs,
                            "peak_rss": o.peak_rss or None, "oom_retries": o.oom_retries,
-                           "log": str(o.log) if o.log and o.result != "current" else None,
+                           "log": str(o.log) if o.log and ran else None,
                            "warnings": list(o.warnings)}
     if o.result == "failed":
         found = diagnose([*o.tail, *o.message.splitlines()],

@@ -64,10 +64,20 @@ def make_output(args: argparse.Namespace) -> Output:
 def expected_steps(ctx: BuildContext, requested: list[str]) -> dict[tuple[str, str],
                                                                      float | None]:
     """The steps this run will start (those status shows as not done; the same rule the
-    build uses) with each one's expected seconds, for the whole-run ETA."""
+    build uses) with each one's expected seconds, for the whole-run ETA. A component the
+    binary cache serves runs its cache step only: a download, with no build time to expect."""
     report = status.collect(ctx.rule, ctx.settings, requested)
-    return {(c.name, s.step): ctx.expected_seconds(ctx.component(c.name), s.step)
-            for c in report.components for s in c.steps if s.state != status.DONE}
+    served = cache_install.served(ctx)
+    expected: dict[tuple[str, str], float | None] = {}
+    for c in report.components:
+        for s in c.steps:
+            if s.state == status.DONE:
+                continue
+            if c.name in served:
+                expected[(c.name, "cache")] = None
+            else:
+                expected[(c.name, s.step)] = ctx.expected_seconds(ctx.component(c.name), s.step)
+    return expected
 
 
 def reports() -> lifecycle.Reports:

@@ -57,12 +57,16 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     # each component's state from the workdir's stamps (done / failed / stale / pending)
     rule = Rule(stack, StateDir(stack.workdir))  # read-only: no build context, no output
     states = {c.name: c.state for c in status.collect(rule, settings).components}
-    pending = [c.name for c in cost.pending_components(stack, rule.is_current)]
+    pending = [c.name for c in cost.pending_components(stack,
+                                                       rule.next_runs(stack.selected()))]
     host = hostload.snapshot()
     lines = cache.plan_lines(settings, stack, rule.state,
                              cache.Trust.default(args.allow_unsigned))
-    plan = build_plan(stack, settings, host, lambda c: states[c.name], pending, lines,
-                      requested=args.components)
+    offers = {c.name: lines(c) for c in stack.selected()}  # asks the cache once each
+    # what a build installs from the cache: each usable artifact of a component not done
+    served = {n: size for n, size in lines.downloads.items() if states[n] != "done"}
+    plan = build_plan(stack, settings, host, lambda c: states[c.name], pending,
+                      lambda c: offers[c.name], requested=args.components, served=served)
     changed = basememo.change(settings)
     if args.json:
         doc = to_json(plan)

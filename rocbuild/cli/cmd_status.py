@@ -33,6 +33,7 @@ from rocbuild.run.status import (
     StepStatus,
     collect,
     to_json,
+    tried_outside,
 )
 from rocbuild.run.uptodate import Rule
 
@@ -57,7 +58,12 @@ def register(sub: argparse._SubParsersAction, parents: list[argparse.ArgumentPar
 
 def run(args: argparse.Namespace, settings: Settings) -> int:
     stack = load_stack(settings, args.components)
-    report = collect(Rule(stack, StateDir(stack.workdir)), settings, list(args.components))
+    rule = Rule(stack, StateDir(stack.workdir))
+    tried = [] if args.components else tried_outside(rule)
+    if tried:  # plain status covers every component this workdir tried, and what it needs
+        stack = load_stack(settings, [*stack.order, *tried])
+        rule = Rule(stack, StateDir(stack.workdir))
+    report = collect(rule, settings, list(args.components))
     if args.json:
         json.dump(to_json(report), sys.stdout, indent=2)
         sys.stdout.write("\n")
@@ -95,6 +101,8 @@ def print_status(report: StatusReport, out: Console, requested: list[str]) -> No
         if comp.job_cap:
             _print_cap(out, comp)
     held = report.lock_holder is not None
+    for title, failure in report.run_failures:
+        _print_failure(out, title, failure, show_command=not held)
     for comp in report.components:
         if comp.failure is not None:
             _print_failure(out, comp.name, comp.failure, show_command=not held)
@@ -102,7 +110,7 @@ def print_status(report: StatusReport, out: Console, requested: list[str]) -> No
         out.print(f"[bold cyan]a build is running[/] in this workdir (pid "
                   f"{report.lock_holder}); run `rocbuild status` again to follow it")
         return
-    if any(c.failure is not None for c in report.components):
+    if report.run_failures or any(c.failure is not None for c in report.components):
         return  # each failure above names the command that continues
     command = report.next_command(requested)
     if command is None:
@@ -204,7 +212,7 @@ def _print_failure(out: Console, name: str, failure: FailureStatus, *,
         out.print(f"  cause: {escape(found.cause)}")
         out.print(f"  fix:   {escape(found.fix)}")
         out.print(f"  seen:  {escape(found.matched_line)}")
-    else:
+    elif failure.tail:  # a check's message is the whole story: it has no tail
         out.print("  cause: not a known failure; the last lines of the log:")
         for line in failure.tail[-TAIL_LINES:]:
             out.print(f"  | {escape(line)}")

@@ -64,6 +64,10 @@ def table(plan: Plan, seconds: Mapping[str, float | None]) -> Table:
         # a cell that does not fit is cut with an ellipsis, never wrapped onto a second line
         out.add_column(column, justify=justify, no_wrap=True, overflow="ellipsis")  # type: ignore[arg-type]
     for p in plan.components:  # in build order
+        if p.download is not None:  # the binary cache serves it: a download, no build
+            out.add_row(escape(p.name), escape(ref_cell(p)), escape(p.state), "-", "-",
+                        format_bytes(p.download))
+            continue
         out.add_row(escape(p.name), escape(ref_cell(p)), escape(p.state),
                     escape(jobs_cell(p)), time_cell(seconds.get(p.name)), disk_cell(p))
     return out

@@ -23,7 +23,7 @@ from rocbuild.model.resources import format_gib
 from rocbuild.model.steps import shell_line
 from rocbuild.model.steptable import venv_commands
 from rocbuild.run import launchstats
-from rocbuild.run.outcome import StepOutcome
+from rocbuild.run.outcome import CURRENT, SERVED, StepOutcome
 
 
 class FittedConsole(Console):
@@ -177,11 +177,13 @@ def print_build_summary(outcomes: Sequence[StepOutcome], stack: Stack, command: 
                         out: Console, seconds: float, *, interrupted: bool = False) -> None:
     """The end of a build: the steps run, warnings, and for each failure its message, log,
     known cause and fix, log tail and the command that continues."""
-    ran = [o for o in outcomes if o.result != "current"]
-    current = [o for o in outcomes if o.result == "current"]
+    ran = [o for o in outcomes if o.result not in (CURRENT, SERVED)]
+    current = [o for o in outcomes if o.result == CURRENT]
+    served = [o for o in outcomes if o.result == SERVED]
     # the heading is a line of its own: as the table's title it wrapped to the table's width
     heading = (f"rocbuild: {wording.count(len(ran), 'step')} run, {len(current)} already "
-               f"current, {seconds:.1f}s")
+               "current" + (f", {len(served)} served from cache" if served else "")
+               + f", {seconds:.1f}s")
     table = Table()
     for column in ("component", "step", "time", "jobs", "result"):
         table.add_column(column)

@@ -4,19 +4,20 @@ One model for every command that speaks of it: ``plan`` shows it (and ``plan --j
 ``"cost"``), ``doctor`` compares ``disk_needed`` with the free space, preflight refuses a
 build on the same figure. All figures come from the recipes' ``[resources]`` estimates (disk,
 source_disk, cpu_hours, link_mem, tensile_mem) and the host snapshot of resources.py; only
-components whose install is not current count.
+the components the next build builds count (a stale one too); those the binary cache serves
+cost their download instead.
 """
 
 from __future__ import annotations
 
 import textwrap
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from rocbuild.model import wording
 from rocbuild.model.graph import Component, Stack
-from rocbuild.model.resources import GIB, HostSnapshot, format_gib, job_counts
+from rocbuild.model.resources import GIB, HostSnapshot, format_bytes, format_gib, job_counts
 
 PREFIX_SHARE = 0.25  # rocbuild rule of thumb: an install takes about a quarter of its build tree
 DEFAULT_SOURCE_DISK = 200 << 20  # a checkout whose recipe gives no source_disk (estimate)
@@ -49,10 +50,15 @@ class Cost:
     wall_hours: float
     wall_basis: str
     risks: tuple[Risk, ...] = field(default_factory=tuple)
+    # the components the binary cache serves (not built, not in ``pending``): their download
+    from_cache: tuple[str, ...] = ()
+    download: int = 0
 
     def to_json(self) -> dict[str, Any]:
         return {
             "pending": list(self.pending),
+            "from_cache": list(self.from_cache),
+            "download": self.download,
             "disk": {"sources": self.disk.sources, "build": self.disk.build,
                      "workdir": self.disk.workdir, "prefix": self.disk.prefix},
             "cpu_hours": round(self.cpu_hours, 2),
@@ -63,10 +69,12 @@ class Cost:
         }
 
 
-def pending_components(stack: Stack, is_current: Callable[[Component, str], bool]
-                       ) -> list[Component]:
-    """Built components whose install is not current (what a build would still do)."""
-    return [c for c in stack.selected() if c.builds and not is_current(c, "install")]
+def pending_components(stack: Stack, runs: Mapping[tuple[str, str], bool]) -> list[Component]:
+    """Built components whose install the next build runs (what a build would still do).
+    ``runs``: the up-to-date rule's ``next_runs``, which follows a step that runs again to
+    the steps after it: a changed recipe leaves the install's own stamp current, yet the
+    component is built again."""
+    return [c for c in stack.selected() if c.builds and runs.get((c.name, "install"), True)]
 
 
 def disk_needed(stack: Stack, pending: Collection[str]) -> DiskNeed:
@@ -94,7 +102,11 @@ def _risks(comp: Component, jobs: Mapping[str, int]) -> list[Risk]:
 
 
 def estimate(stack: Stack, host: HostSnapshot, pending: Collection[str], *,
-             swap_weight: float, cap: int | None) -> Cost:
+             swap_weight: float, cap: int | None,
+             from_cache: Mapping[str, int] | None = None) -> Cost:
+    """The cost of building ``pending``; ``from_cache``: the components the binary cache
+    serves instead, with their download in bytes (a download, no build cost)."""
+    from_cache = from_cache or {}
     cpu = wall = 0.0
     risks: list[Risk] = []
     names = [c.name for c in stack.selected() if c.name in pending]
@@ -109,7 +121,9 @@ def estimate(stack: Stack, host: HostSnapshot, pending: Collection[str], *,
     basis = (f"components one after another, each with its compile jobs on {host.cpu_reason} "
              "(recipes' cpu_hours estimates)")
     return Cost(pending=tuple(names), disk=disk_needed(stack, names), cpu_hours=cpu,
-                wall_hours=wall, wall_basis=basis, risks=tuple(risks))
+                wall_hours=wall, wall_basis=basis, risks=tuple(risks),
+                from_cache=tuple(n for n in stack.order if n in from_cache),
+                download=sum(from_cache.values()))
 
 
 def hours_text(hours: float) -> str:
@@ -120,10 +134,13 @@ def hours_text(hours: float) -> str:
 def summary_lines(cost: Cost) -> list[str]:
     """The plain-text block `plan` prints under its table (each line under 80 columns)."""
     d = cost.disk
+    cached = ([f"from the binary cache: {wording.count(len(cost.from_cache), 'component')}, "
+               f"{format_bytes(cost.download)} to download, not built"]
+              if cost.from_cache else [])
     if not cost.pending:
-        return ["cost: nothing is pending, so nothing is built"]
-    lines = [f"cost of the {wording.count(len(cost.pending), 'pending component')} (recipe "
-             "estimates):",
+        return cached or ["cost: nothing is pending, so nothing is built"]
+    lines = [*cached, f"cost of the {wording.count(len(cost.pending), 'pending component')} "
+             "(recipe estimates):",
              f"  disk:  {format_gib(d.workdir)} in the workdir ({format_gib(d.sources)} "
              f"sources, {format_gib(d.build)} build trees)",
              f"         {format_gib(d.prefix)} in the prefix",

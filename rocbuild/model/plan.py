@@ -8,7 +8,7 @@ components not yet installed; see cost.Cost.to_json). Rendering for a terminal l
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Iterable
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,6 +21,8 @@ from rocbuild.model.roads import Road, roads
 from rocbuild.model.settings import OPTIONS, Settings
 from rocbuild.model.steptable import StepCommands, commands_for, steps_of
 
+FROM_CACHE = "from cache"  # a component's state when the binary cache serves it
+
 
 @dataclass(frozen=True)
 class PlannedComponent:
@@ -29,6 +31,7 @@ class PlannedComponent:
     jobs: dict[str, JobCount]  # kind -> count; "compile" always present for built components
     commands: list[StepCommands]
     cache: str = ""  # what the binary cache does with it (cache.Choice.describe), "" no cache
+    download: int | None = None  # bytes of its artifact when the binary cache serves it
 
     @property
     def name(self) -> str:
@@ -63,20 +66,30 @@ def build_plan(stack: Stack, settings: Settings, host: HostSnapshot,
                state_of: Callable[[Component], str] = lambda c: "pending",
                pending: Collection[str] | None = None,
                cache_of: Callable[[Component], str] = lambda c: "",
-               requested: Iterable[str] = ()) -> Plan:
+               requested: Iterable[str] = (),
+               served: Mapping[str, int] | None = None) -> Plan:
     """``pending``: the components a build would still run (default: every built one);
     ``cache_of``: what the binary cache does with each (cache.plan_lines); ``requested``:
-    what the user asked for, for the two roads' estimate."""
+    what the user asked for, for the two roads' estimate; ``served``: the components the
+    binary cache installs, with their download in bytes (their state is "from cache", and
+    they cost a download, not a build)."""
+    served = served or {}
     planned = []
     for component in stack.selected():
         jobs = component_jobs(component, host, settings, stack.launch)
         counts = {kind: 1 for kind in JOB_MEMORY_KEYS} | {k: j.jobs for k, j in jobs.items()}
-        planned.append(PlannedComponent(component, state_of(component), jobs,
+        state = state_of(component)
+        download = served.get(component.name) if state != "done" else None
+        planned.append(PlannedComponent(component, FROM_CACHE if download is not None
+                                        else state, jobs,
                                         commands_for(stack, component, counts,
                                                      settings.mirror),
-                                        cache_of(component)))
+                                        cache_of(component), download))
     pending = [c.name for c in stack.selected() if c.builds] if pending is None else pending
-    total = estimate(stack, host, pending, swap_weight=settings.swap_weight, cap=settings.jobs)
+    cached = {p.name: p.download for p in planned if p.download is not None}
+    total = estimate(stack, host, [n for n in pending if n not in cached],
+                     swap_weight=settings.swap_weight, cap=settings.jobs,
+                     from_cache=cached)
     return Plan(stack, settings, host, planned, total, roads(stack, requested))
 
 
@@ -128,6 +141,7 @@ def to_json(plan: Plan) -> dict[str, Any]:
             if c.builds else None,
             "fingerprint": c.fingerprint,
             "cache": p.cache or None,
+            "download": p.download,  # bytes, when the binary cache serves it
             # files whose CMake code the configure runs (cmakecode.py: shown, not refused)
             "cmake_code": cmakecode.code_files(c.cmake_args),
             "build_dir": str(c.build_dir) if c.builds else None,

@@ -25,7 +25,7 @@ from rocbuild.model.steptable import RUN, STEP
 from rocbuild.run import lifecycle, optcheck, tasks
 from rocbuild.run.build import BuildContext
 from rocbuild.run.lifecycle import Reports, Run
-from rocbuild.run.outcome import StepOutcome
+from rocbuild.run.outcome import CURRENT, DONE, SERVED, StepOutcome
 
 __all__ = ["Reports", "build", "make_namespace", "make_reporter", "run_doit"]
 BACKENDS = {"BACKEND": {"durable": "rocbuild.run.state:DurableSqliteDB"}}
@@ -68,7 +68,13 @@ def make_reporter(run: Run) -> type:
             basename, _, component = task.name.partition(":")
             kind = steptable.BY_NAME.get(basename)
             if kind is not None and kind.role == STEP and kind.who != RUN:
-                ctx.outcomes.append(StepOutcome(component, basename, "current"))
+                # stamped by this run's cache step, which installed the component: the
+                # step never ran here, and a script reading `build --json` must see that
+                served = component in (ctx.cache_choices or {}) and any(
+                    o.component == component and o.step == "cache" and o.result == DONE
+                    for o in ctx.outcomes)
+                ctx.outcomes.append(StepOutcome(component, basename,
+                                                SERVED if served else CURRENT))
 
         def skip_ignore(self, task: Any) -> None:
             ctx.output.say(f"!! {task.name} ignored (doit ignore); `doit forget {task.name}` "

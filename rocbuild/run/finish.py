@@ -21,6 +21,7 @@ from rocbuild.model.graph import Stack
 from rocbuild.model.steptable import steps_of
 from rocbuild.prefix import buildinfo, envfiles
 from rocbuild.run.build import BuildContext
+from rocbuild.run.outcome import CURRENT, SERVED
 from rocbuild.run.state import write_json_atomic
 from rocbuild.run.status import verify_record_path
 
@@ -82,7 +83,7 @@ def verify(ctx: BuildContext, out: Console, finished: Finished, print_report: Ve
         return True
     prefix = ctx.stack.prefix
     previous = buildinfo.read_build_info_lenient(prefix, ctx.output.say)
-    nothing_ran = all(o.result == "current" for o in ctx.outcomes)
+    nothing_ran = all(o.result in (CURRENT, SERVED) for o in ctx.outcomes)
     if (nothing_ran and previous is not None and previous.complete and previous.verified
             and previous.recipe_fingerprint == info.recipe_fingerprint):
         out.print("verify: passed before for these recipes and nothing was rebuilt")

@@ -15,6 +15,8 @@ from rocbuild.run.state import StateDir
 
 __all__ = ["StepOutcome", "expected_seconds", "log_path", "step_logger"]
 DONE, FAILED, CURRENT = "done", "failed", "current"
+# a step the run never ran: the binary cache installed the component and stamped its steps
+SERVED = "served from cache"
 # a step that stood aside (the binary cache refused its artifact): no outcome is kept, the
 # component's own steps come next
 SKIPPED = "skipped"
@@ -35,7 +37,7 @@ def step_logger(log: Path) -> Callable[[str], None]:
 class StepOutcome:
     component: str
     step: str
-    result: str  # DONE, FAILED, CURRENT (or SKIPPED while the step runs)
+    result: str  # DONE, FAILED, CURRENT, SERVED (or SKIPPED while the step runs)
     seconds: float = 0.0
     jobs: int | None = None
     peak_rss: int = 0

@@ -29,7 +29,10 @@ class Problem:
 
 
 def disk_needed(ctx: BuildContext) -> cost.DiskNeed:
-    pending = [c.name for c in cost.pending_components(ctx.stack, ctx.is_current)]
+    served = cache_install.served(ctx)  # installed from the binary cache: no build tree
+    runs = ctx.rule.next_runs(ctx.stack.selected())
+    pending = [c.name for c in cost.pending_components(ctx.stack, runs)
+               if c.name not in served]
     return cost.disk_needed(ctx.stack, pending)
 
 

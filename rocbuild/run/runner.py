@@ -11,10 +11,12 @@ moment loses nothing that had finished. This module knows nothing of doit.
 
 from __future__ import annotations
 
+import contextlib
 import time
 import traceback
+from pathlib import Path
 
-from rocbuild import faults
+from rocbuild import faults, proc
 from rocbuild.errors import BuildFailed, StateWriteError
 from rocbuild.model import steptable
 from rocbuild.model.graph import Component
@@ -64,9 +66,23 @@ def run_step(ctx: BuildContext, name: str, step: str) -> StepOutcome:
         error = exc if isinstance(exc, StateWriteError) else faults.explain(exc)
         outcome.result, outcome.message = FAILED, f"{error}\nTIP: {error.tip}"
         ctx.output.say(f"✘ {shown}: {error}\nTIP: {error.tip}")
+    except BaseException as exc:  # Ctrl-C, SIGTERM: the attempt ends here, and says so
+        _end_line(log, f"interrupted ({type(exc).__name__}) after "
+                       f"{time.monotonic() - started:.1f}s")
+        raise
+    _end_line(log, f"{proc.STEP_END} {outcome.result} after {time.monotonic() - started:.1f}s")
     if outcome.result != SKIPPED:
         ctx.outcomes.append(outcome)
     return outcome
+
+
+def _end_line(log: Path, text: str) -> None:
+    """The step log's last line of this attempt, whatever the step ran (git through its own
+    logger, a check, the cache): a later attempt then knows this one ended, and says
+    "no end line" only after a real kill. A log that cannot be written (a full disk) keeps
+    what it has: the step's outcome says why."""
+    with contextlib.suppress(OSError):
+        step_logger(log)(text)
 
 
 def _run_action(ctx: BuildContext, kind: StepKind, binding: stepbind.Binding,
@@ -111,8 +127,12 @@ def _report(ctx: BuildContext, kind: StepKind, comp: Component | None, shown: st
         if kind.role != CHECK:
             ctx.output.say(f"✔ {shown} ({outcome.seconds:.1f}s)")
     elif outcome.result == FAILED:
-        if kind.role == STEP and comp is not None:  # what status reads as a failed step
-            ctx.state.record_failure(comp.name, kind.name, message=outcome.message,
+        # what status reads as a failed step: every kind's, the options check, the cache's
+        # shortcut and a run-wide step (in its own folder) too, so plain `rocbuild status`
+        # names any failure; the step's next success (its stamp) removes the record
+        if comp is not None or kind.record is not None:
+            ctx.state.record_failure(unit_of(kind, comp.name if comp else ""), kind.name,
+                                     message=outcome.message,
                                      log=str(outcome.log), tail=outcome.tail[-20:],
                                      jobs=outcome.jobs, oom_retries=outcome.oom_retries,
                                      seconds=round(outcome.seconds, 1),

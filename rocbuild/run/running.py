@@ -76,6 +76,21 @@ def steps(workdir: Path) -> dict[tuple[str, str], RunningStep]:
     return found
 
 
+def interrupted(workdir: Path) -> dict[tuple[str, str], RunningStep]:
+    """The steps whose run was cut off: marked running by a process that is gone (SIGKILL,
+    an OOM kill, a crash, the machine went down). The step's next run replaces the mark."""
+    found: dict[tuple[str, str], RunningStep] = {}
+    folder = _folder(workdir)
+    for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
+        doc = read_json(path)
+        if not doc or not isinstance(doc.get("pid"), int) \
+                or _alive(doc.get("pid"), doc.get("create_time")):
+            continue
+        key = (str(doc.get("component")), str(doc.get("step")))
+        found[key] = RunningStep(*key, int(doc["pid"]), float(doc.get("since") or 0))
+    return found
+
+
 def lock_holder(workdir: Path) -> int | None:
     """The pid of the live process holding the workdir's run lock, or None. The lock file
     keeps the last holder's pid; it counts only while that process has the file open."""

@@ -61,6 +61,11 @@ class StateDir:
     def read_failure(self, component: str) -> dict[str, Any] | None:
         return read_json(self.failure_path(component))
 
+    def failed_units(self) -> list[str]:
+        """Every component (or run-wide step folder) with a failure on record, by name."""
+        folder = self.root / "failures"
+        return sorted(p.stem for p in folder.glob("*.json")) if folder.is_dir() else []
+
     @property
     def running_dir(self) -> Path:
         return self.root / "running"

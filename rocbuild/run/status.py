@@ -12,6 +12,7 @@ status is safe to run while a build is going.
 
 from __future__ import annotations
 
+import shlex
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
@@ -20,7 +21,7 @@ from typing import Any
 
 from rocbuild.checks.diagnose import Diagnosis, diagnose
 from rocbuild.model import steptable
-from rocbuild.model.graph import Component
+from rocbuild.model.graph import Component, default_request
 from rocbuild.model.settings import Settings
 from rocbuild.model.steptable import log_path, steps_of
 from rocbuild.run import continuation, running
@@ -85,11 +86,13 @@ class StatusReport:
     command: str = "rocbuild build"
     lock_holder: int | None = None  # pid of the build running in this workdir now
     verify: StepStatus | None = None  # the last build's verify, once every step is done
+    # run-wide steps that failed (the build venv): (their title, the failure)
+    run_failures: list[tuple[str, FailureStatus]] = field(default_factory=list)
 
     @property
     def failed(self) -> bool:
         """A step or the verify failed: `rocbuild status` then exits 1."""
-        return (any(c.state == FAILED for c in self.components)
+        return (any(c.state == FAILED for c in self.components) or bool(self.run_failures)
                 or (self.verify is not None and self.verify.state == FAILED))
 
     def next_command(self, requested: list[str]) -> str | None:
@@ -118,6 +121,7 @@ class _Walk:
 
     ctx: Rule
     running: dict[tuple[str, str], RunningStep] = field(default_factory=dict)
+    interrupted: dict[tuple[str, str], RunningStep] = field(default_factory=dict)
     unsettled: dict[str, str] = field(default_factory=dict)  # component -> state, not done
     changed: set[str] = field(default_factory=set)  # recorded inputs differ from now
     # (component, step) -> the step runs in the next build (uptodate.Rule.next_runs)
@@ -139,20 +143,55 @@ def collect(ctx: Rule, settings: Settings, requested: list[str] | None = None
     """The status of every selected component, in build order, with the steps running now,
     the run that holds the workdir, and the last verify."""
     workdir = ctx.stack.workdir
-    walk = _Walk(ctx, running=running.steps(workdir),
+    walk = _Walk(ctx, running=running.steps(workdir), interrupted=running.interrupted(workdir),
                  runs=ctx.next_runs(ctx.stack.selected()))
     command = (continuation.recorded(workdir)
                or continuation.fallback(settings, requested or []))
     report = StatusReport(workdir, ctx.stack.prefix, command=command,
-                          lock_holder=running.lock_holder(workdir))
+                          lock_holder=running.lock_holder(workdir),
+                          run_failures=_run_failures(ctx, command))
+    default = set(default_request(ctx.stack.recipes))
     for comp in ctx.stack.selected():
-        status = _component_status(walk, comp, command)
+        # a component the recorded command does not build (tried with `rocbuild build X`
+        # outside the stack's set): its own command continues it
+        own = command if comp.name in default or comp.name in shlex.split(command) \
+            else continuation.fallback(settings, [comp.name])
+        status = _component_status(walk, comp, own)
         if status.state != DONE:
             walk.unsettled[comp.name] = status.state
         report.components.append(status)
     if all(c.state == DONE for c in report.components):
         report = replace(report, verify=_verify_status(workdir, ctx.stack.prefix))
     return report
+
+
+def tried_outside(rule: Rule) -> list[str]:
+    """Components outside the loaded selection that failed in this workdir (a `rocbuild
+    build X` for an X not in stack.components): plain `rocbuild status` reports them too."""
+    recipes = rule.stack.recipes.recipes
+    return [name for name in rule.state.failed_units()
+            if name in recipes and name not in rule.stack.components]
+
+
+def _run_failures(ctx: Rule, command: str) -> list[tuple[str, FailureStatus]]:
+    """The failures of run-wide steps (the build venv) still on record: the step's next
+    success removes its record. A step the stack no longer needs is not reported."""
+    out: list[tuple[str, FailureStatus]] = []
+    for kind in steptable.STEPS:
+        if kind.who != steptable.RUN or kind.record is None:
+            continue
+        if kind is steptable.PYTHON_VENV and ctx.stack.python_needs() == ((), ()):
+            continue  # no recipe needs Python any more: the venv step never runs again
+        failure = ctx.state.read_failure(kind.record[0])
+        if failure is None or failure.get("step") != kind.name:
+            continue
+        tail = [str(line) for line in failure.get("tail") or []]
+        found = diagnose([*tail, *str(failure.get("message") or "").splitlines()],
+                         context={"workdir": str(ctx.stack.workdir)})
+        out.append((kind.title, FailureStatus(kind.name, failure.get("when"),
+                                              str(failure.get("message") or ""),
+                                              failure.get("log"), tail, found, command)))
+    return out
 
 
 def _verify_status(workdir: Path, prefix: Path) -> StepStatus | None:
@@ -173,6 +212,9 @@ def _component_status(walk: _Walk, comp: Component, command: str) -> ComponentSt
     steps: list[StepStatus] = []
     for step in steps_of(comp):
         failed_here = failure if failure is not None and failure.get("step") == step else None
+        check = _failed_check(walk, comp, step, failure, found)
+        if check is not None:  # a check that gates this step failed: its own row, first
+            steps.append(check)
         status = _step_status(walk, comp, step, steps[-1] if steps else None, failed_here,
                               found)
         steps.append(status)
@@ -204,6 +246,14 @@ def _step_status(walk: _Walk, comp: Component, step: str, before: StepStatus | N
         walk.changed.add(comp.name)
     if current:  # also when a failure record is older than the step's success
         return _with(recorded, DONE, "")
+    cut = walk.interrupted.get((comp.name, step))
+    if cut is not None and (failure is None or float(failure.get("when") or 0) < cut.since):
+        # the run that started this step was killed: that is why it runs again, whatever
+        # else its inputs say (a configure that ran before the kill, say)
+        since = time.strftime("%Y-%m-%d %H:%M", time.localtime(cut.since))
+        return _with(recorded, STALE if stamp is not None else PENDING,
+                     f"interrupted: the run that started it at {since} was stopped (killed, "
+                     "or the machine went down)")
     if failure is not None:
         why = f"{found.id} (see below)" if found else "cause unknown (see below)"
         return StepStatus(step, FAILED, why, failure.get("seconds"), failure.get("peak_rss"),
@@ -221,6 +271,29 @@ def _step_status(walk: _Walk, comp: Component, step: str, before: StepStatus | N
     if not reasons:  # same inputs: what the step made is gone
         reasons.append(_why_stale(ctx, comp, step, stamp, walk.changed))
     return _with(recorded, STALE, "; ".join(reasons))
+
+
+def _failed_check(walk: _Walk, comp: Component, step: str,
+                  failure: Mapping[str, Any] | None, found: Diagnosis | None
+                  ) -> StepStatus | None:
+    """The row of a failed step that is not stamped, placed before ``step``: a check
+    (``options``) before the step it gates, the binary cache's shortcut before the first
+    step; shown while ``step`` has not run since (the table has no row for one that passed)."""
+    if failure is None or str(failure.get("step")) not in steptable.BY_NAME:
+        return None
+    check = steptable.kind(str(failure["step"]))
+    if check.role == steptable.CHECK:
+        before = check.gates
+    elif check.role == steptable.SHORTCUT:
+        before = steps_of(comp)[0]
+    else:
+        return None
+    if before != step or not walk.runs[(comp.name, step)]:
+        return None
+    log = log_path(walk.ctx.stack.workdir, comp.name, check.name)
+    why = f"{found.id} (see below)" if found else "see below"
+    return StepStatus(check.name, FAILED, why, failure.get("seconds"),
+                      log=log if log.is_file() else None)
 
 
 def _why_pending(walk: _Walk, comp: Component, step: str, before: StepStatus | None) -> str:
@@ -374,6 +447,8 @@ def to_json(report: StatusReport) -> dict[str, Any]:
         "prefix": str(report.prefix),
         "components": [_component_json(c) for c in report.components],
         "verify": None if verify is None else {"state": verify.state, "why": verify.why},
+        "run_failures": [{"title": title, **(_failure_json(f) or {})}
+                         for title, f in report.run_failures],
         "running": report.lock_holder,  # pid of the build holding the workdir, or null
         "failed": report.failed,
         "continue": report.next_command([]),

@@ -128,8 +128,9 @@ def test_json_document_has_a_stable_shape(chain: Chain,
     break_beta(chain)
     assert failing_build(chain)[0] == 1
     doc = status_json(chain, capsys)
-    assert set(doc) == {"workdir", "prefix", "components", "verify", "running", "failed",
-                        "continue"}
+    assert set(doc) == {"workdir", "prefix", "components", "verify", "run_failures",
+                        "running", "failed", "continue"}
+    assert doc["run_failures"] == []
     assert doc["workdir"] == str(chain.workdir) and doc["prefix"] == str(chain.prefix)
     assert [c["name"] for c in doc["components"]] == ["alpha", "beta", "gamma"]
     for comp in doc["components"]:
@@ -323,11 +324,13 @@ def test_logs(chain: Chain, capsys: pytest.CaptureFixture[str]) -> None:
     assert failing_build(chain)[0] == 1
     logs = chain.workdir / "logs"
 
-    assert main(["logs", *chain.flags(), "beta", "--tail", "5"]) == 0
+    # the last lines: the compiler's error, ninja's, cmake's exit and the step's end line
+    assert main(["logs", *chain.flags(), "beta", "--tail", "8"]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert len(lines) == 5
+    assert len(lines) == 8
     assert any("error: #error beta was configured to fail" in line for line in lines)
-    assert lines == (logs / "beta/compile.log").read_text().splitlines()[-5:]
+    assert "step ended: failed after" in lines[-1]
+    assert lines == (logs / "beta/compile.log").read_text().splitlines()[-8:]
 
     # default: the failed step, whole
     assert main(["logs", *chain.flags(), "beta"]) == 0
