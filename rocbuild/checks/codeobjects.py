@@ -24,6 +24,9 @@ _V3, _V4 = 1, 2
 
 # EF_AMDGPU_MACH: the processor in the low byte of e_flags (LLVM AMDGPUUsage)
 MACH = {
+    0x20: "gfx600", 0x21: "gfx601", 0x3a: "gfx602",
+    0x22: "gfx700", 0x23: "gfx701", 0x24: "gfx702", 0x25: "gfx703", 0x26: "gfx704",
+    0x3b: "gfx705", 0x3c: "gfx805",
     0x28: "gfx801", 0x29: "gfx802", 0x2a: "gfx803", 0x2b: "gfx810",
     0x2c: "gfx900", 0x2d: "gfx902", 0x2e: "gfx904", 0x2f: "gfx906", 0x30: "gfx908",
     0x31: "gfx909", 0x32: "gfx90c", 0x3f: "gfx90a", 0x40: "gfx940", 0x4b: "gfx941",

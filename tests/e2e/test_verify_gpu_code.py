@@ -116,3 +116,20 @@ def test_embedded_code_objects_without_the_target_fail(tmp_path: Path) -> None:
     line = " ".join(out.split())
     assert "no code object for gfx906 among its 1 embedded code objects (for gfx1030)" in line
     assert build_info(tmp_path / "prefix")["complete"] is False
+
+
+DEBIAN_ROCR = Path("/usr/lib/x86_64-linux-gnu/libhsa-runtime64.so.1")
+
+
+@pytest.mark.skipif(not DEBIAN_ROCR.exists(), reason="Debian's ROCr (libhsa-runtime64-1, "
+                    "which hipcc pulls in) is not installed")
+def test_a_real_rocr_carries_its_blit_kernels_as_embedded_code_objects() -> None:
+    """Debian's ROCr 5.2 holds its blit and trap-handler kernels as 29 embedded code objects
+    (gfx801 to gfx1035; it predates gfx942): verify reads them (before: "no GPU code")."""
+    doc = json.loads(run_cli("verify", "--target", "gfx906", "--json", str(DEBIAN_ROCR),
+                             expect=0).stdout)
+    (lib,) = doc["files"]
+    assert lib["verdict"] == "pass" and "gfx906" in lib["targets_found"]
+    assert lib["bundles"][0]["embedded"] is True
+    newer = run_cli("verify", "--target", "gfx942", str(DEBIAN_ROCR), expect=4).stdout
+    assert "no code object for gfx942 among its" in " ".join(newer.split())
