@@ -108,6 +108,9 @@ class Bundle:
     kernels: tuple[str, ...] = ()  # kernel symbols (mangled): which TU this bundle came from
     unreadable: str | None = None  # why its entries are unknown (zstd without a decoder)
     corrupt: str | None = None  # why its header or payload is broken
+    # not a bundle but the code objects embedded as data in a library (codeobjects.py),
+    # one entry each, checked the same way: some entry must run on every target
+    embedded: bool = False
 
     @property
     def number(self) -> int:
@@ -120,6 +123,8 @@ class Bundle:
 
     def label(self) -> str:
         """How a problem line names this bundle: number, offset and its kernels."""
+        if self.embedded:
+            return f"{len(self.entries)} embedded code objects from {self.offset:#x}"
         text = f"bundle #{self.number} at {self.offset:#x}"
         if self.kernels:
             more = ", …" if len(self.kernels) > 3 else ""

@@ -43,6 +43,7 @@ from rocbuild.checks.bundles import (
     scan_fatbin,
     zstandard_decoder,
 )
+from rocbuild.checks.codeobjects import CodeObject, embedded_code_objects
 from rocbuild.checks.elf import (
     ELF_MAGIC,
     FormatError,
@@ -51,6 +52,7 @@ from rocbuild.checks.elf import (
     kernel_names,
     open_source,
     parse_sections,
+    section_list,
     section_window,
 )
 from rocbuild.errors import ConfigError
@@ -172,6 +174,9 @@ def verify_file(path: Path, targets: Sequence[TargetId],
             sections = parse_sections(src)
             fatbin = sections.get(".hip_fatbin")
             if fatbin is None:
+                embedded = embedded_code_objects(src, section_list(src)) if sections else []
+                if embedded:
+                    return judge_embedded(path, embedded, targets)
                 note = "no .hip_fatbin section" if sections else "no section table"
                 return FileResult(path, Verdict.NO_GPU_CODE, note=note)
             window = section_window(src, fatbin)
@@ -217,6 +222,21 @@ def judge(path: Path, bundles: list[Bundle], targets: Sequence[TargetId],
     else:
         verdict = Verdict.PASS
     return FileResult(path, verdict, tuple(bundles), tuple(problems))
+
+
+def judge_embedded(path: Path, found: Sequence[CodeObject], targets: Sequence[TargetId],
+                   ) -> FileResult:
+    """The verdict of a library whose GPU code is embedded as whole code objects (ROCr's
+    blit kernels): one code object runs on a device, so some code object must run on each
+    target (not each one on every target, as for a bundle)."""
+    entries = tuple(Entry(f"hipv4-amdgcn-amd-amdhsa--{c.target}") for c in found)
+    group = Bundle(0, found[0].offset, entries=entries, embedded=True)
+    missing = missing_in_bundle(group, targets)
+    if not missing:
+        return FileResult(path, Verdict.PASS, (group,))
+    line = (f"{describe_missing(missing)} among its {len(found)} embedded code objects "
+            f"(for {_targets_of([group]) or 'unknown targets'})")
+    return FileResult(path, Verdict.FAIL, (group,), (line,))
 
 
 def _targets_of(bundles: Iterable[Bundle]) -> str:
@@ -317,11 +337,17 @@ def _scan(paths: Iterable[Path], targets: Sequence[TargetId], decoders: Decoders
 def verify_prefix(prefix: Path, targets: tuple[TargetId, ...],
                   decoders: Decoders | None = None,
                   system: linkage.System | None = None,
-                  linkage_exempt: Mapping[Path, str] | None = None) -> VerifyReport:
+                  linkage_exempt: Mapping[Path, str] | None = None,
+                  gpu_components: Mapping[str, Sequence[Path] | None] | None = None,
+                  ) -> VerifyReport:
     """Check an installed stack: every file with GPU code under lib/, lib64/ and bin/, the
     Tensile set when rocBLAS is installed, and the linkage of every host ELF file in the
     prefix. ``linkage_exempt``: installed files of recipes with ``install.runpath = false``,
-    with the recipe's reason (shown, never failing). ``report.ok`` is the build's gate."""
+    with the recipe's reason (shown, never failing). ``gpu_components``: the components whose
+    recipe says ``gpu_code = true``, with the files each installed (None: not recorded, any
+    file with GPU code counts); each must have installed a file with GPU code. Without it
+    (a prefix of unknown recipes), some file must carry GPU code. ``report.ok`` is the
+    build's gate."""
     if not prefix.is_dir():
         raise ConfigError(f"prefix {prefix} does not exist or is not a folder",
                           tip="pass --prefix PATH of an installed stack, or run "
@@ -332,9 +358,10 @@ def verify_prefix(prefix: Path, targets: tuple[TargetId, ...],
     roots = [prefix / d for d in ("lib", "lib64", "bin") if (prefix / d).exists()]
     files, skipped = _scan(roots, targets, decoders, keep_no_code=False)
     problems = []
-    if not files:
+    if gpu_components is None and not files:
         problems.append(f"no library or program with GPU code under {prefix} (lib/, lib64/, "
                         "bin/): nothing proves the stack can run on the GPU")
+    problems += _expected_code(files, gpu_components or {})
     tensile: tuple[TensileResult, ...] = ()
     if any((prefix / "lib").glob("librocblas.so*")):
         library = prefix / "lib" / "rocblas" / "library"
@@ -344,6 +371,23 @@ def verify_prefix(prefix: Path, targets: tuple[TargetId, ...],
                                   exempt=linkage_exempt)
     return VerifyReport(targets, prefix, tuple(files), skipped, tensile, tuple(problems),
                         links)
+
+
+def _expected_code(files: Sequence[FileResult],
+                   gpu_components: Mapping[str, Sequence[Path] | None]) -> list[str]:
+    """A problem for each component that should carry GPU code and installed none."""
+    with_code = {os.path.realpath(f.path) for f in files}  # files holds only code-bearing ones
+    problems = []
+    for name, installed in sorted(gpu_components.items()):
+        if installed is None:
+            carried = bool(with_code)
+        else:
+            carried = any(os.path.realpath(p) in with_code for p in installed)
+        if not carried:
+            problems.append(f"{name} carries no GPU code: its recipe says gpu_code = true, but "
+                            "none of the libraries and programs it installed holds a "
+                            ".hip_fatbin or embedded code objects (was its GPU backend off?)")
+    return problems
 
 
 NO_CODE_PROBLEM = "no GPU code: this file has no .hip_fatbin/offload bundle"
@@ -403,6 +447,7 @@ def _bundle_json(bundle: Bundle, targets: Sequence[TargetId]) -> dict[str, Any]:
         if bundle.amdgcn else [],
         "unreadable": bundle.unreadable,
         "corrupt": bundle.corrupt,
+        "embedded": bundle.embedded,  # code objects embedded as data (ROCr), not a bundle
     }
 
 

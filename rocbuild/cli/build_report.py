@@ -40,7 +40,7 @@ def _step(ctx: BuildContext, o: StepOutcome) -> dict[str, Any]:
 
 
 def to_json(ctx: BuildContext, exit_code: int) -> dict[str, Any]:
-    verify = read_json(verify_record_path(ctx.stack.workdir))
+    verify = read_json(verify_record_path(ctx.stack.work))
     return {
         "rocbuild_build": SCHEMA,
         "exit_code": exit_code,

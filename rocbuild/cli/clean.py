@@ -1,9 +1,10 @@
 """What `rocbuild clean` may remove, how much each frees, and removing it under the run lock.
 
 Kinds of things, each opt-in except build trees:
-- ``build``: ``<workdir>/build/<component>``. The configure stamp is checked against the
-  build tree (uptodate.py: its build id and CMakeCache.txt), and compile and install chain on
-  the configure run, so a removed tree makes all three not current.
+- ``build``: the build trees of the prefix's configuration (``build/<component>`` in the
+  workdir, or in its ``configs/<hash>`` folder: model/workdir.py). The configure stamp is
+  checked against the build tree (uptodate.py: its build id and CMakeCache.txt), and compile
+  and install chain on the configure run, so a removed tree makes all three not current.
 - ``sources``: checkouts ``<workdir>/src/<name>`` (and ``.partial``/``.old`` leftovers of a
   killed fetch); the next build checks out again from the git cache.
 - ``caches``: the bare git caches (``<workdir>/cache/git``), and for the whole workdir the
@@ -27,10 +28,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rocbuild.model import launchers
-from rocbuild.model.graph import Component, Stack, venv_dir, wheelhouse_dir
+from rocbuild.model.graph import Component, Stack
+from rocbuild.prefix import registry
 from rocbuild.prefix.buildinfo import info_path
 from rocbuild.prefix.envfiles import SHELLS, relative_path, spec_for
-from rocbuild.run import sources
+from rocbuild.run import sources, workdirs
 from rocbuild.run.state import StateDir
 
 KINDS = ("build", "sources", "caches", "prefix")
@@ -82,17 +84,16 @@ def prefix_files(stack: Stack) -> list[Path]:
 
 def find(stack: Stack, components: list[Component] | None, kinds: set[str]) -> list[Item]:
     """What cleaning ``components`` (None: the whole workdir) of ``kinds`` would remove."""
-    workdir = stack.workdir
+    work = stack.work
     items: list[Item] = []
     if components is None:
-        if "build" in kinds:
-            items += _present("build", [workdir / "build"])
+        if "build" in kinds:  # this configuration's build trees (model/workdir.py)
+            items += _present("build", [work.builds])
         if "sources" in kinds:
-            items += _present("sources", [workdir / "src"])
+            items += _present("sources", [work.src])
         if "caches" in kinds:
-            items += _present("caches", [workdir / "cache" / "git", venv_dir(workdir),
-                                         wheelhouse_dir(workdir),
-                                         launchers.cache_dir_of(workdir)])
+            items += _present("caches", [work.git_cache, work.venv, work.wheels,
+                                         launchers.cache_dir_of(work.root)])
     else:
         for comp in components:
             if "build" in kinds and comp.builds:
@@ -105,7 +106,7 @@ def find(stack: Stack, components: list[Component] | None, kinds: set[str]) -> l
                                       f"kept: {comp.name} uses the checkout of {comp.checkout}; "
                                       f"clean {comp.checkout} to remove it", removable=False))
             if "caches" in kinds and comp.owns_checkout and comp.fetch_url:
-                cache = sources.cache_dir(workdir / "cache" / "git", comp.fetch_url)
+                cache = sources.cache_dir(work.git_cache, comp.fetch_url)
                 items += _present("caches", [cache])
     if "prefix" in kinds:
         items += _present("prefix", prefix_files(stack))
@@ -132,7 +133,7 @@ def _prune_empty(folder: Path, stop: Path) -> None:
 def locked(stack: Stack) -> contextlib.AbstractContextManager[None]:
     """The workdir's run lock: cleaning while a build runs would pull its trees from under it,
     so this raises BusyError (exit 3) when a build holds it."""
-    return StateDir(stack.workdir).lock()
+    return StateDir.of(stack).lock()
 
 
 def remove(stack: Stack, items: list[Item]) -> int:
@@ -147,4 +148,9 @@ def remove(stack: Stack, items: list[Item]) -> int:
         freed += item.size
         if item.kind == "prefix":
             _prune_empty(item.path.parent, stack.prefix)
+    if any(i.kind == "prefix" and i.removable for i in items):
+        # the prefix no longer says this workdir filled it: another workdir may build there,
+        # and it is no longer a rocbuild prefix to list
+        workdirs.release(stack.workdir, stack.prefix)
+        registry.forget(stack.prefix)
     return freed

@@ -19,14 +19,19 @@ from rocbuild.run.state import prefix_lock
 def register(sub: argparse._SubParsersAction, parents: list[argparse.ArgumentParser]) -> None:
     parser = sub.add_parser(
         "activate", parents=parents, help="point /opt/rocm (or --link) at a built prefix",
-        description="Point a stable link at a prefix whose build completed, by an atomic "
-                    "rename, remembering the previous target; --previous switches back. A real "
-                    "directory at the link path (a packaged ROCm) is never replaced.")
+        description="Point a stable link at a prefix whose build completed and passed verify, "
+                    "by an atomic rename, remembering the previous target; --previous switches "
+                    "back. A prefix verify did not prove needs --unproven. A real directory at "
+                    "the link path (a packaged ROCm) is never replaced.")
     which = parser.add_mutually_exclusive_group(required=True)
     which.add_argument("prefix", nargs="?", type=Path, metavar="PREFIX",
                        help="the prefix to activate, e.g. /opt/rocm-6.4-gfx906")
     which.add_argument("--previous", action="store_true",
                        help="switch back to what the link pointed at before the last switch")
+    parser.add_argument("--unproven", action="store_true",
+                        help="accept a complete prefix that verify did not prove (built with "
+                             "--no-verify, or its verify failed); `prefixes` and `status` "
+                             "show it as activated unproven")
     parser.add_argument("--link", type=Path, default=None, metavar="PATH",
                         help=f"the stable link (default {activate.DEFAULT_LINK}) "
                              f"[env {activate.LINK_ENV}]")
@@ -50,9 +55,9 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     # install starts while the link moves
     with prefix_lock(Path(os.path.abspath(target)), create=False):
         if args.previous:
-            switch = activate.activate_previous(link)
+            switch = activate.activate_previous(link, unproven=args.unproven)
         else:
-            switch = activate.activate(target, link)
+            switch = activate.activate(target, link, unproven=args.unproven)
     out = console()
     if switch.removed_stray:
         out.print(f"removed {escape(str(activate.temp_link_path(switch.link)))}, left by an "
@@ -63,6 +68,9 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     else:
         before = f" (was {escape(str(switch.previous))})" if switch.previous else ""
         out.print(f"{escape(str(switch.link))} -> {escape(str(switch.target))}{before}")
+    if switch.unproven:
+        out.print("[yellow]unproven[/]: verify did not pass for this prefix (--unproven); "
+                  "`rocbuild prefixes` marks it so")
     out.print(f"ROCm {escape(switch.info.version)} for {escape(targets)}; load it with:")
     out.print(f"  . {escape(str(switch.target))}/env.sh", soft_wrap=True)
     return 0

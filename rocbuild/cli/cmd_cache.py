@@ -107,7 +107,7 @@ def run_push(args: argparse.Namespace, settings: Settings) -> int:
     ctx = BuildContext(stack=stack, settings=settings, output=Output(sys.stdout))
     wanted = args.components or list(stack.order)
     comps = [stack.components[n] for n in stack.order if n in wanted]
-    staging = stack.workdir / "cache" / "push"
+    staging = stack.work.push_staging
     failed = 0
     ctx.ensure_ready()  # the workdir and prefix locks: nobody installs while the prefix is read
     try:

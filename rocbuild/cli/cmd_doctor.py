@@ -95,7 +95,7 @@ def needs_from(settings: Settings) -> doctor.Needs:
     selected = stack.selected()
     link_mem = max((int(c.recipe.resources.get("link_mem", 0)) for c in selected), default=0)
     # the figure plan shows and preflight refuses on: components not installed yet
-    rule = Rule(stack, StateDir(stack.workdir))  # read-only: no build context
+    rule = Rule(stack, StateDir.of(stack))  # read-only: no build context
     runs = rule.next_runs(selected)
     disk = cost.disk_needed(stack, [c.name for c in cost.pending_components(stack, runs)])
     source = settings.source("target") if settings.target is not None else \

@@ -19,6 +19,7 @@ from rocbuild.checks.lint import LintReport, lint_recipes, lint_sources
 from rocbuild.cli.ui import console
 from rocbuild.errors import EXIT_BAD_INPUT, EXIT_OK
 from rocbuild.model.settings import Settings
+from rocbuild.model.workdir import Workdir
 
 _LEVEL_STYLE = {"error": "bold red", "warning": "yellow", "note": "dim"}
 
@@ -41,7 +42,8 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     if args.sources is None:
         report = lint_recipes(settings)
     else:
-        sources = Path(args.sources).absolute() if args.sources else settings.workdir / "src"
+        sources = (Path(args.sources).absolute() if args.sources
+                   else Workdir.shared(settings.workdir).src)
         report = lint_sources(settings, sources)
     if args.json:
         json.dump(report.to_json(), sys.stdout, indent=2)

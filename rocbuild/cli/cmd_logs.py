@@ -21,6 +21,8 @@ from rocbuild.model import steptable
 from rocbuild.model.graph import Component, load_stack
 from rocbuild.model.settings import Settings
 from rocbuild.model.steptable import RUN, log_path, steps_of, with_logs
+from rocbuild.model.workdir import Workdir
+from rocbuild.run import workdirs
 from rocbuild.run.state import StateDir
 
 
@@ -50,21 +52,26 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     run_wide = steptable.BY_NAME.get(args.component)
     if run_wide is not None and run_wide.who == RUN and args.step is None:
         # `rocbuild logs python-venv`: a step of the whole run, not of one component
-        log = log_path(settings.workdir, args.component, args.component)
+        log = log_path(Workdir.shared(settings.workdir), args.component,
+                       args.component)
         if not log.is_file():
             raise ConfigError(f"no log for {args.component} yet ({log}): the step has not run",
                               tip="`rocbuild status` shows what has run; check --workdir")
         print_log(log, args.tail)
         return 0
     stack = load_stack(settings, [args.component])  # names the known ones when unknown
+    viewed, note = workdirs.viewed_prefix(settings, stack.prefix)
+    if note is not None:  # the logs of the last build in this workdir
+        print(f"rocbuild: note: {note}", file=sys.stderr)
+        stack = load_stack(viewed, [args.component])
     comp = stack.components[args.component]
-    step = choose_step(stack.workdir, comp, args.step)
+    step = choose_step(stack.work, comp, args.step)
     # asking for a log that does not exist is a wrong request, not a failed step (exit 2)
     if step is None:
         raise ConfigError(f"no log for {comp.name} yet: none of its steps has run (logs are "
-                          f"kept in {stack.workdir / 'logs' / comp.name})",
+                          f"kept in {' and '.join(map(str, stack.work.logs(comp.name)))})",
                           tip="`rocbuild status` shows what has run; check --workdir")
-    log = log_path(stack.workdir, comp.name, step)
+    log = log_path(stack.work, comp.name, step)
     if not log.is_file():
         raise ConfigError(f"no log for {comp.name}: {step} yet ({log}): the step has not run",
                           tip=f"`rocbuild logs {comp.name}` shows the last step that ran")
@@ -72,7 +79,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
-def choose_step(workdir: Path, comp: Component, step: str | None) -> str | None:
+def choose_step(work: Workdir, comp: Component, step: str | None) -> str | None:
     """``step`` when ``comp`` has it (any step kind with a log, run-wide ones too); without
     one, the failed step, else the last step that has a log."""
     names = [k.name for k in with_logs(comp)]
@@ -87,12 +94,12 @@ def choose_step(workdir: Path, comp: Component, step: str | None) -> str | None:
                               f"{', '.join(own)}; with a log too: {', '.join(also)})",
                               tip=f"rocbuild logs {comp.name} {own[-1]}")
         return step
-    failure = StateDir(workdir).read_failure(comp.name)
+    failure = StateDir(work).read_failure(comp.name)
     if failure is not None and failure.get("step") in names:
         return str(failure["step"])
     # its own stamped steps first (a check's or the cache's log only when none has one)
     with_log = [s for s in names if steptable.BY_NAME[s].who != RUN
-                and log_path(workdir, comp.name, s).is_file()]
+                and log_path(work, comp.name, s).is_file()]
     stamped = [s for s in with_log if s in own]
     chosen = stamped or with_log
     return chosen[-1] if chosen else None

@@ -55,7 +55,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     # plan shows the launchers a build would use on this host: probe them as a run does
     stack = launchtools.launching(load_stack(settings, args.components), settings)
     # each component's state from the workdir's stamps (done / failed / stale / pending)
-    rule = Rule(stack, StateDir(stack.workdir))  # read-only: no build context, no output
+    rule = Rule(stack, StateDir.of(stack))  # read-only: no build context, no output
     states = {c.name: c.state for c in status.collect(rule, settings).components}
     pending = [c.name for c in cost.pending_components(stack,
                                                        rule.next_runs(stack.selected()))]

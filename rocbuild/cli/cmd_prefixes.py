@@ -1,5 +1,6 @@
-"""`rocbuild prefixes [--json]`: the prefixes rocbuild built (those holding
-``.rocbuild/build-info.json``) under /opt/rocm-* and the configured prefix."""
+"""`rocbuild prefixes [--json]`: every prefix rocbuild built or activated for this user (the
+registry, prefix/registry.py), plus /opt/rocm-* and the configured prefix when they hold a
+build-info file, with what each holds and which links point at it."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from rocbuild.cli.ui import console
 from rocbuild.errors import ConfigError
 from rocbuild.model.graph import load_stack
 from rocbuild.model.settings import Settings
-from rocbuild.prefix import activate
+from rocbuild.prefix import activate, registry
 from rocbuild.prefix.buildinfo import FoundPrefix, scan_prefixes
 
 SEARCH_DIR = Path("/opt")
@@ -25,9 +26,12 @@ SEARCH_DIR = Path("/opt")
 def register(sub: argparse._SubParsersAction, parents: list[argparse.ArgumentParser]) -> None:
     parser = sub.add_parser(
         "prefixes", parents=parents, help="list the prefixes rocbuild built",
-        description=f"List {SEARCH_DIR}/rocm-* and the configured prefix when they hold a "
-                    "rocbuild build-info file: version, targets, whether the build completed "
-                    "and was verified, and which one the stable link points at.")
+        description="List every prefix rocbuild built or activated for this user (recorded "
+                    f"in {registry.registry_path()}), and {SEARCH_DIR}/rocm-* and the "
+                    "configured prefix when they hold a rocbuild build-info file: series, "
+                    "targets, base, whether the build completed and was verified, which "
+                    "workdir filled it, and which links point at it (the one marked * is "
+                    "where the stable link points).")
     parser.add_argument("--json", action="store_true", help="print a JSON document")
     parser.add_argument("--link", type=Path, default=None, metavar="PATH",
                         help=f"the stable link to mark as active (default "
@@ -44,43 +48,85 @@ def configured_prefix(settings: Settings) -> Path | None:
         return None
 
 
-def entry_json(found: FoundPrefix, active: Path | None) -> dict[str, Any]:
+def _target(link: Path) -> Path | None:
+    target = activate.current_target(link)
+    return Path(os.path.abspath(link.parent / target)) if target is not None else None
+
+
+def entry_json(found: FoundPrefix, active: Path | None,
+               links: dict[Path, list[tuple[Path, bool]]]) -> dict[str, Any]:
     info = found.info
+    pointing = links.get(found.path, [])
     doc: dict[str, Any] = {"prefix": str(found.path), "active": found.path == active,
+                           "links": [str(link) for link, _ in pointing],
+                           "activated_unproven": any(unproven for _, unproven in pointing),
                            "error": found.error}
     if info is not None:
-        doc.update(version=info.version, targets=list(info.targets), complete=info.complete,
-                   verified=info.verified, started=info.started, finished=info.finished,
+        base = info.extra.get("base")
+        doc.update(version=info.version, series=info.series, targets=list(info.targets),
+                   base=base.get("path") if isinstance(base, dict) else None,
+                   complete=info.complete, verified=info.verified,
+                   unproven=info.complete and not info.verified,
+                   workdir=info.extra.get("workdir"),
+                   configuration=info.extra.get("configuration"),
+                   started=info.started, finished=info.finished,
                    rocbuild_version=info.rocbuild_version,
                    recipe_fingerprint=info.recipe_fingerprint)
     return doc
 
 
+def _state(doc: dict[str, Any]) -> str:
+    if doc["error"]:
+        return str(doc["error"])
+    if doc.get("verified"):
+        return "verified"
+    return "complete, unproven (verify did not pass)" if doc.get("complete") else "incomplete"
+
+
 def run(args: argparse.Namespace, settings: Settings) -> int:
     link = args.link or Path(os.environ.get(activate.LINK_ENV) or activate.DEFAULT_LINK)
-    extra = tuple(p for p in (configured_prefix(settings),) if p is not None)
-    found = scan_prefixes(SEARCH_DIR, extra)
-    target = activate.current_target(link)
-    active = Path(os.path.abspath(link.parent / target)) if target is not None else None
-    docs = [entry_json(f, active) for f in found]
+    link = Path(os.path.abspath(link))
+    recorded_links = registry.known_links()
+    # every link that points at a prefix now: the recorded ones, and the one asked about
+    links: dict[Path, list[tuple[Path, bool]]] = {}
+    for each in sorted({*recorded_links, link}):
+        target = _target(each)
+        if target is not None:
+            # --unproven counts only while the link still points where it was recorded
+            state = activate.read_state(each)
+            unproven = bool(state and state.unproven and state.current is not None
+                            and Path(os.path.abspath(each.parent / state.current)) == target)
+            links.setdefault(target, []).append((each, unproven))
+    extra = (*(p for p in (configured_prefix(settings),) if p is not None),
+             *registry.known_prefixes(), *links)
+    found = scan_prefixes(SEARCH_DIR, tuple(extra))
+    active = _target(link)
+    docs = [entry_json(f, active, links) for f in found]
     if args.json:
-        json.dump({"link": str(link), "prefixes": docs}, sys.stdout, indent=2)
+        json.dump({"link": str(link), "registry": str(registry.registry_path()),
+                   "prefixes": docs}, sys.stdout, indent=2)
         sys.stdout.write("\n")
         return 0
     out = console()
     if not docs:
-        out.print(f"no rocbuild prefixes under {SEARCH_DIR}/rocm-* or at the configured prefix")
+        out.print(f"no rocbuild prefixes: none recorded in {registry.registry_path()}, none "
+                  f"under {SEARCH_DIR}/rocm-* or at the configured prefix")
         return 0
     # a list, not a table: a prefix path is long and must stay whole (to paste or grep), so
-    # each prefix gets its own line and its facts the next one
+    # each prefix gets its own line and its facts the next ones
     out.print(f"rocbuild prefixes ({escape(str(link))} points at the one marked *):")
-    for doc in docs:
-        state = doc["error"] or ("verified" if doc.get("verified") else
-                                 "complete" if doc.get("complete") else "incomplete")
+    for where, doc in zip(found, docs, strict=True):
         facts = [f"ROCm {doc.get('version', '?')}", ", ".join(doc.get("targets", [])) or "?",
-                 state]
+                 _state(doc)]
+        if doc.get("base"):
+            facts.append(f"on the base {doc['base']}")
         if doc.get("finished"):
             facts.append(f"finished {str(doc['finished'])[:16].replace('T', ' ')}")
         out.print(f"{'*' if doc['active'] else ' '} {escape(doc['prefix'])}")
         out.print(f"    {escape('; '.join(facts))}")
+        if doc.get("workdir"):
+            out.print(f"    built in {escape(str(doc['workdir']))}")
+        for each, unproven in links.get(where.path, []):
+            note = " (activated with --unproven)" if unproven else ""
+            out.print(f"    {escape(str(each))} points here{note}")
     return 0

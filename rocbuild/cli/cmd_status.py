@@ -24,7 +24,7 @@ from rocbuild.model import wording
 from rocbuild.model.graph import load_stack
 from rocbuild.model.resources import format_bytes
 from rocbuild.model.settings import Settings
-from rocbuild.run import launchstats
+from rocbuild.run import launchstats, workdirs
 from rocbuild.run.state import StateDir
 from rocbuild.run.status import (
     ComponentStatus,
@@ -38,7 +38,7 @@ from rocbuild.run.status import (
 from rocbuild.run.uptodate import Rule
 
 STATE_STYLE = {"done": "green", "failed": "bold red", "stale": "yellow", "pending": "dim",
-               "running": "bold cyan"}
+               "running": "bold cyan", "unproven": "yellow"}
 WIDE = 100  # below this many columns the table folds time, jobs and memory into "why"
 TAIL_LINES = 10  # of the log, shown when no known cause matched
 
@@ -58,11 +58,15 @@ def register(sub: argparse._SubParsersAction, parents: list[argparse.ArgumentPar
 
 def run(args: argparse.Namespace, settings: Settings) -> int:
     stack = load_stack(settings, args.components)
-    rule = Rule(stack, StateDir(stack.workdir))
+    viewed, note = workdirs.viewed_prefix(settings, stack.prefix)
+    if note is not None:  # the last build in this workdir, when the default prefix has none
+        print(f"rocbuild: note: {note}", file=sys.stderr)
+        settings, stack = viewed, load_stack(viewed, args.components)
+    rule = Rule(stack, StateDir.of(stack))
     tried = [] if args.components else tried_outside(rule)
     if tried:  # plain status covers every component this workdir tried, and what it needs
         stack = load_stack(settings, [*stack.order, *tried])
-        rule = Rule(stack, StateDir(stack.workdir))
+        rule = Rule(stack, StateDir.of(stack))
     report = collect(rule, settings, list(args.components))
     if args.json:
         json.dump(to_json(report), sys.stdout, indent=2)
@@ -113,7 +117,11 @@ def print_status(report: StatusReport, out: Console, requested: list[str]) -> No
     if report.run_failures or any(c.failure is not None for c in report.components):
         return  # each failure above names the command that continues
     command = report.next_command(requested)
-    if command is None:
+    if command is None and report.verify is not None and report.verify.state == "unproven":
+        out.print("[green]everything is built and current[/], but [yellow]unproven[/]: verify "
+                  "was skipped, so `rocbuild activate` refuses the prefix without --unproven; "
+                  "the same build without --no-verify verifies it (nothing is rebuilt)")
+    elif command is None:
         out.print("[green]everything is built and current[/]"
                   + (" and verified" if report.verify is not None else ""))
     elif report.verify is not None and report.verify.state == "failed":

@@ -34,8 +34,10 @@ from rocbuild.cli.ui import console
 from rocbuild.errors import EXIT_OK, EXIT_VERIFY_FAILED, ConfigError
 from rocbuild.model import wording
 from rocbuild.model.graph import load_stack
+from rocbuild.model.recipes import load_recipes
 from rocbuild.model.settings import Settings
 from rocbuild.model.targets import TargetId
+from rocbuild.prefix import ownership
 from rocbuild.prefix.buildinfo import read_build_info
 
 _STYLE = {Verdict.PASS: "green", Verdict.FAIL: "bold red", Verdict.CORRUPT: "bold red",
@@ -81,6 +83,21 @@ def _targets_and_prefix(settings: Settings, need_prefix: bool,
     return targets, prefix
 
 
+def _gpu_components(settings: Settings, prefix: Path) -> dict[str, list[Path] | None] | None:
+    """What must carry GPU code in a prefix rocbuild built: the components its build-info
+    names whose recipe says ``gpu_code = true``. None (some file must carry GPU code) for a
+    prefix without build-info or when the recipes do not load."""
+    try:
+        info = read_build_info(prefix)
+        recipes = load_recipes(settings.recipes).recipes if info is not None else {}
+    except ConfigError:
+        return None
+    if info is None:
+        return None
+    return ownership.gpu_code_expected(
+        prefix, (recipes[n] for n in info.components if n in recipes))
+
+
 def run(args: argparse.Namespace, settings: Settings) -> int:
     if args.model is not None and args.paths:
         raise ConfigError("--model runs llama-bench from the prefix; it cannot be combined "
@@ -100,7 +117,8 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         smoke_report = None
     else:
         assert prefix is not None
-        report = verify_prefix(prefix, targets, system=system)
+        report = verify_prefix(prefix, targets, system=system,
+                               gpu_components=_gpu_components(settings, prefix))
         smoke_report = _smoke(args, report, prefix, targets,
                               base_to_scan(settings.base, prefix))
     # findings on the base's own libraries; they inform, the prefix's report decides
@@ -256,6 +274,9 @@ def print_report(report: VerifyReport, out: Console) -> None:
 def _summary(report: VerifyReport) -> str:
     bad = [f for f in report.files if f.verdict is not Verdict.PASS]
     targets = ", ".join(str(t) for t in report.targets)
+    if report.ok and not report.files:  # a stack no recipe expects GPU code of (gpu_code)
+        return ("[bold green]verify: PASS[/] — no GPU code expected and none found; the "
+                "linkage is what was checked")
     if report.ok:
         return (f"[bold green]verify: PASS[/] — {wording.count(len(report.files), 'file')} "
                 "with GPU code, "

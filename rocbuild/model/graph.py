@@ -21,6 +21,7 @@ from rocbuild.model.recipes import Recipe, RecipeSet, load_recipes, unknown_comp
 from rocbuild.model.render import render
 from rocbuild.model.settings import Settings, rewrite_url
 from rocbuild.model.targets import TargetError, TargetId, looks_like_target, parse_target_list
+from rocbuild.model.workdir import Workdir
 
 
 def sha256_text(text: str) -> str:
@@ -87,6 +88,12 @@ class Stack:
     # (checks/launchtools.launching), so a stack that only plans or reports has none
     launch: launchers.Launch | None = None
     base: Base | None = None  # an installed ROCm whose components are taken, not built
+    config_dir: Path | None = None  # this prefix's part of the workdir (model/workdir.py)
+
+    @property
+    def work(self) -> Workdir:
+        """The workdir's layout for this stack's configuration (its prefix)."""
+        return Workdir(self.workdir, self.config_dir or self.workdir)
 
     @property
     def rocm_root(self) -> Path:
@@ -117,7 +124,10 @@ class Stack:
 def portable_text(stack: Stack, text: str) -> str:
     """``text`` with the workdir and prefix paths as placeholders: what two machines that
     build the same thing into other folders have in common (the binary cache's key)."""
-    places = {str(stack.workdir): "<workdir>", str(stack.prefix): "<prefix>"}
+    # a configuration's own folder in the workdir counts as the workdir: a prefix built as
+    # a workdir's second configuration has the key of the same build as its first
+    places = {str(stack.work.config): "<workdir>", str(stack.workdir): "<workdir>",
+              str(stack.prefix): "<prefix>"}
     for path in sorted(places, key=len, reverse=True):  # one folder may hold the other
         text = text.replace(path, places[path])
     return text
@@ -125,12 +135,12 @@ def portable_text(stack: Stack, text: str) -> str:
 
 def venv_dir(workdir: Path) -> Path:
     """The build venv rocbuild manages for the recipes' Python needs (never the system's)."""
-    return workdir / "venv"
+    return Workdir.shared(workdir).venv
 
 
 def wheelhouse_dir(workdir: Path) -> Path:
     """Wheels fetched ahead for builds that pip-install by themselves (rocBLAS' Tensile)."""
-    return workdir / "wheels"
+    return Workdir.shared(workdir).wheels
 
 
 def direct_deps(recipe: Recipe) -> tuple[str, ...]:
@@ -366,8 +376,9 @@ def load_stack(settings: Settings, requested: Iterable[str] = ()) -> Stack:
                           "an installed ROCm", tip="pass another --prefix (the default is "
                           "versioned, e.g. /opt/rocm-6.4-gfx906)")
     workdir: Path = settings.workdir
+    config_dir = Workdir.for_prefix(workdir, prefix).config
     stack = Stack(recipes=recipes, version=version, series=spec.series, targets=targets,
-                  prefix=prefix, workdir=workdir, base=rocm_base)
+                  prefix=prefix, workdir=workdir, base=rocm_base, config_dir=config_dir)
     components: dict[str, Component] = {}
     for name in order:
         components[name] = _render_component(stack, recipes.recipes[name], components, settings)
@@ -375,7 +386,7 @@ def load_stack(settings: Settings, requested: Iterable[str] = ()) -> Stack:
     # (checks/launchtools.py), so loading a stack runs nothing
     return Stack(recipes=recipes, version=version, series=spec.series, targets=targets,
                  prefix=prefix, workdir=workdir, components=components, order=order,
-                 base=rocm_base)
+                 base=rocm_base, config_dir=config_dir)
 
 
 def _render_component(stack: Stack, recipe: Recipe, done: Mapping[str, Component],
@@ -383,7 +394,7 @@ def _render_component(stack: Stack, recipe: Recipe, done: Mapping[str, Component
     taken = stack.base.taken if stack.base else {}
     deps = tuple(d for d in direct_deps(recipe) if d not in taken)
     owner = recipe.source.from_component or recipe.name
-    checkout_dir = stack.workdir / "src" / owner
+    checkout_dir = stack.work.checkout(owner)
     # A recipe may name the source folder of itself and of anything it depends on, directly
     # or not; `src.x` for an unrelated component is undefined, so a missing dependency shows.
     below = {d: done[d] for d in reachable(deps, lambda d: done[d].depends)}
@@ -401,7 +412,7 @@ def _render_component(stack: Stack, recipe: Recipe, done: Mapping[str, Component
     subdir = inputcheck.subdir_inside(where, "source.subdir", render(
         recipe.source.subdir, subdir_ctx, file=recipe.file, key="source.subdir"))
     source_dir = checkout_dir / subdir if subdir else checkout_dir
-    build_dir = stack.workdir / "build" / recipe.name
+    build_dir = stack.work.build_dir(recipe.name)
     context: dict[str, Any] = {
         **subdir_ctx,
         "source_dir": str(source_dir),

@@ -122,6 +122,11 @@ class Recipe:
     # what it installs is read only while building what uses it (CMake modules, headers):
     # building it again does not make an installed copy of its users stale (base.py)
     build_time_only: bool = _key("build_time_only", "bool", False)
+    # what it installs must carry GPU code for every target (HIP .hip_fatbin bundles, or
+    # code objects embedded in a library as ROCr's blit kernels are): verify fails when none
+    # of its installed files does; a stack where no component says so passes verify on its
+    # linkage alone (a CPU-only llama.cpp)
+    gpu_code: bool = _key("gpu_code", "bool", False)
     source: SourceSpec = field(default_factory=SourceSpec, metadata={"key": "source"})
     # what AMD's packaging adds after `cmake --install`, as data: prefix-relative paths
     install_links: Mapping[str, str] = _key("install.links", "strmap", {})

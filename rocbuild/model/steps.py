@@ -16,6 +16,7 @@ from pathlib import Path
 
 from rocbuild.model import gitcache, launchers
 from rocbuild.model.graph import Component, Stack, venv_dir
+from rocbuild.model.workdir import Workdir
 
 
 def path_head(stack: Stack) -> list[str]:
@@ -62,7 +63,7 @@ def fetch_argv(component: Component, workdir: Path,
     renamed into place only when complete. (rocbuild also skips the download when a tag is
     cached, and tags the checkout with an id file for its stamps.)"""
     assert component.fetch_url is not None and component.ref is not None
-    cache = str(gitcache.cache_dir(workdir / "cache" / "git", component.fetch_url))
+    cache = str(gitcache.cache_dir(Workdir.shared(workdir).git_cache, component.fetch_url))
     pinned = gitcache.cache_ref(component.ref)
     where = str(component.checkout_dir)
     partial = where + ".partial"

@@ -22,6 +22,7 @@ from pathlib import Path
 from rocbuild.model import buildsystems, steps
 from rocbuild.model.buildsystems.venv import PythonVenv
 from rocbuild.model.graph import Component, Stack
+from rocbuild.model.workdir import Workdir
 
 # who has a step
 CHECKOUT = "checkout"  # a component that owns its checkout (a reused one has none of these)
@@ -182,12 +183,13 @@ def gating_checks(step: str) -> tuple[StepKind, ...]:
     return tuple(k for k in STEPS if k.role == CHECK and k.gates == step)
 
 
-def log_path(workdir: Path, component: str, step: str) -> Path:
-    """``<workdir>/logs/<component>/<step>.log``; a run-wide step keeps its own folder."""
+def log_path(work: Workdir, component: str, step: str) -> Path:
+    """``logs/<component>/<step>.log`` of the workdir (source steps) or of the stack's
+    configuration (model/workdir.py); a run-wide step keeps its own folder."""
     record = BY_NAME[step].record if step in BY_NAME else None
     if record is not None:
-        return workdir / "logs" / record[0] / f"{record[1]}.log"
-    return workdir / "logs" / component / f"{step}.log"
+        return work.log(record[0], step, record[1])
+    return work.log(component, step)
 
 
 @dataclass(frozen=True)

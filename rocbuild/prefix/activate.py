@@ -6,8 +6,11 @@ one, never a missing link. A crash between the two steps leaves only the stray t
 link, which the next activation removes. The previous target is remembered in a small JSON
 file beside the link, so ``--previous`` works for whoever manages that link (root or a user).
 
-Only prefixes whose build finished (build-info ``complete``) can be activated, and a real
-directory at the link path (a packaged ROCm) is never replaced.
+Only prefixes whose build finished (build-info ``complete``) and passed verify
+(``verified``) can be activated; a complete prefix verify never proved (``build
+--no-verify``, or a verify that failed) only with ``unproven=True`` (``activate
+--unproven``), which the state file records so `rocbuild prefixes` and `status` show it. A
+real directory at the link path (a packaged ROCm) is never replaced.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from pathlib import Path
 
 from rocbuild.errors import ActivationError, ConfigError, RocbuildError
 from rocbuild.files import read_regular, write_text_atomic
+from rocbuild.prefix import registry
 from rocbuild.prefix.buildinfo import PREFIX_FILE_MODE, BuildInfo, info_path, now, read_build_info
 
 DEFAULT_LINK = Path("/opt/rocm")
@@ -45,6 +49,7 @@ def lock_path(link: Path) -> Path:
 class LinkState:
     current: Path | None
     previous: Path | None
+    unproven: bool = False  # the current target was activated with --unproven
 
 
 @dataclass(frozen=True)
@@ -54,6 +59,7 @@ class Switch:
     previous: Path | None  # what the link pointed at before (None: it did not exist)
     removed_stray: bool  # a temporary link left by an interrupted switch was cleaned up
     info: BuildInfo
+    unproven: bool = False  # activated although verify never passed (--unproven)
 
 
 def current_target(link: Path) -> Path | None:
@@ -75,17 +81,20 @@ def read_state(link: Path) -> LinkState | None:
         value = doc.get(key)
         return Path(value) if isinstance(value, str) and value else None
 
-    return LinkState(current=path_of("current"), previous=path_of("previous"))
+    return LinkState(current=path_of("current"), previous=path_of("previous"),
+                     unproven=doc.get("unproven") is True)
 
 
-def _write_state(link: Path, current: Path, previous: Path | None) -> None:
+def _write_state(link: Path, current: Path, previous: Path | None, unproven: bool) -> None:
     doc = {"link": str(link), "current": str(current),
-           "previous": str(previous) if previous else None, "changed": now()}
+           "previous": str(previous) if previous else None, "changed": now(),
+           "unproven": unproven}
     write_text_atomic(state_path(link), json.dumps(doc, indent=2) + "\n", mode=PREFIX_FILE_MODE)
 
 
-def check_prefix(prefix: Path) -> BuildInfo:
-    """The prefix's build-info when it may be activated; a ConfigError saying why not."""
+def check_prefix(prefix: Path, *, unproven: bool = False) -> BuildInfo:
+    """The prefix's build-info when it may be activated; a ConfigError saying why not.
+    ``unproven``: the user accepts a complete prefix that verify did not prove."""
     if not prefix.is_dir():
         raise ConfigError(f"{prefix} is not a directory", tip="run `rocbuild prefixes` to see "
                           "the prefixes rocbuild built")
@@ -108,6 +117,15 @@ def check_prefix(prefix: Path) -> BuildInfo:
                           "at it would hide the compilers, HIP runtime and ROCr",
                           tip=f"use it with `. {prefix}/env.sh` (or `module load`), which puts "
                               "it before the base, or build a whole stack without --base")
+    if not info.verified and not unproven:
+        raise ConfigError(f"the build into {prefix} is complete but unproven: verify did not "
+                          "pass (it was skipped with --no-verify, or it failed), so nothing "
+                          "shows the libraries carry code for "
+                          f"{', '.join(info.targets) or 'the targets'}",
+                          tip="run the same `rocbuild build` again without --no-verify (it "
+                              "verifies without rebuilding; `rocbuild verify` lists what is "
+                              "wrong), or, to use it anyway: rocbuild activate --unproven "
+                              f"{prefix}")
     return info
 
 
@@ -156,17 +174,23 @@ def _replace_link(link: Path, target: Path) -> None:
 
 
 def _switch(link: Path, target: Path, info: BuildInfo) -> Switch:
+    unproven = not info.verified
     _check_link_path(link)
     try:
         link.parent.mkdir(parents=True, exist_ok=True)
         with _locked(link):
             removed = _remove_stray(link)
             old = current_target(link)
+            state = read_state(link)
             if old != target:
                 _replace_link(link, target)
-                _write_state(link, current=target, previous=old)
+                _write_state(link, current=target, previous=old, unproven=unproven)
+            elif state is None or state.unproven != unproven:  # proven since, or not yet
+                _write_state(link, current=target,
+                             previous=state.previous if state else None, unproven=unproven)
+            registry.note_activated(target, link, unproven=unproven)
             return Switch(link=link, target=target, previous=old, removed_stray=removed,
-                          info=info)
+                          info=info, unproven=unproven)
     except OSError as exc:
         message = f"cannot change {link}: {exc.strerror} ({exc.filename})"
         if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):  # not this user's to change
@@ -176,13 +200,14 @@ def _switch(link: Path, target: Path, info: BuildInfo) -> Switch:
                                          "same command again") from None
 
 
-def activate(prefix: Path, link: Path = DEFAULT_LINK) -> Switch:
-    """Point ``link`` at ``prefix`` (a complete rocbuild prefix)."""
+def activate(prefix: Path, link: Path = DEFAULT_LINK, *, unproven: bool = False) -> Switch:
+    """Point ``link`` at ``prefix`` (a complete rocbuild prefix that verify proved, or, with
+    ``unproven``, one it did not)."""
     prefix, link = Path(os.path.abspath(prefix)), Path(os.path.abspath(link))
     if prefix == link:
         raise ConfigError(f"{prefix} is the link itself; name a built prefix such as "
                           "/opt/rocm-6.4-gfx906", tip="run `rocbuild prefixes` to see them")
-    return _switch(link, prefix, check_prefix(prefix))
+    return _switch(link, prefix, check_prefix(prefix, unproven=unproven))
 
 
 def previous_target(link: Path) -> Path:
@@ -201,8 +226,8 @@ def previous_target(link: Path) -> Path:
     return state.previous
 
 
-def activate_previous(link: Path = DEFAULT_LINK) -> Switch:
+def activate_previous(link: Path = DEFAULT_LINK, *, unproven: bool = False) -> Switch:
     """Point ``link`` back at the prefix it pointed at before the last switch."""
     link = Path(os.path.abspath(link))
     target = previous_target(link)
-    return _switch(link, target, check_prefix(target))
+    return _switch(link, target, check_prefix(target, unproven=unproven))

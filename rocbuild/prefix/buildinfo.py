@@ -24,6 +24,7 @@ from rocbuild.errors import ConfigError
 from rocbuild.files import read_regular, write_text_atomic
 from rocbuild.model.graph import Stack
 from rocbuild.model.layout import INFO_DIR, INFO_FILE, info_path  # noqa: F401 - re-exported
+from rocbuild.prefix import registry
 
 PREFIX_FILE_MODE = 0o644  # files rocbuild writes into the prefix are read by every user
 
@@ -90,7 +91,16 @@ def new_build_info(stack: Stack, *, commits: Mapping[str, str] | None = None,
                      version=stack.version, series=stack.series,
                      targets=tuple(str(t) for t in stack.targets), prefix=str(stack.prefix),
                      recipe_fingerprint=recipe_fingerprint(stack), components=components,
-                     started=started or now(), extra=base_record(stack))
+                     started=started or now(),
+                     extra={**base_record(stack), **filled_from(stack)})
+
+
+def filled_from(stack: Stack) -> dict[str, Any]:
+    """Which workdir and which of its configurations (model/workdir.py) filled the prefix:
+    a build from another workdir is refused (run/workdirs.py), `prefixes` shows it."""
+    work = stack.work
+    folder = "." if work.is_root_config else str(work.config.relative_to(work.root))
+    return {"workdir": str(work.root), "configuration": folder}
 
 
 def base_record(stack: Stack) -> dict[str, Any]:
@@ -106,6 +116,7 @@ def write_build_info(prefix: Path, info: BuildInfo) -> Path:
     path = info_path(prefix)
     write_text_atomic(path, json.dumps(info.to_json(), indent=2, sort_keys=True) + "\n",
                       mode=PREFIX_FILE_MODE)
+    registry.note_built(prefix)  # `rocbuild prefixes` lists every prefix this user built
     return path
 
 

@@ -24,6 +24,7 @@ from rocbuild.files import read_json, write_json_atomic
 from rocbuild.model import buildsystems, layout
 from rocbuild.model.graph import Component
 from rocbuild.model.paths import resolves_within, within
+from rocbuild.model.recipes import Recipe
 from rocbuild.prefix import buildinfo
 from rocbuild.prefix.realpaths import RealPaths
 
@@ -45,6 +46,18 @@ def _recorded(prefix: Path, component: str, key: str) -> set[str]:
 def installed_by(prefix: Path, component: str) -> set[str]:
     """Prefix-relative paths the component's last finished install put there."""
     return _recorded(prefix, component, "files")
+
+
+def gpu_code_expected(prefix: Path, recipes: Iterable[Recipe]) -> dict[str, list[Path] | None]:
+    """The components among ``recipes`` whose recipe says ``gpu_code = true``, with the files
+    each installed into the prefix (None when no install record says: then any file with GPU
+    code counts): what verify requires to carry GPU code (checks/verify.py)."""
+    expected: dict[str, list[Path] | None] = {}
+    for recipe in recipes:
+        if recipe.gpu_code and recipe.builds:
+            files = installed_by(prefix, recipe.name)
+            expected[recipe.name] = [prefix / f for f in sorted(files)] if files else None
+    return expected
 
 
 def checked_path(prefix: Path, rel: str, component: str) -> Path:

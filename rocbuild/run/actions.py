@@ -69,7 +69,7 @@ def ensure_build_id(build_dir: Path) -> str:
 
 def saved_dir(ctx: BuildContext, comp: Component) -> Path:
     """Where the user's edits of a checkout are kept before rocbuild resets it."""
-    return ctx.stack.workdir / "saved" / comp.checkout
+    return ctx.stack.work.saved(comp.checkout)
 
 
 def write_stamp(ctx: BuildContext, comp: Component, step: str, outcome: StepOutcome,
@@ -94,7 +94,7 @@ def fetch(ctx: BuildContext, comp: Component, log: Path, outcome: StepOutcome) -
     patched = ctx.state.read_stamp(comp.name, "patch") or {}
     req = sources.FetchRequest(
         name=comp.name, url=comp.fetch_url, ref=comp.ref, submodules=comp.submodules,
-        checkout_dir=comp.checkout_dir, cache_root=ctx.stack.workdir / "cache" / "git",
+        checkout_dir=comp.checkout_dir, cache_root=ctx.stack.work.git_cache,
         mirror=ctx.settings.mirror, offline=ctx.offline,
         previous_commit=before.get("commit"), applied=patched.get("applied"),
         save_root=saved_dir(ctx, comp))

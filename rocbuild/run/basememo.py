@@ -18,6 +18,7 @@ from typing import Any
 from rocbuild.files import read_json, write_json_atomic
 from rocbuild.model.base import Base
 from rocbuild.model.settings import Settings
+from rocbuild.model.workdir import Workdir
 
 SOURCE_PREFIX = "workdir "  # settings.source("base") of a remembered base
 
@@ -35,7 +36,7 @@ class Remembered:
 
 
 def record_path(workdir: Path) -> Path:
-    return workdir / "state" / "base.json"
+    return Workdir.shared(workdir).base_memo
 
 
 def read(workdir: Path) -> Remembered | None:

@@ -107,7 +107,7 @@ class BuildContext:
 
     @property
     def state(self) -> StateDir:
-        return StateDir(self.stack.workdir)
+        return StateDir.of(self.stack)
 
     def registry(self) -> proc.ChildRegistry:
         """The run's children: one registry per context, so an interrupt kills them all."""

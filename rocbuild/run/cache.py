@@ -126,12 +126,12 @@ def ref_kind(stack: Stack, state: StateDir, owner: Component) -> str:
         return str(recorded)
     # a fetch of an older rocbuild recorded no kind: the source cache still knows it, if the
     # URL leads to the same cache as in the build (the same --mirror)
-    cache = sources.cache_dir(stack.workdir / "cache" / "git", owner.fetch_url)
+    cache = sources.cache_dir(stack.work.git_cache, owner.fetch_url)
     if not (cache / "HEAD").is_file():
         raise ConfigError(
             f"{owner.name}: its fetch left no record of whether '{owner.ref}' is a tag or a "
             f"branch, and its source cache for {owner.fetch_url} is not in "
-            f"{stack.workdir / 'cache' / 'git'} (was the build run with another --mirror?)",
+            f"{stack.work.git_cache} (was the build run with another --mirror?)",
             tip="run `rocbuild cache push` with the --mirror the build used, or build "
                 f"{owner.name} again with this rocbuild (its fetch records the kind)")
     return sources.ref_kind(cache, owner.ref)
@@ -318,7 +318,7 @@ def install(store: Store, stack: Stack, choice: Choice, log: Callable[[str], Non
     manifest = choice.manifest
     assert manifest is not None and choice.usable
     comp = stack.components[choice.component]
-    local = stack.workdir / "cache" / "artifacts" / manifest.archive_name
+    local = stack.work.artifacts / manifest.archive_name
     log(f"pull {manifest.archive_name} from {store.location}")
     pull_archive(store, manifest, local, progress)
     relocation = Relocation(manifest.prefix, str(stack.prefix))

@@ -18,7 +18,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from rocbuild.model.settings import OPTIONS, Settings
-from rocbuild.run.state import StateDir, read_json, write_json_atomic
+from rocbuild.model.workdir import Workdir
+from rocbuild.run.state import read_json, write_json_atomic
 
 PATH_FLAGS = ("--recipes", "--workdir", "--prefix")
 RECORD = "last-build.json"
@@ -83,14 +84,14 @@ def doit_command_line(argv: Sequence[str], settings: Settings, cwd: Path) -> str
                      shlex.join(["doit", *argv])])
 
 
-def record(workdir: Path, command: str) -> None:
-    """Remember the build's command line for `rocbuild status`."""
-    write_json_atomic(StateDir(workdir).root / RECORD,
+def record(work: Workdir, command: str) -> None:
+    """Remember the build's command line for `rocbuild status` (of its configuration)."""
+    write_json_atomic(work.last_build,
                       {"command": command, "started": time.time(), "pid": os.getpid()})
 
 
-def recorded(workdir: Path) -> str | None:
-    doc = read_json(StateDir(workdir).root / RECORD)
+def recorded(work: Workdir) -> str | None:
+    doc = read_json(work.last_build)
     command = doc.get("command") if doc else None
     return command if isinstance(command, str) and command else None
 

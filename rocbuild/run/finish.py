@@ -19,7 +19,7 @@ from rocbuild.checks.verify import VerifyReport, verify_prefix
 from rocbuild.model import buildsystems
 from rocbuild.model.graph import Stack
 from rocbuild.model.steptable import steps_of
-from rocbuild.prefix import buildinfo, envfiles
+from rocbuild.prefix import buildinfo, envfiles, ownership
 from rocbuild.run.build import BuildContext
 from rocbuild.run.outcome import CURRENT, SERVED
 from rocbuild.run.state import write_json_atomic
@@ -47,7 +47,7 @@ def _build_info(ctx: BuildContext, stack: Stack, started: str) -> buildinfo.Buil
 
 def record_verify(ctx: BuildContext, ok: bool, seconds: float, summary: str) -> None:
     """The verify's outcome for `rocbuild status` (a failed verify is a failed row there)."""
-    write_json_atomic(verify_record_path(ctx.stack.workdir),
+    write_json_atomic(verify_record_path(ctx.stack.work),
                       {"prefix": str(ctx.stack.prefix), "ok": ok, "when": time.time(),
                        "seconds": round(seconds, 1), "summary": "" if ok else summary})
 
@@ -89,12 +89,14 @@ def verify(ctx: BuildContext, out: Console, finished: Finished, print_report: Ve
         out.print("verify: passed before for these recipes and nothing was rebuilt")
         return True
     if not verify:
-        verify_record_path(ctx.stack.workdir).unlink(missing_ok=True)  # no verify to report
+        verify_record_path(ctx.stack.work).unlink(missing_ok=True)  # no verify to report
         buildinfo.write_build_info(prefix, info.finish(verified=False))
         out.print("[yellow]verify skipped (--no-verify)[/]: the prefix is complete but unproven")
         return True
     started_verify = time.monotonic()
-    report = verify_prefix(prefix, complete.targets, linkage_exempt=_runpath_opt_outs(complete))
+    report = verify_prefix(prefix, complete.targets, linkage_exempt=_runpath_opt_outs(complete),
+                           gpu_components=ownership.gpu_code_expected(
+                               prefix, (c.recipe for c in complete.selected())))
     print_report(report, out)
     record_verify(ctx, report.ok, time.monotonic() - started_verify,
                   f"lacks code for {', '.join(str(t) for t in complete.targets)} "

@@ -21,6 +21,7 @@ from rocbuild.errors import BuildFailed
 from rocbuild.model import buildsystems, launchers, resources
 from rocbuild.model.graph import Component
 from rocbuild.model.resources import GIB
+from rocbuild.model.workdir import Workdir
 from rocbuild.run import launchstats
 from rocbuild.run.command import run_all
 from rocbuild.run.outcome import StepOutcome, step_logger
@@ -61,7 +62,7 @@ class JobBudget:
 
 
 def job_cap_path(workdir: Path, name: str) -> Path:
-    return workdir / "state" / "caps" / f"{name}.json"
+    return Workdir.shared(workdir).caps(name)
 
 
 def job_cap(workdir: Path, name: str) -> int | None:

@@ -23,6 +23,7 @@ import shutil
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+from rocbuild.model.workdir import CONFIGS_DIR, STATE, Workdir
 from rocbuild.prefix.ownership import EXTRA_TMP_SUFFIX
 from rocbuild.run.artifacts import STAGING_NAME
 
@@ -65,7 +66,7 @@ def _is_whole_bare_repo(cache: Path) -> bool:
 
 def _half_made_caches(workdir: Path) -> list[Path]:
     """Cache entries a kill cut short inside ``git init``; the next fetch makes them again."""
-    return [cache for cache in sorted((workdir / "cache" / "git").glob("*.git"))
+    return [cache for cache in sorted(Workdir.shared(workdir).git_cache.glob("*.git"))
             if cache.is_dir() and not _is_whole_bare_repo(cache)]
 
 
@@ -78,16 +79,18 @@ def clean(workdir: Path, say: Say) -> None:
         with contextlib.suppress(FileNotFoundError):
             lock.unlink()
         say(f"removed a stale git lock left by a killed run: {lock}")
-    for leftover in sorted((workdir / "src").glob("*.old")) + sorted(
-            (workdir / "src").glob("*.partial")):
+    work = Workdir.shared(workdir)
+    for leftover in sorted(work.src.glob("*.old")) + sorted(work.src.glob("*.partial")):
         if leftover.is_dir() and not leftover.is_symlink():
             shutil.rmtree(leftover, ignore_errors=True)
             say(f"removed the half-switched checkout left by a killed run: {leftover}")
-    push = workdir / "cache" / "push"  # `cache push` packs here and removes it when done
+    push = work.push_staging  # `cache push` packs here and removes it when done
     if push.is_dir() and not push.is_symlink():
         shutil.rmtree(push, ignore_errors=True)
         say(f"removed the packing folder of an interrupted `cache push`: {push}")
-    for tmp in (workdir / "state").rglob(".*.tmp"):
+    # stamp temps of every configuration (model/workdir.py: the first one's are in state/)
+    temps = [*work.state.rglob(".*.tmp"), *(work.root / CONFIGS_DIR).glob(f"*/{STATE}/**/.*.tmp")]
+    for tmp in temps:
         if tmp.is_file():
             with contextlib.suppress(FileNotFoundError):
                 tmp.unlink()

@@ -129,7 +129,7 @@ def ready(run: Run) -> None:
     the workdir)."""
     run.ctx.ensure_ready()
     if run.ctx.command:
-        continuation.record(run.ctx.stack.workdir, run.ctx.command)
+        continuation.record(run.ctx.stack.work, run.ctx.command)
 
 
 def check_before(run: Run) -> None:

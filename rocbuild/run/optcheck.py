@@ -27,7 +27,7 @@ _WORDS = BuildFileWords()  # one walk of each tree per process, shared by every 
 def check_options(ctx: BuildContext, comp: Component, log: Path, outcome: StepOutcome) -> None:
     """The options of ``comp`` against the checkouts in the workdir; BuildFailed names each
     option no build file reads."""
-    report, findings = check_component_sources(ctx.stack, comp, ctx.stack.workdir / "src",
+    report, findings = check_component_sources(ctx.stack, comp, ctx.stack.work.src,
                                                _WORDS)
     write = step_logger(log)
     write(f"checked {len(report.options)} options of {comp.recipe.file} against the build "

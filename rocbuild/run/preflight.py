@@ -18,7 +18,8 @@ from rocbuild.model.gitcache import is_local
 from rocbuild.model.resources import format_gib
 from rocbuild.model.steps import step_env
 from rocbuild.model.steptable import steps_of
-from rocbuild.run import actions, basememo, cache_install, sources
+from rocbuild.prefix import buildinfo
+from rocbuild.run import actions, basememo, cache_install, sources, workdirs
 from rocbuild.run.build import BuildContext
 
 
@@ -71,7 +72,7 @@ def check_offline_sources(ctx: BuildContext) -> list[Problem]:
         assert comp.fetch_url is not None and comp.ref is not None
         if is_local(comp.fetch_url):  # a file:// mirror: fetched without the network
             continue
-        cache = sources.cache_dir(ctx.stack.workdir / "cache" / "git", comp.fetch_url)
+        cache = sources.cache_dir(ctx.stack.work.git_cache, comp.fetch_url)
         if sources.cached_commit(cache, comp.ref, ctx.registry()) is None:  # None: no cache
             problems.append(Problem(f"{comp.name}: {comp.ref} of {comp.fetch_url} is not in the "
                                     "source cache and --offline forbids downloading it",
@@ -90,11 +91,27 @@ def check_patches(ctx: BuildContext) -> list[Problem]:
     return problems
 
 
+def check_owner(ctx: BuildContext) -> list[Problem]:
+    """The prefix was filled from another workdir that still builds it (run/workdirs.py)."""
+    prefix = ctx.stack.prefix
+    owner = workdirs.other_owner(ctx.stack, buildinfo.read_build_info_lenient(prefix,
+                                                                               ctx.output.say))
+    if owner is None:
+        return []
+    return [Problem(
+        f"{prefix} was filled from the workdir {owner}; building into it from "
+        f"{ctx.stack.workdir} too would mix two builds in one prefix (each workdir's status "
+        "would trust its own records while the prefix holds the other's files)",
+        f"build it from that workdir (--workdir {owner}), give this build another --prefix, "
+        f"or hand the prefix over (removes only rocbuild's own files there): rocbuild clean "
+        f"--all --no-builds --prefix-files --workdir {owner} --prefix {prefix}")]
+
+
 def run(ctx: BuildContext) -> None:
     """Raise PreflightError listing every problem found; print one line when all is well."""
     found = host_findings(ctx)
     problems = [Problem(f.what, f.fix) for f in found if f.level == hostreqs.FAIL]
-    problems += [*check_disk(ctx), *check_patches(ctx),
+    problems += [*check_owner(ctx), *check_disk(ctx), *check_patches(ctx),
                  *(Problem(what, fix) for what, fix in
                    launchtools.preflight_problems(ctx.stack.launch, ctx.output.say))]
     if ctx.offline:
@@ -112,6 +129,7 @@ def run(ctx: BuildContext) -> None:
         if f.level == hostreqs.WARN:
             ctx.output.say(f"preflight: warning: {f.what}; {f.fix}")
     basememo.write(ctx.stack.workdir, ctx.stack.base)  # later runs without --base use it
+    workdirs.claim(ctx.stack)  # later runs, status and plan find this prefix's state
     need = disk_needed(ctx)
     ctx.output.say(f"preflight: ok (prefix writable, tools and system packages found, about "
                    f"{format_gib(need.workdir)} of build space needed)")

@@ -46,7 +46,7 @@ def run_step(ctx: BuildContext, name: str, step: str) -> StepOutcome:
     binding = stepbind.BINDINGS[step]
     comp = None if kind.who == RUN else ctx.component(name)
     unit, shown = unit_of(kind, name), label(kind, name)
-    log = steptable.log_path(ctx.stack.workdir, unit, step)
+    log = steptable.log_path(ctx.stack.work, unit, step)
     if kind.role != CHECK:  # a check takes a moment: it says only when it fails
         ctx.output.say(f"▶ {shown}")
     started = time.monotonic()

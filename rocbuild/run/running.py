@@ -20,7 +20,8 @@ from pathlib import Path
 import psutil
 
 from rocbuild.files import read_regular
-from rocbuild.run.state import StateDir, read_json, write_json_atomic
+from rocbuild.model.workdir import Workdir
+from rocbuild.run.state import read_json, write_json_atomic
 
 
 @dataclass(frozen=True)
@@ -32,7 +33,7 @@ class RunningStep:
 
 
 def _folder(workdir: Path) -> Path:
-    return StateDir(workdir).root / "steps-running"
+    return Workdir.shared(workdir).steps_running
 
 
 def _started(pid: int) -> float | None:
@@ -94,7 +95,7 @@ def interrupted(workdir: Path) -> dict[tuple[str, str], RunningStep]:
 def lock_holder(workdir: Path) -> int | None:
     """The pid of the live process holding the workdir's run lock, or None. The lock file
     keeps the last holder's pid; it counts only while that process has the file open."""
-    path = StateDir(workdir).root / "lock"
+    path = Workdir.shared(workdir).lock
     try:
         pid = int(read_regular(path).decode().strip() or "0")
     except (OSError, ValueError):

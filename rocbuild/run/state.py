@@ -23,20 +23,38 @@ from doit.dependency import DatabaseException, SqliteDB
 
 from rocbuild.errors import BusyError, ConfigError
 from rocbuild.files import read_json, write_json_atomic, write_text_atomic  # noqa: F401
+from rocbuild.model.graph import Stack
+from rocbuild.model.workdir import Workdir
 
 
 @dataclass(frozen=True)
 class StateDir:
-    """``<workdir>/state``: stamps, failures, the lock and doit's DB."""
+    """The state of one configuration of a workdir (model/workdir.py says which parts are
+    shared and which its own): stamps, failures, the lock and doit's DB."""
 
-    workdir: Path
+    work: Workdir
+
+    @classmethod
+    def of(cls, stack: Stack) -> StateDir:
+        return cls(stack.work)
+
+    @classmethod
+    def shared(cls, workdir: Path) -> StateDir:
+        """The workdir's shared state (and that of the configuration kept in the workdir
+        itself, the first one it built)."""
+        return cls(Workdir.shared(workdir))
+
+    @property
+    def workdir(self) -> Path:
+        return self.work.root
 
     @property
     def root(self) -> Path:
-        return self.workdir / "state"
+        """The shared state folder (the lock, running processes)."""
+        return self.work.state
 
     def stamp_path(self, component: str, step: str) -> Path:
-        return self.root / "stamps" / component / f"{step}.json"
+        return self.work.stamp(component, step)
 
     def read_stamp(self, component: str, step: str) -> dict[str, Any] | None:
         return read_json(self.stamp_path(component, step))
@@ -52,7 +70,7 @@ class StateDir:
         return stamp is not None and stamp.get("fingerprint") == fingerprint
 
     def failure_path(self, component: str) -> Path:
-        return self.root / "failures" / f"{component}.json"
+        return self.work.failure(component)
 
     def record_failure(self, component: str, step: str, **details: Any) -> None:
         write_json_atomic(self.failure_path(component),
@@ -63,23 +81,23 @@ class StateDir:
 
     def failed_units(self) -> list[str]:
         """Every component (or run-wide step folder) with a failure on record, by name."""
-        folder = self.root / "failures"
+        folder = self.work.failure("_").parent  # this configuration's records
         return sorted(p.stem for p in folder.glob("*.json")) if folder.is_dir() else []
 
     @property
     def running_dir(self) -> Path:
-        return self.root / "running"
+        return self.work.running
 
     @property
     def doit_db(self) -> Path:
-        return self.root / "doit.sqlite"
+        return self.work.doit_db
 
     @contextlib.contextmanager
     def lock(self) -> Iterator[None]:
         """Hold ``<workdir>/state/lock`` for a run. A second build on the same workdir gets a
         BusyError naming the pid that holds it. The kernel drops the lock when the holder
         dies, even by SIGKILL, so a stale lock never blocks the morning rerun."""
-        path = self.root / "lock"
+        path = self.work.lock
         try:
             self.root.mkdir(parents=True, exist_ok=True)
             fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)

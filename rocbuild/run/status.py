@@ -12,6 +12,7 @@ status is safe to run while a build is going.
 
 from __future__ import annotations
 
+import os
 import shlex
 import time
 from collections.abc import Mapping
@@ -20,10 +21,14 @@ from pathlib import Path
 from typing import Any
 
 from rocbuild.checks.diagnose import Diagnosis, diagnose
+from rocbuild.errors import ConfigError
 from rocbuild.model import steptable
 from rocbuild.model.graph import Component, default_request
 from rocbuild.model.settings import Settings
 from rocbuild.model.steptable import log_path, steps_of
+from rocbuild.model.workdir import Workdir
+from rocbuild.prefix import registry
+from rocbuild.prefix.buildinfo import read_build_info
 from rocbuild.run import continuation, running
 from rocbuild.run.jobs import job_cap_path
 from rocbuild.run.running import RunningStep
@@ -31,6 +36,8 @@ from rocbuild.run.state import read_json
 from rocbuild.run.uptodate import Rule
 
 DONE, FAILED, PENDING, STALE, RUNNING = "done", "failed", "pending", "stale", "running"
+UNPROVEN = "unproven"  # the verify row of a complete prefix verify never proved
+UNPROVEN_WHY = "skipped (--no-verify); activate needs --unproven"
 
 
 
@@ -105,9 +112,9 @@ class StatusReport:
         return None
 
 
-def verify_record_path(workdir: Path) -> Path:
-    """Where finish.py keeps the last verify's outcome."""
-    return workdir / "state" / "verify.json"
+def verify_record_path(work: Workdir) -> Path:
+    """Where finish.py keeps the last verify's outcome (of this configuration)."""
+    return work.verify_record
 
 
 def format_duration(seconds: float) -> str:
@@ -145,7 +152,7 @@ def collect(ctx: Rule, settings: Settings, requested: list[str] | None = None
     workdir = ctx.stack.workdir
     walk = _Walk(ctx, running=running.steps(workdir), interrupted=running.interrupted(workdir),
                  runs=ctx.next_runs(ctx.stack.selected()))
-    command = (continuation.recorded(workdir)
+    command = (continuation.recorded(ctx.stack.work)
                or continuation.fallback(settings, requested or []))
     report = StatusReport(workdir, ctx.stack.prefix, command=command,
                           lock_holder=running.lock_holder(workdir),
@@ -161,7 +168,7 @@ def collect(ctx: Rule, settings: Settings, requested: list[str] | None = None
             walk.unsettled[comp.name] = status.state
         report.components.append(status)
     if all(c.state == DONE for c in report.components):
-        report = replace(report, verify=_verify_status(workdir, ctx.stack.prefix))
+        report = replace(report, verify=_verify_status(ctx.stack.work, ctx.stack.prefix))
     return report
 
 
@@ -194,15 +201,33 @@ def _run_failures(ctx: Rule, command: str) -> list[tuple[str, FailureStatus]]:
     return out
 
 
-def _verify_status(workdir: Path, prefix: Path) -> StepStatus | None:
-    """The verify that ended the last build into this prefix (finish.py records it)."""
-    doc = read_json(verify_record_path(workdir))
+def _verify_status(work: Workdir, prefix: Path) -> StepStatus | None:
+    """The verify that ended the last build into this prefix (finish.py records it), or,
+    when none did, a complete prefix that verify never proved (``build --no-verify``)."""
+    doc = read_json(verify_record_path(work))
     if not doc or doc.get("prefix") != str(prefix):
+        try:
+            info = read_build_info(prefix)
+        except ConfigError:
+            return None
+        if info is not None and info.complete and not info.verified:
+            links = [str(link) for link, unproven in registry.known_links().items()
+                     if unproven and _points_at(link, prefix)]
+            why = UNPROVEN_WHY + (f"; activated with --unproven at {', '.join(links)}"
+                                  if links else "")
+            return StepStatus("verify", UNPROVEN, why)
         return None
     if doc.get("ok"):
         return StepStatus("verify", DONE, "", doc.get("seconds"))
     return StepStatus("verify", FAILED, str(doc.get("summary") or "verify failed"),
                       doc.get("seconds"))
+
+
+def _points_at(link: Path, prefix: Path) -> bool:
+    try:
+        return os.path.realpath(link) == os.path.realpath(prefix) and link.is_symlink()
+    except OSError:
+        return False
 
 
 def _component_status(walk: _Walk, comp: Component, command: str) -> ComponentStatus:
@@ -231,7 +256,7 @@ def _step_status(walk: _Walk, comp: Component, step: str, before: StepStatus | N
     input step runs first (then its run id, an input here, changes)."""
     ctx = walk.ctx
     stamp = ctx.state.read_stamp(comp.name, step)
-    log = log_path(ctx.stack.workdir, comp.name, step)
+    log = log_path(ctx.stack.work, comp.name, step)
     recorded = _recorded(step, stamp, log)
     now = walk.running.get((comp.name, step))
     if now is not None:  # the step is running right now: it will run, whatever its stamp
@@ -290,7 +315,7 @@ def _failed_check(walk: _Walk, comp: Component, step: str,
         return None
     if before != step or not walk.runs[(comp.name, step)]:
         return None
-    log = log_path(walk.ctx.stack.workdir, comp.name, check.name)
+    log = log_path(walk.ctx.stack.work, comp.name, check.name)
     why = f"{found.id} (see below)" if found else "see below"
     return StepStatus(check.name, FAILED, why, failure.get("seconds"),
                       log=log if log.is_file() else None)

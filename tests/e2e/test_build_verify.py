@@ -79,6 +79,23 @@ def test_missing_target_code_fails_the_build_and_blocks_activation(
     run_cli("activate", str(tmp_path / "prefix"), "--link", str(link), expect=2)
     assert not link.exists()
     # --no-verify accepts the prefix as complete but unproven
-    assert main(["build", *flags, "--quiet", "--no-verify"]) == 0
+    run_cli("build", *flags, "--quiet", "--no-verify", expect=0)
     info = build_info(tmp_path)
     assert info["complete"] is True and info["verified"] is False
+    # ... which activate still refuses: the gate is verify, not the flag that skipped it
+    refused = run_cli("activate", str(tmp_path / "prefix"), "--link", str(link), expect=2)
+    assert "complete but unproven" in refused.stderr, refused.explain()
+    assert "rocbuild activate --unproven" in refused.stderr
+    assert not link.is_symlink()
+    status = json.loads(run_cli("status", *flags, "--json", expect=0).stdout)
+    assert status["verify"]["state"] == "unproven"
+    # the user says so: activated, and marked unproven in the prefix list
+    taken = run_cli("activate", "--unproven", str(tmp_path / "prefix"), "--link", str(link),
+                    expect=0)
+    assert "unproven" in taken.stdout and link.is_symlink()
+    listed = json.loads(run_cli("prefixes", "--json", "--link", str(link), expect=0).stdout)
+    (entry,) = [p for p in listed["prefixes"] if p["prefix"] == str(tmp_path / "prefix")]
+    assert entry["active"] is True and entry["unproven"] is True
+    assert entry["verified"] is False
+    status = json.loads(run_cli("status", *flags, "--json", expect=0).stdout)
+    assert f"activated with --unproven at {link}" in status["verify"]["why"]

@@ -10,6 +10,7 @@ no build time, and the JSON says "served from cache".
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -31,7 +32,9 @@ def test_a_fully_cached_stack_costs_a_download(chain: Chain, tmp_path: Path) -> 
     run_cli("build", *chain.flags(), "--quiet", "--no-verify", expect=0)
     run_cli("cache", "push", *chain.flags(), "--to", str(cache), expect=0)
     # a second machine: its own workdir, the same prefix path (the chain's RUNPATH is
-    # absolute); unsigned artifacts allowed explicitly (signatures are test_cache.py's)
+    # absolute), which holds nothing yet (this one's prefix is refused to a second workdir);
+    # unsigned artifacts allowed explicitly (signatures are test_cache.py's)
+    shutil.rmtree(chain.prefix)
     second = ["--recipes", str(chain.recipes), "--workdir", str(tmp_path / "work-b"),
               "--prefix", str(chain.prefix), "--mirror", chain.mirror, "--cache", str(cache),
               "--allow-unsigned"]

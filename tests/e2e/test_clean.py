@@ -82,7 +82,7 @@ def test_prefix_files_removes_only_rocbuilds_own_files(built: Chain) -> None:
 
 
 def test_clean_refuses_while_a_build_holds_the_lock(built: Chain) -> None:
-    with StateDir(built.workdir).lock():
+    with StateDir.shared(built.workdir).lock():
         result = run_flags(built.flags(), "clean", "beta", expect=3)
     assert "another rocbuild run" in result.stderr
     assert (built.workdir / "build" / "beta").is_dir()

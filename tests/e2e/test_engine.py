@@ -79,9 +79,9 @@ def test_full_build_then_noop(chain: Chain, capsys: pytest.CaptureFixture[str]) 
     for name in ("alpha", "beta", "gamma"):
         for step in ("fetch", "patch", "configure", "compile", "install"):
             assert (chain.workdir / "logs" / name / f"{step}.log").is_file()
-            stamp = StateDir(chain.workdir).read_stamp(name, step)
+            stamp = StateDir.shared(chain.workdir).read_stamp(name, step)
             assert stamp is not None and stamp["fingerprint"]
-    fetch_stamp = StateDir(chain.workdir).read_stamp("beta", "fetch")
+    fetch_stamp = StateDir.shared(chain.workdir).read_stamp("beta", "fetch")
     assert fetch_stamp is not None
     assert fetch_stamp["commit"] == git(chain.repos / "beta.git", "rev-parse", "v1")
     rc, out = build(chain, capsys)
@@ -157,7 +157,7 @@ def test_patches_apply_once_and_a_broken_one_stops_before_any_build(
 
 def test_second_build_on_the_same_workdir_is_refused(
         chain: Chain, capsys: pytest.CaptureFixture[str]) -> None:
-    with StateDir(chain.workdir).lock():
+    with StateDir.shared(chain.workdir).lock():
         result = run_cli("build", *chain.flags(), "--quiet")
     rc, err = result.returncode, result.stderr
     assert rc == 3  # busy, not bad input (issue 10 #7)
@@ -243,7 +243,7 @@ def test_sigkill_of_rocbuild_mid_build_resumes_to_the_same_tree(chain: Chain,
     argv = [sys.executable, "-m", "rocbuild", "build", "--quiet", "--no-verify"]
     runner = subprocess.Popen(argv, env=env, cwd=tmp_path, stdout=subprocess.DEVNULL,
                               stderr=subprocess.DEVNULL)
-    state = StateDir(chain.workdir)
+    state = StateDir.shared(chain.workdir)
     wait_for(lambda: bool(sleepers(marker)) or runner.poll() is not None)
     assert runner.poll() is None, "the build ended before the slow step"
     assert state.read_stamp("alpha", "install") is not None
@@ -297,8 +297,8 @@ def test_sigterm_stops_the_build_and_its_children(chain: Chain, tmp_path: Path) 
     assert re.search(r"\] attempt 1 interrupted \(\w+\) after [\d.]+s; its process group "
                      r"was ended", attempt), attempt[-500:]
     wait_for(lambda: not sleepers(marker), timeout=10)  # the slow step's children are gone
-    assert StateDir(chain.workdir).read_stamp("alpha", "install") is not None
-    assert StateDir(chain.workdir).read_stamp("beta", "compile") is None
+    assert StateDir.shared(chain.workdir).read_stamp("alpha", "install") is not None
+    assert StateDir.shared(chain.workdir).read_stamp("beta", "compile") is None
 
 
 def test_sighup_stops_the_build_like_sigterm(chain: Chain, tmp_path: Path) -> None:
@@ -316,8 +316,8 @@ def test_sighup_stops_the_build_like_sigterm(chain: Chain, tmp_path: Path) -> No
     assert runner.returncode == 130, out
     assert "interrupted" in out, out
     wait_for(lambda: not sleepers(slow), timeout=10)
-    assert StateDir(chain.workdir).read_stamp("alpha", "install") is not None
-    assert StateDir(chain.workdir).read_stamp("beta", "compile") is None
+    assert StateDir.shared(chain.workdir).read_stamp("alpha", "install") is not None
+    assert StateDir.shared(chain.workdir).read_stamp("beta", "compile") is None
 
 
 def test_doit_from_the_repo_root_runs_the_same_graph(chain: Chain, tmp_path: Path) -> None:
@@ -363,7 +363,7 @@ def test_options_cmake_never_read_are_reported(chain: Chain,
     rc, out = build(chain, capsys)
     assert rc == 0
     assert "warning gamma: configure: CMake did not use ALPHA_FACTOR" in out
-    stamp = StateDir(chain.workdir).read_stamp("gamma", "configure")
+    stamp = StateDir.shared(chain.workdir).read_stamp("gamma", "configure")
     assert stamp is not None and "ALPHA_FACTOR" in stamp["warnings"][0]
 
 

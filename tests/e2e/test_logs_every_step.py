@@ -4,6 +4,7 @@ names them all; before, `rocbuild logs hello options` said "unknown step")."""
 
 from __future__ import annotations
 
+import shutil
 import textwrap
 from pathlib import Path
 
@@ -63,6 +64,9 @@ def test_the_cache_step_has_a_log(chain: Chain, tmp_path: Path) -> None:
     assert run_cli("build", *chain.flags(), "--quiet", "--no-verify").returncode == 0
     pushed = run_cli("cache", "push", *chain.flags(), "--to", str(cache))
     assert pushed.returncode == 0, pushed.explain()
+    # another machine with the same prefix path (the chain's artifacts are not relocatable):
+    # the prefix goes, since a second workdir may not build into the first one's prefix
+    shutil.rmtree(chain.prefix)
     second = ["--recipes", str(chain.recipes), "--workdir", str(tmp_path / "work-b"),
               "--prefix", str(chain.prefix), "--mirror", chain.mirror, "--cache", str(cache)]
     # unsigned artifacts (signatures are test_cache.py's matter) are allowed explicitly

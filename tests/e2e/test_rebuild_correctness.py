@@ -193,7 +193,7 @@ def test_two_runs_never_install_into_one_prefix_at_once(calc: Calc, tmp_path: Pa
 def test_a_busy_workdir_exits_3(calc: Calc) -> None:
     from rocbuild.run.state import StateDir
 
-    with StateDir(calc.workdir).lock():
+    with StateDir.shared(calc.workdir).lock():
         result = run_cli("build", *calc.flags(), "--no-verify", expect=3)
     assert "is using the workdir" in result.stderr
 

@@ -23,7 +23,7 @@ from rocbuild.run.uptodate import Rule
 from tests.cli import child_env, run_cli, run_flags
 from tests.e2e.test_engine import sleepers, slow_beta, wait_for
 from tests.e2e.test_status import break_beta, recipe
-from tests.support.chain import Chain, add_gamma_patch
+from tests.support.chain import Chain, add_gamma_patch, require_gpu_code
 
 pytestmark = pytest.mark.e2e
 
@@ -95,7 +95,8 @@ def test_status_during_a_live_build_shows_running_and_no_continue_line(chain: Ch
 
 
 def test_a_failed_verify_is_a_failed_row_and_status_exits_1(chain: Chain) -> None:
-    # the chain has no GPU code, so the build's verify fails (exit 4; the prefix incomplete)
+    # gamma must carry GPU code and the chain has none: verify fails (exit 4; incomplete)
+    require_gpu_code(chain, "gamma")
     run_flags(chain.flags(), "build", "--quiet", expect=4)
     doc = json.loads(run_flags(chain.flags(), "status", "--json", expect=1).stdout)
     assert doc["verify"]["state"] == "failed" and doc["failed"] is True
@@ -104,10 +105,12 @@ def test_a_failed_verify_is_a_failed_row_and_status_exits_1(chain: Chain) -> Non
     row = next(line for line in text.splitlines() if " verify " in line)
     assert "failed" in row and "everything is built" not in text
     assert "verify failed" in text
-    # --no-verify: nothing was verified, so there is no verify row to show
+    # --no-verify: complete but unproven, and status says so (activate refuses it)
     run_flags(chain.flags(), "build", "--quiet", "--no-verify", expect=0)
     doc = json.loads(run_flags(chain.flags(), "status", "--json", expect=0).stdout)
-    assert doc["verify"] is None
+    assert doc["verify"]["state"] == "unproven", doc["verify"]
+    text = run_flags(chain.flags(), "status", expect=0).stdout
+    assert "unproven" in text and "and verified" not in text
 
 
 def test_a_patch_only_change_says_patches_changed(chain: Chain) -> None:
@@ -126,7 +129,7 @@ def test_status_table_reads_at_80_columns(chain: Chain) -> None:
     settings = resolve({"recipes": str(chain.recipes), "workdir": str(chain.workdir),
                         "prefix": str(chain.prefix), "mirror": [chain.mirror]}, env={})
     stack = load_stack(settings)
-    report = collect(Rule(stack, StateDir(stack.workdir)), settings)
+    report = collect(Rule(stack, StateDir.of(stack)), settings)
     buffer = io.StringIO()
     cmd_status.print_status(report, Console(file=buffer, width=80, color_system=None),
                             [])

@@ -288,7 +288,7 @@ def test_oom_retries_and_the_job_cap_are_reported(
     up; they are not part of any fingerprint, so the step stays done."""
     rc, out = build(chain, capsys)
     assert rc == 0, out
-    state = StateDir(chain.workdir)
+    state = StateDir.shared(chain.workdir)
     stamp = state.read_stamp("alpha", "compile")
     assert stamp is not None
     write_json_atomic(state.stamp_path("alpha", "compile"),
@@ -309,7 +309,7 @@ def test_status_reads_while_a_build_holds_the_lock(
         chain: Chain, capsys: pytest.CaptureFixture[str]) -> None:
     break_beta(chain)
     assert failing_build(chain)[0] == 1
-    with StateDir(chain.workdir).lock():
+    with StateDir.shared(chain.workdir).lock():
         assert "FAILED beta: compile" in status_text(chain, capsys, "beta")
 
 

@@ -187,3 +187,10 @@ def add_gamma_patch(chain: Chain) -> Path:
         ' #include "beta.h"\n-int main(void) { printf("gamma %d\\n", beta_value()); return 0; }\n'
         '+int main(void) { printf("hello %d\\n", beta_value()); return 0; }\n')
     return patch
+
+
+def require_gpu_code(chain: Chain, name: str) -> None:
+    """Mark a chain component's recipe ``gpu_code = true``: its installed files must carry GPU
+    code, which the chain's host-only projects never do, so the build's verify fails."""
+    path = chain.recipes / f"{name}.toml"
+    path.write_text("gpu_code = true\n" + path.read_text())

@@ -19,15 +19,28 @@ from rocbuild.prefix.activate import activate_previous, current_target, temp_lin
 from rocbuild.prefix.buildinfo import BuildInfo, ComponentInfo, read_build_info, write_build_info
 
 
-def make_prefix(base: Path, name: str, *, complete: bool = True, targets: tuple[str, ...] = (
-        "gfx906",)) -> Path:
+def make_prefix(base: Path, name: str, *, complete: bool = True, verified: bool = True,
+                targets: tuple[str, ...] = ("gfx906",)) -> Path:
     prefix = base / name
     info = BuildInfo(rocbuild_version="0.1.0", stack="rocm", version="6.4.3", series="6.4",
                      targets=targets, prefix=str(prefix), recipe_fingerprint="f" * 64,
                      components={"llvm": ComponentInfo("rocm-6.4.3", "a" * 40, "b" * 64)},
                      started="2026-11-30T20:00:00+00:00")
-    write_build_info(prefix, info.finish(when="2026-12-01T04:00:00+00:00") if complete else info)
+    done = info.finish(when="2026-12-01T04:00:00+00:00", verified=verified)
+    write_build_info(prefix, done if complete else info)
     return prefix
+
+
+def test_an_unproven_prefix_needs_the_users_word(opt: Path) -> None:
+    unproven = make_prefix(opt, "unproven", verified=False)
+    link = opt / "rocm"
+    with pytest.raises(ConfigError, match="complete but unproven"):
+        activate.activate(unproven, link)
+    assert not link.is_symlink()
+    switch = activate.activate(unproven, link, unproven=True)
+    assert switch.unproven and current_target(link) == unproven
+    state = activate.read_state(link)
+    assert state is not None and state.unproven
 
 
 @pytest.fixture
@@ -183,7 +196,7 @@ def test_cli_link_from_the_environment(opt: Path, monkeypatch: pytest.MonkeyPatc
 
 # --- build-info ----------------------------------------------------------------------------
 def test_build_info_round_trips_and_keeps_unknown_fields(tmp_path: Path) -> None:
-    prefix = make_prefix(tmp_path, "p")
+    prefix = make_prefix(tmp_path, "p", verified=False)
     info = read_build_info(prefix)
     assert info is not None and info.complete and not info.verified
     assert info.components["llvm"].commit == "a" * 40

@@ -95,7 +95,7 @@ def test_choose_accepts_relocates_or_refuses(write_recipes, tmp_path: Path,
     store = store_with(tmp_path, manifest_for(stack, "lib", **changes))
     # these rules come after the signature check (e2e tests sign): unsigned is allowed here
     trust = cache.Trust(tmp_path / "allowed_signers", allow_unsigned=True)
-    choice = cache.choose(store, stack, StateDir(stack.workdir), stack.components["lib"], trust)
+    choice = cache.choose(store, stack, StateDir.of(stack), stack.components["lib"], trust)
     if reason:
         assert choice.use == cache.REFUSED and choice.reason.startswith(reason)
     elif "prefix" in changes:
@@ -104,9 +104,9 @@ def test_choose_accepts_relocates_or_refuses(write_recipes, tmp_path: Path,
                                      "unsigned, allowed by --allow-unsigned, 0 KiB)")
     else:
         assert choice.use == cache.FROM_CACHE
-    other = cache.choose(store, stack, StateDir(stack.workdir), stack.components["app"], trust)
+    other = cache.choose(store, stack, StateDir.of(stack), stack.components["app"], trust)
     assert other.use == cache.NO_ARTIFACT and not other.usable
-    strict = cache.choose(store, stack, StateDir(stack.workdir), stack.components["lib"],
+    strict = cache.choose(store, stack, StateDir.of(stack), stack.components["lib"],
                           cache.Trust(tmp_path / "allowed_signers"))
     assert strict.use == cache.REFUSED and strict.reason == (
         "it is not signed; trust the signer's key with `rocbuild cache keys trust KEY.pub`, "
@@ -117,7 +117,7 @@ def test_choose_refuses_an_artifact_of_another_commit_than_the_fetched_one(
         write_recipes, tmp_path: Path) -> None:
     stack = stack_of(recipes(write_recipes), prefix="/opt/a", workdir=str(tmp_path / "w"))
     store = store_with(tmp_path, manifest_for(stack, "lib"))
-    state = StateDir(stack.workdir)
+    state = StateDir.of(stack)
     state.write_stamp("lib", "fetch", "f", commit="b" * 40)
     choice = cache.choose(store, stack, state, stack.components["lib"],
                           cache.Trust(tmp_path / "allowed_signers", allow_unsigned=True))

@@ -30,7 +30,7 @@ def render(tmp_path: Path, snapshot: HostSnapshot, *, width: int = 80, why: bool
                        cwd=tmp_path)
     stack = load_stack(settings)  # the shipped recipes: the real 18 components
     plan = build_plan(stack, settings, snapshot)
-    rule = Rule(stack, StateDir(stack.workdir))
+    rule = Rule(stack, StateDir.of(stack))
     buffer = io.StringIO()
     out = Console(file=buffer, width=width, highlight=False, color_system=None)
     ui.print_plan(plan, out)
@@ -74,7 +74,7 @@ def test_jobs_setting_reads_auto_and_why_shows_the_arithmetic(tmp_path: Path) ->
 def test_time_column_uses_this_hosts_history(tmp_path: Path) -> None:
     from rocbuild.run.state import StateDir
 
-    StateDir(tmp_path / "wd").write_stamp("hipblas", "compile", "x", seconds=7 * 3600 + 60)
+    StateDir.shared(tmp_path / "wd").write_stamp("hipblas", "compile", "x", seconds=7 * 3600 + 60)
     text, _ = render(tmp_path, host(8, 16))
     row = next(line for line in text.splitlines() if line.startswith("hipblas "))
     assert "7h01m" in row

@@ -69,7 +69,7 @@ def test_registry_reaps_the_group_of_a_dead_owner(tmp_path: Path) -> None:
 
 
 def test_stamps_are_atomic_and_compared_by_fingerprint(tmp_path: Path) -> None:
-    state = StateDir(tmp_path)
+    state = StateDir.shared(tmp_path)
     assert not state.stamp_matches("a", "configure", "f1")
     state.record_failure("a", "compile", message="x")
     state.write_stamp("a", "configure", "f1", seconds=1.0)
@@ -82,11 +82,11 @@ def test_stamps_are_atomic_and_compared_by_fingerprint(tmp_path: Path) -> None:
 
 
 def test_lock_refuses_a_second_holder_and_frees_on_exit(tmp_path: Path) -> None:
-    state = StateDir(tmp_path)
+    state = StateDir.shared(tmp_path)
     with state.lock():
         holder = subprocess.run(
             py(f"from rocbuild.run.state import StateDir; from pathlib import Path\n"
-               f"try:\n  StateDir(Path({str(tmp_path)!r})).lock().__enter__()\n"
+               f"try:\n  StateDir.shared(Path({str(tmp_path)!r})).lock().__enter__()\n"
                f"except Exception as e: print(type(e).__name__, e)"),
             capture_output=True, text=True, env={**os.environ, "PYTHONPATH": os.getcwd()},
             cwd=Path(__file__).resolve().parents[2])
@@ -96,7 +96,7 @@ def test_lock_refuses_a_second_holder_and_frees_on_exit(tmp_path: Path) -> None:
 
 
 def test_lock_in_one_process_twice_is_refused(tmp_path: Path) -> None:
-    state = StateDir(tmp_path)
+    state = StateDir.shared(tmp_path)
     with state.lock(), pytest.raises(BusyError), state.lock():
         pass
 
@@ -145,7 +145,7 @@ def test_a_stamp_write_that_dies_midway_leaves_the_old_stamp_whole(
     """Kill the write between the data and the rename (where a SIGKILL or a full disk would
     stop it): the stamp on disk must still be the old one, whole, and no temp file stays.
     A write straight into the stamp file would leave it new or half-written."""
-    state = StateDir(tmp_path)
+    state = StateDir.shared(tmp_path)
     state.write_stamp("a", "install", "old", seconds=1.0)
     before = state.stamp_path("a", "install").read_bytes()
 

@@ -84,7 +84,7 @@ def test_steps_and_what_dependents_see_come_from_the_table(
     assert steptable.steps_of(lib) == ("fetch", "patch", "configure", "compile", "install")
     assert steptable.steps_of(headers) == ("fetch", "patch")
     assert steptable.steps_of(part) == ("configure", "compile", "install")  # reused checkout
-    rule = Rule(stack, StateDir(stack.workdir))
+    rule = Rule(stack, StateDir.of(stack))
     assert rule.final_step(lib) == ("lib", "install")
     assert rule.final_step(headers) == ("headers", "patch")
     assert rule.input_steps(part, "configure") == [("headers", "patch"), ("lib", "install")]
@@ -92,7 +92,7 @@ def test_steps_and_what_dependents_see_come_from_the_table(
     # every step with a log, for `rocbuild logs`: the checks and the run-wide venv too
     assert [k.name for k in steptable.with_logs(lib)] == [
         "python-venv", "cache", "fetch", "patch", "options", "configure", "compile", "install"]
-    assert steptable.log_path(stack.workdir, "lib", "python-venv") == \
+    assert steptable.log_path(stack.work, "lib", "python-venv") == \
         stack.workdir / "logs" / "_python" / "venv.log"
 
 
@@ -100,7 +100,7 @@ def test_steps_and_what_dependents_see_come_from_the_table(
 def test_a_step_the_rule_does_not_know_is_an_error_not_a_guess(
         tmp_path: Path, write_recipes: RecipeWriter, step: str) -> None:
     stack = _stack(tmp_path, write_recipes)
-    rule = Rule(stack, StateDir(stack.workdir))
+    rule = Rule(stack, StateDir.of(stack))
     lib = stack.components["lib"]
     with pytest.raises(UnknownStep, match=f"'{step}'"):
         rule.expected_inputs(lib, step)
