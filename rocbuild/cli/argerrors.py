@@ -31,6 +31,21 @@ def _subparsers(parser: argparse.ArgumentParser) -> argparse._SubParsersAction |
                 None)
 
 
+def command_words(argv: Sequence[str]) -> list[str]:
+    """The words of ``argv`` that are not options or the values of global options (``--workdir
+    build`` is not the command `build`): the command and its arguments, in order."""
+    words: list[str] = []
+    skip = False
+    for token in argv:
+        if skip:
+            skip = False
+        elif token.startswith("-"):
+            skip = token in _GLOBAL_FLAGS  # --flag value (not --flag=value)
+        else:
+            words.append(token)
+    return words
+
+
 def command_path(parser: argparse.ArgumentParser, argv: Sequence[str]
                  ) -> tuple[list[str], argparse.ArgumentParser]:
     """The (sub)command words in ``argv`` (``['cache', 'push']``) and the parser of the last

@@ -5,8 +5,9 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from typing import TYPE_CHECKING
 
-from rocbuild.cli import build_report, cmd_verify, ui
+from rocbuild.cli import ui
 from rocbuild.cli.output import Output
 from rocbuild.cli.progress import LiveOutput
 from rocbuild.errors import RocbuildError
@@ -16,6 +17,11 @@ from rocbuild.model.settings import Settings
 from rocbuild.prefix import prefixguard
 from rocbuild.run import cache, cache_install, continuation, engine, lifecycle, status
 from rocbuild.run.build import BuildContext
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from rocbuild.checks.verify import VerifyReport
 
 
 def register(sub: argparse._SubParsersAction, parents: list[argparse.ArgumentParser]) -> None:
@@ -70,9 +76,15 @@ def expected_steps(ctx: BuildContext, requested: list[str]) -> dict[tuple[str, s
             for c in report.components for s in c.steps if s.state != status.DONE}
 
 
+def _print_verify(report: VerifyReport, out: Console) -> None:
+    from rocbuild.cli import cmd_verify  # the checks it draws are imported when verify ran
+
+    cmd_verify.print_report(report, out)
+
+
 def reports() -> lifecycle.Reports:
     """How a build's end is shown: ui's summary table and the verify command's report."""
-    return lifecycle.Reports(summary=ui.print_build_summary, verify=cmd_verify.print_report)
+    return lifecycle.Reports(summary=ui.print_build_summary, verify=_print_verify)
 
 
 def run(args: argparse.Namespace, settings: Settings) -> int:
@@ -95,6 +107,8 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         return engine.build(ctx, components, whole, reports(), parallel=settings.parallel,
                             keep_going=args.keep_going, verify=args.verify,
                             out=ui.console(ctx.output.stream))
+    from rocbuild.cli import build_report  # --json only
+
     summary = ui.console(sys.stderr)
     try:
         code = engine.build(ctx, components, whole, reports(), parallel=settings.parallel,

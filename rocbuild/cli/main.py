@@ -21,6 +21,7 @@ from rocbuild.errors import EXIT_BAD_INPUT, EXIT_INTERRUPTED, RocbuildError, rep
 from rocbuild.model import settings
 from rocbuild.run import basememo
 
+COMMAND_PACKAGE = "rocbuild.cli.cmd_"
 # Subcommand modules, in the order `rocbuild --help` lists them.
 COMMAND_MODULES = (
     "rocbuild.cli.cmd_plan",
@@ -49,6 +50,10 @@ class Parser(argparse.ArgumentParser):
     what is wrong with a did-you-mean, a ``TIP:`` line, exit 2 (argerrors.py words them)."""
 
     def error(self, message: str) -> NoReturn:
+        global _root
+        if _root is not None and _root is not self and not _whole(_root):
+            # words the refusal with every command (did-you-mean, the command path)
+            _root = build_parser()
         if message.startswith("the following arguments are required: COMMAND"):
             sys.stderr.write(help_text.no_command(self))
             raise SystemExit(EXIT_BAD_INPUT)
@@ -56,7 +61,11 @@ class Parser(argparse.ArgumentParser):
         raise SystemExit(report(exc, sys.stderr))
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The whole command line, or with ``only`` one subcommand's parser: each cmd_*.py
+    imports what its command runs (doit, GitPython, the bench and check modules), so
+    `rocbuild status` does not pay for importing `build` and `bench` (issue 25). An error
+    or help that needs the other commands builds the whole parser (``Parser.error``)."""
     # the global options, shown in full by `rocbuild --help` and `rocbuild help options`;
     # each subcommand accepts them too but lists only its own (plus a pointer to these)
     common = Parser(add_help=False)
@@ -75,16 +84,37 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
     sub.required = True
     for module_name in COMMAND_MODULES:
-        importlib.import_module(module_name).register(sub, [hidden])
+        if only is None or module_name == f"{COMMAND_PACKAGE}{only.replace('-', '_')}":
+            importlib.import_module(module_name).register(sub, [hidden])
     help_text.add_help_command(sub, parser)
     help_text.attach(sub)
     return parser
 
 
+def _whole(parser: argparse.ArgumentParser) -> bool:
+    return getattr(parser, "_rocbuild_only", None) is None
+
+
+def chosen_command(argv: Sequence[str]) -> str | None:
+    """The subcommand ``argv`` runs, when it is one whose parser alone can parse it; None for
+    `help`, a bare `rocbuild`, --help/--version before the command, or an unknown word."""
+    names = {m.removeprefix(COMMAND_PACKAGE).replace("_", "-") for m in COMMAND_MODULES}
+    words = argerrors.command_words(argv)
+    if not words or words[0] not in names:
+        return None
+    before = argv[:list(argv).index(words[0])]
+    if any(token in ("-h", "--help", "--version") for token in before):
+        return None
+    return words[0]
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     global _root, _argv
-    parser = build_parser()
-    _root, _argv = parser, list(sys.argv[1:] if argv is None else argv)
+    _argv = list(sys.argv[1:] if argv is None else argv)
+    only = chosen_command(_argv)
+    parser = build_parser(only)
+    parser._rocbuild_only = only  # type: ignore[attr-defined]
+    _root = parser
     args = parser.parse_args(argv)
     args.argv = list(sys.argv[1:] if argv is None else argv)  # for "continue with" lines
     flags = {o.name: getattr(args, o.name) for o in settings.OPTIONS if hasattr(args, o.name)}

@@ -22,8 +22,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import git
-
 from rocbuild import proc
 from rocbuild.errors import BuildFailed
 from rocbuild.files import read_regular
@@ -97,6 +95,8 @@ def _run(repo_dir: Path, args: Sequence[str], log: Logger,
 
 
 def _ensure_cache(cache: Path, log: Logger) -> None:
+    import git  # GitPython, imported only where used: a no-op run never needs it
+
     if not (cache / "HEAD").is_file():
         cache.parent.mkdir(parents=True, exist_ok=True)
         git.Repo.init(str(cache), bare=True)
@@ -107,6 +107,8 @@ def _ensure_cache(cache: Path, log: Logger) -> None:
 
 
 def cached_commit(cache: Path, ref: str) -> str | None:
+    import git  # GitPython, imported only where used: a no-op run never needs it
+
     try:
         return git.Repo(str(cache)).git.rev_parse("--verify", "-q", cache_ref(ref) + "^{commit}")
     except git.GitCommandError:
@@ -115,6 +117,8 @@ def cached_commit(cache: Path, ref: str) -> str | None:
 
 def _is_tag_or_commit(cache: Path, ref: str) -> bool:
     """Tags and commit ids do not move, so a cached copy is final; branches are fetched again."""
+    import git  # GitPython, imported only where used: a no-op run never needs it
+
     if _SHA_RE.match(ref):
         return True
     try:
@@ -134,6 +138,8 @@ def ref_kind(cache: Path, ref: str) -> str:
 def fetch_into_cache(req: FetchRequest, log: Logger,
                      registry: proc.ChildRegistry | None = None) -> str:
     """The commit ``req.ref`` names, fetched into the cache unless it is already there."""
+    import git  # GitPython, imported only where used: a no-op run never needs it
+
     cache = cache_dir(req.cache_root, req.url)
     _ensure_cache(cache, log)
     cached = cached_commit(cache, req.ref)
@@ -179,12 +185,50 @@ def fetch_into_cache(req: FetchRequest, log: Logger,
 
 
 def checkout_commit(checkout: Path) -> str | None:
-    if not (checkout / ".git").exists():
+    """The commit checked out in ``checkout`` (None when it is not a git checkout or has no
+    commit). Read from .git as git itself resolves HEAD (a detached HEAD, or a branch's ref
+    file or packed-refs line): every up-to-date question about a fetch asks this, and a
+    GitPython Repo started a `git cat-file` process for each (issue 25). Anything unusual (a
+    .git file, a symbolic ref to a symbolic ref) is left to GitPython."""
+    dot_git = checkout / ".git"
+    if not dot_git.exists():
         return None
+    if dot_git.is_dir():
+        try:
+            head = read_regular(dot_git / "HEAD").decode().strip()
+        except (OSError, UnicodeDecodeError):
+            return None
+        if _SHA_RE.match(head):
+            return head
+        if head.startswith("ref: refs/"):
+            found = _ref_commit(dot_git, head.removeprefix("ref: "))
+            if found is not None:
+                return found
+    import git  # GitPython, imported only where used: a no-op run never needs it
+
     try:
         return git.Repo(str(checkout)).head.commit.hexsha
     except (git.InvalidGitRepositoryError, ValueError, git.GitCommandError):
         return None
+
+
+def _ref_commit(git_dir: Path, ref: str) -> str | None:
+    """The commit a branch or tag ref names in its loose file, else in packed-refs; None
+    when neither holds a commit id (GitPython then decides: a peeled tag, an unborn branch)."""
+    try:
+        loose = read_regular(git_dir / ref).decode().strip()
+        return loose if _SHA_RE.match(loose) else None
+    except (OSError, UnicodeDecodeError):
+        pass
+    try:
+        packed = read_regular(git_dir / "packed-refs").decode()
+    except (OSError, UnicodeDecodeError):
+        return None
+    for line in packed.splitlines():
+        sha, _, name = line.partition(" ")
+        if name == ref and _SHA_RE.match(sha):
+            return sha
+    return None
 
 
 CHECKOUT_ID_FILE = "rocbuild-checkout-id"
@@ -240,6 +284,8 @@ def fetch(req: FetchRequest, log: Logger,
         return FetchResult(commit, checkout_id(req.checkout_dir)
                            or _new_checkout_id(req.checkout_dir), ref_kind=kind)
     partial.mkdir(parents=True)
+    import git  # GitPython, imported only where used: a no-op run never needs it
+
     git.Repo.init(str(partial))
     _run(partial, ["fetch", "--depth", "1", "--no-tags", "--", cache.as_uri(), commit], log,
          registry)

@@ -67,17 +67,46 @@ def run_id(stamp: dict[str, Any] | None) -> str | None:
     return str(stamp.get("run") or stamp.get("fingerprint"))
 
 
+class Answers:
+    """Which steps a run's Rules found current, kept until the next step starts or ends
+    (runner.py calls ``forget``): a no-op run asks about every step three times (the ETA,
+    doit's up-to-date checks, whether the whole stack is complete) and each answer reads
+    stamps, install manifests and the checkout (issue 25). An answer found while a step
+    ended on another thread (``--parallel``) is not kept."""
+
+    def __init__(self) -> None:
+        self._found: dict[tuple[str, str, str], bool] = {}
+        self._generation = 0
+
+    def get(self, key: tuple[str, str, str]) -> bool | None:
+        return self._found.get(key)
+
+    def keep(self, key: tuple[str, str, str], current: bool, generation: int) -> None:
+        if generation == self._generation:
+            self._found[key] = current
+
+    @property
+    def generation(self) -> int:
+        return self._generation
+
+    def forget(self) -> None:
+        self._generation += 1
+        self._found = {}
+
+
 @dataclass(frozen=True)
 class Rule:
     """The up-to-date rule for one Stack and its workdir state. It remembers each checkout's
     edits, so a status walk or a whole run runs `git status` once per checkout, not once per
     question about it (a run passes one record to all its Rules; a source step of the
-    checkout makes it forget, runner.py)."""
+    checkout makes it forget, runner.py), and, when the run gives it ``_answers``, which
+    steps it found current until a step runs."""
 
     stack: Stack
     state: StateDir
     _edits: dict[str, dict[str, Any] | None] = field(default_factory=dict, compare=False,
                                                      repr=False)
+    _answers: Answers | None = field(default=None, compare=False, repr=False)
 
     def component(self, name: str) -> Component:
         return self.stack.components[name]
@@ -162,6 +191,20 @@ class Rule:
         return sha256_text(json.dumps([step, inputs], sort_keys=True))
 
     def is_current(self, comp: Component, step: str) -> bool:
+        answers = self._answers
+        if answers is None:
+            return self._is_current(comp, step)
+        # a run's Rules for its own stack and for the whole default set share the answers:
+        # one workdir, one prefix, and a component is the same recipe in both
+        key = (comp.name, step, comp.fingerprint)
+        known = answers.get(key)
+        if known is None:
+            generation = answers.generation
+            known = self._is_current(comp, step)
+            answers.keep(key, known, generation)
+        return known
+
+    def _is_current(self, comp: Component, step: str) -> bool:
         expected = self.expected_fingerprint(comp, step)
         if expected is None or not self.state.stamp_matches(comp.name, step, expected):
             return False
