@@ -28,7 +28,7 @@ from typing import Any, BinaryIO
 
 import psutil
 
-from rocbuild.files import read_regular
+from rocbuild.files import read_json, read_regular, write_json_atomic
 
 LineSink = Callable[[str], None]
 
@@ -424,3 +424,45 @@ def run_capture(argv: Sequence[str], *, timeout: float | None = 30.0, cwd: Path 
     finally:
         if registry is not None:
             registry.remove(proc)
+
+
+def _file_key(path: str) -> list[Any] | None:
+    """What identifies a program or data file's content without reading it: its resolved
+    path, size, mtime and inode (an upgrade or an update-alternatives switch changes one)."""
+    try:
+        real = os.path.realpath(path)
+        st = os.stat(real)
+    except OSError:
+        return None
+    return [real, st.st_size, st.st_mtime_ns, st.st_ino]
+
+
+def run_probe(argv: Sequence[str], *, memo: Path | None, reads: Sequence[Path] = (),
+              timeout: float = 30.0) -> Captured | None:
+    """``run_capture`` for a read-only probe whose answer depends only on the program (an
+    absolute path) and the files in ``reads`` (dpkg-query: its status database): the answer
+    is kept in the JSON file ``memo``, keyed by the command line and each file's
+    ``_file_key``, and given again while none of them changed, so a rerun does not start
+    `cmake --version` and friends once more (issue 25). ``memo`` is written only where its
+    folder exists (a `plan` of a fresh workdir creates nothing); a probe that could not
+    start or timed out is not kept."""
+    argv = [str(a) for a in argv]
+    if memo is None or not os.path.isabs(argv[0]):
+        return run_capture(argv, timeout=timeout)
+    files = [_file_key(p) for p in (argv[0], *map(str, reads))]
+    if None in files:
+        return run_capture(argv, timeout=timeout)
+    command = shlex.join(argv)
+    kept = read_json(memo) or {}
+    answer = kept.get(command)
+    if isinstance(answer, dict) and answer.get("files") == files:
+        with contextlib.suppress(KeyError, TypeError, ValueError):
+            return Captured(int(answer["returncode"]), str(answer["stdout"]),
+                            str(answer["stderr"]))
+    done = run_capture(argv, timeout=timeout)
+    if done is not None and done.returncode is not None and memo.parent.is_dir():
+        kept[command] = {"files": files, "returncode": done.returncode, "stdout": done.stdout,
+                         "stderr": done.stderr}
+        with contextlib.suppress(OSError):  # a full disk costs the next run one probe
+            write_json_atomic(memo, kept)
+    return done

@@ -9,13 +9,12 @@ from typing import TYPE_CHECKING
 
 from rocbuild.cli import ui
 from rocbuild.cli.output import Output
-from rocbuild.cli.progress import LiveOutput
 from rocbuild.errors import RocbuildError
 from rocbuild.model import wording
 from rocbuild.model.graph import load_stack
 from rocbuild.model.settings import Settings
 from rocbuild.prefix import prefixguard
-from rocbuild.run import cache, cache_install, continuation, engine, lifecycle, status
+from rocbuild.run import cache_install, continuation, engine, lifecycle, status
 from rocbuild.run.build import BuildContext
 
 if TYPE_CHECKING:
@@ -63,6 +62,8 @@ def make_output(args: argparse.Namespace) -> Output:
     if getattr(args, "json", False):  # stdout is the JSON document's
         return Output(sys.stderr, show_build_output=not args.quiet)
     if sys.stdout.isatty() and not args.verbose:
+        from rocbuild.cli.progress import LiveOutput  # rich's live display: terminals only
+
         return LiveOutput(sys.stdout)
     return Output(sys.stdout, show_build_output=not args.quiet)
 
@@ -99,8 +100,10 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     ctx.output.say(f"rocbuild: {wording.count(len(stack.order), 'component')} for "
                    f"{', '.join(str(t) for t in stack.targets)} into {stack.prefix} "
                    f"(workdir {stack.workdir})")
-    # a bad --cache is bad input now, not an error inside doit
-    cache_install.served(ctx, cache.Trust.default(args.allow_unsigned))
+    if settings.cache:  # a bad --cache is bad input now, not an error inside doit
+        from rocbuild.run import cache
+
+        cache_install.served(ctx, cache.Trust.default(args.allow_unsigned))
     components = list(args.components) or list(stack.order)
     ctx.output.run_planned(expected_steps(ctx, list(args.components)))
     if not args.json:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 import sys
 from collections.abc import Sequence
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from rich.cells import cell_len
 from rich.console import Console
@@ -18,11 +18,13 @@ from rocbuild.checks.diagnose import diagnose
 from rocbuild.model import launchers, wording
 from rocbuild.model.cost import summary_lines
 from rocbuild.model.graph import Stack
-from rocbuild.model.plan import Plan, to_json
 from rocbuild.model.resources import format_gib
 from rocbuild.model.steps import shell_line
 from rocbuild.model.steptable import venv_commands
 from rocbuild.run.outcome import StepOutcome
+
+if TYPE_CHECKING:  # the plan's model (roads, cost) loads for `plan`, not for every command
+    from rocbuild.model.plan import Plan
 
 
 class FittedConsole(Console):
@@ -77,6 +79,8 @@ def console(stream: TextIO | None = None) -> FittedConsole:
 
 def print_plan(plan: Plan, out: Console) -> None:
     """The plan's header and settings; the table follows (plan_table.py)."""
+    from rocbuild.model.plan import to_json
+
     doc = to_json(plan)
     stack = plan.stack
     out.print(f"[bold]rocbuild plan[/] — {escape(doc['stack'])} {escape(stack.version)} for "

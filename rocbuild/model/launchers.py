@@ -107,9 +107,14 @@ def parse_ccache_version(text: str) -> tuple[int, ...] | None:
     return tuple(int(x) for x in match.groups() if x is not None) if match else None
 
 
+def probe_memo(workdir: Path) -> Path:
+    """Where the answers of host probes are kept (proc.run_probe)."""
+    return workdir / "state" / "probes.json"
+
+
 @functools.lru_cache(maxsize=8)
-def ccache_version(path: str) -> tuple[int, ...] | None:
-    done = proc.run_capture([path, "--version"], timeout=30)
+def ccache_version(path: str, memo: Path | None = None) -> tuple[int, ...] | None:
+    done = proc.run_probe([path, "--version"], memo=memo)
     return parse_ccache_version(done.stdout) if done is not None else None
 
 
@@ -152,7 +157,8 @@ def resolve(settings: Settings, workdir: Path, build_disk: int,
     mode = settings.ccache
     hosts = settings.distcc
     found = which("ccache")
-    version = ccache_version(found) if found and mode != "off" else None  # no probe when off
+    # no probe when off; an unchanged ccache is not asked again (probe_memo)
+    version = ccache_version(found, probe_memo(workdir)) if found and mode != "off" else None
     ccache: str | None = None
     if mode == "off":
         state = f"off ({settings.source('ccache')})"

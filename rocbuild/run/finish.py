@@ -66,7 +66,8 @@ class Finished:
 def finish(ctx: BuildContext, out: Console, whole: Stack, *, started: str) -> Finished:
     """Write the env files; when only part of the stack is built, its build-info too."""
     prefix = ctx.stack.prefix
-    written = envfiles.write_env_files(envfiles.spec_for(ctx.stack), ctx.output.say)
+    written = envfiles.write_env_files(envfiles.spec_for(ctx.stack), ctx.output.say,
+                                       compiled=ctx.stack.workdir / "cache" / "templates")
     out.print(f"environment: source {written[0]}", soft_wrap=True)  # to paste: one line
     complete = _complete_stack(ctx, whole)
     if complete is None:

@@ -23,7 +23,7 @@ import shutil
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from rocbuild.prefix.ownership import EXTRA_TMP_SUFFIX
+from rocbuild.prefix.ownership import EXTRA_TMP_SUFFIX, STAGING_NAME
 
 Say = Callable[[str], None]
 _LOCK_FOLDERS = ("refs", "logs", "info")  # where git keeps per-ref lock files
@@ -110,8 +110,6 @@ def _own_folders(prefix: Path) -> Iterator[Path]:
 def _extra_temps(prefix: Path) -> Iterator[Path]:
     """Every ``.<name>.rocbuild-tmp`` below the prefix (the suffix is rocbuild's alone; an
     extra dropped from its recipe is never rewritten, so its temp file is found by name)."""
-    from rocbuild.run.artifacts import STAGING_NAME  # tarfile, zstd: not for every run
-
     for folder, dirs, files in os.walk(prefix):  # never follows links
         for name in files:
             if name.startswith(".") and name.endswith(EXTRA_TMP_SUFFIX):
@@ -123,8 +121,6 @@ def clean_prefix(prefix: Path, say: Say) -> None:
     """Remove what a killed run left in the prefix (call with the prefix lock held)."""
     if not prefix.is_dir():
         return
-    from rocbuild.run.artifacts import STAGING_NAME  # tarfile, zstd: not for every run
-
     for folder in sorted(prefix.glob(STAGING_NAME + "-*")):
         if folder.is_dir() and not folder.is_symlink():
             shutil.rmtree(folder, ignore_errors=True)

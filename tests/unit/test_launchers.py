@@ -33,7 +33,7 @@ def stack_for(write_recipes, tmp_path: Path, env: dict[str, str] | None = None,
 
 @pytest.fixture(autouse=True)
 def known_version(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(launchers, "ccache_version", lambda path: (4, 7, 5))
+    monkeypatch.setattr(launchers, "ccache_version", lambda path, memo=None: (4, 7, 5))
 
 
 def test_ccache_goes_in_front_of_c_cxx_and_hip(write_recipes, tmp_path: Path) -> None:
