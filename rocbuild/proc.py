@@ -24,11 +24,12 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, BinaryIO
-
-import psutil
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from rocbuild.files import read_json, read_regular, write_json_atomic
+
+if TYPE_CHECKING:
+    import psutil
 
 LineSink = Callable[[str], None]
 
@@ -76,6 +77,8 @@ class ChildRegistry:
         if self.folder is None:
             return
         self.folder.mkdir(parents=True, exist_ok=True)
+        import psutil  # loaded when a child is watched or killed (issue 25: not per command)
+
         try:
             started = psutil.Process(proc.pid).create_time()
         except psutil.Error:
@@ -108,6 +111,8 @@ class ChildRegistry:
         killed: list[str] = []
         if self.folder is None or not self.folder.is_dir():
             return killed
+        import psutil  # loaded when a child is watched or killed (issue 25: not per command)
+
         for file in sorted(self.folder.glob("*.json")):
             try:
                 doc = json.loads(read_regular(file).decode())
@@ -128,6 +133,8 @@ class ChildRegistry:
 
 
 def _descendants(proc: Popen) -> list[psutil.Process]:
+    import psutil  # loaded when a child is watched or killed (issue 25: not per command)
+
     try:
         return psutil.Process(proc.pid).children(recursive=True)
     except psutil.Error:
@@ -136,6 +143,8 @@ def _descendants(proc: Popen) -> list[psutil.Process]:
 
 def _signal_tree(proc: Popen, kids: Sequence[psutil.Process], signum: int) -> None:
     """``signum`` to the child's process group and to any descendant that left it."""
+    import psutil  # loaded when a child is watched or killed (issue 25: not per command)
+
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, signum)
     for kid in kids:
@@ -146,6 +155,8 @@ def _signal_tree(proc: Popen, kids: Sequence[psutil.Process], signum: int) -> No
 def kill_tree(proc: Popen, grace: float = 5.0) -> None:
     """SIGTERM the child's process group and any descendant that left it, then SIGKILL what
     is still alive after ``grace`` seconds."""
+    import psutil  # loaded when a child is watched or killed (issue 25: not per command)
+
     kids = _descendants(proc)
     _signal_tree(proc, kids, signal.SIGTERM)
     _, alive = psutil.wait_procs(kids, timeout=grace)
@@ -177,6 +188,8 @@ class _PeakSampler(threading.Thread):
         self._stop_event = threading.Event()
 
     def run(self) -> None:
+        import psutil  # loaded when a child is watched or killed (issue 25: not per command)
+
         try:
             root = psutil.Process(self.pid)
         except psutil.Error:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Collection
+from typing import TYPE_CHECKING
 
 from rich.markup import escape
 
@@ -15,9 +17,24 @@ from rocbuild.model.graph import load_stack
 from rocbuild.model.plan import Plan, build_plan, to_json
 from rocbuild.model.settings import Settings
 from rocbuild.model.steptable import steps_of
-from rocbuild.run import basememo, cache, outcome, status
+from rocbuild.run import basememo, outcome, status
 from rocbuild.run.state import StateDir
-from rocbuild.run.uptodate import Rule
+from rocbuild.run.uptodate import Answers, Rule
+
+if TYPE_CHECKING:
+    from rocbuild.model.graph import Component
+    from rocbuild.run import cache
+
+
+class NoCacheLines:
+    """cache.PlanLines without a `cache` setting: no component is served, nothing to
+    download."""
+
+    def __call__(self, comp: Component) -> str:
+        return ""
+
+    def total(self, done: Collection[str] = ()) -> str:
+        return ""
 
 
 def register(sub: argparse._SubParsersAction, parents: list[argparse.ArgumentParser]) -> None:
@@ -53,12 +70,18 @@ def expected_seconds(rule: Rule, cpus: int) -> dict[str, float | None]:
 def run(args: argparse.Namespace, settings: Settings) -> int:
     stack = load_stack(settings, args.components)
     # each component's state from the workdir's stamps (done / failed / stale / pending)
-    rule = Rule(stack, StateDir(stack.workdir))  # read-only: no build context, no output
+    # read-only: no build context, no output; the state walk and the pending list ask the
+    # same questions, so they share the answers (nothing runs meanwhile)
+    rule = Rule(stack, StateDir(stack.workdir), _answers=Answers())
     states = {c.name: c.state for c in status.collect(rule, settings).components}
     pending = [c.name for c in cost.pending_components(stack, rule.is_current)]
     host = resources.snapshot()
-    lines = cache.plan_lines(settings, stack, rule.state,
-                             cache.Trust.default(args.allow_unsigned))
+    lines: cache.PlanLines | NoCacheLines = NoCacheLines()
+    if settings.cache:  # the binary cache's modules (archives, HTTP, signatures) only then
+        from rocbuild.run import cache
+
+        lines = cache.plan_lines(settings, stack, rule.state,
+                                 cache.Trust.default(args.allow_unsigned))
     plan = build_plan(stack, settings, host, lambda c: states[c.name], pending, lines,
                       requested=args.components)
     changed = basememo.change(settings)

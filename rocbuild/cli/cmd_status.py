@@ -33,7 +33,7 @@ from rocbuild.run.status import (
     collect,
     to_json,
 )
-from rocbuild.run.uptodate import Rule
+from rocbuild.run.uptodate import Answers, Rule
 
 STATE_STYLE = {"done": "green", "failed": "bold red", "stale": "yellow", "pending": "dim",
                "running": "bold cyan"}
@@ -56,7 +56,8 @@ def register(sub: argparse._SubParsersAction, parents: list[argparse.ArgumentPar
 
 def run(args: argparse.Namespace, settings: Settings) -> int:
     stack = load_stack(settings, args.components)
-    report = collect(Rule(stack, StateDir(stack.workdir)), settings, list(args.components))
+    rule = Rule(stack, StateDir(stack.workdir), _answers=Answers())  # read-only: nothing runs
+    report = collect(rule, settings, list(args.components))
     if args.json:
         json.dump(to_json(report), sys.stdout, indent=2)
         sys.stdout.write("\n")

@@ -17,8 +17,6 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-import psutil
-
 from rocbuild.files import read_regular
 from rocbuild.run.state import StateDir, read_json, write_json_atomic
 
@@ -36,6 +34,8 @@ def _folder(workdir: Path) -> Path:
 
 
 def _started(pid: int) -> float | None:
+    import psutil  # loaded when a child is watched or killed (issue 25: not per command)
+
     try:
         return psutil.Process(pid).create_time()
     except psutil.Error:
@@ -86,6 +86,8 @@ def lock_holder(workdir: Path) -> int | None:
         return None
     if pid <= 0:
         return None
+    import psutil  # loaded when a child is watched or killed (issue 25: not per command)
+
     try:
         process = psutil.Process(pid)
         real = os.path.realpath(path)
