@@ -28,7 +28,9 @@ Nothing here writes, so status may call it while a build runs.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import threading
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -169,8 +171,37 @@ class Rule:
     def local_edits(self, comp: Component) -> dict[str, Any] | None:
         """The user's own changes in the checkout, beyond the patch series (None if none)."""
         if comp.checkout not in self._edits:
-            self._edits[comp.checkout] = self._read_edits(comp)
+            self._read_all_edits(comp)
         return self._edits[comp.checkout]
+
+    def _read_all_edits(self, comp: Component) -> None:
+        """The edits of ``comp``'s checkout, and of every other checkout of the stack not read
+        yet, each in a thread of its own: a walk asks about every checkout, and their `git
+        status` processes then run side by side (issue 25). The others' answers are kept only
+        when no step started or ended meanwhile (``Answers``): one may have changed a
+        checkout while its answer was read."""
+        others = {c.checkout: self.component(c.checkout) for c in self.stack.selected()
+                  if c.checkout not in self._edits and c.checkout != comp.checkout
+                  and (self.component(c.checkout).checkout_dir / ".git").exists()}
+        found: dict[str, dict[str, Any] | None] = {}
+
+        def read(name: str, owner: Component) -> None:
+            with contextlib.suppress(Exception):  # asked for later, it raises there
+                found[name] = self._read_edits(owner)
+
+        generation = None if self._answers is None else self._answers.generation
+        threads = [threading.Thread(target=read, args=item, daemon=True)
+                   for item in others.items()]
+        for thread in threads:
+            thread.start()
+        try:
+            self._edits[comp.checkout] = self._read_edits(comp)
+        finally:
+            for thread in threads:
+                thread.join()
+        if generation is None or self._answers is None or \
+                generation == self._answers.generation:
+            self._edits.update({name: found[name] for name in others if name in found})
 
     def forget_edits(self, checkout: str) -> None:
         """The checkout changed (a fetch or patch ran): read its edits again when asked."""
