@@ -31,18 +31,18 @@ def _subparsers(parser: argparse.ArgumentParser) -> argparse._SubParsersAction |
                 None)
 
 
-def command_words(argv: Sequence[str]) -> list[str]:
+def command_words(argv: Sequence[str]) -> list[tuple[int, str]]:
     """The words of ``argv`` that are not options or the values of global options (``--workdir
-    build`` is not the command `build`): the command and its arguments, in order."""
-    words: list[str] = []
+    build`` is not the command `build`), with their places: the command and its arguments."""
+    words: list[tuple[int, str]] = []
     skip = False
-    for token in argv:
+    for i, token in enumerate(argv):
         if skip:
             skip = False
         elif token.startswith("-"):
             skip = token in _GLOBAL_FLAGS  # --flag value (not --flag=value)
         else:
-            words.append(token)
+            words.append((i, token))
     return words
 
 

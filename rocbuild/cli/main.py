@@ -43,6 +43,7 @@ COMMAND_MODULES = (
 
 _root: argparse.ArgumentParser | None = None  # the top parser and the argv being parsed,
 _argv: list[str] = []  # so a subcommand's refusal can name the command path it belongs to
+_partial = False  # _root holds only the chosen command (build_parser's ``only``)
 
 
 class Parser(argparse.ArgumentParser):
@@ -50,10 +51,9 @@ class Parser(argparse.ArgumentParser):
     what is wrong with a did-you-mean, a ``TIP:`` line, exit 2 (argerrors.py words them)."""
 
     def error(self, message: str) -> NoReturn:
-        global _root
-        if _root is not None and _root is not self and not _whole(_root):
-            # words the refusal with every command (did-you-mean, the command path)
-            _root = build_parser()
+        global _root, _partial
+        if _partial:  # the refusal is worded with every command (did-you-mean, the path)
+            _root, _partial = build_parser(), False
         if message.startswith("the following arguments are required: COMMAND"):
             sys.stderr.write(help_text.no_command(self))
             raise SystemExit(EXIT_BAD_INPUT)
@@ -91,30 +91,25 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     return parser
 
 
-def _whole(parser: argparse.ArgumentParser) -> bool:
-    return getattr(parser, "_rocbuild_only", None) is None
-
-
 def chosen_command(argv: Sequence[str]) -> str | None:
     """The subcommand ``argv`` runs, when it is one whose parser alone can parse it; None for
     `help`, a bare `rocbuild`, --help/--version before the command, or an unknown word."""
     names = {m.removeprefix(COMMAND_PACKAGE).replace("_", "-") for m in COMMAND_MODULES}
     words = argerrors.command_words(argv)
-    if not words or words[0] not in names:
+    if not words or words[0][1] not in names:
         return None
-    before = argv[:list(argv).index(words[0])]
-    if any(token in ("-h", "--help", "--version") for token in before):
+    place, command = words[0]
+    if any(token in ("-h", "--help", "--version") for token in argv[:place]):
         return None
-    return words[0]
+    return command
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    global _root, _argv
+    global _root, _argv, _partial
     _argv = list(sys.argv[1:] if argv is None else argv)
     only = chosen_command(_argv)
     parser = build_parser(only)
-    parser._rocbuild_only = only  # type: ignore[attr-defined]
-    _root = parser
+    _root, _partial = parser, only is not None
     args = parser.parse_args(argv)
     args.argv = list(sys.argv[1:] if argv is None else argv)  # for "continue with" lines
     flags = {o.name: getattr(args, o.name) for o in settings.OPTIONS if hasattr(args, o.name)}

@@ -18,6 +18,7 @@ from rocbuild.cli import main as cli
     (["lint-recipes", "--sources"], "lint-recipes"),
     (["cache", "push", "llvm"], "cache"),
     (["--help", "build"], None),  # the top help lists every command
+    (["--workdir", "status", "-h", "status"], None),
     (["--version"], None),
     (["help", "build"], None),  # `help` describes other commands
     (["statsu"], None),  # a typo: the did-you-mean needs every name
