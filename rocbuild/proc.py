@@ -109,11 +109,12 @@ class ChildRegistry:
         killed, for the log. A recorded pid reused by an unrelated process is left alone
         (its create time differs)."""
         killed: list[str] = []
-        if self.folder is None or not self.folder.is_dir():
+        left = sorted(self.folder.glob("*.json")) if self.folder is not None else []
+        if not left:  # the usual case: the last run ended its children
             return killed
         import psutil  # loaded when a child is watched or killed (issue 25: not per command)
 
-        for file in sorted(self.folder.glob("*.json")):
+        for file in left:
             try:
                 doc = json.loads(read_regular(file).decode())
             except (OSError, ValueError):

@@ -11,7 +11,6 @@ from typing import TYPE_CHECKING, Any, TextIO
 from rich.cells import cell_len
 from rich.console import Console
 from rich.markup import escape
-from rich.table import Table
 from rich.text import Text
 
 from rocbuild.checks.diagnose import diagnose
@@ -170,14 +169,16 @@ def print_build_summary(outcomes: Sequence[StepOutcome], stack: Stack, command: 
     # the heading is a line of its own: as the table's title it wrapped to the table's width
     heading = (f"rocbuild: {wording.count(len(ran), 'step')} run, {len(current)} already "
                f"current, {seconds:.1f}s")
-    table = Table()
-    for column in ("component", "step", "time", "jobs", "result"):
-        table.add_column(column)
-    for o in ran:
-        style = {"done": "green", "failed": "bold red"}.get(o.result, "")
-        table.add_row(escape(o.component), o.step, f"{o.seconds:.1f}s",
-                      str(o.jobs or "-"), f"[{style}]{o.result}[/]")
     if ran:
+        from rich.table import Table  # only when a step ran: a no-op prints one line
+
+        table = Table()
+        for column in ("component", "step", "time", "jobs", "result"):
+            table.add_column(column)
+        for o in ran:
+            style = {"done": "green", "failed": "bold red"}.get(o.result, "")
+            table.add_row(escape(o.component), o.step, f"{o.seconds:.1f}s",
+                          str(o.jobs or "-"), f"[{style}]{o.result}[/]")
         out.print(heading)
         out.print(table)
     elif not interrupted:

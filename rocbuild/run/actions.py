@@ -12,7 +12,6 @@ import json
 import os
 import shutil
 import sys
-import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -61,7 +60,7 @@ def ensure_build_id(build_dir: Path) -> str:
     tree lives, new when the tree was deleted or replaced (then compile runs again)."""
     current = build_id(build_dir)
     if current is None:
-        current = uuid.uuid4().hex
+        current = os.urandom(16).hex()  # a run id: 128 random bits (uuid4's)
         write_text_atomic(build_dir / BUILD_ID_FILE, current + "\n")
     return current
 
@@ -80,7 +79,7 @@ def write_stamp(ctx: BuildContext, comp: Component, step: str, outcome: StepOutc
     if inputs is None or expected is None:
         raise BuildFailed(f"{comp.name}: {step} ran before its input steps were recorded")
     extra: dict[str, Any] = {
-        "run": uuid.uuid4().hex, "seconds": round(seconds, 1), "jobs": outcome.jobs,
+        "run": os.urandom(16).hex(), "seconds": round(seconds, 1), "jobs": outcome.jobs,
         "peak_rss": outcome.peak_rss, "inputs": inputs, "oom_retries": outcome.oom_retries,
         "warnings": outcome.warnings, **outcome.record}
     ctx.state.write_stamp(comp.name, step, expected, **extra)

@@ -76,6 +76,17 @@ def steps(workdir: Path) -> dict[tuple[str, str], RunningStep]:
     return found
 
 
+def _exists(pid: int) -> bool:
+    """A process with this pid exists (signal 0 checks without sending anything)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process: it exists
+        return True
+    return True
+
+
 def lock_holder(workdir: Path) -> int | None:
     """The pid of the live process holding the workdir's run lock, or None. The lock file
     keeps the last holder's pid; it counts only while that process has the file open."""
@@ -84,7 +95,7 @@ def lock_holder(workdir: Path) -> int | None:
         pid = int(read_regular(path).decode().strip() or "0")
     except (OSError, ValueError):
         return None
-    if pid <= 0:
+    if pid <= 0 or not _exists(pid):  # the usual case: the last holder is gone
         return None
     import psutil  # loaded when a child is watched or killed (issue 25: not per command)
 

@@ -16,7 +16,6 @@ import os
 import re
 import shutil
 import time
-import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -245,7 +244,7 @@ def checkout_id(checkout: Path) -> str | None:
 
 
 def _new_checkout_id(checkout: Path) -> str:
-    token = uuid.uuid4().hex
+    token = os.urandom(16).hex()  # 128 random bits, as uuid4 (which loads `platform`)
     (checkout / ".git" / CHECKOUT_ID_FILE).write_text(token + "\n")
     return token
 
