@@ -64,27 +64,31 @@ def main() -> int:
         print(f"ggml {commit[:12]}, {args.jobs or len(os.sched_getaffinity(0))} jobs, "
               f"{ggml.load()}")
 
-        def build(workdir: Path, mode: str) -> float:
-            ggml.rocbuild_build([*ggml.flags(recipes, workdir, base / f"prefix-{workdir.name}",
-                                             repos), "--ccache", mode], args.jobs)
-            return ggml.step_seconds(workdir)
+        def build(workdir: Path, mode: str) -> tuple[float, float]:
+            """The build steps' seconds (stamps) and the CPU time of the whole run."""
+            _, cpu = ggml.rocbuild_build([*ggml.flags(recipes, workdir,
+                                                      base / f"prefix-{workdir.name}", repos),
+                                          "--ccache", mode], args.jobs)
+            return ggml.step_seconds(workdir), cpu
 
-        cold: dict[str, list[float]] = {"off": [], "on": []}
+        cold: dict[str, list[tuple[float, float]]] = {"off": [], "on": []}
         workdir = base / "work"
         for run in range(args.runs):
             # alternate which goes first, so a drift in the machine's load hits both alike
             for mode in ("off", "on") if run % 2 == 0 else ("on", "off"):
                 workdir = base / f"cold-{mode}-{run}"
-                seconds = build(workdir, mode)
-                cold[mode].append(seconds)
+                seconds, cpu = build(workdir, mode)
+                cold[mode].append((seconds, cpu))
                 extra = f"  {hit_text(workdir)}" if mode == "on" else ""
-                print(f"run {run + 1} cold, --ccache {mode:>3}: {seconds:7.1f}s{extra}  "
-                      f"{ggml.load()}")
+                print(f"run {run + 1} cold, --ccache {mode:>3}: {seconds:7.1f}s ({cpu:6.1f}s "
+                      f"CPU){extra}  {ggml.load()}")
                 if not (mode == "on" and run == args.runs - 1):
                     shutil.rmtree(workdir)
-        on, off = statistics.median(cold["on"]), statistics.median(cold["off"])
+        on, off = (statistics.median(s for s, _ in cold[m]) for m in ("on", "off"))
+        on_cpu, off_cpu = (statistics.median(c for _, c in cold[m]) for m in ("on", "off"))
         print(f"cold build, ccache on / off: {on:.1f}s / {off:.1f}s = {on / off:.3f} "
-              f"({verdict(on / off, COLD_GOAL)})")
+              f"({verdict(on / off, COLD_GOAL)}); CPU time {on_cpu:.1f}s / {off_cpu:.1f}s = "
+              f"{on_cpu / off_cpu:.3f}")
 
         # the rebuilds, in the last cold ccache-on workdir: each against the cold build
         workdir = base / f"cold-on-{args.runs - 1}"
@@ -96,7 +100,7 @@ def main() -> int:
                 (workdir / "build" / "ggml" / "CMakeCache.txt").unlink()
             else:
                 ggml.write_recipes(recipes, ["-DGGML_SCHED_MAX_COPIES=2"])
-            seconds = build(workdir, "on")
+            seconds, _ = build(workdir, "on")
             results[label] = seconds / on
             print(f"{label + ':':<28}{seconds:7.1f}s  {hit_text(workdir)}  ratio "
                   f"{seconds / on:.3f} ({verdict(seconds / on, REBUILD_GOALS[label])})  "

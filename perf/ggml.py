@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import resource
 import subprocess
 import sys
 import textwrap
@@ -81,13 +82,13 @@ def rocbuild_env() -> dict[str, str]:
     return env
 
 
-def rocbuild_build(argv: Sequence[str], jobs: int | None = None) -> float:
-    """``rocbuild build ARGV``; its wall time."""
+def rocbuild_build(argv: Sequence[str], jobs: int | None = None) -> tuple[float, float]:
+    """``rocbuild build ARGV``; its wall time and CPU time (``measured``)."""
     cmd = [sys.executable, "-m", "rocbuild", "build", "--quiet", "--no-verify", *argv]
     if jobs:
         cmd += ["--jobs", str(jobs)]
-    return timed(lambda: subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL,
-                                        env=rocbuild_env()))
+    return measured(lambda: subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL,
+                                           env=rocbuild_env()))
 
 
 def step_seconds(workdir: Path, component: str = "ggml") -> float:
@@ -101,7 +102,13 @@ def step_seconds(workdir: Path, component: str = "ggml") -> float:
     return total
 
 
-def timed(fn: Callable[[], object]) -> float:
+def measured(fn: Callable[[], object]) -> tuple[float, float]:
+    """Wall time of ``fn`` and the CPU time (user + system) of every process it waited for,
+    compilers included (each parent waits for its children). The CPU time moves much less
+    with the machine's load: on a shared machine its ratio is the steadier figure."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
     fn()
-    return time.perf_counter() - started
+    wall = time.perf_counter() - started
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)

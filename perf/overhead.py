@@ -17,15 +17,13 @@ from __future__ import annotations
 
 import argparse
 import os
-import resource
 import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
 import textwrap
-import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 from perf import ggml
@@ -50,16 +48,6 @@ def generated(files: int) -> dict[str, str]:
         install(TARGETS bench LIBRARY DESTINATION lib)
         """)
     return sources
-
-
-def measured(fn: Callable[[], object]) -> tuple[float, float]:
-    """Wall time and the CPU time of every process ``fn`` waited for."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    started = time.perf_counter()
-    fn()
-    wall = time.perf_counter() - started
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
 def by_hand(served: Path, ref: str, args: Sequence[str], root: Path, jobs: int) -> None:
@@ -119,10 +107,11 @@ def main() -> int:
                 root = base / f"{label}-{run}"
                 root.mkdir()
                 if label == "hand":
-                    result = measured(lambda r=root: by_hand(served, ggml.TAG, cmake_args, r,
-                                                             jobs))
+                    result = ggml.measured(
+                        lambda r=root: by_hand(served, ggml.TAG, cmake_args, r, jobs))
                 else:
-                    result = measured(lambda r=root: through_rocbuild(recipes, repos, r, jobs))
+                    result = ggml.measured(
+                        lambda r=root: through_rocbuild(recipes, repos, r, jobs))
                 times[label].append(result)
                 print(f"run {run + 1} {label:>8}: {result[0]:7.2f}s wall, {result[1]:7.2f}s "
                       f"CPU  {ggml.load()}")
