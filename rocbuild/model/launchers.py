@@ -338,10 +338,11 @@ def step_env(launch: Launch | None, stack: Stack, comp: Component,
                 env["CCACHE_MAXSIZE"] = f"{max(launch.max_size // GIB, 1)}Gi"
         # relative paths under the workdir: a recreated or moved build tree still hits
         env["CCACHE_BASEDIR"] = str(launch.workdir)
-        # depend mode: a miss runs the compiler once and reads the headers from the .d file
-        # it writes (CMake's Ninja rules pass -MD), where the default runs the preprocessor
-        # first and the compiler then: that doubled a cold build of small files (issue 25)
-        env["CCACHE_DEPEND"] = "1"
+        # not depend mode (CCACHE_DEPEND): it would spare a miss the preprocessor run, which
+        # costs a real build nothing measurable (ggml: CPU time with ccache on 1.00-1.02x
+        # off), but it hashes the command line instead of the preprocessed source, so a -D
+        # that every object gets and few files read misses everywhere (ggml: 0/25 hits
+        # instead of 24/25 after GGML_SCHED_MAX_COPIES changed; issue 25)
         if compiler_in_prefix(stack, comp):
             # a compiler the stack builds is rebuilt with a new mtime and the same content:
             # hash it by content, so a rebuilt LLVM still hits (a system compiler keeps

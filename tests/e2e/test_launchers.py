@@ -329,3 +329,31 @@ def test_the_users_launcher_in_rocbuild_toml_replaces_ccache(tmp_path: Path) -> 
     assert plan["settings"]["launcher"] == {"value": str(wrapper), "source": f"config {config}"}
     run_cli("build", *flags, "--no-verify", cwd=tmp_path, expect=0)
     assert launched(log) == len(SOURCES)
+
+
+def test_a_define_every_object_gets_recompiles_only_the_files_that_read_it(
+        tmp_path: Path) -> None:
+    """Issue 25: ccache hashes the preprocessed source, so a recipe's -D that reaches every
+    object (GGML_SCHED_MAX_COPIES in ggml) recompiles only the files it changes; the rest hit
+    (its depend mode would hash the command line and miss everywhere)."""
+    for tool in ("git", "cmake", "ninja", "ccache", "gcc"):
+        require_tool(tool)
+    log = tmp_path / "compiles.log"
+    wrapper = counting_compiler(tmp_path / "wrap", log)
+    files = project()
+    files["one.c"] = "int one(void) { return LEVEL; }\n"
+    files["CMakeLists.txt"] = files["CMakeLists.txt"].replace(
+        "add_library(", 'set(LEVEL 1 CACHE STRING "")\nadd_compile_definitions(LEVEL=${LEVEL})\n'
+        "add_library(", 1)
+
+    def recipe(level: int) -> str:
+        return (f'[cmake]\nargs = ["-DCMAKE_C_COMPILER={wrapper}", "-DLEVEL={level}"]\n')
+
+    flags = one_component_stack(tmp_path, "counted", files, recipe(1))
+    run_cli("build", *flags, "--no-verify", expect=0)
+    assert real_compiles(log) == len(SOURCES)
+    (tmp_path / "recipes" / "counted.toml").write_text(
+        (tmp_path / "recipes" / "counted.toml").read_text().replace('"-DLEVEL=1"', '"-DLEVEL=2"'))
+    again = run_cli("build", *flags, "--no-verify", expect=0)
+    assert real_compiles(log) == len(SOURCES) + 1, again.explain()  # one.c only
+    assert "counted: ccache 67% hits (2/3)" in again.stdout, again.explain()
