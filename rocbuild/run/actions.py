@@ -99,6 +99,10 @@ def fetch(ctx: BuildContext, comp: Component, log: Path, outcome: StepOutcome) -
     fetched = sources.fetch(req, step_logger(log), registry=ctx.registry())
     outcome.record.update(commit=fetched.commit, checkout_id=fetched.checkout_id,
                           ref_kind=fetched.ref_kind)
+    if fetched.fresh:
+        ctx.fresh_checkouts.add(comp.checkout)
+    else:
+        ctx.fresh_checkouts.discard(comp.checkout)
     if fetched.saved is not None:
         outcome.warnings.append(f"the old checkout held edits or commits of yours; it was "
                                 f"moved to {fetched.saved} instead of being deleted")
@@ -110,10 +114,14 @@ def patch(ctx: BuildContext, comp: Component, log: Path, outcome: StepOutcome) -
     before = ctx.state.read_stamp(comp.name, "patch") or {}
     if (before.get("inputs") or {}).get("checkout") != fetched.get("checkout_id"):
         before = {}  # a new checkout (the old one was deleted or replaced): no edits in it
+    # a checkout this run's fetch just made holds the commit and nothing else (the run lock
+    # keeps other runs out): no edits to look for (`git status` of llvm-project is slow)
+    fresh = comp.checkout in ctx.fresh_checkouts
+    ctx.fresh_checkouts.discard(comp.checkout)
     applied, saved = patches.apply_series(
         comp.name, comp.checkout_dir, fetched["commit"], [p.path for p in comp.patches],
         step_logger(log), applied_before=before.get("applied"),
-        save_root=saved_dir(ctx, comp), registry=ctx.registry())
+        save_root=saved_dir(ctx, comp), registry=ctx.registry(), fresh=fresh)
     outcome.record["applied"] = applied
     if saved is not None:
         outcome.warnings.append(f"your edits in {comp.checkout_dir} were saved to {saved} "

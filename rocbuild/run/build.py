@@ -66,6 +66,8 @@ class BuildContext:
     _edits: dict[str, dict[str, Any] | None] = field(default_factory=dict, repr=False)
     # which steps the run's Rules found current, until a step starts or ends (runner.py)
     answers: Answers = field(default_factory=Answers, repr=False)
+    # checkouts this run's fetch made anew: nothing in them to look for until the patch step
+    fresh_checkouts: set[str] = field(default_factory=set, repr=False)
 
     @property
     def ready(self) -> bool:

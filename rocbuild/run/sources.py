@@ -255,6 +255,7 @@ class FetchResult:
     checkout_id: str
     saved: Path | None = None  # where an old checkout with the user's work was moved
     ref_kind: str = ""  # tag, commit or branch (`cache push` reads it from the stamp)
+    fresh: bool = False  # a new checkout was made: the pinned commit as git wrote it
 
 
 def _holds_user_work(req: FetchRequest) -> bool:
@@ -311,4 +312,4 @@ def fetch(req: FetchRequest, log: Logger,
     else:
         partial.rename(req.checkout_dir)
     log(f"checked out {commit} in {req.checkout_dir}")
-    return FetchResult(commit, token, saved, ref_kind=kind)
+    return FetchResult(commit, token, saved, ref_kind=kind, fresh=True)

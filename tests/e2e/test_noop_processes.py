@@ -46,15 +46,24 @@ def calls(log: Path) -> list[str]:
 def test_noop_asks_each_checkout_once_and_probes_only_changed_tools(chain: Chain,
                                                                    tmp_path: Path) -> None:
     require_tool("ccache")
-    run_cli("build", *chain.flags(), "--no-verify", "--ccache", "on", expect=0)
     log = tmp_path / "calls.log"
     env = shims(tmp_path / "shims", log)
     flags = [*chain.flags(), "--no-verify", "--ccache", "on"]
 
-    run_cli("build", *flags, env=env, expect=0)  # the shims are new tools: asked once
+    run_cli("build", *flags, env=env, expect=0)  # the first build: the tools are asked once
     first = calls(log)
     assert any(line.startswith("cmake --version") for line in first), first
+    # a checkout the fetch has just made, with no patches, is the commit: the patch step
+    # neither resets it nor asks for edits; the compile's up-to-date check asks once
+    assert not [line for line in first if re.search(r" reset ", line)], first
+    for name in ("alpha", "beta", "gamma"):
+        assert len([line for line in first
+                    if re.search(rf"-C \S*/src/{name} status\b", line)]) == 1, (name, first)
 
+    # ccache is probed while the stack loads, before this run made the workdir's state
+    # folder (a `plan` of a fresh workdir writes nothing): the second run keeps its answer
+    run_cli("build", *flags, env=env, expect=0)
+    calls(log)
     done = run_cli("build", *flags, env=env, expect=0)
     assert "nothing to do" in done.stdout, done.explain()
     again = calls(log)
