@@ -14,7 +14,7 @@ from rocbuild.model import wording
 from rocbuild.model.graph import load_stack
 from rocbuild.model.settings import Settings
 from rocbuild.prefix import prefixguard
-from rocbuild.run import cache_install, continuation, engine, lifecycle, status
+from rocbuild.run import cache_install, continuation, engine, lifecycle
 from rocbuild.run.build import BuildContext
 
 if TYPE_CHECKING:
@@ -68,13 +68,13 @@ def make_output(args: argparse.Namespace) -> Output:
     return Output(sys.stdout, show_build_output=not args.quiet)
 
 
-def expected_steps(ctx: BuildContext, requested: list[str]) -> dict[tuple[str, str],
-                                                                     float | None]:
-    """The steps this run will start (those status shows as not done; the same rule the
-    build uses) with each one's expected seconds, for the whole-run ETA."""
-    report = status.collect(ctx.rule, ctx.settings, requested)
-    return {(c.name, s.step): ctx.expected_seconds(ctx.component(c.name), s.step)
-            for c in report.components for s in c.steps if s.state != status.DONE}
+def expected_steps(ctx: BuildContext) -> dict[tuple[str, str], float | None]:
+    """The steps this run will start (the up-to-date rule's ``next_runs``, which status's
+    "not done" is made of; without status's reasons and records) with each one's expected
+    seconds, for the whole-run ETA."""
+    runs = ctx.rule.next_runs(ctx.stack.selected())
+    return {(name, step): ctx.expected_seconds(ctx.component(name), step)
+            for (name, step), will_run in runs.items() if will_run}
 
 
 def _print_verify(report: VerifyReport, out: Console) -> None:
@@ -105,7 +105,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
 
         cache_install.served(ctx, cache.Trust.default(args.allow_unsigned))
     components = list(args.components) or list(stack.order)
-    ctx.output.run_planned(expected_steps(ctx, list(args.components)))
+    ctx.output.run_planned(expected_steps(ctx))
     if not args.json:
         return engine.build(ctx, components, whole, reports(), parallel=settings.parallel,
                             keep_going=args.keep_going, verify=args.verify,
