@@ -20,7 +20,11 @@ def write_text_atomic(path: Path, text: str, mode: int | None = None) -> None:
     one, never a part: a temp file in the same folder, fsynced, then renamed over it. A full
     disk or a read-only file system is one message (faults.py). ``mode``: the file's
     permissions whatever the umask (files in the prefix are read by every user). The one
-    atomic writer: state, build-info, env files, activation state and bench reports."""
+    atomic writer: state, build-info, env files, activation state and bench reports. A file
+    that already holds ``text`` (a regular file, with ``mode``) is left as it is: a no-op
+    run rewrote its env files and records with an fsync each (issue 25)."""
+    if _holds(path, text, mode):
+        return
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     with faults.writing(path):
         try:
@@ -35,6 +39,21 @@ def write_text_atomic(path: Path, text: str, mode: int | None = None) -> None:
         finally:
             with contextlib.suppress(OSError):
                 tmp.unlink()
+
+
+def _holds(path: Path, text: str, mode: int | None) -> bool:
+    """``path`` is a regular file (not a link) whose content is ``text`` and, when given,
+    whose permissions are ``mode``."""
+    try:
+        st = os.lstat(path)
+        if not stat.S_ISREG(st.st_mode) or (mode is not None and
+                                            stat.S_IMODE(st.st_mode) != mode):
+            return False
+        if st.st_size != len(text.encode("utf-8")):
+            return False
+        return path.read_bytes() == text.encode("utf-8")
+    except (OSError, UnicodeError):
+        return False
 
 
 def write_json_atomic(path: Path, doc: Any) -> None:

@@ -24,11 +24,12 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO
 
-import psutil
+from rocbuild.files import read_json, read_regular, write_json_atomic
 
-from rocbuild.files import read_regular
+if TYPE_CHECKING:
+    import psutil
 
 LineSink = Callable[[str], None]
 
@@ -76,6 +77,8 @@ class ChildRegistry:
         if self.folder is None:
             return
         self.folder.mkdir(parents=True, exist_ok=True)
+        import psutil  # loaded when a child is watched or killed (issue 25: not per command)
+
         try:
             started = psutil.Process(proc.pid).create_time()
         except psutil.Error:
@@ -106,9 +109,12 @@ class ChildRegistry:
         killed, for the log. A recorded pid reused by an unrelated process is left alone
         (its create time differs)."""
         killed: list[str] = []
-        if self.folder is None or not self.folder.is_dir():
+        left = sorted(self.folder.glob("*.json")) if self.folder is not None else []
+        if not left:  # the usual case: the last run ended its children
             return killed
-        for file in sorted(self.folder.glob("*.json")):
+        import psutil  # loaded when a child is watched or killed (issue 25: not per command)
+
+        for file in left:
             try:
                 doc = json.loads(read_regular(file).decode())
             except (OSError, ValueError):
@@ -128,6 +134,8 @@ class ChildRegistry:
 
 
 def _descendants(proc: Popen) -> list[psutil.Process]:
+    import psutil  # loaded when a child is watched or killed (issue 25: not per command)
+
     try:
         return psutil.Process(proc.pid).children(recursive=True)
     except psutil.Error:
@@ -136,6 +144,8 @@ def _descendants(proc: Popen) -> list[psutil.Process]:
 
 def _signal_tree(proc: Popen, kids: Sequence[psutil.Process], signum: int) -> None:
     """``signum`` to the child's process group and to any descendant that left it."""
+    import psutil  # loaded when a child is watched or killed (issue 25: not per command)
+
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, signum)
     for kid in kids:
@@ -146,6 +156,8 @@ def _signal_tree(proc: Popen, kids: Sequence[psutil.Process], signum: int) -> No
 def kill_tree(proc: Popen, grace: float = 5.0) -> None:
     """SIGTERM the child's process group and any descendant that left it, then SIGKILL what
     is still alive after ``grace`` seconds."""
+    import psutil  # loaded when a child is watched or killed (issue 25: not per command)
+
     kids = _descendants(proc)
     _signal_tree(proc, kids, signal.SIGTERM)
     _, alive = psutil.wait_procs(kids, timeout=grace)
@@ -177,6 +189,8 @@ class _PeakSampler(threading.Thread):
         self._stop_event = threading.Event()
 
     def run(self) -> None:
+        import psutil  # loaded when a child is watched or killed (issue 25: not per command)
+
         try:
             root = psutil.Process(self.pid)
         except psutil.Error:
@@ -426,3 +440,45 @@ def run_capture(argv: Sequence[str], *, timeout: float | None = 30.0, cwd: Path 
     finally:
         if registry is not None:
             registry.remove(proc)
+
+
+def _file_key(path: str) -> list[Any] | None:
+    """What identifies a program or data file's content without reading it: its resolved
+    path, size, mtime and inode (an upgrade or an update-alternatives switch changes one)."""
+    try:
+        real = os.path.realpath(path)
+        st = os.stat(real)
+    except OSError:
+        return None
+    return [real, st.st_size, st.st_mtime_ns, st.st_ino]
+
+
+def run_probe(argv: Sequence[str], *, memo: Path | None, reads: Sequence[Path] = (),
+              timeout: float = 30.0) -> Captured | None:
+    """``run_capture`` for a read-only probe whose answer depends only on the program (an
+    absolute path) and the files in ``reads`` (dpkg-query: its status database): the answer
+    is kept in the JSON file ``memo``, keyed by the command line and each file's
+    ``_file_key``, and given again while none of them changed, so a rerun does not start
+    `cmake --version` and friends once more (issue 25). ``memo`` is written only where its
+    folder exists (a `plan` of a fresh workdir creates nothing); a probe that could not
+    start or timed out is not kept."""
+    argv = [str(a) for a in argv]
+    if memo is None or not os.path.isabs(argv[0]):
+        return run_capture(argv, timeout=timeout)
+    files = [_file_key(p) for p in (argv[0], *map(str, reads))]
+    if None in files:
+        return run_capture(argv, timeout=timeout)
+    command = shlex.join(argv)
+    kept = read_json(memo) or {}
+    answer = kept.get(command)
+    if isinstance(answer, dict) and answer.get("files") == files:
+        with contextlib.suppress(KeyError, TypeError, ValueError):
+            return Captured(int(answer["returncode"]), str(answer["stdout"]),
+                            str(answer["stderr"]))
+    done = run_capture(argv, timeout=timeout)
+    if done is not None and done.returncode is not None and memo.parent.is_dir():
+        kept[command] = {"files": files, "returncode": done.returncode, "stdout": done.stdout,
+                         "stderr": done.stderr}
+        with contextlib.suppress(OSError):  # a full disk costs the next run one probe
+            write_json_atomic(memo, kept)
+    return done

@@ -18,6 +18,7 @@ Fix texts may hold placeholders filled from ``context`` (``<prefix>``, ``<compon
 
 from __future__ import annotations
 
+import functools
 import re
 import sys
 from collections.abc import Mapping, Sequence
@@ -73,15 +74,32 @@ def load_patterns(file: Path = DATA_FILE) -> tuple[Pattern, ...]:
         for row in doc["pattern"])
 
 
-PATTERNS: tuple[Pattern, ...] = load_patterns()
-MEMORY_DIAGNOSES = frozenset(p.id for p in PATTERNS if p.memory)
+@functools.cache
+def patterns() -> tuple[Pattern, ...]:
+    """The shipped table, read and compiled when first needed: most commands never diagnose
+    a log, and compiling every regex cost each of them several ms at import (issue 25)."""
+    return load_patterns()
+
+
+@functools.cache
+def memory_diagnoses() -> frozenset[str]:
+    return frozenset(p.id for p in patterns() if p.memory)
+
+
+def __getattr__(name: str) -> object:
+    """``PATTERNS`` and ``MEMORY_DIAGNOSES``, as module constants read on first use."""
+    if name == "PATTERNS":
+        return patterns()
+    if name == "MEMORY_DIAGNOSES":
+        return memory_diagnoses()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def is_memory_death(lines: Sequence[str]) -> bool:
     """The log ends the way a compiler, linker or Tensile ends when the kernel kills it for
     memory (the rows marked ``memory = true``)."""
     found = diagnose(lines)
-    return found is not None and found.id in MEMORY_DIAGNOSES
+    return found is not None and found.id in memory_diagnoses()
 
 
 def _fill(text: str, match: re.Match[str], context: Mapping[str, str]) -> str:
@@ -103,7 +121,7 @@ def diagnose(lines: Sequence[str], *, context: Mapping[str, str] | None = None
     line of that pattern is reported. ``context`` fills ``<prefix>``, ``<component>`` and
     ``<workdir>`` in the fix. None when nothing in the table matches."""
     cleaned = [clean(line) for line in lines]
-    for pattern in PATTERNS:
+    for pattern in patterns():
         for line in reversed(cleaned):
             match = pattern.search(line)
             if match:

@@ -14,8 +14,6 @@ import re
 import time
 from pathlib import Path
 
-import psutil
-
 from rocbuild.model.resources import HostSnapshot
 
 
@@ -94,6 +92,8 @@ def snapshot(root: Path = Path("/")) -> HostSnapshot:
     quota = cgroup_cpu_quota(root)
     if quota is not None and math.ceil(quota) < cpus:
         cpus, cpu_reason = max(1, math.ceil(quota)), f"{math.ceil(quota)} CPUs (cgroup quota)"
+    import psutil  # loaded when the host is measured (issue 25: not per command)
+
     vm, sw = psutil.virtual_memory(), psutil.swap_memory()
     mem, swap, mem_reason = int(vm.available), int(sw.free), "memory"
     mem_room, swap_room = cgroup_memory_room(root)

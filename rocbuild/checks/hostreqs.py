@@ -106,6 +106,24 @@ def run_tool(argv: Sequence[str]) -> tuple[int, str] | None:
     return done.returncode, done.stdout
 
 
+# what a probe's answer reads besides the program: dpkg-query answers from dpkg's database
+PROBE_READS: Mapping[str, tuple[Path, ...]] = {"dpkg-query": (Path("/var/lib/dpkg/status"),)}
+
+
+def kept_run_tool(memo: Path) -> RunTool:
+    """``run_tool`` whose answers are kept in ``memo`` while the program (and what it reads,
+    PROBE_READS) is unchanged (proc.run_probe): a rerun does not ask again."""
+
+    def run(argv: Sequence[str]) -> tuple[int, str] | None:
+        reads = PROBE_READS.get(Path(argv[0]).name, ())
+        done = proc.run_probe(argv, memo=memo, reads=reads)
+        if done is None or done.returncode is None:
+            return None
+        return done.returncode, done.stdout
+
+    return run
+
+
 @dataclass(frozen=True)
 class Probe:
     path: str  # the PATH the build will run with

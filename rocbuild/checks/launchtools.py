@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import shutil
 from collections.abc import Callable
+from pathlib import Path
 
 from rocbuild import proc
 from rocbuild.model.graph import Stack
@@ -25,12 +26,14 @@ from rocbuild.model.launchers import (
     version_text,
 )
 from rocbuild.model.settings import Settings
+from rocbuild.model.workdir import Workdir
 
 
 @functools.lru_cache(maxsize=8)
-def ccache_version(path: str) -> tuple[int, ...] | None:
-    """``ccache --version`` read once per process and program."""
-    done = proc.run_capture([path, "--version"], timeout=30)
+def ccache_version(path: str, memo: Path | None = None) -> tuple[int, ...] | None:
+    """``ccache --version`` read once per process and program; with ``memo`` (the workdir's
+    probe answers) an unchanged ccache is not asked again in a later run either."""
+    done = proc.run_probe([path, "--version"], memo=memo)
     return parse_ccache_version(done.stdout) if done is not None else None
 
 
@@ -41,7 +44,8 @@ def find(settings: Settings, which: Callable[[str], str | None] | None = None) -
     ccache = which("ccache")
     return HostTools(
         ccache=ccache,
-        ccache_version=ccache_version(ccache) if ccache and settings.ccache != "off" else None,
+        ccache_version=(ccache_version(ccache, Workdir.shared(settings.workdir).probes)
+                        if ccache and settings.ccache != "off" else None),
         distcc=which("distcc") if settings.distcc else None)
 
 

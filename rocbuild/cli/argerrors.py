@@ -31,6 +31,21 @@ def _subparsers(parser: argparse.ArgumentParser) -> argparse._SubParsersAction |
                 None)
 
 
+def command_words(argv: Sequence[str]) -> list[tuple[int, str]]:
+    """The words of ``argv`` that are not options or the values of global options (``--workdir
+    build`` is not the command `build`), with their places: the command and its arguments."""
+    words: list[tuple[int, str]] = []
+    skip = False
+    for i, token in enumerate(argv):
+        if skip:
+            skip = False
+        elif token.startswith("-"):
+            skip = token in _GLOBAL_FLAGS  # --flag value (not --flag=value)
+        else:
+            words.append((i, token))
+    return words
+
+
 def command_path(parser: argparse.ArgumentParser, argv: Sequence[str]
                  ) -> tuple[list[str], argparse.ArgumentParser]:
     """The (sub)command words in ``argv`` (``['cache', 'push']``) and the parser of the last

@@ -5,17 +5,22 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from typing import TYPE_CHECKING
 
-from rocbuild.cli import build_report, cmd_verify, ui
+from rocbuild.cli import ui
 from rocbuild.cli.output import Output
-from rocbuild.cli.progress import LiveOutput
 from rocbuild.errors import RocbuildError
 from rocbuild.model import wording
 from rocbuild.model.graph import load_stack
 from rocbuild.model.settings import Settings
 from rocbuild.prefix import prefixguard
-from rocbuild.run import cache, cache_install, continuation, engine, lifecycle, status
+from rocbuild.run import cache_install, continuation, engine, lifecycle
 from rocbuild.run.build import BuildContext
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from rocbuild.checks.verify import VerifyReport
 
 
 def register(sub: argparse._SubParsersAction, parents: list[argparse.ArgumentParser]) -> None:
@@ -57,32 +62,38 @@ def make_output(args: argparse.Namespace) -> Output:
     if getattr(args, "json", False):  # stdout is the JSON document's
         return Output(sys.stderr, show_build_output=not args.quiet)
     if sys.stdout.isatty() and not args.verbose:
+        from rocbuild.cli.progress import LiveOutput  # rich's live display: terminals only
+
         return LiveOutput(sys.stdout)
     return Output(sys.stdout, show_build_output=not args.quiet)
 
 
-def expected_steps(ctx: BuildContext, requested: list[str]) -> dict[tuple[str, str],
-                                                                     float | None]:
-    """The steps this run will start (those status shows as not done; the same rule the
-    build uses) with each one's expected seconds, for the whole-run ETA. A component the
-    binary cache serves runs its cache step only: a download, with no build time to expect."""
-    report = status.collect(ctx.rule, ctx.settings, requested)
+def expected_steps(ctx: BuildContext) -> dict[tuple[str, str], float | None]:
+    """The steps this run will start (the up-to-date rule's ``next_runs``, which status's
+    "not done" is made of; without status's reasons and records) with each one's expected
+    seconds, for the whole-run ETA. A component the binary cache serves runs its cache step
+    only: a download, with no build time to expect."""
     served = cache_install.served(ctx)
     expected: dict[tuple[str, str], float | None] = {}
-    for c in report.components:
-        for s in c.steps:
-            if s.state == status.DONE:
-                continue
-            if c.name in served:
-                expected[(c.name, "cache")] = None
-            else:
-                expected[(c.name, s.step)] = ctx.expected_seconds(ctx.component(c.name), s.step)
+    for (name, step), will_run in ctx.rule.next_runs(ctx.stack.selected()).items():
+        if not will_run:
+            continue
+        if name in served:
+            expected[(name, "cache")] = None
+        else:
+            expected[(name, step)] = ctx.expected_seconds(ctx.component(name), step)
     return expected
+
+
+def _print_verify(report: VerifyReport, out: Console) -> None:
+    from rocbuild.cli import cmd_verify  # the checks it draws are imported when verify ran
+
+    cmd_verify.print_report(report, out)
 
 
 def reports() -> lifecycle.Reports:
     """How a build's end is shown: ui's summary table and the verify command's report."""
-    return lifecycle.Reports(summary=ui.print_build_summary, verify=cmd_verify.print_report)
+    return lifecycle.Reports(summary=ui.print_build_summary, verify=_print_verify)
 
 
 def run(args: argparse.Namespace, settings: Settings) -> int:
@@ -97,14 +108,18 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     ctx.output.say(f"rocbuild: {wording.count(len(stack.order), 'component')} for "
                    f"{', '.join(str(t) for t in stack.targets)} into {stack.prefix} "
                    f"(workdir {stack.workdir})")
-    # a bad --cache is bad input now, not an error inside doit
-    cache_install.served(ctx, cache.Trust.default(args.allow_unsigned))
+    if settings.cache:  # a bad --cache is bad input now, not an error inside doit
+        from rocbuild.run import cache
+
+        cache_install.served(ctx, cache.Trust.default(args.allow_unsigned))
     components = list(args.components) or list(stack.order)
-    ctx.output.run_planned(expected_steps(ctx, list(args.components)))
+    ctx.output.run_planned(expected_steps(ctx))
     if not args.json:
         return engine.build(ctx, components, whole, reports(), parallel=settings.parallel,
                             keep_going=args.keep_going, verify=args.verify,
                             out=ui.console(ctx.output.stream))
+    from rocbuild.cli import build_report  # --json only
+
     summary = ui.console(sys.stderr)
     try:
         code = engine.build(ctx, components, whole, reports(), parallel=settings.parallel,

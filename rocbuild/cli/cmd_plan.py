@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Collection
+from typing import TYPE_CHECKING
 
 from rich.markup import escape
 
@@ -16,9 +18,27 @@ from rocbuild.model.graph import load_stack
 from rocbuild.model.plan import Plan, build_plan, to_json
 from rocbuild.model.settings import Settings
 from rocbuild.model.steptable import steps_of
-from rocbuild.run import basememo, cache, outcome, status
+from rocbuild.run import basememo, outcome, status
 from rocbuild.run.state import StateDir
-from rocbuild.run.uptodate import Rule
+from rocbuild.run.uptodate import Answers, Rule
+
+if TYPE_CHECKING:
+    from rocbuild.model.graph import Component
+    from rocbuild.run import cache
+
+
+class NoCacheLines:
+    """cache.PlanLines without a `cache` setting: no component is served, nothing to
+    download."""
+
+    def __init__(self) -> None:
+        self.downloads: dict[str, int] = {}
+
+    def __call__(self, comp: Component) -> str:
+        return ""
+
+    def total(self, done: Collection[str] = ()) -> str:
+        return ""
 
 
 def register(sub: argparse._SubParsersAction, parents: list[argparse.ArgumentParser]) -> None:
@@ -55,13 +75,19 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     # plan shows the launchers a build would use on this host: probe them as a run does
     stack = launchtools.launching(load_stack(settings, args.components), settings)
     # each component's state from the workdir's stamps (done / failed / stale / pending)
-    rule = Rule(stack, StateDir.of(stack))  # read-only: no build context, no output
+    # read-only: no build context, no output; the state walk and the pending list ask the
+    # same questions, so they share the answers (nothing runs meanwhile)
+    rule = Rule(stack, StateDir.of(stack), _answers=Answers())
     states = {c.name: c.state for c in status.collect(rule, settings).components}
     pending = [c.name for c in cost.pending_components(stack,
                                                        rule.next_runs(stack.selected()))]
     host = hostload.snapshot()
-    lines = cache.plan_lines(settings, stack, rule.state,
-                             cache.Trust.default(args.allow_unsigned))
+    lines: cache.PlanLines | NoCacheLines = NoCacheLines()
+    if settings.cache:  # the binary cache's modules (archives, HTTP, signatures) only then
+        from rocbuild.run import cache
+
+        lines = cache.plan_lines(settings, stack, rule.state,
+                                 cache.Trust.default(args.allow_unsigned))
     offers = {c.name: lines(c) for c in stack.selected()}  # asks the cache once each
     # what a build installs from the cache: each usable artifact of a component not done
     served = {n: size for n, size in lines.downloads.items() if states[n] != "done"}

@@ -35,7 +35,7 @@ from rocbuild.run.status import (
     to_json,
     tried_outside,
 )
-from rocbuild.run.uptodate import Rule
+from rocbuild.run.uptodate import Answers, Rule
 
 STATE_STYLE = {"done": "green", "failed": "bold red", "stale": "yellow", "pending": "dim",
                "running": "bold cyan", "unproven": "yellow"}
@@ -62,11 +62,12 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     if note is not None:  # the last build in this workdir, when the default prefix has none
         print(f"rocbuild: note: {note}", file=sys.stderr)
         settings, stack = viewed, load_stack(viewed, args.components)
-    rule = Rule(stack, StateDir.of(stack))
+    # read-only: nothing runs, so the rule's answers are kept for the whole report
+    rule = Rule(stack, StateDir.of(stack), _answers=Answers())
     tried = [] if args.components else tried_outside(rule)
     if tried:  # plain status covers every component this workdir tried, and what it needs
         stack = load_stack(settings, [*stack.order, *tried])
-        rule = Rule(stack, StateDir.of(stack))
+        rule = Rule(stack, StateDir.of(stack), _answers=Answers())
     report = collect(rule, settings, list(args.components))
     if args.json:
         json.dump(to_json(report), sys.stdout, indent=2)

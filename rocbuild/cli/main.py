@@ -21,6 +21,7 @@ from rocbuild.errors import EXIT_BAD_INPUT, EXIT_INTERRUPTED, RocbuildError, fit
 from rocbuild.model import settings
 from rocbuild.run import basememo
 
+COMMAND_PACKAGE = "rocbuild.cli.cmd_"
 # Subcommand modules, in the order `rocbuild --help` lists them.
 COMMAND_MODULES = (
     "rocbuild.cli.cmd_plan",
@@ -42,6 +43,7 @@ COMMAND_MODULES = (
 
 _root: argparse.ArgumentParser | None = None  # the top parser and the argv being parsed,
 _argv: list[str] = []  # so a subcommand's refusal can name the command path it belongs to
+_partial = False  # _root holds only the chosen command (build_parser's ``only``)
 
 
 class Parser(argparse.ArgumentParser):
@@ -49,6 +51,9 @@ class Parser(argparse.ArgumentParser):
     what is wrong with a did-you-mean, a ``TIP:`` line, exit 2 (argerrors.py words them)."""
 
     def error(self, message: str) -> NoReturn:
+        global _root, _partial
+        if _partial:  # the refusal is worded with every command (did-you-mean, the path)
+            _root, _partial = build_parser(), False
         if message.startswith("the following arguments are required: COMMAND"):
             text = help_text.no_command(self).rstrip("\n")
             sys.stderr.write(fit_terminal(text, sys.stderr) + "\n")
@@ -57,7 +62,11 @@ class Parser(argparse.ArgumentParser):
         raise SystemExit(report(exc, sys.stderr))
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The whole command line, or with ``only`` one subcommand's parser: each cmd_*.py
+    imports what its command runs (doit, GitPython, the bench and check modules), so
+    `rocbuild status` does not pay for importing `build` and `bench` (issue 25). An error
+    or help that needs the other commands builds the whole parser (``Parser.error``)."""
     # the global options, shown in full by `rocbuild --help` and `rocbuild help options`;
     # each subcommand accepts them too but lists only its own (plus a pointer to these)
     common = Parser(add_help=False)
@@ -76,16 +85,32 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
     sub.required = True
     for module_name in COMMAND_MODULES:
-        importlib.import_module(module_name).register(sub, [hidden])
+        if only is None or module_name == f"{COMMAND_PACKAGE}{only.replace('-', '_')}":
+            importlib.import_module(module_name).register(sub, [hidden])
     help_text.add_help_command(sub, parser)
     help_text.attach(sub)
     return parser
 
 
+def chosen_command(argv: Sequence[str]) -> str | None:
+    """The subcommand ``argv`` runs, when it is one whose parser alone can parse it; None for
+    `help`, a bare `rocbuild`, --help/--version before the command, or an unknown word."""
+    names = {m.removeprefix(COMMAND_PACKAGE).replace("_", "-") for m in COMMAND_MODULES}
+    words = argerrors.command_words(argv)
+    if not words or words[0][1] not in names:
+        return None
+    place, command = words[0]
+    if any(token in ("-h", "--help", "--version") for token in argv[:place]):
+        return None
+    return command
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    global _root, _argv
-    parser = build_parser()
-    _root, _argv = parser, list(sys.argv[1:] if argv is None else argv)
+    global _root, _argv, _partial
+    _argv = list(sys.argv[1:] if argv is None else argv)
+    only = chosen_command(_argv)
+    parser = build_parser(only)
+    _root, _partial = parser, only is not None
     args = parser.parse_args(argv)
     args.argv = list(sys.argv[1:] if argv is None else argv)  # for "continue with" lines
     flags = {o.name: getattr(args, o.name) for o in settings.OPTIONS if hasattr(args, o.name)}

@@ -6,24 +6,25 @@ from __future__ import annotations
 import re
 import sys
 from collections.abc import Sequence
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from rich.cells import cell_len
 from rich.console import Console
 from rich.markup import escape
-from rich.table import Table
 from rich.text import Text
 
 from rocbuild.checks.diagnose import diagnose
 from rocbuild.model import wording
 from rocbuild.model.cost import summary_lines
 from rocbuild.model.graph import Stack
-from rocbuild.model.plan import Plan, to_json
 from rocbuild.model.resources import format_gib
 from rocbuild.model.steps import shell_line
 from rocbuild.model.steptable import venv_commands
 from rocbuild.run import launchstats
 from rocbuild.run.outcome import CURRENT, SERVED, StepOutcome
+
+if TYPE_CHECKING:  # the plan's model (roads, cost) loads for `plan`, not for every command
+    from rocbuild.model.plan import Plan
 
 
 class FittedConsole(Console):
@@ -92,6 +93,8 @@ def console(stream: TextIO | None = None) -> FittedConsole:
 
 def print_plan(plan: Plan, out: Console) -> None:
     """The plan's header and settings; the table follows (plan_table.py)."""
+    from rocbuild.model.plan import to_json
+
     doc = to_json(plan)
     stack = plan.stack
     out.print(f"[bold]rocbuild plan[/] — {escape(doc['stack'])} {escape(stack.version)} for "
@@ -184,14 +187,16 @@ def print_build_summary(outcomes: Sequence[StepOutcome], stack: Stack, command: 
     heading = (f"rocbuild: {wording.count(len(ran), 'step')} run, {len(current)} already "
                "current" + (f", {len(served)} served from cache" if served else "")
                + f", {seconds:.1f}s")
-    table = Table()
-    for column in ("component", "step", "time", "jobs", "result"):
-        table.add_column(column)
-    for o in ran:
-        style = {"done": "green", "failed": "bold red"}.get(o.result, "")
-        table.add_row(escape(o.component), o.step, f"{o.seconds:.1f}s",
-                      str(o.jobs or "-"), f"[{style}]{o.result}[/]")
     if ran:
+        from rich.table import Table  # only when a step ran: a no-op prints one line
+
+        table = Table()
+        for column in ("component", "step", "time", "jobs", "result"):
+            table.add_column(column)
+        for o in ran:
+            style = {"done": "green", "failed": "bold red"}.get(o.result, "")
+            table.add_row(escape(o.component), o.step, f"{o.seconds:.1f}s",
+                          str(o.jobs or "-"), f"[{style}]{o.result}[/]")
         out.print(heading)
         out.print(table)
     elif not interrupted:

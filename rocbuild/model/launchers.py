@@ -328,6 +328,20 @@ def toolchain_files(roots: Iterable[Path]) -> list[Path]:
     return files
 
 
+# how a CMake build names its compilers: -DCMAKE_<LANG>_COMPILER, or the variables CMake reads
+_COMPILER_ARG = re.compile(r"^-DCMAKE_(?:C|CXX|HIP|Fortran)_COMPILER(?::[A-Za-z]+)?=(.+)$")
+COMPILER_VARIABLES = ("CC", "CXX", "HIPCXX", "FC")
+
+
+def compiler_in_prefix(stack: Stack, comp: Component) -> bool:
+    """Whether a compiler ``comp`` names (its recipe's -DCMAKE_<LANG>_COMPILER or CC, CXX,
+    HIPCXX, FC) lives in the prefix, which the stack rebuilds (LLVM's clang, hipcc, the
+    amdclang++ links); a --base's or the system's compilers change only with an upgrade."""
+    named = [m.group(1) for arg in comp.cmake_args if (m := _COMPILER_ARG.match(arg))]
+    named += [value for key, value in comp.env if key in COMPILER_VARIABLES]
+    return any(Path(path).is_relative_to(stack.prefix) for path in named if path)
+
+
 def step_env(launch: Launch | None, stack: Stack, comp: Component,
              base: Mapping[str, str]) -> dict[str, str]:
     """The variables rocbuild sets for ``comp``'s steps (the caller merges them)."""
@@ -344,8 +358,16 @@ def step_env(launch: Launch | None, stack: Stack, comp: Component,
                 env["CCACHE_MAXSIZE"] = f"{max(launch.max_size // GIB, 1)}Gi"
         # relative paths under the workdir: a recreated or moved build tree still hits
         env["CCACHE_BASEDIR"] = str(launch.workdir)
-        # the compilers are built into the prefix and rebuilt: hash them by content, not mtime
-        env["CCACHE_COMPILERCHECK"] = "content"
+        # not depend mode (CCACHE_DEPEND): it would spare a miss the preprocessor run, which
+        # costs a real build nothing measurable (ggml: CPU time with ccache on 1.00-1.02x
+        # off), but it hashes the command line instead of the preprocessed source, so a -D
+        # that every object gets and few files read misses everywhere (ggml: 0/25 hits
+        # instead of 24/25 after GGML_SCHED_MAX_COPIES changed; issue 25)
+        if compiler_in_prefix(stack, comp):
+            # a compiler the stack builds is rebuilt with a new mtime and the same content:
+            # hash it by content, so a rebuilt LLVM still hits (a system compiler keeps
+            # ccache's default, mtime and size)
+            env["CCACHE_COMPILERCHECK"] = "content"
         env["CCACHE_STATSLOG"] = str(stats_log(launch.workdir, comp.name))
         extra = toolchain_files(stack.search_prefixes)
         if extra:

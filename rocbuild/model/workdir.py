@@ -169,6 +169,11 @@ class Workdir:
         return self.state / "base.json"
 
     @property
+    def probes(self) -> Path:
+        """The kept answers of host probes (proc.run_probe: tool versions, dpkg-query)."""
+        return self.state / "probes.json"
+
+    @property
     def registry(self) -> Path:
         return registry_path(self.root)
 

@@ -16,6 +16,8 @@ its targets, and an override for a natively supported GPU causes memory faults
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import re
 import shlex
 from collections.abc import Callable
@@ -230,10 +232,20 @@ def quote_tcl(value: str) -> str:
     return '"' + re.sub(r'([\\"$\[\]{}])', r"\\\1", value).replace("\n", "\\n") + '"'
 
 
-def _environment() -> jinja2.Environment:
+@functools.cache
+def _environment(compiled: Path | None = None) -> jinja2.Environment:
+    """The templates' environment; ``compiled``: a folder where jinja2 keeps each template's
+    compiled code (checked against the template's text), so a run does not compile the four
+    templates again (a no-op build spent most of its finish phase there, issue 25)."""
+    cache = None
+    if compiled is not None:
+        with contextlib.suppress(OSError):  # no folder: compile as before
+            compiled.mkdir(parents=True, exist_ok=True)
+            cache = jinja2.FileSystemBytecodeCache(str(compiled))
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(_TEMPLATES)),
                              undefined=jinja2.StrictUndefined, autoescape=False,
-                             trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True)
+                             trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True,
+                             bytecode_cache=cache)
     quotes = {"sh": quote_sh, "fish": quote_fish, "lua": quote_lua, "tcl": quote_tcl}
     env.filters.update(quotes)
     env.filters.update({f"{language}_value": _value_filter(language, quote)
@@ -241,10 +253,11 @@ def _environment() -> jinja2.Environment:
     return env
 
 
-def render(spec: EnvSpec, shell: str) -> str:
-    """The text of the file for ``shell`` (bash, zsh, fish or lmod)."""
+def render(spec: EnvSpec, shell: str, compiled: Path | None = None) -> str:
+    """The text of the file for ``shell`` (bash, zsh, fish or lmod); ``compiled``: where the
+    compiled templates are kept (``_environment``)."""
     relative_path(spec, shell)  # validates the shell name
-    template = _environment().get_template(_TEMPLATE_OF[shell])
+    template = _environment(compiled).get_template(_TEMPLATE_OF[shell])
     return template.render(prefix=str(spec.prefix), version=spec.version,
                            targets=list(spec.targets), module_version=spec.module_version,
                            module_name=spec.module_name, stack_name=spec.name,
@@ -252,13 +265,15 @@ def render(spec: EnvSpec, shell: str) -> str:
                            tune=spec.tune, tune_variables=TUNE_VARIABLES)
 
 
-def write_env_files(spec: EnvSpec, say: Callable[[str], None] | None = None) -> list[Path]:
+def write_env_files(spec: EnvSpec, say: Callable[[str], None] | None = None,
+                    compiled: Path | None = None) -> list[Path]:
     """Write env.sh, env.fish and the Lmod and Tcl modulefiles into the prefix (atomically,
     so a shell sourcing them meanwhile sees a whole file); a user's edit of one is kept aside
     first and ``say`` tells where (ownfiles.py). Returns the paths written."""
     written = []
     for shell in ("bash", "fish", "lmod", "tcl"):
         rel = relative_path(spec, shell)
-        ownfiles.write(spec.prefix, rel.as_posix(), render(spec, shell), PREFIX_FILE_MODE, say)
+        ownfiles.write(spec.prefix, rel.as_posix(), render(spec, shell, compiled),
+                       PREFIX_FILE_MODE, say)
         written.append(spec.prefix / rel)
     return written

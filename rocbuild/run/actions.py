@@ -12,7 +12,6 @@ import json
 import os
 import shutil
 import sys
-import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -62,7 +61,7 @@ def ensure_build_id(build_dir: Path) -> str:
     tree lives, new when the tree was deleted or replaced (then compile runs again)."""
     current = build_id(build_dir)
     if current is None:
-        current = uuid.uuid4().hex
+        current = os.urandom(16).hex()  # a run id: 128 random bits (uuid4's)
         write_text_atomic(build_dir / BUILD_ID_FILE, current + "\n")
     return current
 
@@ -81,7 +80,7 @@ def write_stamp(ctx: BuildContext, comp: Component, step: str, outcome: StepOutc
     if inputs is None or expected is None:
         raise BuildFailed(f"{comp.name}: {step} ran before its input steps were recorded")
     extra: dict[str, Any] = {
-        "run": uuid.uuid4().hex, "seconds": round(seconds, 1), "jobs": outcome.jobs,
+        "run": os.urandom(16).hex(), "seconds": round(seconds, 1), "jobs": outcome.jobs,
         "peak_rss": outcome.peak_rss, "inputs": inputs, "oom_retries": outcome.oom_retries,
         "warnings": outcome.warnings, **outcome.record}
     ctx.state.write_stamp(comp.name, step, expected, **extra)
@@ -101,6 +100,10 @@ def fetch(ctx: BuildContext, comp: Component, log: Path, outcome: StepOutcome) -
     fetched = sources.fetch(req, step_logger(log), registry=ctx.registry())
     outcome.record.update(commit=fetched.commit, checkout_id=fetched.checkout_id,
                           ref_kind=fetched.ref_kind)
+    if fetched.fresh:
+        ctx.fresh_checkouts.add(comp.checkout)
+    else:
+        ctx.fresh_checkouts.discard(comp.checkout)
     if fetched.saved is not None:
         outcome.warnings.append(f"the old checkout held edits or commits of yours; it was "
                                 f"moved to {fetched.saved} instead of being deleted")
@@ -112,10 +115,14 @@ def patch(ctx: BuildContext, comp: Component, log: Path, outcome: StepOutcome) -
     before = ctx.state.read_stamp(comp.name, "patch") or {}
     if (before.get("inputs") or {}).get("checkout") != fetched.get("checkout_id"):
         before = {}  # a new checkout (the old one was deleted or replaced): no edits in it
+    # a checkout this run's fetch just made holds the commit and nothing else (the run lock
+    # keeps other runs out): no edits to look for (`git status` of llvm-project is slow)
+    fresh = comp.checkout in ctx.fresh_checkouts
+    ctx.fresh_checkouts.discard(comp.checkout)
     applied, saved = patches.apply_series(
         comp.name, comp.checkout_dir, fetched["commit"], [p.path for p in comp.patches],
         step_logger(log), applied_before=before.get("applied"),
-        save_root=saved_dir(ctx, comp), registry=ctx.registry())
+        save_root=saved_dir(ctx, comp), registry=ctx.registry(), fresh=fresh)
     outcome.record["applied"] = applied
     if saved is not None:
         outcome.warnings.append(f"your edits in {comp.checkout_dir} were saved to {saved} "

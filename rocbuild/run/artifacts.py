@@ -30,10 +30,10 @@ import zstandard
 
 from rocbuild.model import wording
 from rocbuild.model.paths import resolves_within, within
+from rocbuild.prefix.ownership import STAGING_NAME  # leftovers.py finds them by it
 
 MANIFEST_FORMAT = 1
 ARCHIVE_SUFFIX = ".tar.zst"
-STAGING_NAME = ".rocbuild-unpack"
 _CHUNK = 1 << 20
 # setuid, setgid, sticky: an artifact is data from another machine, its programs never get
 # their owner's rights here (GNU tar drops these bits too when a non-root user extracts)

@@ -24,7 +24,7 @@ from rocbuild.run import leftovers, outcome
 from rocbuild.run.jobs import JobBudget
 from rocbuild.run.outcome import StepOutcome
 from rocbuild.run.state import StateDir, prefix_lock
-from rocbuild.run.uptodate import Rule
+from rocbuild.run.uptodate import Answers, Rule
 
 __all__ = ["BuildContext", "Sink", "StepOutcome", "log_path"]
 
@@ -65,6 +65,10 @@ class BuildContext:
     # each checkout's edits, read once per run and shared by every Rule of the run (a source
     # step of the checkout forgets its entry: runner.py)
     _edits: dict[str, dict[str, Any] | None] = field(default_factory=dict, repr=False)
+    # which steps the run's Rules found current, until a step starts or ends (runner.py)
+    answers: Answers = field(default_factory=Answers, repr=False)
+    # checkouts this run's fetch made anew: nothing in them to look for until the patch step
+    fresh_checkouts: set[str] = field(default_factory=set, repr=False)
 
     def __post_init__(self) -> None:
         self.stack = self._launched(self.stack)
@@ -133,7 +137,7 @@ class BuildContext:
     def rule_for(self, stack: Stack) -> Rule:
         """A Rule for ``stack`` (the run's own, or the whole default set at the end of a run)
         that shares the run's record of each checkout's edits."""
-        return Rule(stack, self.state, _edits=self._edits)
+        return Rule(stack, self.state, _edits=self._edits, _answers=self.answers)
 
     def expected_inputs(self, comp: Component, step: str) -> dict[str, Any] | None:
         return self.rule.expected_inputs(comp, step)

@@ -34,7 +34,7 @@ import time
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Union
 
 from rocbuild import __version__
 from rocbuild.errors import BuildFailed, ConfigError
@@ -43,7 +43,6 @@ from rocbuild.model.graph import Component, Stack, portable_text, sha256_text
 from rocbuild.model.paths import within
 from rocbuild.run import artifacts, signing, sources
 from rocbuild.run.artifacts import ArtifactRefused, Manifest, Relocation
-from rocbuild.run.cache_oci import OciStore
 from rocbuild.run.cache_store import (
     CacheUnavailable,
     FolderStore,
@@ -54,6 +53,9 @@ from rocbuild.run.cache_store import (
     pull_archive,
 )
 from rocbuild.run.state import StateDir
+
+if TYPE_CHECKING:  # imported where an oci:// cache is opened: http.client and ssl otherwise
+    from rocbuild.run.cache_oci import OciStore
 
 # ref kinds that name one commit for good (sources.py records tag/branch per fetched ref)
 PINNED_KINDS = ("tag", "commit")
@@ -339,7 +341,7 @@ def install(store: Store, stack: Stack, choice: Choice, log: Callable[[str], Non
     return paths
 
 
-AnyStore = FolderStore | HttpStore | OciStore
+AnyStore = Union[FolderStore, HttpStore, "OciStore"]
 
 
 def open_cache(value: str | None) -> AnyStore | None:
@@ -347,6 +349,8 @@ def open_cache(value: str | None) -> AnyStore | None:
     if not value:
         return None
     if value.startswith(("oci://", "oci+http://", "oci+https://")):
+        from rocbuild.run.cache_oci import OciStore
+
         return OciStore(value)
     store = open_store(value)
     if isinstance(store, FolderStore) and not store.root.is_dir():
@@ -358,6 +362,8 @@ def open_cache(value: str | None) -> AnyStore | None:
 def writable_store(text: str) -> FolderStore | OciStore:
     """Where `cache push --to` stores: a folder or an OCI repository (HTTP is read-only)."""
     if text.startswith(("oci://", "oci+http://", "oci+https://")):
+        from rocbuild.run.cache_oci import OciStore
+
         return OciStore(text)
     store = open_store(text)  # a folder is made by the first push
     if isinstance(store, FolderStore):

@@ -28,7 +28,7 @@ from rocbuild.run.lifecycle import Reports, Run
 from rocbuild.run.outcome import CURRENT, DONE, SERVED, StepOutcome
 
 __all__ = ["Reports", "build", "make_namespace", "make_reporter", "run_doit"]
-BACKENDS = {"BACKEND": {"durable": "rocbuild.run.state:DurableSqliteDB"}}
+BACKENDS = {"BACKEND": {"durable": "rocbuild.run.doitdb:DurableSqliteDB"}}
 # tasks that say their own failure (TaskFailed): every step kind, and the lifecycle's tasks
 SELF_REPORTING = {k.name for k in steptable.STEPS} | {lifecycle.PREFLIGHT_TASK, tasks.BUILD}
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP)

@@ -12,10 +12,10 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 
-from rocbuild.checks.verify import VerifyReport, verify_prefix
 from rocbuild.model import buildsystems
 from rocbuild.model.graph import Stack
 from rocbuild.model.steptable import steps_of
@@ -25,8 +25,11 @@ from rocbuild.run.outcome import CURRENT, SERVED
 from rocbuild.run.state import write_json_atomic
 from rocbuild.run.status import verify_record_path
 
+if TYPE_CHECKING:  # the checks are imported when verify runs (a no-op build skips them)
+    from rocbuild.checks.verify import VerifyReport
+
 # shows a verify report (the CLI's, cmd_verify.print_report): finish decides, never draws it
-VerifyPrinter = Callable[[VerifyReport, Console], None]
+VerifyPrinter = Callable[["VerifyReport", Console], None]
 
 
 def _complete_stack(ctx: BuildContext, whole: Stack) -> Stack | None:
@@ -64,7 +67,8 @@ class Finished:
 def finish(ctx: BuildContext, out: Console, whole: Stack, *, started: str) -> Finished:
     """Write the env files; when only part of the stack is built, its build-info too."""
     prefix = ctx.stack.prefix
-    written = envfiles.write_env_files(envfiles.spec_for(ctx.stack), ctx.output.say)
+    written = envfiles.write_env_files(envfiles.spec_for(ctx.stack), ctx.output.say,
+                                       compiled=ctx.stack.workdir / "cache" / "templates")
     out.print(f"environment: source {written[0]}", soft_wrap=True)  # to paste: one line
     complete = _complete_stack(ctx, whole)
     if complete is None:
@@ -94,6 +98,8 @@ def verify(ctx: BuildContext, out: Console, finished: Finished, print_report: Ve
         out.print("[yellow]verify skipped (--no-verify)[/]: the prefix is complete but unproven")
         return True
     started_verify = time.monotonic()
+    from rocbuild.checks.verify import verify_prefix
+
     report = verify_prefix(prefix, complete.targets, linkage_exempt=_runpath_opt_outs(complete),
                            gpu_components=ownership.gpu_code_expected(
                                prefix, (c.recipe for c in complete.selected())))

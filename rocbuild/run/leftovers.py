@@ -24,8 +24,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from rocbuild.model.workdir import CONFIGS_DIR, STATE, Workdir
-from rocbuild.prefix.ownership import EXTRA_TMP_SUFFIX
-from rocbuild.run.artifacts import STAGING_NAME
+from rocbuild.prefix.ownership import EXTRA_TMP_SUFFIX, STAGING_NAME
 
 Say = Callable[[str], None]
 _LOCK_FOLDERS = ("refs", "logs", "info")  # where git keeps per-ref lock files

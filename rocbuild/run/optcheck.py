@@ -11,24 +11,37 @@ The step's log (``logs/<component>/options.log``) lists what was checked where.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from rocbuild.checks.lint import BuildFileWords, check_component_sources
 from rocbuild.errors import BuildFailed
 from rocbuild.model.graph import Component
 from rocbuild.run.build import BuildContext
 from rocbuild.run.outcome import StepOutcome, step_logger
 
+if TYPE_CHECKING:  # the lint of build files loads when an options step runs
+    from rocbuild.checks.lint import BuildFileWords
+
 STEP = "options"
-_WORDS = BuildFileWords()  # one walk of each tree per process, shared by every component
+
+
+@functools.cache
+def _words() -> BuildFileWords:
+    """One walk of each tree per process, shared by every component."""
+    from rocbuild.checks.lint import BuildFileWords
+
+    return BuildFileWords()
 
 
 def check_options(ctx: BuildContext, comp: Component, log: Path, outcome: StepOutcome) -> None:
     """The options of ``comp`` against the checkouts in the workdir; BuildFailed names each
     option no build file reads."""
+    from rocbuild.checks.lint import check_component_sources
+
     report, findings = check_component_sources(ctx.stack, comp, ctx.stack.work.src,
-                                               _WORDS)
+                                               _words())
     write = step_logger(log)
     write(f"checked {len(report.options)} options of {comp.recipe.file} against the build "
           f"files of {', '.join(report.searched) or 'nothing'} ({report.source_dir})")

@@ -85,6 +85,11 @@ def _blobs(checkout: Path, paths: Sequence[str]) -> dict[str, str | None]:
     return found
 
 
+def _head(checkout: Path) -> str | None:
+    done = _git(checkout, ["rev-parse", "--verify", "-q", "HEAD^{commit}"])
+    return done.stdout.strip() if done.returncode == 0 else None
+
+
 def tracked_changes(checkout: Path) -> dict[str, str | None]:
     """Tracked files that differ from the index (the pinned commit after our reset), with
     their blob ids now. Untracked files are left out: builds leave some in source trees (egg
@@ -152,17 +157,21 @@ def save_edits(checkout: Path, edits: Mapping[str, str | None], save_root: Path)
 
 def apply_series(component: str, checkout: Path, commit: str, patches: Sequence[Path],
                  log: Logger, *, applied_before: Applied | None = None,
-                 save_root: Path | None = None, registry: proc.ChildRegistry | None = None
-                 ) -> tuple[Applied, Path | None]:
+                 save_root: Path | None = None, registry: proc.ChildRegistry | None = None,
+                 fresh: bool = False) -> tuple[Applied, Path | None]:
     """Reset the checkout to ``commit`` and apply the series; returns what the series made
     (for the stamp) and the folder the user's edits were saved to, if there were any.
     ``git reset --hard`` rewrites only files that differ, so unpatched sources keep their
     times and ninja stays incremental. Nothing the user wrote is lost: edits beyond
     ``applied_before`` are saved under ``save_root`` first, and instead of ``git clean``
-    only files that a patch series creates are removed."""
+    only files that a patch series creates are removed. ``fresh``: the fetch of this run
+    has just checked ``commit`` out here, so there is nothing of the user's to look for."""
     check_series(component, checkout, commit, patches, registry)
     saved = None
-    edits = user_edits(checkout, applied_before)
+    if fresh and not patches:
+        log(f"{checkout} was just checked out at {commit} and has no patches: nothing to do")
+        return {"changed": {}, "created": {}}, saved
+    edits = {} if fresh else user_edits(checkout, applied_before)
     if edits:
         if save_root is None:
             raise BuildFailed(f"{component}: {checkout} has edits of yours "
@@ -171,6 +180,13 @@ def apply_series(component: str, checkout: Path, commit: str, patches: Sequence[
         saved = save_edits(checkout, edits, save_root)
         log(f"saved your edits of {', '.join(sorted(edits))} to {saved}")
     created = set((applied_before or {}).get("created") or {})
+    if not patches and not created and not edits and not (applied_before or {}).get("changed") \
+            and _head(checkout) == commit:
+        # nothing to apply to a tree that is the commit already (a rerun of the step):
+        # status showed the work tree and index equal to HEAD, so the reset would change
+        # nothing; it takes a quarter of a second on ggml, seconds on llvm-project (issue 25)
+        log(f"{checkout} is {commit} with no edits and no patches: nothing to reset")
+        return {"changed": {}, "created": {}}, saved
     created |= {path for patch in patches for path in _created_by(checkout, patch)}
     for rel in sorted(created):
         path = checkout / rel
@@ -178,10 +194,11 @@ def apply_series(component: str, checkout: Path, commit: str, patches: Sequence[
             log(f"remove {rel} (created by a patch)")
             path.unlink()
     args = ["reset", "-q", "--hard", commit]
-    log(f"$ git -C {checkout} {' '.join(args)}")
-    result = _git(checkout, args, registry=registry)
-    if result.returncode != 0:
-        raise BuildFailed(f"{component}: git reset failed: {result.stderr.strip()}")
+    if not fresh:  # a fresh checkout is the commit already
+        log(f"$ git -C {checkout} {' '.join(args)}")
+        result = _git(checkout, args, registry=registry)
+        if result.returncode != 0:
+            raise BuildFailed(f"{component}: git reset failed: {result.stderr.strip()}")
     for patch in patches:
         log(f"$ git -C {checkout} apply {patch}")
         result = _git(checkout, ["apply", "--", str(patch)], registry=registry)

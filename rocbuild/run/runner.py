@@ -88,6 +88,7 @@ def _end_line(log: Path, text: str) -> None:
 def _run_action(ctx: BuildContext, kind: StepKind, binding: stepbind.Binding,
                 comp: Component | None, outcome: StepOutcome, started: float) -> None:
     assert outcome.log is not None
+    ctx.answers.forget()  # what is current may change from here on
     try:
         binding.action(ctx, comp, outcome.log, outcome)
         if outcome.result == DONE and kind.role == STEP:
@@ -103,6 +104,7 @@ def _run_action(ctx: BuildContext, kind: StepKind, binding: stepbind.Binding,
     except Exception:  # any error is still this step's failure
         _internal_error(outcome, comp, kind)
     finally:
+        ctx.answers.forget()  # the step wrote its stamp, or changed its output and failed
         ctx.output.step_finished(outcome.component, kind.name)
         if kind.source and comp is not None:  # the checkout changed: read its edits again
             ctx.rule.forget_edits(comp.checkout)

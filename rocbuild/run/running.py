@@ -17,8 +17,6 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-import psutil
-
 from rocbuild.files import read_regular
 from rocbuild.model.workdir import Workdir
 from rocbuild.run.state import read_json, write_json_atomic
@@ -37,6 +35,8 @@ def _folder(workdir: Path) -> Path:
 
 
 def _started(pid: int) -> float | None:
+    import psutil  # loaded when a child is watched or killed (issue 25: not per command)
+
     try:
         return psutil.Process(pid).create_time()
     except psutil.Error:
@@ -92,6 +92,17 @@ def interrupted(workdir: Path) -> dict[tuple[str, str], RunningStep]:
     return found
 
 
+def _exists(pid: int) -> bool:
+    """A process with this pid exists (signal 0 checks without sending anything)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process: it exists
+        return True
+    return True
+
+
 def lock_holder(workdir: Path) -> int | None:
     """The pid of the live process holding the workdir's run lock, or None. The lock file
     keeps the last holder's pid; it counts only while that process has the file open."""
@@ -100,8 +111,10 @@ def lock_holder(workdir: Path) -> int | None:
         pid = int(read_regular(path).decode().strip() or "0")
     except (OSError, ValueError):
         return None
-    if pid <= 0:
+    if pid <= 0 or not _exists(pid):  # the usual case: the last holder is gone
         return None
+    import psutil  # loaded when a child is watched or killed (issue 25: not per command)
+
     try:
         process = psutil.Process(pid)
         real = os.path.realpath(path)

@@ -18,13 +18,10 @@ import os
 import re
 import shutil
 import time
-import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-
-import git
 
 from rocbuild import proc
 from rocbuild.errors import BuildFailed
@@ -203,16 +200,52 @@ def fetch_into_cache(req: FetchRequest, log: Logger,
 
 
 def checkout_commit(checkout: Path) -> str | None:
-    """The commit the checkout's HEAD names, read from its files (HEAD, refs): gitpython's
-    ``head.commit`` would start a ``git cat-file`` of its own, outside the run's registry."""
-    if not (checkout / ".git").exists():
+    """The commit checked out in ``checkout`` (None when it is not a git checkout or has no
+    commit). Read from .git as git itself resolves HEAD (a detached HEAD, or a branch's ref
+    file or packed-refs line): every up-to-date question about a fetch asks this, and a
+    GitPython Repo started a `git cat-file` process for each (issue 25). Anything unusual (a
+    .git file, a symbolic ref to a symbolic ref) is left to GitPython."""
+    dot_git = checkout / ".git"
+    if not dot_git.exists():
         return None
+    if dot_git.is_dir():
+        try:
+            head = read_regular(dot_git / "HEAD").decode().strip()
+        except (OSError, UnicodeDecodeError):
+            return None
+        if _SHA_RE.match(head):
+            return head
+        if head.startswith("ref: refs/"):
+            found = _ref_commit(dot_git, head.removeprefix("ref: "))
+            if found is not None:
+                return found
+    import git  # GitPython, imported only where used: a no-op run never needs it
+
     try:
         repo = git.Repo(str(checkout))
         sha = git.SymbolicReference.dereference_recursive(repo, "HEAD")
     except (git.InvalidGitRepositoryError, git.NoSuchPathError, ValueError, OSError):
         return None
     return sha if _SHA_RE.match(sha) else None
+
+
+def _ref_commit(git_dir: Path, ref: str) -> str | None:
+    """The commit a branch or tag ref names in its loose file, else in packed-refs; None
+    when neither holds a commit id (GitPython then decides: a peeled tag, an unborn branch)."""
+    try:
+        loose = read_regular(git_dir / ref).decode().strip()
+        return loose if _SHA_RE.match(loose) else None
+    except (OSError, UnicodeDecodeError):
+        pass
+    try:
+        packed = read_regular(git_dir / "packed-refs").decode()
+    except (OSError, UnicodeDecodeError):
+        return None
+    for line in packed.splitlines():
+        sha, _, name = line.partition(" ")
+        if name == ref and _SHA_RE.match(sha):
+            return sha
+    return None
 
 
 CHECKOUT_ID_FILE = "rocbuild-checkout-id"
@@ -229,7 +262,7 @@ def checkout_id(checkout: Path) -> str | None:
 
 
 def _new_checkout_id(checkout: Path) -> str:
-    token = uuid.uuid4().hex
+    token = os.urandom(16).hex()  # 128 random bits, as uuid4 (which loads `platform`)
     (checkout / ".git" / CHECKOUT_ID_FILE).write_text(token + "\n")
     return token
 
@@ -240,6 +273,7 @@ class FetchResult:
     checkout_id: str
     saved: Path | None = None  # where an old checkout with the user's work was moved
     ref_kind: str = ""  # tag, commit or branch (`cache push` reads it from the stamp)
+    fresh: bool = False  # a new checkout was made: the pinned commit as git wrote it
 
 
 def _holds_user_work(req: FetchRequest) -> bool:
@@ -294,4 +328,4 @@ def fetch(req: FetchRequest, log: Logger,
     else:
         partial.rename(req.checkout_dir)
     log(f"checked out {commit} in {req.checkout_dir}")
-    return FetchResult(commit, token, saved, ref_kind=kind)
+    return FetchResult(commit, token, saved, ref_kind=kind, fresh=True)

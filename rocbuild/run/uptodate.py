@@ -28,7 +28,9 @@ Nothing here writes, so status may call it while a build runs.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import threading
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -67,17 +69,46 @@ def run_id(stamp: dict[str, Any] | None) -> str | None:
     return str(stamp.get("run") or stamp.get("fingerprint"))
 
 
+class Answers:
+    """Which steps a run's Rules found current, kept until the next step starts or ends
+    (runner.py calls ``forget``): a no-op run asks about every step three times (the ETA,
+    doit's up-to-date checks, whether the whole stack is complete) and each answer reads
+    stamps, install manifests and the checkout (issue 25). An answer found while a step
+    ended on another thread (``--parallel``) is not kept."""
+
+    def __init__(self) -> None:
+        self._found: dict[tuple[str, str, str], bool] = {}
+        self._generation = 0
+
+    def get(self, key: tuple[str, str, str]) -> bool | None:
+        return self._found.get(key)
+
+    def keep(self, key: tuple[str, str, str], current: bool, generation: int) -> None:
+        if generation == self._generation:
+            self._found[key] = current
+
+    @property
+    def generation(self) -> int:
+        return self._generation
+
+    def forget(self) -> None:
+        self._generation += 1
+        self._found = {}
+
+
 @dataclass(frozen=True)
 class Rule:
     """The up-to-date rule for one Stack and its workdir state. It remembers each checkout's
     edits, so a status walk or a whole run runs `git status` once per checkout, not once per
     question about it (a run passes one record to all its Rules; a source step of the
-    checkout makes it forget, runner.py)."""
+    checkout makes it forget, runner.py), and, when the run gives it ``_answers``, which
+    steps it found current until a step runs."""
 
     stack: Stack
     state: StateDir
     _edits: dict[str, dict[str, Any] | None] = field(default_factory=dict, compare=False,
                                                      repr=False)
+    _answers: Answers | None = field(default=None, compare=False, repr=False)
 
     def component(self, name: str) -> Component:
         return self.stack.components[name]
@@ -140,8 +171,37 @@ class Rule:
     def local_edits(self, comp: Component) -> dict[str, Any] | None:
         """The user's own changes in the checkout, beyond the patch series (None if none)."""
         if comp.checkout not in self._edits:
-            self._edits[comp.checkout] = self._read_edits(comp)
+            self._read_all_edits(comp)
         return self._edits[comp.checkout]
+
+    def _read_all_edits(self, comp: Component) -> None:
+        """The edits of ``comp``'s checkout, and of every other checkout of the stack not read
+        yet, each in a thread of its own: a walk asks about every checkout, and their `git
+        status` processes then run side by side (issue 25). The others' answers are kept only
+        when no step started or ended meanwhile (``Answers``): one may have changed a
+        checkout while its answer was read."""
+        others = {c.checkout: self.component(c.checkout) for c in self.stack.selected()
+                  if c.checkout not in self._edits and c.checkout != comp.checkout
+                  and (self.component(c.checkout).checkout_dir / ".git").exists()}
+        found: dict[str, dict[str, Any] | None] = {}
+
+        def read(name: str, owner: Component) -> None:
+            with contextlib.suppress(Exception):  # asked for later, it raises there
+                found[name] = self._read_edits(owner)
+
+        generation = None if self._answers is None else self._answers.generation
+        threads = [threading.Thread(target=read, args=item, daemon=True)
+                   for item in others.items()]
+        for thread in threads:
+            thread.start()
+        try:
+            self._edits[comp.checkout] = self._read_edits(comp)
+        finally:
+            for thread in threads:
+                thread.join()
+        if generation is None or self._answers is None or \
+                generation == self._answers.generation:
+            self._edits.update({name: found[name] for name in others if name in found})
 
     def forget_edits(self, checkout: str) -> None:
         """The checkout changed (a fetch or patch ran): read its edits again when asked."""
@@ -162,6 +222,20 @@ class Rule:
         return sha256_text(json.dumps([step, inputs], sort_keys=True))
 
     def is_current(self, comp: Component, step: str) -> bool:
+        answers = self._answers
+        if answers is None:
+            return self._is_current(comp, step)
+        # a run's Rules for its own stack and for the whole default set share the answers:
+        # one workdir, one prefix, and a component is the same recipe in both
+        key = (comp.name, step, comp.fingerprint)
+        known = answers.get(key)
+        if known is None:
+            generation = answers.generation
+            known = self._is_current(comp, step)
+            answers.keep(key, known, generation)
+        return known
+
+    def _is_current(self, comp: Component, step: str) -> bool:
         expected = self.expected_fingerprint(comp, step)
         if expected is None or not self.state.stamp_matches(comp.name, step, expected):
             return False

@@ -84,8 +84,6 @@ def test_a_build_from_a_deleted_build_tree_is_served_from_the_cache(
     launcher = (tmp_path / "work" / "build" / "counted" / "CMakeCache.txt").read_text()
     assert "CMAKE_C_COMPILER_LAUNCHER:" in launcher and "ccache" in launcher
 
-    wrapper = tmp_path / "wrap" / "gcc"
-    os.utime(wrapper, (time.time() + 100, time.time() + 100))  # rebuilt, same content
     delete_build_tree(tmp_path / "work", "counted")
     second = run_cli("build", *flags, "--no-verify", expect=0)
     assert real_compiles(log) == len(SOURCES), "the rebuild ran the compiler again"
@@ -93,9 +91,42 @@ def test_a_build_from_a_deleted_build_tree_is_served_from_the_cache(
     status = run_cli("status", *flags, expect=0)
     assert "last compile of counted: ccache 100% hits (3/3)" in status.stdout, status.explain()
 
+    # a compiler outside the prefix keeps ccache's own check (mtime and size): an upgrade
+    # of the system's gcc gives it another mtime, and its objects are compiled again
+    wrapper = tmp_path / "wrap" / "gcc"
+    os.utime(wrapper, (time.time() + 100, time.time() + 100))
+    delete_build_tree(tmp_path / "work", "counted")
+    run_cli("build", *flags, "--no-verify", expect=0)
+    assert real_compiles(log) == 2 * len(SOURCES), "a touched system compiler must not hit"
+
     wrapper.write_text(wrapper.read_text() + "# a compiler that changed\n")
     delete_build_tree(tmp_path / "work", "counted")
     run_cli("build", *flags, "--no-verify", expect=0)
+    assert real_compiles(log) == 3 * len(SOURCES), "a changed compiler must not hit"
+
+
+def test_a_compiler_the_stack_rebuilds_hits_by_content(tmp_path: Path) -> None:
+    """Issue 25: a compiler in the prefix (the stack's clang) is rebuilt with a new mtime
+    and the same bytes: hashed by content (CCACHE_COMPILERCHECK=content), it still hits;
+    changed bytes do not."""
+    for tool in ("git", "cmake", "ninja", "ccache", "gcc"):
+        require_tool(tool)
+    log = tmp_path / "compiles.log"
+    wrapper = counting_compiler(tmp_path / "prefix" / "lib" / "llvm" / "bin", log)
+    flags = one_component_stack(tmp_path, "counted", project(),
+                                '[cmake]\nargs = ["-DCMAKE_C_COMPILER='
+                                '{{ prefix }}/lib/llvm/bin/gcc"]\n')
+    build = ["build", *flags, "--no-verify", "--allow-existing-prefix"]
+    run_cli(*build, expect=0)
+    assert real_compiles(log) == len(SOURCES)
+    os.utime(wrapper, (time.time() + 100, time.time() + 100))  # rebuilt, same content
+    delete_build_tree(tmp_path / "work", "counted")
+    again = run_cli(*build, expect=0)
+    assert real_compiles(log) == len(SOURCES), again.explain()
+    assert "counted: ccache 100% hits (3/3)" in again.stdout, again.explain()
+    wrapper.write_text(wrapper.read_text() + "# a compiler that changed\n")
+    delete_build_tree(tmp_path / "work", "counted")
+    run_cli(*build, expect=0)
     assert real_compiles(log) == 2 * len(SOURCES), "a changed compiler must not hit"
 
 
@@ -322,3 +353,31 @@ def test_a_launcher_the_recipe_names_in_its_env_wins_over_ccache(tmp_path: Path)
     # every project source through the recipe's launcher (CMake's own compiler checks read
     # the variable too, so the log holds more than these)
     assert real_compiles(log) == len(SOURCES), log.read_text() if log.exists() else "no log"
+
+
+def test_a_define_every_object_gets_recompiles_only_the_files_that_read_it(
+        tmp_path: Path) -> None:
+    """Issue 25: ccache hashes the preprocessed source, so a recipe's -D that reaches every
+    object (GGML_SCHED_MAX_COPIES in ggml) recompiles only the files it changes; the rest hit
+    (its depend mode would hash the command line and miss everywhere)."""
+    for tool in ("git", "cmake", "ninja", "ccache", "gcc"):
+        require_tool(tool)
+    log = tmp_path / "compiles.log"
+    wrapper = counting_compiler(tmp_path / "wrap", log)
+    files = project()
+    files["one.c"] = "int one(void) { return LEVEL; }\n"
+    files["CMakeLists.txt"] = files["CMakeLists.txt"].replace(
+        "add_library(", 'set(LEVEL 1 CACHE STRING "")\nadd_compile_definitions(LEVEL=${LEVEL})\n'
+        "add_library(", 1)
+
+    def recipe(level: int) -> str:
+        return (f'[cmake]\nargs = ["-DCMAKE_C_COMPILER={wrapper}", "-DLEVEL={level}"]\n')
+
+    flags = one_component_stack(tmp_path, "counted", files, recipe(1))
+    run_cli("build", *flags, "--no-verify", expect=0)
+    assert real_compiles(log) == len(SOURCES)
+    (tmp_path / "recipes" / "counted.toml").write_text(
+        (tmp_path / "recipes" / "counted.toml").read_text().replace('"-DLEVEL=1"', '"-DLEVEL=2"'))
+    again = run_cli("build", *flags, "--no-verify", expect=0)
+    assert real_compiles(log) == len(SOURCES) + 1, again.explain()  # one.c only
+    assert "counted: ccache 67% hits (2/3)" in again.stdout, again.explain()

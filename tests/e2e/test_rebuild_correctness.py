@@ -248,6 +248,18 @@ def test_a_changed_patch_is_applied_to_the_pristine_commit(calc: Calc) -> None:
     assert calc.run_tool().startswith("value=3 ")
 
 
+def test_a_removed_patch_leaves_the_pristine_file(calc: Calc) -> None:
+    """Issue 25: the patch step skips its reset only when nothing was ever applied (a fresh
+    checkout with no series); a series that is gone is still undone."""
+    patch = calc.add_patch("0001-value.patch", value_patch(1, 2))
+    build(calc)
+    assert calc.run_tool().startswith("value=2 ")
+    patch.unlink()
+    result = build(calc)
+    assert calc.run_tool().startswith("value=1 "), result.explain()
+    assert "nothing to reset" not in (calc.workdir / "logs" / "calc" / "patch.log").read_text()
+
+
 def test_removing_a_previous_install_never_touches_files_outside_the_prefix(
         calc: Calc, tmp_path: Path) -> None:
     build(calc)

@@ -166,3 +166,26 @@ def test_spec_takes_the_stack_name(write_recipes) -> None:
     """)
     spec = spec_for(load_stack(resolve({"recipes": str(folder)}, env={})))
     assert spec.module_name.startswith("chain/")
+
+
+def test_compiled_templates_render_the_same_and_follow_an_edited_template(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 25: finish keeps the templates' compiled code in the workdir; the files are the
+    same as without it, and a changed template (a new rocbuild) is compiled again."""
+    compiled = tmp_path / "work" / "cache" / "templates"
+    plain = {shell: render(SPEC, shell) for shell in ("bash", "fish", "lmod", "tcl")}
+    for _ in range(2):  # the second time from the compiled code
+        assert {shell: render(SPEC, shell, compiled) for shell in plain} == plain
+    assert len(list(compiled.iterdir())) == 4
+    templates = tmp_path / "templates"
+    templates.mkdir()
+    for template in envfiles._TEMPLATES.iterdir():
+        (templates / template.name).write_text(template.read_text())
+    monkeypatch.setattr(envfiles, "_TEMPLATES", templates)
+    envfiles._environment.cache_clear()
+    try:
+        name = envfiles._TEMPLATE_OF["bash"]
+        (templates / name).write_text("# edited\n" + (templates / name).read_text())
+        assert render(SPEC, "bash", compiled) == "# edited\n" + plain["bash"]
+    finally:
+        envfiles._environment.cache_clear()  # the next test's environment reads the real ones

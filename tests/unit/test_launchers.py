@@ -36,7 +36,7 @@ def stack_for(write_recipes, tmp_path: Path, env: dict[str, str] | None = None,
 
 @pytest.fixture(autouse=True)
 def known_version(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(launchtools, "ccache_version", lambda path: (4, 7, 5))
+    monkeypatch.setattr(launchtools, "ccache_version", lambda path, memo=None: (4, 7, 5))
 
 
 def test_ccache_goes_in_front_of_c_cxx_and_hip(write_recipes, tmp_path: Path) -> None:
@@ -55,12 +55,34 @@ def test_cache_env_is_keyed_for_a_rebuilt_compiler_and_a_recreated_tree(
     env = launchers.step_env(launch, stack, stack.components["device"], {})
     work = str(tmp_path / "w")
     assert env["CCACHE_DIR"] == f"{work}/cache/ccache"
-    assert env["CCACHE_BASEDIR"] == work and env["CCACHE_COMPILERCHECK"] == "content"
+    assert env["CCACHE_BASEDIR"] == work and "CCACHE_DEPEND" not in env
     assert env["CCACHE_MAXSIZE"] == "24Gi"  # half of the stack's 48 GiB build-tree estimate
     assert env["CCACHE_STATSLOG"] == f"{work}/logs/device/ccache-stats.log"
     assert env["Tensile_CXX_COMPILER_LAUNCHER"] == env["Tensile_ASM_COMPILER_LAUNCHER"] \
         == "/usr/bin/ccache"
     assert "CCACHE_PREFIX" not in env and "DISTCC_HOSTS" not in env
+
+
+def test_compilers_are_hashed_by_content_only_where_the_stack_rebuilds_them(
+        write_recipes, tmp_path: Path) -> None:
+    """Issue 25: a compiler in the prefix (LLVM's clang, rebuilt with a new mtime) is hashed
+    by content so a rebuild still hits; a system or --base compiler keeps ccache's mtime
+    check (hashing a compiler per compile is what it costs)."""
+    folder = write_recipes(
+        system=RECIPE,
+        rebuilt=RECIPE + 'args = ["-DCMAKE_CXX_COMPILER={{ rocm }}/bin/amdclang++"]\n',
+        by_env=RECIPE + '[env]\nHIPCXX = "{{ prefix }}/lib/llvm/bin/clang"\n',
+        base_clang=RECIPE + 'args = ["-DCMAKE_HIP_COMPILER=/opt/rocm-6.4.3/lib/llvm/bin/clang"]\n')
+    settings = resolve({"recipes": str(folder), "workdir": str(tmp_path / "w"),
+                        "prefix": str(tmp_path / "p")}, env={}, cwd=tmp_path)
+    stack = load_stack(settings)
+    launch = launchers.resolve(settings, stack.workdir, 48 * GIB,
+                               launchtools.find(settings, which=TOOLS.get), env={})
+    checks = {name: launchers.step_env(launch, stack, stack.components[name], {})
+              .get("CCACHE_COMPILERCHECK") for name in ("system", "rebuilt", "by_env",
+                                                         "base_clang")}
+    assert checks == {"system": None, "rebuilt": "content", "by_env": "content",
+                      "base_clang": None}
 
 
 def test_the_users_ccache_dir_and_size_are_kept(write_recipes, tmp_path: Path) -> None:
@@ -236,7 +258,7 @@ def test_loading_a_stack_probes_nothing_and_the_run_resolves_launchers(
 
     asked: list[str] = []
     monkeypatch.setattr(launchtools, "ccache_version",
-                        lambda path: asked.append(path) or (4, 7, 5))
+                        lambda path, memo=None: asked.append(path) or (4, 7, 5))
     monkeypatch.setattr(launchtools.shutil, "which", TOOLS.get)
     folder = write_recipes(host=RECIPE)
     settings = resolve({"recipes": str(folder), "workdir": str(tmp_path / "w")}, env={},

@@ -158,3 +158,71 @@ def test_a_stamp_write_that_dies_midway_leaves_the_old_stamp_whole(
     assert state.stamp_path("a", "install").read_bytes() == before
     assert state.stamp_matches("a", "install", "old")
     assert [p.name for p in state.stamp_path("a", "install").parent.iterdir()] == ["install.json"]
+
+
+# --- issue 25: a probe's answer is kept while the program and what it reads are unchanged --
+def _counting_tool(folder: Path, version: str) -> tuple[Path, Path]:
+    """An executable that prints ``version`` and counts its runs in a file beside it."""
+    folder.mkdir(exist_ok=True)
+    tool, count = folder / "tool", folder / "runs"
+    tool.write_text(f"#!{sys.executable}\nimport pathlib\np = pathlib.Path({str(count)!r})\n"
+                    f"p.write_text(p.read_text() + 'x' if p.exists() else 'x')\n"
+                    f"print('tool version {version}')\n")
+    tool.chmod(0o755)
+    return tool, count
+
+
+def test_probe_answer_is_kept_until_the_tool_changes(tmp_path: Path) -> None:
+    from rocbuild.proc import run_probe
+
+    memo = tmp_path / "state" / "probes.json"
+    memo.parent.mkdir()
+    tool, count = _counting_tool(tmp_path / "bin", "1.0")
+    for _ in range(3):
+        done = run_probe([str(tool), "--version"], memo=memo)
+        assert done is not None and done.stdout == "tool version 1.0\n"
+    assert count.read_text() == "x"  # asked once, then answered from the memo
+    stamp = tool.stat()
+    os.utime(tool, ns=(stamp.st_atime_ns, stamp.st_mtime_ns + 1_000_000_000))  # an upgrade
+    assert run_probe([str(tool), "--version"], memo=memo).stdout == "tool version 1.0\n"
+    assert count.read_text() == "xx"
+    _counting_tool(tmp_path / "bin", "2.0")  # another content: another size
+    assert run_probe([str(tool), "--version"], memo=memo).stdout == "tool version 2.0\n"
+    assert count.read_text() == "xxx"
+    # another command line of the same tool is its own question
+    run_probe([str(tool), "--help"], memo=memo)
+    assert count.read_text() == "xxxx"
+
+
+def test_probe_answer_follows_the_files_it_reads(tmp_path: Path) -> None:
+    from rocbuild.proc import run_probe
+
+    memo = tmp_path / "probes.json"
+    tool, count = _counting_tool(tmp_path / "bin", "1.0")
+    database = tmp_path / "status"
+    database.write_text("one package\n")
+    run_probe([str(tool)], memo=memo, reads=[database])
+    run_probe([str(tool)], memo=memo, reads=[database])
+    assert count.read_text() == "x"
+    database.write_text("two packages\n")  # dpkg installed something: ask again
+    run_probe([str(tool)], memo=memo, reads=[database])
+    assert count.read_text() == "xx"
+    database.unlink()  # nothing to key the answer on: always asked
+    run_probe([str(tool)], memo=memo, reads=[database])
+    run_probe([str(tool)], memo=memo, reads=[database])
+    assert count.read_text() == "xxxx"
+
+
+def test_probe_memo_is_written_only_into_an_existing_folder(tmp_path: Path) -> None:
+    from rocbuild.proc import run_probe
+
+    tool, count = _counting_tool(tmp_path / "bin", "1.0")
+    memo = tmp_path / "fresh-workdir" / "state" / "probes.json"  # `plan` of a new workdir
+    run_probe([str(tool)], memo=memo)
+    run_probe([str(tool)], memo=memo)
+    assert count.read_text() == "xx" and not (tmp_path / "fresh-workdir").exists()
+    memo.parent.mkdir(parents=True)
+    memo.write_text("not json")  # a damaged memo is ignored and replaced
+    run_probe([str(tool)], memo=memo)
+    run_probe([str(tool)], memo=memo)
+    assert count.read_text() == "xxx"
