@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 
 from perf.noop import assert_nothing_compiled, timed
-from rocbuild.run.artifacts import FileEntry, Manifest, sha256_file
+from rocbuild.run.cache.artifacts import FileEntry, Manifest, sha256_file
 from tests.support.chain import FAKE_HOST, make_chain
 from tests.support.registry import registry
 
@@ -37,9 +37,9 @@ REPO = Path(__file__).resolve().parents[1]
 CHILD = textwrap.dedent("""\
     import json, resource, sys, time
     from pathlib import Path
-    from rocbuild.run.artifacts import Manifest
-    from rocbuild.run.cache_oci import OciStore
-    from rocbuild.run.cache_store import pull_archive
+    from rocbuild.run.cache.artifacts import Manifest
+    from rocbuild.run.cache.cache_oci import OciStore
+    from rocbuild.run.cache.cache_store import pull_archive
     what, url, manifest_file, path = sys.argv[1:5]
     started = time.perf_counter()
     if what != "import":

@@ -1,7 +1,7 @@
 """The compiler launchers this host has, and the checks doctor and preflight make of them.
 
 ``find`` is the host probe (which ccache and distcc, ``ccache --version``) that runs when a
-run starts (run/build.py's BuildContext, ``rocbuild plan``): loading a Stack probes nothing,
+run starts (run/engine/build.py's BuildContext, ``rocbuild plan``): loading a Stack probes nothing,
 and a Stack gets its launchers from ``launching``. The decisions themselves (which launcher
 for which language, the step environment, the job split) are model/launchers.py's.
 """

@@ -32,8 +32,9 @@ from rocbuild.model.graph import Component, Stack
 from rocbuild.prefix import registry
 from rocbuild.prefix.buildinfo import info_path
 from rocbuild.prefix.envfiles import SHELLS, relative_path, spec_for
-from rocbuild.run import sources, workdirs
-from rocbuild.run.state import StateDir
+from rocbuild.run.sources import sources
+from rocbuild.run.state import workdirs
+from rocbuild.run.state.state import StateDir
 
 KINDS = ("build", "sources", "caches", "prefix")
 

@@ -13,7 +13,7 @@ from rocbuild.cli.ui import console
 from rocbuild.errors import ConfigError
 from rocbuild.model.settings import Settings
 from rocbuild.prefix import activate
-from rocbuild.run.state import prefix_lock
+from rocbuild.run.state.state import prefix_lock
 
 
 def register(sub: argparse._SubParsersAction, parents: list[argparse.ArgumentParser]) -> None:

@@ -22,7 +22,7 @@ from rocbuild.errors import ConfigError
 from rocbuild.model.graph import load_stack
 from rocbuild.model.settings import Settings
 from rocbuild.prefix.buildinfo import read_build_info
-from rocbuild.run.state import write_text_atomic
+from rocbuild.run.state.state import write_text_atomic
 
 
 def _whole(text: str, least: int) -> int:

@@ -14,8 +14,8 @@ from rocbuild.model import wording
 from rocbuild.model.graph import load_stack
 from rocbuild.model.settings import Settings
 from rocbuild.prefix import prefixguard
-from rocbuild.run import cache_install, continuation, engine, lifecycle
-from rocbuild.run.build import BuildContext
+from rocbuild.run.engine import cache_install, continuation, engine, lifecycle
+from rocbuild.run.engine.build import BuildContext
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -109,7 +109,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
                    f"{', '.join(str(t) for t in stack.targets)} into {stack.prefix} "
                    f"(workdir {stack.workdir})")
     if settings.cache:  # a bad --cache is bad input now, not an error inside doit
-        from rocbuild.run import cache
+        from rocbuild.run.cache import cache
 
         cache_install.served(ctx, cache.Trust.default(args.allow_unsigned))
     components = list(args.components) or list(stack.order)

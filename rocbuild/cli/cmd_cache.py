@@ -23,10 +23,10 @@ from rocbuild.model import wording
 from rocbuild.model.graph import load_stack
 from rocbuild.model.settings import Settings
 from rocbuild.model.steptable import steps_of
-from rocbuild.run import cache, cache_prune, signing
-from rocbuild.run.artifacts import ArtifactRefused, Manifest
-from rocbuild.run.build import BuildContext
-from rocbuild.run.cache_store import CacheUnavailable, ProgressLine, fmt_size
+from rocbuild.run.cache import cache, cache_prune, signing
+from rocbuild.run.cache.artifacts import ArtifactRefused, Manifest
+from rocbuild.run.cache.cache_store import CacheUnavailable, ProgressLine, fmt_size
+from rocbuild.run.engine.build import BuildContext
 
 
 def register(sub: argparse._SubParsersAction, parents: list[argparse.ArgumentParser]) -> None:

@@ -18,8 +18,8 @@ from rocbuild.errors import ConfigError
 from rocbuild.model import cost, wording
 from rocbuild.model.graph import load_stack
 from rocbuild.model.settings import Settings
-from rocbuild.run.state import StateDir
-from rocbuild.run.uptodate import Rule
+from rocbuild.run.state.state import StateDir
+from rocbuild.run.state.uptodate import Rule
 
 _STYLE = {doctor.OK: ("ok", "green"), doctor.WARN: ("warn", "yellow"),
           doctor.FAIL: ("FAIL", "bold red"), doctor.SKIP: ("skip", "dim")}

@@ -22,8 +22,8 @@ from rocbuild.model.graph import Component, load_stack
 from rocbuild.model.settings import Settings
 from rocbuild.model.steptable import RUN, log_path, steps_of, with_logs
 from rocbuild.model.workdir import Workdir
-from rocbuild.run import workdirs
-from rocbuild.run.state import StateDir
+from rocbuild.run.state import workdirs
+from rocbuild.run.state.state import StateDir
 
 
 def _count(text: str) -> int:

@@ -18,13 +18,14 @@ from rocbuild.model.graph import load_stack
 from rocbuild.model.plan import Plan, build_plan, to_json
 from rocbuild.model.settings import Settings
 from rocbuild.model.steptable import steps_of
-from rocbuild.run import basememo, outcome, status
-from rocbuild.run.state import StateDir
-from rocbuild.run.uptodate import Answers, Rule
+from rocbuild.run.engine import outcome, status
+from rocbuild.run.state import basememo
+from rocbuild.run.state.state import StateDir
+from rocbuild.run.state.uptodate import Answers, Rule
 
 if TYPE_CHECKING:
     from rocbuild.model.graph import Component
-    from rocbuild.run import cache
+    from rocbuild.run.cache import cache
 
 
 class NoCacheLines:
@@ -84,7 +85,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     host = hostload.snapshot()
     lines: cache.PlanLines | NoCacheLines = NoCacheLines()
     if settings.cache:  # the binary cache's modules (archives, HTTP, signatures) only then
-        from rocbuild.run import cache
+        from rocbuild.run.cache import cache
 
         lines = cache.plan_lines(settings, stack, rule.state,
                                  cache.Trust.default(args.allow_unsigned))

@@ -24,9 +24,7 @@ from rocbuild.model import wording
 from rocbuild.model.graph import load_stack
 from rocbuild.model.resources import format_bytes
 from rocbuild.model.settings import Settings
-from rocbuild.run import launchstats, workdirs
-from rocbuild.run.state import StateDir
-from rocbuild.run.status import (
+from rocbuild.run.engine.status import (
     ComponentStatus,
     FailureStatus,
     StatusReport,
@@ -35,7 +33,9 @@ from rocbuild.run.status import (
     to_json,
     tried_outside,
 )
-from rocbuild.run.uptodate import Answers, Rule
+from rocbuild.run.state import launchstats, workdirs
+from rocbuild.run.state.state import StateDir
+from rocbuild.run.state.uptodate import Answers, Rule
 
 STATE_STYLE = {"done": "green", "failed": "bold red", "stale": "yellow", "pending": "dim",
                "running": "bold cyan", "unproven": "yellow"}

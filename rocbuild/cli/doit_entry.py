@@ -1,7 +1,7 @@
 """The namespace plain `doit` loads from dodo.py, built from settings like the CLI's.
 
 `doit build:X` runs the graph `rocbuild build X` runs, through the same phases
-(run/lifecycle.py: ready -> preflight -> tasks -> finish -> verify -> report): the same
+(run/engine/lifecycle.py: ready -> preflight -> tasks -> finish -> verify -> report): the same
 ``preflight`` task first, the same end of the run in the last ``build:`` task it was asked
 for (a failed verify fails that task, so doit exits non-zero), the same summary, build-info
 and ``state/last-build.json``. Every component `rocbuild build` accepts has its tasks, not
@@ -25,9 +25,10 @@ from rocbuild.model.graph import Stack, load_stack
 from rocbuild.model.recipes import load_recipes
 from rocbuild.model.settings import Settings, resolve
 from rocbuild.prefix import prefixguard
-from rocbuild.run import basememo, continuation, engine, tasks
-from rocbuild.run.build import BuildContext
-from rocbuild.run.lifecycle import Run
+from rocbuild.run.engine import continuation, engine, tasks
+from rocbuild.run.engine.build import BuildContext
+from rocbuild.run.engine.lifecycle import Run
+from rocbuild.run.state import basememo
 
 
 def _loader(settings: Settings) -> Callable[[list[str] | None], tuple[Stack, Stack]]:

@@ -19,7 +19,7 @@ from rocbuild import __version__, faults
 from rocbuild.cli import argerrors, help_text
 from rocbuild.errors import EXIT_BAD_INPUT, EXIT_INTERRUPTED, RocbuildError, fit_terminal, report
 from rocbuild.model import settings
-from rocbuild.run import basememo
+from rocbuild.run.state import basememo
 
 COMMAND_PACKAGE = "rocbuild.cli.cmd_"
 # Subcommand modules, in the order `rocbuild --help` lists them.

@@ -1,6 +1,6 @@
 """The console output of a build: plain lines (CI logs, nohup, pipes), one per event.
 
-run/ writes through its small sink protocol (run/build.py ``Sink``); this is the plain
+run/ writes through its small sink protocol (run/engine/build.py ``Sink``); this is the plain
 implementation, and progress.LiveOutput draws bars on a terminal.
 """
 

@@ -20,8 +20,8 @@ from rocbuild.model.graph import Stack
 from rocbuild.model.resources import format_gib
 from rocbuild.model.steps import shell_line
 from rocbuild.model.steptable import venv_commands
-from rocbuild.run import launchstats
-from rocbuild.run.outcome import CURRENT, SERVED, StepOutcome
+from rocbuild.run.engine.outcome import CURRENT, SERVED, StepOutcome
+from rocbuild.run.state import launchstats
 
 if TYPE_CHECKING:  # the plan's model (roads, cost) loads for `plan`, not for every command
     from rocbuild.model.plan import Plan

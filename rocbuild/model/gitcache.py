@@ -1,5 +1,5 @@
 """Where rocbuild keeps a repository's source cache and how mirror rules reach git: pure
-rules that the fetch step (run/sources.py) follows and `plan --commands` prints."""
+rules that the fetch step (run/sources/sources.py) follows and `plan --commands` prints."""
 
 from __future__ import annotations
 

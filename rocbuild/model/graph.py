@@ -340,7 +340,7 @@ def load_stack(settings: Settings, requested: Iterable[str] = ()) -> Stack:
                                          targets), order)
         except ConfigError as exc:
             where = settings.source("base")
-            if not where.startswith("workdir "):  # not remembered (run/basememo.py)
+            if not where.startswith("workdir "):  # not remembered (run/state/basememo.py)
                 raise
             raise ConfigError(f"{exc} (the base of the last build in this workdir, recorded "
                               f"in {where[len('workdir '):]})",

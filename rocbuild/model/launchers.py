@@ -7,7 +7,7 @@ checks/launchtools.py found when the run started), the launcher arguments config
 (CMAKE_<LANG>_COMPILER_LAUNCHER), the variables every build step gets (CCACHE_*, DISTCC_*,
 Tensile's launchers) and the split of compile jobs into local and remote slots. It runs
 nothing: the host probe, the doctor and preflight checks are checks/launchtools.py's, what a
-step saved (ccache's stats log, distcc's log, kept in state) is run/launchstats.py's.
+step saved (ccache's stats log, distcc's log, kept in state) is run/state/launchstats.py's.
 Launchers change only the speed of a build, never its output, so nothing here is part of
 any fingerprint.
 """

@@ -31,7 +31,7 @@ def _parse_path(text: str) -> Path:
 
 def _parse_base(text: str) -> Path | None:
     """A base folder, or ``none``: no base (build from source), also when the workdir
-    remembers the base of its last build (run/basememo.py)."""
+    remembers the base of its last build (run/state/basememo.py)."""
     return None if text.strip().lower() == "none" else _parse_path(text)
 
 

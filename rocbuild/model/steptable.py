@@ -7,7 +7,7 @@ lives (what the up-to-date rule checks is still there), whether dependents are b
 its run, whether it is a source step (run in the sources-first phase), its log, and the
 commands ``rocbuild plan --commands`` prints for it. The up-to-date rule, the doit task
 builder, status, the engine's reporter, plain doit's entry and ``rocbuild logs`` read this
-table; run/stepbind.py binds each kind to its action and run/uptodate.py to its
+table; run/engine/stepbind.py binds each kind to its action and run/state/uptodate.py to its
 own input facts and output check (tests/unit/test_steptable.py fails when one of those is
 missing). Why the table is split this way: docs/architecture.md, The step table. Nothing
 here runs anything.

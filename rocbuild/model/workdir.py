@@ -21,7 +21,7 @@ The folder of a configuration is the workdir itself for the first configuration 
 builds (so a workdir of an earlier rocbuild, which held one configuration there, keeps its
 build trees and stamps: the next run adopts them and rebuilds nothing), and
 ``configs/<hash of the prefix>`` for each further one. ``state/configs.json`` records which
-prefix owns which folder; it is written when a build starts (run/workdirs.py), read here.
+prefix owns which folder; it is written when a build starts (run/state/workdirs.py), read here.
 Nothing here writes.
 """
 

@@ -97,7 +97,7 @@ def new_build_info(stack: Stack, *, commits: Mapping[str, str] | None = None,
 
 def filled_from(stack: Stack) -> dict[str, Any]:
     """Which workdir and which of its configurations (model/workdir.py) filled the prefix:
-    a build from another workdir is refused (run/workdirs.py), `prefixes` shows it."""
+    a build from another workdir is refused (run/state/workdirs.py), `prefixes` shows it."""
     work = stack.work
     folder = "." if work.is_root_config else str(work.config.relative_to(work.root))
     return {"workdir": str(work.root), "configuration": folder}

@@ -30,7 +30,8 @@ from rocbuild.prefix.realpaths import RealPaths
 
 Logger = Callable[[str], None]
 RECORDS = Path(buildinfo.INFO_DIR) / "installed"
-# the unpack folders of a cache install (run/artifacts.py): ``<prefix>/.rocbuild-unpack-<pid>-*``
+# the unpack folders of a cache install (run/cache/artifacts.py):
+# ``<prefix>/.rocbuild-unpack-<pid>-*``
 STAGING_NAME = ".rocbuild-unpack"
 EXTRA_TMP_SUFFIX = ".rocbuild-tmp"  # an extra is written to ``.<name>.rocbuild-tmp`` first
 

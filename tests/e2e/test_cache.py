@@ -24,8 +24,8 @@ from pathlib import Path
 import pytest
 import zstandard
 
-from rocbuild.run.artifacts import Manifest, pack, sha256_file
-from rocbuild.run.cache_store import FolderStore, HttpStore, pull_archive
+from rocbuild.run.cache.artifacts import Manifest, pack, sha256_file
+from rocbuild.run.cache.cache_store import FolderStore, HttpStore, pull_archive
 from tests.cli import run_cli
 from tests.conftest import require_tool
 from tests.support.chain import FAKE_HOST, Chain, make_chain, make_repo, one_component_stack

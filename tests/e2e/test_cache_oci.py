@@ -17,10 +17,10 @@ from pathlib import Path
 
 import pytest
 
-from rocbuild.run import signing
-from rocbuild.run.artifacts import Manifest, pack, sha256_file
-from rocbuild.run.cache_oci import OciStore
-from rocbuild.run.cache_store import pull_archive
+from rocbuild.run.cache import signing
+from rocbuild.run.cache.artifacts import Manifest, pack, sha256_file
+from rocbuild.run.cache.cache_oci import OciStore
+from rocbuild.run.cache.cache_store import pull_archive
 from tests.cli import run_cli
 from tests.e2e import test_cache
 from tests.e2e.test_cache import COMPONENTS, FirstMachine, compiled, counting_cc, prefix_tree

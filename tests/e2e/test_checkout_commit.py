@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from rocbuild.run.sources import checkout_commit
+from rocbuild.run.sources.sources import checkout_commit
 from tests.conftest import require_tool
 from tests.support.chain import git
 

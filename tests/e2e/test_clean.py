@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from rocbuild.prefix.buildinfo import info_path
-from rocbuild.run import sources
-from rocbuild.run.state import StateDir
+from rocbuild.run.sources import sources
+from rocbuild.run.state.state import StateDir
 from tests.cli import run_flags
 from tests.support.chain import Chain
 

@@ -17,7 +17,7 @@ import psutil
 import pytest
 
 from rocbuild.cli.main import main
-from rocbuild.run.state import StateDir
+from rocbuild.run.state.state import StateDir
 from tests.cli import run_cli
 from tests.conftest import REPO
 from tests.support.chain import Chain, git, make_chain

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from rocbuild.errors import BuildFailed
-from rocbuild.run import sources
+from rocbuild.run.sources import sources
 from tests.cli import run_cli
 from tests.conftest import require_tool
 from tests.support.chain import make_repo

@@ -13,7 +13,7 @@ import git
 import pytest
 
 from rocbuild import proc
-from rocbuild.run import sources
+from rocbuild.run.sources import sources
 from tests.conftest import require_tool
 from tests.support.chain import make_repo
 

@@ -30,8 +30,8 @@ from pathlib import Path
 import pytest
 
 from rocbuild.errors import CacheUnavailable
-from rocbuild.run.artifacts import Manifest, pack, sha256_file
-from rocbuild.run.cache_store import FolderStore, HttpStore, pull_archive
+from rocbuild.run.cache.artifacts import Manifest, pack, sha256_file
+from rocbuild.run.cache.cache_store import FolderStore, HttpStore, pull_archive
 from tests.cli import child_env, run_cli
 from tests.conftest import require_tool
 from tests.e2e.test_cache_robust import UNSIGNED

@@ -1,4 +1,4 @@
-"""`rocbuild build X` and plain `doit build:X` run one lifecycle (run/lifecycle.py): ready ->
+"""`rocbuild build X` and plain `doit build:X` run one lifecycle (run/engine/lifecycle.py): ready ->
 preflight -> tasks -> finish -> verify -> report. Both fail a failing verify, write the same
 state files and the same build-info, and accept the same components."""
 

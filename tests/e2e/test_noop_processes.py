@@ -88,6 +88,6 @@ def test_status_imports_neither_the_build_nor_doit_nor_gitpython() -> None:
             "print(' '.join(sorted(sys.modules)))")
     loaded = set(subprocess.run([sys.executable, "-c", code], env=child_env(), check=True,
                                 capture_output=True, text=True).stdout.split())
-    for module in ("doit", "git", "rocbuild.run.engine", "rocbuild.cli.cmd_build",
-                   "rocbuild.cli.cmd_bench", "rocbuild.run.cache", "rocbuild.checks.verify"):
+    for module in ("doit", "git", "rocbuild.run.engine.engine", "rocbuild.cli.cmd_build",
+                   "rocbuild.cli.cmd_bench", "rocbuild.run.cache.cache", "rocbuild.checks.verify"):
         assert module not in loaded, module

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from rocbuild.run import sources
+from rocbuild.run.sources import sources
 from tests.cli import run_flags
 from tests.support.chain import FAKE_HOST, Chain
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from rocbuild.run.state import prefix_lock
+from rocbuild.run.state.state import prefix_lock
 from tests.cli import CliResult, run_cli
 from tests.conftest import require_tool
 from tests.support.calc import CALC_C, Calc, make_calc, value_patch
@@ -191,7 +191,7 @@ def test_two_runs_never_install_into_one_prefix_at_once(calc: Calc, tmp_path: Pa
 
 
 def test_a_busy_workdir_exits_3(calc: Calc) -> None:
-    from rocbuild.run.state import StateDir
+    from rocbuild.run.state.state import StateDir
 
     with StateDir.shared(calc.workdir).lock():
         result = run_cli("build", *calc.flags(), "--no-verify", expect=3)
@@ -284,7 +284,7 @@ def test_the_fetch_itself_refuses_to_download_when_offline(calc: Calc) -> None:
     """The second guard behind preflight's: sources.fetch never downloads with offline set,
     even when the URL would answer (plain `doit` runs skip preflight)."""
     from rocbuild.errors import BuildFailed
-    from rocbuild.run import sources
+    from rocbuild.run.sources import sources
 
     req = sources.FetchRequest(
         name="calc", url="https://example.invalid/calc.git", ref="v1", submodules=False,

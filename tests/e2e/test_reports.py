@@ -17,9 +17,9 @@ from rich.console import Console
 from rocbuild.cli import cmd_status
 from rocbuild.model.graph import load_stack
 from rocbuild.model.settings import resolve
-from rocbuild.run.state import StateDir
-from rocbuild.run.status import collect
-from rocbuild.run.uptodate import Rule
+from rocbuild.run.engine.status import collect
+from rocbuild.run.state.state import StateDir
+from rocbuild.run.state.uptodate import Rule
 from tests.cli import child_env, run_cli, run_flags
 from tests.e2e.test_engine import sleepers, slow_beta, wait_for
 from tests.e2e.test_status import break_beta, recipe

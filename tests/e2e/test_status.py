@@ -17,7 +17,7 @@ from unittest import mock
 import pytest
 
 from rocbuild.cli.main import main
-from rocbuild.run.state import StateDir, write_json_atomic
+from rocbuild.run.state.state import StateDir, write_json_atomic
 from tests.cli import run_cli
 from tests.conftest import require_tool
 from tests.support.chain import Chain, add_gamma_patch, git, make_chain

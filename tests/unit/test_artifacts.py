@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import zstandard
 
-from rocbuild.run.artifacts import (
+from rocbuild.run.cache.artifacts import (
     ArtifactRefused,
     FileEntry,
     Manifest,
@@ -24,7 +24,7 @@ from rocbuild.run.artifacts import (
     sha256_file,
     unpack,
 )
-from rocbuild.run.cache_store import CacheUnavailable, FolderStore, pull_archive
+from rocbuild.run.cache.cache_store import CacheUnavailable, FolderStore, pull_archive
 
 
 def make_prefix(root: Path) -> Path:

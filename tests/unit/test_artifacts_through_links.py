@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from rocbuild.run.artifacts import ArtifactRefused, Relocation, pack, unpack
+from rocbuild.run.cache.artifacts import ArtifactRefused, Relocation, pack, unpack
 
 
 def test_an_entry_below_a_link_out_of_the_prefix_is_refused_and_nothing_lands_there(

@@ -11,10 +11,10 @@ import pytest
 from rocbuild.errors import ConfigError
 from rocbuild.model.graph import Stack, load_stack
 from rocbuild.model.settings import resolve
-from rocbuild.run import cache
-from rocbuild.run.artifacts import FileEntry, Manifest
-from rocbuild.run.cache_store import FolderStore
-from rocbuild.run.state import StateDir
+from rocbuild.run.cache import cache
+from rocbuild.run.cache.artifacts import FileEntry, Manifest
+from rocbuild.run.cache.cache_store import FolderStore
+from rocbuild.run.state.state import StateDir
 
 SRC = '[source]\ngit = "https://example.com/{{ name }}.git"\nref = "v1"\n'
 

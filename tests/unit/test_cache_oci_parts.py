@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from rocbuild.errors import ConfigError
-from rocbuild.run import cache_prune, oci, signing
-from rocbuild.run.cache_oci import tag_for
+from rocbuild.run.cache import cache_prune, oci, signing
+from rocbuild.run.cache.cache_oci import tag_for
 
 # made by `ssh-keygen -t ed25519` and `ssh-keygen -Y sign -n rocbuild-artifact` over {"a":1};
 # `ssh-keygen -lf` printed the fingerprint

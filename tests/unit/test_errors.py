@@ -46,7 +46,8 @@ def test_user_facing_classes_are_declared_in_errors_module():
     # the old homes re-export them, so `from rocbuild.faults import StateWriteError` works
     from rocbuild import faults
     from rocbuild.prefix import activate
-    from rocbuild.run import cache_store, preflight
+    from rocbuild.run.cache import cache_store
+    from rocbuild.run.engine import preflight
     assert preflight.PreflightError is errors.PreflightError
     assert faults.StateWriteError is errors.StateWriteError
     assert cache_store.CacheUnavailable is errors.CacheUnavailable

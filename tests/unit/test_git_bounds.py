@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from rocbuild import proc
-from rocbuild.run import patches, sources
+from rocbuild.run.sources import patches, sources
 
 
 def test_local_git_commands_are_bounded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

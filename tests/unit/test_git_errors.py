@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from rocbuild.run.sources import GitFailed, git_cause
+from rocbuild.run.sources.sources import GitFailed, git_cause
 
 DUBIOUS = """\
 fatal: detected dubious ownership in repository at '/srv/work/src/rocr'

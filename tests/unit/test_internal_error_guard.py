@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from rocbuild.run.runner import INTERNAL_ERROR
+from rocbuild.run.engine.runner import INTERNAL_ERROR
 from tests.conftest import INTERNAL_ERROR as GUARDED
 from tests.conftest import REPO
 

@@ -14,7 +14,7 @@ from rocbuild.model import launchers
 from rocbuild.model.graph import load_stack
 from rocbuild.model.resources import GIB, HostSnapshot, job_counts
 from rocbuild.model.settings import resolve
-from rocbuild.run import launchstats
+from rocbuild.run.state import launchstats
 
 RECIPE = '[source]\ngit = "https://example.com/x.git"\nref = "v1"\n[cmake]\n'
 TOOLS = {"ccache": "/usr/bin/ccache", "distcc": "/usr/bin/distcc"}
@@ -254,7 +254,7 @@ def test_loading_a_stack_probes_nothing_and_the_run_resolves_launchers(
         write_recipes, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """model/ runs nothing (issue 23): load_stack leaves the launchers out, and the run's
     context resolves them from this host's programs when it starts."""
-    from rocbuild.run.build import BuildContext
+    from rocbuild.run.engine.build import BuildContext
 
     asked: list[str] = []
     monkeypatch.setattr(launchtools, "ccache_version",

@@ -97,3 +97,48 @@ def test_the_process_rule_sees_what_it_forbids(tmp_path: Path) -> None:
                       "    os.system('x')\n")
     assert processes_started(module) == ["2: imports rocbuild.proc", "4: imports psutil",
                                          "5: os.system"]
+
+
+# --- run/'s rooms (issue 23; docs/architecture.md, run/'s four rooms) ---
+# Each room of run/ imports only the rooms its face names: the binary cache, the sources and
+# the state never reach into the engine, so they can be read, tested and reused without a run.
+ROOM_IMPORTS = {
+    "engine": {"engine", "state", "sources", "cache"},
+    "state": {"state", "sources"},
+    "sources": {"sources"},
+    "cache": {"cache", "state", "sources"},
+}
+
+
+def imported_rooms(path: Path) -> set[tuple[str, int]]:
+    """The rooms of run/ a module imports, with the line of each import (lazy ones too)."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        names: list[str] = []
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names = [node.module] if node.module != "rocbuild.run" else [
+                f"rocbuild.run.{a.name}" for a in node.names]
+        elif isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        for name in names:
+            parts = name.split(".")
+            if parts[:2] == ["rocbuild", "run"] and len(parts) > 2:
+                found.add((parts[2], node.lineno))
+    return found
+
+
+def test_every_run_module_sits_in_a_room() -> None:
+    loose = sorted(p.name for p in (PACKAGE / "run").glob("*.py") if p.name != "__init__.py")
+    assert loose == [], f"put these in a room of run/ (its __init__ says which): {loose}"
+    assert sorted(p.name for p in (PACKAGE / "run").iterdir()
+                  if p.is_dir() and p.name != "__pycache__") == sorted(ROOM_IMPORTS)
+
+
+def test_rooms_import_one_way() -> None:
+    wrong = []
+    for room, allowed in ROOM_IMPORTS.items():
+        for path in sorted((PACKAGE / "run" / room).rglob("*.py")):
+            for used, line in sorted(imported_rooms(path)):
+                if used not in allowed:
+                    wrong.append(f"{path.relative_to(PACKAGE)}:{line} imports rocbuild.run.{used}")
+    assert wrong == [], "run/'s rooms import one way:\n" + "\n".join(wrong)

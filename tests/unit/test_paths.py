@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from rocbuild.model.paths import resolves_within, within
-from rocbuild.run.artifacts import link_stays_inside
+from rocbuild.run.cache.artifacts import link_stays_inside
 
 
 @pytest.mark.parametrize("path, inside", [

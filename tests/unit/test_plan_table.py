@@ -14,8 +14,8 @@ from rocbuild.model.graph import load_stack
 from rocbuild.model.plan import build_plan
 from rocbuild.model.resources import GIB, HostSnapshot
 from rocbuild.model.settings import resolve
-from rocbuild.run.state import StateDir
-from rocbuild.run.uptodate import Rule
+from rocbuild.run.state.state import StateDir
+from rocbuild.run.state.uptodate import Rule
 from tests.cli import too_wide
 
 
@@ -72,7 +72,7 @@ def test_jobs_setting_reads_auto_and_why_shows_the_arithmetic(tmp_path: Path) ->
 
 
 def test_time_column_uses_this_hosts_history(tmp_path: Path) -> None:
-    from rocbuild.run.state import StateDir
+    from rocbuild.run.state.state import StateDir
 
     StateDir.shared(tmp_path / "wd").write_stamp("hipblas", "compile", "x", seconds=7 * 3600 + 60)
     text, _ = render(tmp_path, host(8, 16))

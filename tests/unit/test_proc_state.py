@@ -13,7 +13,7 @@ import pytest
 from rocbuild.errors import BusyError
 from rocbuild.faults import StateWriteError
 from rocbuild.proc import ChildRegistry, RunResult, run_logged
-from rocbuild.run.state import StateDir, read_json, write_json_atomic
+from rocbuild.run.state.state import StateDir, read_json, write_json_atomic
 
 
 def py(code: str) -> list[str]:
@@ -85,7 +85,7 @@ def test_lock_refuses_a_second_holder_and_frees_on_exit(tmp_path: Path) -> None:
     state = StateDir.shared(tmp_path)
     with state.lock():
         holder = subprocess.run(
-            py(f"from rocbuild.run.state import StateDir; from pathlib import Path\n"
+            py(f"from rocbuild.run.state.state import StateDir; from pathlib import Path\n"
                f"try:\n  StateDir.shared(Path({str(tmp_path)!r})).lock().__enter__()\n"
                f"except Exception as e: print(type(e).__name__, e)"),
             capture_output=True, text=True, env={**os.environ, "PYTHONPATH": os.getcwd()},
@@ -103,7 +103,7 @@ def test_lock_in_one_process_twice_is_refused(tmp_path: Path) -> None:
 
 def test_parallel_compile_steps_share_one_job_budget(tmp_path: Path) -> None:
     from rocbuild.cli.output import Output
-    from rocbuild.run.build import BuildContext
+    from rocbuild.run.engine.build import BuildContext
 
     ctx = BuildContext(stack=None, settings=None, output=Output(sys.stdout))  # type: ignore[arg-type]
     assert ctx.budget.take("llvm", 8) == 8
@@ -152,7 +152,7 @@ def test_a_stamp_write_that_dies_midway_leaves_the_old_stamp_whole(
     def dies(*args: object) -> None:
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr("rocbuild.run.state.os.replace", dies)
+    monkeypatch.setattr("rocbuild.run.state.state.os.replace", dies)
     with pytest.raises(StateWriteError, match="no space left"):  # one message (faults.py)
         state.write_stamp("a", "install", "new", seconds=2.0, big="x" * 100_000)
     assert state.stamp_path("a", "install").read_bytes() == before

@@ -1,10 +1,10 @@
-"""A tool's own words about a full disk become the step's message (run/stepfaults.py)."""
+"""A tool's own words about a full disk become the step's message (run/engine/stepfaults.py)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from rocbuild.run.stepfaults import full_disk
+from rocbuild.run.engine.stepfaults import full_disk
 
 
 def test_cmake_wraps_the_message_and_names_the_path_before_it(tmp_path: Path) -> None:

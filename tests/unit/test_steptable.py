@@ -13,9 +13,10 @@ from rocbuild.model import steptable
 from rocbuild.model.graph import load_stack
 from rocbuild.model.settings import resolve
 from rocbuild.model.steptable import CHECK, RUN, SHORTCUT, STEP, STEPS, UnknownStep
-from rocbuild.run import stepbind, uptodate
-from rocbuild.run.state import StateDir
-from rocbuild.run.uptodate import Rule
+from rocbuild.run.engine import stepbind
+from rocbuild.run.state import uptodate
+from rocbuild.run.state.state import StateDir
+from rocbuild.run.state.uptodate import Rule
 from tests.conftest import RecipeWriter
 
 

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from rocbuild.run.state import StateDir
-from rocbuild.run.uptodate import Answers, Rule
+from rocbuild.run.state.state import StateDir
+from rocbuild.run.state.uptodate import Answers, Rule
 
 COMP: Any = SimpleNamespace(name="alpha", fingerprint="f1")
 

@@ -25,14 +25,16 @@ from rocbuild.model.graph import Component, sha256_text
 from rocbuild.model.paths import within
 from rocbuild.model.steptable import PYTHON_VENV
 from rocbuild.prefix import ownership, prefixguard
-from rocbuild.run import clockskew, jobs, patches, sources
-from rocbuild.run.command import run_all
-from rocbuild.run.outcome import StepOutcome, step_logger
-from rocbuild.run.state import write_text_atomic
-from rocbuild.run.uptodate import BUILD_ID_FILE, build_id
+from rocbuild.run.engine import jobs
+from rocbuild.run.engine.command import run_all
+from rocbuild.run.engine.outcome import StepOutcome, step_logger
+from rocbuild.run.sources import patches, sources
+from rocbuild.run.state import clockskew
+from rocbuild.run.state.state import write_text_atomic
+from rocbuild.run.state.uptodate import BUILD_ID_FILE, build_id
 
 if TYPE_CHECKING:
-    from rocbuild.run.build import BuildContext
+    from rocbuild.run.engine.build import BuildContext
 
 Action = Callable[["BuildContext", Component, Path, StepOutcome], None]
 assert PYTHON_VENV.record is not None

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from rocbuild.files import read_regular
 from rocbuild.model.workdir import Workdir
-from rocbuild.run.state import read_json, write_json_atomic
+from rocbuild.run.state.state import read_json, write_json_atomic
 
 
 @dataclass(frozen=True)

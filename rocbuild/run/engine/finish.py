@@ -20,10 +20,10 @@ from rocbuild.model import buildsystems
 from rocbuild.model.graph import Stack
 from rocbuild.model.steptable import steps_of
 from rocbuild.prefix import buildinfo, envfiles, ownership
-from rocbuild.run.build import BuildContext
-from rocbuild.run.outcome import CURRENT, SERVED
-from rocbuild.run.state import write_json_atomic
-from rocbuild.run.status import verify_record_path
+from rocbuild.run.engine.build import BuildContext
+from rocbuild.run.engine.outcome import CURRENT, SERVED
+from rocbuild.run.engine.status import verify_record_path
+from rocbuild.run.state.state import write_json_atomic
 
 if TYPE_CHECKING:  # the checks are imported when verify runs (a no-op build skips them)
     from rocbuild.checks.verify import VerifyReport

@@ -22,13 +22,13 @@ from rocbuild.model import buildsystems, launchers, resources
 from rocbuild.model.graph import Component
 from rocbuild.model.resources import GIB
 from rocbuild.model.workdir import Workdir
-from rocbuild.run import launchstats
-from rocbuild.run.command import run_all
-from rocbuild.run.outcome import StepOutcome, step_logger
-from rocbuild.run.state import read_json, write_json_atomic
+from rocbuild.run.engine.command import run_all
+from rocbuild.run.engine.outcome import StepOutcome, step_logger
+from rocbuild.run.state import launchstats
+from rocbuild.run.state.state import read_json, write_json_atomic
 
 if TYPE_CHECKING:
-    from rocbuild.run.build import BuildContext
+    from rocbuild.run.engine.build import BuildContext
 
 
 def died_of_memory(tail: list[str], oom_after: int | None, oom_before: int | None) -> bool:

@@ -41,9 +41,9 @@ from rocbuild.errors import (
 )
 from rocbuild.model.graph import Stack
 from rocbuild.prefix import buildinfo
-from rocbuild.run import continuation, finish, preflight
-from rocbuild.run.build import BuildContext
-from rocbuild.run.outcome import FAILED, StepOutcome
+from rocbuild.run.engine import continuation, finish, preflight
+from rocbuild.run.engine.build import BuildContext
+from rocbuild.run.engine.outcome import FAILED, StepOutcome
 
 BEFORE, TASKS, AFTER, LAST = "before the tasks", "the tasks", "after the tasks", "at the end"
 PREFLIGHT_TASK = "preflight"  # the doit task of the phases before the tasks

@@ -27,9 +27,9 @@ from rocbuild.model import steptable
 from rocbuild.model.buildsystems import venv
 from rocbuild.model.graph import Component
 from rocbuild.model.steptable import DEPENDENCIES, OF_CHECKOUT, OWN, StepKind
-from rocbuild.run import cache_install, runner, stepbind
-from rocbuild.run.build import BuildContext
-from rocbuild.run.outcome import FAILED
+from rocbuild.run.engine import cache_install, runner, stepbind
+from rocbuild.run.engine.build import BuildContext
+from rocbuild.run.engine.outcome import FAILED
 
 PREFLIGHT = "preflight"  # lifecycle.PREFLIGHT_TASK (the phases before the tasks)
 SOURCES, BUILD = "sources", "build"

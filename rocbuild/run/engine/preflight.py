@@ -19,8 +19,10 @@ from rocbuild.model.resources import format_gib
 from rocbuild.model.steps import step_env
 from rocbuild.model.steptable import steps_of
 from rocbuild.prefix import buildinfo
-from rocbuild.run import actions, basememo, cache_install, sources, workdirs
-from rocbuild.run.build import BuildContext
+from rocbuild.run.engine import actions, cache_install
+from rocbuild.run.engine.build import BuildContext
+from rocbuild.run.sources import sources
+from rocbuild.run.state import basememo, workdirs
 
 
 @dataclass(frozen=True)
@@ -93,7 +95,7 @@ def check_patches(ctx: BuildContext) -> list[Problem]:
 
 
 def check_owner(ctx: BuildContext) -> list[Problem]:
-    """The prefix was filled from another workdir that still builds it (run/workdirs.py)."""
+    """The prefix was filled from another workdir that still builds it (run/state/workdirs.py)."""
     prefix = ctx.stack.prefix
     owner = workdirs.other_owner(ctx.stack, buildinfo.read_build_info_lenient(prefix,
                                                                                ctx.output.say))

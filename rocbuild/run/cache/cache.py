@@ -41,9 +41,9 @@ from rocbuild.errors import BuildFailed, ConfigError
 from rocbuild.model import buildsystems, launchers, layout, wording
 from rocbuild.model.graph import Component, Stack, portable_text, sha256_text
 from rocbuild.model.paths import within
-from rocbuild.run import artifacts, signing, sources
-from rocbuild.run.artifacts import ArtifactRefused, Manifest, Relocation
-from rocbuild.run.cache_store import (
+from rocbuild.run.cache import artifacts, signing
+from rocbuild.run.cache.artifacts import ArtifactRefused, Manifest, Relocation
+from rocbuild.run.cache.cache_store import (
     CacheUnavailable,
     FolderStore,
     HttpStore,
@@ -52,10 +52,11 @@ from rocbuild.run.cache_store import (
     open_store,
     pull_archive,
 )
-from rocbuild.run.state import StateDir
+from rocbuild.run.sources import sources
+from rocbuild.run.state.state import StateDir
 
 if TYPE_CHECKING:  # imported where an oci:// cache is opened: http.client and ssl otherwise
-    from rocbuild.run.cache_oci import OciStore
+    from rocbuild.run.cache.cache_oci import OciStore
 
 # ref kinds that name one commit for good (sources.py records tag/branch per fetched ref)
 PINNED_KINDS = ("tag", "commit")
@@ -349,7 +350,7 @@ def open_cache(value: str | None) -> AnyStore | None:
     if not value:
         return None
     if value.startswith(("oci://", "oci+http://", "oci+https://")):
-        from rocbuild.run.cache_oci import OciStore
+        from rocbuild.run.cache.cache_oci import OciStore
 
         return OciStore(value)
     store = open_store(value)
@@ -362,7 +363,7 @@ def open_cache(value: str | None) -> AnyStore | None:
 def writable_store(text: str) -> FolderStore | OciStore:
     """Where `cache push --to` stores: a folder or an OCI repository (HTTP is read-only)."""
     if text.startswith(("oci://", "oci+http://", "oci+https://")):
-        from rocbuild.run.cache_oci import OciStore
+        from rocbuild.run.cache.cache_oci import OciStore
 
         return OciStore(text)
     store = open_store(text)  # a folder is made by the first push

@@ -33,9 +33,9 @@ from typing import Any, Protocol
 from rocbuild.errors import CacheUnavailable, ConfigError
 from rocbuild.files import write_text_atomic
 from rocbuild.model.resources import format_bytes
-from rocbuild.run.artifacts import ArtifactRefused, Manifest, Progress, sha256_file
-from rocbuild.run.signing import key_of
-from rocbuild.run.state import read_json, write_json_atomic
+from rocbuild.run.cache.artifacts import ArtifactRefused, Manifest, Progress, sha256_file
+from rocbuild.run.cache.signing import key_of
+from rocbuild.run.state.state import read_json, write_json_atomic
 
 INDEX = "index.json"
 INDEX_FORMAT = 1

@@ -14,9 +14,9 @@ from pathlib import Path
 from rocbuild.model import steptable
 from rocbuild.model.graph import Component
 from rocbuild.model.steptable import CHECK, SHORTCUT, STEP, StepKind
-from rocbuild.run import actions, cache_install, optcheck
-from rocbuild.run.build import BuildContext
-from rocbuild.run.outcome import StepOutcome
+from rocbuild.run.engine import actions, cache_install, optcheck
+from rocbuild.run.engine.build import BuildContext
+from rocbuild.run.engine.outcome import StepOutcome
 
 AnyAction = Callable[[BuildContext, "Component | None", Path, StepOutcome], None]
 Current = Callable[[BuildContext, "Component | None"], bool]

@@ -22,13 +22,13 @@ from rocbuild.errors import EXIT_INTERRUPTED
 from rocbuild.model import steptable
 from rocbuild.model.graph import Stack
 from rocbuild.model.steptable import RUN, STEP
-from rocbuild.run import lifecycle, optcheck, tasks
-from rocbuild.run.build import BuildContext
-from rocbuild.run.lifecycle import Reports, Run
-from rocbuild.run.outcome import CURRENT, DONE, SERVED, StepOutcome
+from rocbuild.run.engine import lifecycle, optcheck, tasks
+from rocbuild.run.engine.build import BuildContext
+from rocbuild.run.engine.lifecycle import Reports, Run
+from rocbuild.run.engine.outcome import CURRENT, DONE, SERVED, StepOutcome
 
 __all__ = ["Reports", "build", "make_namespace", "make_reporter", "run_doit"]
-BACKENDS = {"BACKEND": {"durable": "rocbuild.run.doitdb:DurableSqliteDB"}}
+BACKENDS = {"BACKEND": {"durable": "rocbuild.run.state.doitdb:DurableSqliteDB"}}
 # tasks that say their own failure (TaskFailed): every step kind, and the lifecycle's tasks
 SELF_REPORTING = {k.name for k in steptable.STEPS} | {lifecycle.PREFLIGHT_TASK, tasks.BUILD}
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP)

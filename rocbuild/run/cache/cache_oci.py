@@ -27,9 +27,9 @@ from pathlib import Path
 from typing import Any
 
 from rocbuild.errors import CacheUnavailable
-from rocbuild.run import oci
-from rocbuild.run.artifacts import Manifest, Progress
-from rocbuild.run.cache_store import index_entry
+from rocbuild.run.cache import oci
+from rocbuild.run.cache.artifacts import Manifest, Progress
+from rocbuild.run.cache.cache_store import index_entry
 
 ARTIFACT_TYPE = "application/vnd.rocbuild.artifact.v1"
 CONFIG_TYPE = "application/vnd.rocbuild.manifest.v1+json"

@@ -10,11 +10,11 @@ from rocbuild import proc
 from rocbuild.errors import BuildFailed
 from rocbuild.model.graph import Component
 from rocbuild.model.steps import step_env
-from rocbuild.run import stepfaults
-from rocbuild.run.outcome import StepOutcome
+from rocbuild.run.engine import stepfaults
+from rocbuild.run.engine.outcome import StepOutcome
 
 if TYPE_CHECKING:
-    from rocbuild.run.build import BuildContext
+    from rocbuild.run.engine.build import BuildContext
 
 
 def run_tool(ctx: BuildContext, comp: Component | None, step: str, argv: list[str], log: Path,

@@ -48,8 +48,9 @@ from rocbuild.model.steptable import (
     StepKind,
     steps_of,
 )
-from rocbuild.run import clockskew, patches, sources
-from rocbuild.run.state import StateDir
+from rocbuild.run.sources import patches, sources
+from rocbuild.run.state import clockskew
+from rocbuild.run.state.state import StateDir
 
 BUILD_ID_FILE = "rocbuild-build-id"
 

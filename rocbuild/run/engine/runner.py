@@ -21,9 +21,10 @@ from rocbuild.errors import BuildFailed, StateWriteError
 from rocbuild.model import steptable
 from rocbuild.model.graph import Component
 from rocbuild.model.steptable import CHECK, RUN, STEP, StepKind
-from rocbuild.run import running, stepbind
-from rocbuild.run.build import BuildContext
-from rocbuild.run.outcome import DONE, FAILED, SKIPPED, StepOutcome, step_logger
+from rocbuild.run.engine import stepbind
+from rocbuild.run.engine.build import BuildContext
+from rocbuild.run.engine.outcome import DONE, FAILED, SKIPPED, StepOutcome, step_logger
+from rocbuild.run.state import running
 
 INTERNAL_ERROR = "rocbuild error:"  # how the step log marks an error inside rocbuild
 

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from rocbuild.model.settings import OPTIONS, Settings
 from rocbuild.model.workdir import Workdir
-from rocbuild.run.state import read_json, write_json_atomic
+from rocbuild.run.state.state import read_json, write_json_atomic
 
 PATH_FLAGS = ("--recipes", "--workdir", "--prefix")
 RECORD = "last-build.json"

@@ -23,12 +23,12 @@ from rocbuild.errors import BuildFailed, CacheUnavailable
 from rocbuild.model.graph import Component
 from rocbuild.model.steptable import steps_of
 from rocbuild.prefix import ownership, prefixguard
-from rocbuild.run import actions
-from rocbuild.run.build import BuildContext
-from rocbuild.run.outcome import SKIPPED, StepOutcome, step_logger
+from rocbuild.run.engine import actions
+from rocbuild.run.engine.build import BuildContext
+from rocbuild.run.engine.outcome import SKIPPED, StepOutcome, step_logger
 
 if TYPE_CHECKING:  # the cache's modules (archives, HTTP, signatures) load when one is set
-    from rocbuild.run import cache
+    from rocbuild.run.cache import cache
 
 STEP = "cache"
 
@@ -42,7 +42,7 @@ def served(ctx: BuildContext, trust: cache.Trust | None = None) -> dict[str, cac
     if not ctx.settings.cache:  # no --cache: a run imports nothing of the binary cache
         ctx.cache_choices = chosen
         return chosen
-    from rocbuild.run import cache
+    from rocbuild.run.cache import cache
 
     store = cache.open_cache(ctx.settings.cache)
     if store is not None:
@@ -83,9 +83,9 @@ def install_from_cache(ctx: BuildContext, comp: Component, log_file: Path,
     """The action of `cache:<name>` (run by runner.py, bound in stepbind.py). Never fails
     the run: a refused artifact is reported, the step stands aside (SKIPPED: no outcome) and
     the component's normal steps, which come next, build it."""
-    from rocbuild.run import cache
-    from rocbuild.run.artifacts import ArtifactRefused
-    from rocbuild.run.cache_store import ProgressLine
+    from rocbuild.run.cache import cache
+    from rocbuild.run.cache.artifacts import ArtifactRefused
+    from rocbuild.run.cache.cache_store import ProgressLine
 
     name = comp.name
     choice = served(ctx)[name]

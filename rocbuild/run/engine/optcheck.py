@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING
 
 from rocbuild.errors import BuildFailed
 from rocbuild.model.graph import Component
-from rocbuild.run.build import BuildContext
-from rocbuild.run.outcome import StepOutcome, step_logger
+from rocbuild.run.engine.build import BuildContext
+from rocbuild.run.engine.outcome import StepOutcome, step_logger
 
 if TYPE_CHECKING:  # the lint of build files loads when an options step runs
     from rocbuild.checks.lint import BuildFileWords

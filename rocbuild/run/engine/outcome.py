@@ -11,7 +11,7 @@ from typing import Any
 from rocbuild import proc
 from rocbuild.model.graph import Component
 from rocbuild.model.steptable import log_path
-from rocbuild.run.state import StateDir
+from rocbuild.run.state.state import StateDir
 
 __all__ = ["StepOutcome", "expected_seconds", "log_path", "step_logger"]
 DONE, FAILED, CURRENT = "done", "failed", "current"

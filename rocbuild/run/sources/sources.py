@@ -27,8 +27,8 @@ from rocbuild import proc
 from rocbuild.errors import BuildFailed
 from rocbuild.files import read_regular
 from rocbuild.model.gitcache import cache_dir, cache_ref, insteadof_args, is_local
-from rocbuild.run import patches
-from rocbuild.run.patches import LOCAL_GIT_TIMEOUT
+from rocbuild.run.sources import patches
+from rocbuild.run.sources.patches import LOCAL_GIT_TIMEOUT
 
 _SHA_RE = re.compile(r"^[0-9a-f]{40}$")
 # Failures worth another try: the network or the server, not a wrong ref.

@@ -29,11 +29,12 @@ from rocbuild.model.steptable import log_path, steps_of
 from rocbuild.model.workdir import Workdir
 from rocbuild.prefix import registry
 from rocbuild.prefix.buildinfo import read_build_info
-from rocbuild.run import continuation, running
-from rocbuild.run.jobs import job_cap_path
-from rocbuild.run.running import RunningStep
-from rocbuild.run.state import read_json
-from rocbuild.run.uptodate import Rule
+from rocbuild.run.engine import continuation
+from rocbuild.run.engine.jobs import job_cap_path
+from rocbuild.run.state import running
+from rocbuild.run.state.running import RunningStep
+from rocbuild.run.state.state import read_json
+from rocbuild.run.state.uptodate import Rule
 
 DONE, FAILED, PENDING, STALE, RUNNING = "done", "failed", "pending", "stale", "running"
 UNPROVEN = "unproven"  # the verify row of a complete prefix verify never proved
