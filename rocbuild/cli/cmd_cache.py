@@ -234,7 +234,8 @@ def _open_for_prune(settings: Settings) -> cache.FolderStore | cache.OciStore:
         raise ConfigError("cache prune needs a cache: --cache DIR_OR_OCI",
                           tip="rocbuild cache prune --cache /srv/rocbuild-cache --keep 2")
     store = cache.open_cache(settings.cache)
-    if not isinstance(store, cache.FolderStore | cache.OciStore):
+    # (the OCI store's class is imported only with an oci:// cache: test what it is not)
+    if store is None or isinstance(store, cache.HttpStore):
         raise ConfigError(f"cannot prune {settings.cache}: an HTTP cache is read-only",
                           tip="prune the folder the server serves (--cache DIR)")
     return store
