@@ -13,7 +13,6 @@ from rich.console import Console
 from rich.markup import escape
 from rich.text import Text
 
-from rocbuild.checks.diagnose import diagnose
 from rocbuild.model import wording
 from rocbuild.model.cost import summary_lines
 from rocbuild.model.graph import Stack
@@ -88,7 +87,9 @@ def _word_breaks(text: str, width: int, hang: int = 0) -> list[int]:
 def console(stream: TextIO | None = None) -> FittedConsole:
     """The one console of every command: the terminal's width when there is one, else
     COLUMNS when set (rich reads it), else 80 columns (rich's default for a pipe or file)."""
-    return FittedConsole(file=stream or sys.stdout, highlight=False)
+    # emoji=False: rocbuild writes no emoji codes, and a path such as /srv/:fire:/x must
+    # print as it is (rich would also load its 2 ms table of codes for every command)
+    return FittedConsole(file=stream or sys.stdout, highlight=False, emoji=False)
 
 
 def print_plan(plan: Plan, out: Console) -> None:
@@ -215,6 +216,8 @@ def print_build_summary(outcomes: Sequence[StepOutcome], stack: Stack, command: 
         out.print(escape(o.message))  # prose: wraps at spaces, paths stay whole words
         if o.log is not None:  # every step of the step table has one
             out.print(f"log: {escape(str(o.log))}")
+        from rocbuild.checks.diagnose import diagnose  # the failure table, on a failure
+
         found = diagnose([*o.tail, *o.message.splitlines()],
                          context={"prefix": str(stack.prefix), "component": o.component,
                                   "workdir": str(stack.workdir)})

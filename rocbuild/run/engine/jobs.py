@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from rocbuild.checks import hostload
-from rocbuild.checks.diagnose import is_memory_death
 from rocbuild.errors import BuildFailed
 from rocbuild.model import buildsystems, launchers, resources
 from rocbuild.model.graph import Component
@@ -37,6 +36,8 @@ def died_of_memory(tail: list[str], oom_after: int | None, oom_before: int | Non
     ``memory``)."""
     if oom_after is not None and oom_before is not None and oom_after > oom_before:
         return True
+    from rocbuild.checks.diagnose import is_memory_death  # read when a compile died
+
     return is_memory_death(tail)
 
 

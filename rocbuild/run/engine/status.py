@@ -18,9 +18,8 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from rocbuild.checks.diagnose import Diagnosis, diagnose
 from rocbuild.errors import ConfigError
 from rocbuild.model import steptable
 from rocbuild.model.graph import Component, default_request
@@ -39,6 +38,9 @@ from rocbuild.run.state.uptodate import Rule
 DONE, FAILED, PENDING, STALE, RUNNING = "done", "failed", "pending", "stale", "running"
 UNPROVEN = "unproven"  # the verify row of a complete prefix verify never proved
 UNPROVEN_WHY = "skipped (--no-verify); activate needs --unproven"
+
+if TYPE_CHECKING:  # the failure table is loaded when a failure is shown
+    from rocbuild.checks.diagnose import Diagnosis
 
 
 
@@ -194,6 +196,8 @@ def _run_failures(ctx: Rule, command: str) -> list[tuple[str, FailureStatus]]:
         if failure is None or failure.get("step") != kind.name:
             continue
         tail = [str(line) for line in failure.get("tail") or []]
+        from rocbuild.checks.diagnose import diagnose  # a failure's cause: its table then
+
         found = diagnose([*tail, *str(failure.get("message") or "").splitlines()],
                          context={"workdir": str(ctx.stack.workdir)})
         out.append((kind.title, FailureStatus(kind.name, failure.get("when"),
@@ -452,6 +456,8 @@ def _diagnose_failure(ctx: Rule, comp: Component, failure: Mapping[str, Any]
     context = {"prefix": str(ctx.stack.prefix), "component": comp.name,
                "workdir": str(ctx.stack.workdir)}
     # The message holds rocbuild's own line, e.g. "... was killed by signal 9".
+    from rocbuild.checks.diagnose import diagnose  # a failure's cause: its table then
+
     return diagnose([*tail, *message.splitlines()], context=context)
 
 

@@ -14,7 +14,6 @@ import re
 from collections.abc import Sequence
 from pathlib import Path
 
-from rocbuild.checks import hostreqs
 from rocbuild.model.resources import format_bytes
 
 _FULL = re.compile(r"No space left on device|Out of diskspace|Disk quota exceeded|\bENOSPC\b|"
@@ -23,6 +22,8 @@ _PATH = re.compile(r"""(?<![\w.-])(/[^\s'"`:,;()]+)""")
 
 
 def _room(path: Path) -> str:
+    from rocbuild.checks import hostreqs  # the host's probes: only when a disk was full
+
     base = hostreqs.nearest_existing(path)
     folder = base if base.is_dir() else base.parent
     return f"the file system of {folder} has {format_bytes(hostreqs.free_space(folder)[1])} free"
@@ -45,6 +46,8 @@ def full_disk(tail: Sequence[str], writes: Sequence[Path]) -> str | None:
     if paths:
         return f"{what} while writing {paths[-1]} ({_room(Path(paths[-1]))})"
     if writes:
+        from rocbuild.checks import hostreqs
+
         fullest = min(writes, key=lambda p: hostreqs.free_space(p)[1])
         return f"{what} ({_room(fullest)})"
     return what
