@@ -196,8 +196,13 @@ class Workdir:
     def stamp(self, component: str, step: str) -> Path:
         return self._holder(step) / STATE / "stamps" / component / f"{step}.json"
 
+    @property
+    def failures(self) -> Path:
+        """This configuration's failure records, one per component (or run-wide step)."""
+        return self.config_state / "failures"
+
     def failure(self, component: str) -> Path:
-        return self.config_state / "failures" / f"{component}.json"
+        return self.failures / f"{component}.json"
 
     def log(self, folder: str, step: str, name: str | None = None) -> Path:
         """``logs/<folder>/<name or step>.log``: of the workdir for a source step, else of

@@ -78,7 +78,7 @@ class StateDir:
 
     def failed_units(self) -> list[str]:
         """Every component (or run-wide step folder) with a failure on record, by name."""
-        folder = self.work.failure("_").parent  # this configuration's records
+        folder = self.work.failures
         return sorted(p.stem for p in folder.glob("*.json")) if folder.is_dir() else []
 
     @property
