@@ -28,11 +28,12 @@ Nothing here writes.
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from rocbuild.files import read_json
 
 STATE = "state"
 CONFIGS_FILE = "configs.json"
@@ -57,11 +58,8 @@ def read_registry(root: Path) -> dict[str, dict[str, Any]]:
     """The workdir's configurations, by prefix; {} for a new workdir or one of an earlier
     rocbuild (and for an unreadable file: the first configuration then lives in the root,
     as it did before the registry existed)."""
-    try:
-        doc = json.loads(registry_path(root).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    configs = doc.get("configurations") if isinstance(doc, dict) else None
+    doc = read_json(registry_path(root)) or {}  # only a regular file: a FIFO never blocks
+    configs = doc.get("configurations")
     if not isinstance(configs, dict):
         return {}
     return {k: v for k, v in configs.items()

@@ -21,7 +21,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from rocbuild.files import write_text_atomic
+from rocbuild.files import read_json, write_text_atomic
 
 FILE = "prefixes.json"
 
@@ -38,17 +38,16 @@ def _key(path: Path) -> str:
 
 def read() -> dict[str, Any]:
     """``{"prefixes": {path: entry}, "links": {link: {"target", "unproven"}}}``; empty
-    when there is none or it cannot be read."""
-    try:
-        doc = json.loads(registry_path().read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        doc = {}
-    prefixes = doc.get("prefixes") if isinstance(doc, dict) else None
-    links = doc.get("links") if isinstance(doc, dict) else None
-    return {"prefixes": {k: v for k, v in (prefixes or {}).items() if isinstance(v, dict)}
-            if isinstance(prefixes, dict) else {},
-            "links": {k: v for k, v in (links or {}).items() if isinstance(v, dict)}
-            if isinstance(links, dict) else {}}
+    when there is none or it cannot be read (only a regular file is read: a FIFO there
+    never blocks)."""
+    doc = read_json(registry_path()) or {}
+
+    def entries(key: str) -> dict[str, Any]:
+        found = doc.get(key)
+        return ({k: v for k, v in found.items() if isinstance(v, dict)}
+                if isinstance(found, dict) else {})
+
+    return {"prefixes": entries("prefixes"), "links": entries("links")}
 
 
 @contextlib.contextmanager
