@@ -390,6 +390,22 @@ def test_fifos_in_the_state_and_the_prefix_never_block(small: list[str], tmp_pat
     assert "everything is built and current" in status.stdout, status.explain()
 
 
+def test_fifos_at_the_prefix_registry_and_the_workdirs_configurations_never_block(
+        small: list[str], tmp_path: Path) -> None:
+    """The files issue 24 added are read like every other state file: a FIFO at the user's
+    prefix registry or at the workdir's configs.json is no record, and nothing waits on it."""
+    run_cli("build", *small, "--no-verify", expect=0)
+    registry = Path(os.environ["XDG_STATE_HOME"]) / "rocbuild" / "prefixes.json"
+    configs = tmp_path / "work" / "state" / "configs.json"
+    for path in (registry, configs):
+        assert path.is_file(), path
+        path.unlink()
+        os.mkfifo(path)
+    run_cli("status", *small, expect=0, timeout=60)
+    run_cli("prefixes", *small, expect=0, timeout=60)
+    run_cli("build", *small, "--no-verify", expect=0, timeout=120)
+
+
 def _unshare_mount_works() -> bool:
     if shutil.which("unshare") is None:
         return False
