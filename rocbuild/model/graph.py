@@ -461,8 +461,10 @@ def _render_component(stack: Stack, recipe: Recipe, done: Mapping[str, Component
     inputcheck.arg_list(where, f"{table}.args", args)
     reserved = buildsystems.for_kind(recipe.kind).reserved if recipe.builds else ()
     for i, arg in enumerate(args):
-        if reserved and arg.startswith(reserved):
-            raise ConfigError(f"{recipe.file}: key '{table}.args[{i}]': '{arg}' is set by "
+        # `-D NAME=VALUE` is one option in two words: judged as `-DNAME=VALUE`
+        word = "-D" + args[i + 1] if arg == "-D" and i + 1 < len(args) else arg
+        if reserved and word.startswith(reserved):
+            raise ConfigError(f"{recipe.file}: key '{table}.args[{i}]': '{word}' is set by "
                               "rocbuild itself (generator, source, build folder, install "
                               "prefix)", tip=f"remove it from {recipe.file}")
         if recipe.kind == "cmake" and cmakecode.mode(arg):  # -P runs a script instead
@@ -470,6 +472,12 @@ def _render_component(stack: Stack, recipe: Recipe, done: Mapping[str, Component
                               f"another mode ({cmakecode.mode(arg)}) instead of configuring "
                               "the source; cmake.args are configure options (-D...)",
                               tip=f"remove it from {recipe.file}")
+        if recipe.kind == "cmake" and cmakecode.writer(arg):
+            raise ConfigError(f"{recipe.file}: key '{table}.args[{i}]': '{arg}' makes CMake "
+                              f"write a file of its own ({cmakecode.writer(arg)}) wherever "
+                              "the argument says, outside the build tree and the prefix",
+                              tip=f"remove it from {recipe.file} (run cmake by hand in the "
+                                  "build tree to trace or profile a configure)")
     env = tuple(sorted((k, inputcheck.no_nul(where, f"env.{k}", r(v, f"env.{k}")))
                        for k, v in recipe.env.items()))
     build_type = inputcheck.no_nul(where, f"{table}.build_type",

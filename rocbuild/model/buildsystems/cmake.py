@@ -128,7 +128,10 @@ class CMake(BuildSystem):
     kind = "cmake"
     table = "cmake"
     keys = ("args", "build_type", "install_prefix", "job_args", "distribute")
-    reserved = ("-G", "-S", "-B", "-DCMAKE_INSTALL_PREFIX=")
+    # every spelling CMake 3.25 takes for the install prefix (typed -D and --install-prefix
+    # too), and the staging prefix, which moves every install destination somewhere else
+    reserved = ("-G", "-S", "-B", "-DCMAKE_INSTALL_PREFIX=", "-DCMAKE_INSTALL_PREFIX:",
+                "--install-prefix", "-DCMAKE_STAGING_PREFIX=", "-DCMAKE_STAGING_PREFIX:")
     title = "CMake"
     option_form = "-D{}"
     build_files = "CMake files"

@@ -10,8 +10,10 @@ the fingerprint the step would have now. doit's own DB is written only when a ru
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import os
+import stat
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -97,7 +99,7 @@ class StateDir:
         path = self.work.lock
         try:
             self.root.mkdir(parents=True, exist_ok=True)
-            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+            fd = open_lock_file(path)
         except (PermissionError, NotADirectoryError, FileNotFoundError) as exc:
             raise ConfigError(f"cannot use the workdir {self.workdir}: {exc.strerror} "
                               f"({exc.filename or path})",
@@ -116,6 +118,30 @@ class StateDir:
             yield
         finally:
             os.close(fd)  # closing releases the flock
+
+
+def open_lock_file(path: Path) -> int:
+    """A descriptor of the lock file ``path`` (created when missing), which must be a regular
+    file of its own: a link there is never followed (root wrote its pid into whatever file
+    it pointed at) and a FIFO never opened for writing (it waited for a reader); both are one
+    message naming the path (ConfigError, exit 2). Not replaced by rocbuild itself: two runs
+    replacing it at once could each lock a file of their own."""
+    flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+    try:
+        fd = os.open(path, flags, 0o644)
+    except OSError as exc:
+        if exc.errno not in (errno.ELOOP, errno.ENXIO, errno.EISDIR):
+            raise
+        fd = -1
+    if fd < 0 or not stat.S_ISREG(os.fstat(fd).st_mode):
+        if fd >= 0:
+            os.close(fd)
+        raise ConfigError(f"{path} is not a regular file (a link, a FIFO or a folder is in "
+                          "the place of rocbuild's run lock); rocbuild never writes through it",
+                          tip=f"remove {path} (no rocbuild run is using it), then run the "
+                              "same command again")
+    os.set_blocking(fd, True)
+    return fd
 
 
 def _flock_holder(path: Path) -> str | None:
