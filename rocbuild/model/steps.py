@@ -15,8 +15,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from rocbuild.model import gitcache, launchers
-from rocbuild.model.inputcheck import CLEARED_ENV
 from rocbuild.model.graph import Component, Stack, venv_dir
+from rocbuild.model.inputcheck import CLEARED_ENV
 from rocbuild.model.workdir import Workdir
 
 

@@ -60,6 +60,7 @@ class Switch:
     removed_stray: bool  # a temporary link left by an interrupted switch was cleaned up
     info: BuildInfo
     unproven: bool = False  # activated although verify never passed (--unproven)
+    warning: str | None = None  # the user's prefix registry could not be written
 
 
 def current_target(link: Path) -> Path | None:
@@ -188,9 +189,9 @@ def _switch(link: Path, target: Path, info: BuildInfo) -> Switch:
             elif state is None or state.unproven != unproven:  # proven since, or not yet
                 _write_state(link, current=target,
                              previous=state.previous if state else None, unproven=unproven)
-            registry.note_activated(target, link, unproven=unproven)
+            warning = registry.note_activated(target, link, unproven=unproven)
             return Switch(link=link, target=target, previous=old, removed_stray=removed,
-                          info=info, unproven=unproven)
+                          info=info, unproven=unproven, warning=warning)
     except OSError as exc:
         message = f"cannot change {link}: {exc.strerror} ({exc.filename})"
         if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):  # not this user's to change

@@ -112,11 +112,17 @@ def base_record(stack: Stack) -> dict[str, Any]:
                      "taken": sorted(stack.base.taken)}}
 
 
-def write_build_info(prefix: Path, info: BuildInfo) -> Path:
+def write_build_info(prefix: Path, info: BuildInfo,
+                     warn: Callable[[str], None] | None = None) -> Path:
+    """Write the prefix's build-info and add the prefix to the user's registry; a registry
+    that cannot be written (outside the prefix: $XDG_STATE_HOME) is a line through ``warn``,
+    never a failure."""
     path = info_path(prefix)
     write_text_atomic(path, json.dumps(info.to_json(), indent=2, sort_keys=True) + "\n",
                       mode=PREFIX_FILE_MODE)
-    registry.note_built(prefix)  # `rocbuild prefixes` lists every prefix this user built
+    problem = registry.note_built(prefix)  # `rocbuild prefixes` lists every prefix built
+    if problem is not None and warn is not None:
+        warn(problem)
     return path
 
 
