@@ -199,7 +199,10 @@ class CMake(BuildSystem):
                 f"version of {comp.name} never reads (check {comp.recipe.file})"]
 
     def tree_files(self, step: str) -> tuple[str, ...]:
-        return {"configure": ("CMakeCache.txt",), "compile": ("build.ninja",)}.get(step, ())
+        # configure made both: without build.ninja, `cmake --build` fails until CMake
+        # generates it again, which only a configure does
+        return {"configure": ("CMakeCache.txt", "build.ninja"),
+                "compile": ("build.ninja",)}.get(step, ())
 
 
 CMAKE = register(CMake())

@@ -13,6 +13,7 @@ import contextlib
 import errno
 import fcntl
 import os
+import shutil
 import stat
 import time
 from collections.abc import Iterator
@@ -21,9 +22,37 @@ from pathlib import Path
 from typing import Any
 
 from rocbuild.errors import BusyError, ConfigError
-from rocbuild.files import read_json, write_json_atomic, write_text_atomic  # noqa: F401
+from rocbuild import files
+from rocbuild.files import read_json  # noqa: F401 - state's readers and writers in one place
 from rocbuild.model.graph import Stack
 from rocbuild.model.workdir import Workdir
+
+
+def _clear_folder(path: Path) -> None:
+    """A folder (not a link) where a file of rocbuild's state should be is removed: the
+    workdir's state is rocbuild's own, written under the run lock, and the atomic rename
+    cannot replace a folder (every run failed with IsADirectoryError, issue 31)."""
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path)
+
+
+def write_text_atomic(path: Path, text: str, mode: int | None = None) -> None:
+    """files.write_text_atomic for a file of the workdir's state: a folder in its place is
+    replaced."""
+    _clear_folder(path)
+    files.write_text_atomic(path, text, mode)
+
+
+def write_json_atomic(path: Path, doc: Any) -> None:
+    _clear_folder(path)
+    files.write_json_atomic(path, doc)
+
+
+def remove_state_file(path: Path) -> None:
+    """Remove a file of the workdir's state (a folder in its place too); absent is fine."""
+    _clear_folder(path)
+    with contextlib.suppress(FileNotFoundError):
+        path.unlink()
 
 
 @dataclass(frozen=True)
@@ -61,8 +90,7 @@ class StateDir:
     def write_stamp(self, component: str, step: str, fingerprint: str, **extra: Any) -> None:
         doc = {"fingerprint": fingerprint, "finished": time.time(), **extra}
         write_json_atomic(self.stamp_path(component, step), doc)
-        with contextlib.suppress(FileNotFoundError):
-            self.failure_path(component).unlink()
+        remove_state_file(self.failure_path(component))
 
     def stamp_matches(self, component: str, step: str, fingerprint: str) -> bool:
         stamp = self.read_stamp(component, step)
