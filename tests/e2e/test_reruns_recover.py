@@ -166,3 +166,28 @@ def test_a_full_home_is_a_warning_not_a_failed_night(tmp_path: Path) -> None:
     assert "Traceback" not in output and "PythonAction" not in output, output
     assert "prefixes.json" in output, output
     assert chain.run_gamma() == "gamma 11"
+
+
+# --- a file removed after a cache install ----------------------------------------------------
+def test_a_file_removed_after_a_cache_install_is_repaired_in_one_run(built: Chain,
+                                                                     tmp_path: Path) -> None:
+    """One installed header deleted after a `build --cache` install: the rerun installed alpha
+    again from the cache, then beta's options step failed with "no checkout" (beta had none:
+    it came from the cache too), and only a second run recovered."""
+    cache = tmp_path / "cache"
+    run_cli("cache", "push", *built.flags(), "--to", str(cache), expect=0)
+    shutil.rmtree(built.prefix)
+    shown = run_cli("build", "--help").stdout
+    unsigned = ["--allow-unsigned"] if "--allow-unsigned" in shown else []
+    flags = ["--recipes", str(built.recipes), "--workdir", str(tmp_path / "work-b"),
+             "--prefix", str(built.prefix), "--mirror", built.mirror, "--cache", str(cache),
+             *unsigned]
+    run_cli("build", *flags, "--quiet", "--no-verify", expect=0)
+    assert not (tmp_path / "work-b" / "src").exists()  # all of it came from the cache
+    (built.prefix / "include" / "alpha.h").unlink()
+    again = run_cli("build", *flags, "--quiet", "--no-verify")
+    assert again.returncode == 0, again.explain()
+    assert (built.prefix / "include" / "alpha.h").is_file()
+    assert built.run_gamma() == "gamma 11"
+    quiet = run_cli("build", *flags, "--quiet", "--no-verify", expect=0)
+    assert "nothing to do" in quiet.stdout, quiet.explain()

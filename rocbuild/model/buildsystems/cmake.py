@@ -133,6 +133,13 @@ class CMake(BuildSystem):
     reserved = ("-G", "-S", "-B", "-DCMAKE_INSTALL_PREFIX=", "-DCMAKE_INSTALL_PREFIX:",
                 "--install-prefix", "-DCMAKE_STAGING_PREFIX=", "-DCMAKE_STAGING_PREFIX:")
     title = "CMake"
+    # CMake's install skips a file whose time matches its source's ("Up-to-date"), so a file
+    # an unfinished install left damaged (a full disk: empty, with the source's time) was
+    # kept by every rerun (issue 31). With CMAKE_INSTALL_ALWAYS set in the environment,
+    # file(INSTALL) copies every file (CMake reads the variable from the environment when
+    # the install script runs; tested with 3.25). It costs nothing: the install step removes
+    # every file the last finished install recorded before it runs (actions.py).
+    install_env = {"CMAKE_INSTALL_ALWAYS": "1"}
     option_form = "-D{}"
     build_files = "CMake files"
 
