@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rocbuild.errors import ActivationError, ConfigError, RocbuildError
-from rocbuild.files import read_regular, write_text_atomic
+from rocbuild.files import open_lock, read_regular, write_text_atomic
 from rocbuild.prefix import registry
 from rocbuild.prefix.buildinfo import PREFIX_FILE_MODE, BuildInfo, info_path, now, read_build_info
 
@@ -155,12 +155,12 @@ def _remove_stray(link: Path) -> bool:
 @contextmanager
 def _locked(link: Path) -> Iterator[None]:
     """One switch of a given link at a time (two sudo rocbuild activate racing)."""
-    with open(lock_path(link), "a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
+    fd = open_lock(lock_path(link))  # never through a link (root runs activate)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
 
 
 def _replace_link(link: Path, target: Path) -> None:

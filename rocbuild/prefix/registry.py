@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from rocbuild.errors import StateWriteError
-from rocbuild.files import read_json, write_text_atomic
+from rocbuild.files import open_lock, read_json, write_text_atomic
 
 FILE = "prefixes.json"
 
@@ -68,11 +68,11 @@ def _editing() -> Iterator[_Edit]:
     path = registry_path()
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        lock = open(path.with_name(f".{FILE}.lock"), "a")  # noqa: SIM115 - held below
+        lock = open_lock(path.with_name(f".{FILE}.lock"))  # never through a link
     except OSError as exc:
         yield _Edit(read(), _reason(exc, path))  # changed and dropped: nothing to write to
         return
-    with lock:
+    with os.fdopen(lock, "rb"):
         fcntl.flock(lock, fcntl.LOCK_EX)
         edit = _Edit(read())
         yield edit

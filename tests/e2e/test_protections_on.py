@@ -141,3 +141,36 @@ def test_a_fifo_at_the_run_lock_is_one_message(small: list[str],
     assert f"{state / 'lock'} is not a regular file" in result.stderr, result.explain()
     (state / "lock").unlink()  # what the message says to do
     run_cli("build", *small, "--no-verify", expect=0, timeout=300)
+
+
+def test_links_and_fifos_at_step_logs_are_replaced_not_written_through(small: list[str],
+                                                                        tmp_path: Path) -> None:
+    """The run lock's neighbours: step logs were appended to through a link (root wrote the
+    build's output into whatever file it pointed at) and a FIFO there blocked the step."""
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious\n")
+    logs = tmp_path / "work" / "logs" / "a"
+    logs.mkdir(parents=True)
+    (logs / "configure.log").symlink_to(victim)
+    (logs / "fetch.log").symlink_to(tmp_path / "nowhere" / "new.txt")  # a dangling link
+    os.mkfifo(logs / "install.log")
+    run_cli("build", *small, "--no-verify", expect=0, timeout=300)
+    assert victim.read_text() == "precious\n"
+    assert not (tmp_path / "nowhere").exists()
+    for name in ("configure.log", "fetch.log", "install.log"):
+        log = logs / name
+        assert log.is_file() and not log.is_symlink(), name
+    assert "cmake" in (logs / "configure.log").read_text()
+
+
+def test_a_link_at_the_shared_cache_lock_is_never_written_through(small: list[str],
+                                                                  tmp_path: Path) -> None:
+    run_cli("build", *small, "--no-verify", expect=0, timeout=300)
+    store = tmp_path / "store"
+    store.mkdir()
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious\n")
+    (store / ".lock").symlink_to(victim)
+    result = run_cli("cache", "push", *small, "--to", str(store), timeout=120)
+    assert victim.read_text() == "precious\n", result.explain()
+    assert result.returncode != 0 and str(store / ".lock") in result.output, result.explain()

@@ -12,6 +12,7 @@ import os
 import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from types import MappingProxyType
 from typing import TYPE_CHECKING
 
 from rocbuild.model import launchers
@@ -139,7 +140,7 @@ class CMake(BuildSystem):
     # file(INSTALL) copies every file (CMake reads the variable from the environment when
     # the install script runs; tested with 3.25). It costs nothing: the install step removes
     # every file the last finished install recorded before it runs (actions.py).
-    install_env = {"CMAKE_INSTALL_ALWAYS": "1"}
+    install_env: Mapping[str, str] = MappingProxyType({"CMAKE_INSTALL_ALWAYS": "1"})
     option_form = "-D{}"
     build_files = "CMake files"
 

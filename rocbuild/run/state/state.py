@@ -10,20 +10,18 @@ the fingerprint the step would have now. doit's own DB is written only when a ru
 from __future__ import annotations
 
 import contextlib
-import errno
 import fcntl
 import os
 import shutil
-import stat
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rocbuild.errors import BusyError, ConfigError
 from rocbuild import files
-from rocbuild.files import read_json  # noqa: F401 - state's readers and writers in one place
+from rocbuild.errors import BusyError, ConfigError
+from rocbuild.files import read_json
 from rocbuild.model.graph import Stack
 from rocbuild.model.workdir import Workdir
 
@@ -149,27 +147,15 @@ class StateDir:
 
 
 def open_lock_file(path: Path) -> int:
-    """A descriptor of the lock file ``path`` (created when missing), which must be a regular
-    file of its own: a link there is never followed (root wrote its pid into whatever file
-    it pointed at) and a FIFO never opened for writing (it waited for a reader); both are one
-    message naming the path (ConfigError, exit 2). Not replaced by rocbuild itself: two runs
-    replacing it at once could each lock a file of their own."""
-    flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+    """files.open_lock, with a link, FIFO or folder in the lock's place as one message naming
+    the path (ConfigError, exit 2): rocbuild never writes through it."""
     try:
-        fd = os.open(path, flags, 0o644)
-    except OSError as exc:
-        if exc.errno not in (errno.ELOOP, errno.ENXIO, errno.EISDIR):
-            raise
-        fd = -1
-    if fd < 0 or not stat.S_ISREG(os.fstat(fd).st_mode):
-        if fd >= 0:
-            os.close(fd)
+        return files.open_lock(path)
+    except files.NotRegularFile:
         raise ConfigError(f"{path} is not a regular file (a link, a FIFO or a folder is in "
                           "the place of rocbuild's run lock); rocbuild never writes through it",
                           tip=f"remove {path} (no rocbuild run is using it), then run the "
-                              "same command again")
-    os.set_blocking(fd, True)
-    return fd
+                              "same command again") from None
 
 
 def _flock_holder(path: Path) -> str | None:
