@@ -72,6 +72,17 @@ def test_cmake_file_writers_are_refused(tmp_path: Path, args: list[str], flag: s
     assert "TIP: remove it from" in result.stderr, result.explain()
 
 
+@pytest.mark.parametrize("job_arg", ["-DCMAKE_INSTALL_PREFIX:PATH=/tmp/x{{ jobs.compile }}",
+                                     "--trace-redirect=/tmp/t{{ jobs.link }}"])
+def test_job_args_are_judged_as_the_args_are(tmp_path: Path, job_arg: str) -> None:
+    """job_args go on the same configure command line; they were never checked."""
+    flags = _stack(tmp_path, [])
+    recipe = tmp_path / "recipes" / "a.toml"
+    recipe.write_text(recipe.read_text() + f'job_args = ["{job_arg}"]\n')
+    result = run_cli("plan", *flags, expect=2, timeout=60)
+    assert "cmake.job_args[0]" in result.stderr, result.explain()
+
+
 def test_plain_trace_and_options_still_load(tmp_path: Path) -> None:
     """The refusals are of the spellings above, not of every option that looks like them."""
     run_cli("plan", *_stack(tmp_path, ["--trace-expand", "-DCMAKE_INSTALL_LIBDIR=lib",

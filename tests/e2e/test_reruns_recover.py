@@ -94,13 +94,30 @@ def test_a_deleted_build_ninja_is_configured_again(built: Chain) -> None:
     assert built.run_gamma() == "gamma 11"
 
 
-def test_a_build_tree_replaced_by_a_file_is_built_again(built: Chain) -> None:
+@pytest.mark.parametrize("what", ["file", "dangling link"])
+def test_a_build_tree_replaced_by_a_file_is_built_again(built: Chain, what: str) -> None:
     tree = built.workdir / "build" / "alpha"
     shutil.rmtree(tree)
-    tree.write_text("not a build tree\n")
+    if what == "file":
+        tree.write_text("not a build tree\n")
+    else:
+        tree.symlink_to(built.root / "unmounted-disk" / "alpha")
     again = run_cli("build", *built.flags(), "--quiet", "--no-verify")
     assert again.returncode == 0, again.explain()
     assert tree.is_dir() and built.run_gamma() == "gamma 11"
+    assert not (built.root / "unmounted-disk").exists()
+
+
+def test_a_build_tree_that_is_a_link_to_a_folder_is_kept(built: Chain) -> None:
+    """A build tree moved to another disk and linked back is the user's choice: kept."""
+    tree = built.workdir / "build" / "alpha"
+    moved = built.root / "other-disk" / "alpha"
+    moved.parent.mkdir()
+    shutil.move(str(tree), str(moved))
+    tree.symlink_to(moved)
+    again = run_cli("build", *built.flags(), "--quiet", "--no-verify")
+    assert again.returncode == 0, again.explain()
+    assert tree.is_symlink() and (moved / "build.ninja").is_file()
 
 
 # state files a run writes again, each replaced by a folder (with something in it)
