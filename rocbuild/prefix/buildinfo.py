@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timezone
@@ -118,6 +119,8 @@ def write_build_info(prefix: Path, info: BuildInfo,
     that cannot be written (outside the prefix: $XDG_STATE_HOME) is a line through ``warn``,
     never a failure."""
     path = info_path(prefix)
+    if path.is_dir() and not path.is_symlink():  # rocbuild's own file: read as absent, so
+        shutil.rmtree(path)  # a folder in its place is replaced (the rename cannot)
     write_text_atomic(path, json.dumps(info.to_json(), indent=2, sort_keys=True) + "\n",
                       mode=PREFIX_FILE_MODE)
     problem = registry.note_built(prefix)  # `rocbuild prefixes` lists every prefix built

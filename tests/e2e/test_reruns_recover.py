@@ -208,3 +208,19 @@ def test_a_file_removed_after_a_cache_install_is_repaired_in_one_run(built: Chai
     assert built.run_gamma() == "gamma 11"
     quiet = run_cli("build", *flags, "--quiet", "--no-verify", expect=0)
     assert "nothing to do" in quiet.stdout, quiet.explain()
+
+
+@pytest.mark.parametrize("rel", [".rocbuild/build-info.json", "env.sh"])
+def test_a_folder_in_place_of_a_prefix_record_is_no_failed_night(built: Chain, rel: str) -> None:
+    """rocbuild's own files of the prefix are written after the last install: a folder in
+    their place ended a finished build in doit's PythonAction traceback."""
+    path = built.prefix / rel
+    path.unlink()
+    path.mkdir()
+    (path / "something").write_text("x\n")
+    (built.prefix / "bin" / "gamma").unlink()
+    again = run_cli("build", *built.flags(), "--no-verify")
+    assert again.returncode == 0, again.explain()
+    assert "PythonAction" not in again.output, again.explain()
+    assert path.is_file() and built.run_gamma() == "gamma 11"
+    run_cli("status", *built.flags(), expect=0)
