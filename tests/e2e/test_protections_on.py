@@ -185,3 +185,15 @@ def test_a_link_at_the_shared_cache_lock_is_never_written_through(small: list[st
     result = run_cli("cache", "push", *small, "--to", str(store), timeout=120)
     assert victim.read_text() == "precious\n", result.explain()
     assert result.returncode != 0 and str(store / ".lock") in result.output, result.explain()
+
+
+def test_cmake_install_mode_of_the_users_shell_is_cleared(small: list[str],
+                                                          tmp_path: Path) -> None:
+    """CMAKE_INSTALL_MODE=ABS_SYMLINK made the install link into the workdir instead of
+    copying: a prefix that breaks when the workdir is cleaned."""
+    run_cli("build", *small, "--no-verify", env={"CMAKE_INSTALL_MODE": "ABS_SYMLINK"},
+            expect=0, timeout=300)
+    installed = tmp_path / "prefix" / "share" / "a.txt"
+    assert installed.is_file() and not installed.is_symlink()
+    log = (tmp_path / "work" / "logs" / "a" / "install.log").read_text()
+    assert "CMAKE_INSTALL_MODE=ABS_SYMLINK of your environment is cleared" in log, log

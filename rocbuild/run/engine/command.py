@@ -29,7 +29,7 @@ def run_tool(ctx: BuildContext, comp: Component | None, step: str, argv: list[st
     if comp is not None:
         for setting in cleared_env():
             step_logger(log)(f"{setting} of your environment is cleared for this step: "
-                             "rocbuild installs into the prefix itself, never under a DESTDIR")
+                             "rocbuild installs copies into the prefix itself")
     cwd = comp.build_dir if comp is not None and comp.build_dir.is_dir() else None
     ctx.output.command(name, step, argv)
     result = proc.run_logged(
