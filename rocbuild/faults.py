@@ -22,7 +22,8 @@ def is_machine_fault(exc: BaseException) -> bool:
 
 
 def explain(exc: OSError, path: Path | str | None = None) -> StateWriteError:
-    where = path or exc.filename or "a file"
+    # a failed rename names its source (a temp file) first and the file meant second
+    where = path or getattr(exc, "filename2", None) or exc.filename or "a file"
     what = _WHAT.get(exc.errno or 0, exc.strerror or str(exc))
     fix = ("remount it read-write or use a --workdir/--prefix on a writable file system"
            if exc.errno == errno.EROFS else

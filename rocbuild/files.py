@@ -8,6 +8,7 @@ import contextlib
 import errno
 import json
 import os
+import shutil
 import stat
 from pathlib import Path
 from typing import Any
@@ -77,6 +78,60 @@ def read_regular(path: Path) -> bytes:
         if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
             raise NotRegularFile(errno.EINVAL, "not a regular file", str(path))
         return f.read()
+
+
+_NOT_FOLLOWED = os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+# what os.open says of a link (ELOOP), a FIFO without a reader (ENXIO) or a folder (EISDIR)
+_IN_THE_WAY = (errno.ELOOP, errno.ENXIO, errno.EISDIR)
+
+
+def open_lock(path: Path) -> int:
+    """A read-write descriptor of the lock file ``path`` (created when missing), which must
+    be a regular file: a link there is never followed (root wrote its pid into whatever file
+    it pointed at) and a FIFO never waited on. Anything else raises NotRegularFile and is left
+    in place: two processes replacing a lock file at once could each lock a file of their own."""
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | _NOT_FOLLOWED, 0o644)
+    except OSError as exc:
+        if exc.errno not in _IN_THE_WAY:
+            raise
+        raise NotRegularFile(errno.EINVAL, "not a regular file", str(path)) from None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise NotRegularFile(errno.EINVAL, "not a regular file", str(path))
+    os.set_blocking(fd, True)
+    return fd
+
+
+def open_own(path: Path, flags: int, mode: int = 0o644) -> int:
+    """A descriptor for writing ``path``, a file only rocbuild writes (a step log, a record of
+    a run's process, a download in progress), opened with ``flags`` (O_WRONLY, O_APPEND,
+    O_TRUNC ...) and created when missing. It is never written through a link nor opened as
+    a FIFO: a link, FIFO, socket or folder in its place is removed and the file created
+    afresh (issue 31)."""
+    for attempt in (1, 2):
+        try:
+            fd = os.open(path, flags | os.O_CREAT | _NOT_FOLLOWED, mode)
+        except OSError as exc:
+            if attempt == 2 or exc.errno not in _IN_THE_WAY:
+                raise
+            _remove_in_place(path)
+            continue
+        if stat.S_ISREG(os.fstat(fd).st_mode):
+            os.set_blocking(fd, True)
+            return fd
+        os.close(fd)
+        if attempt == 2:
+            break
+        _remove_in_place(path)
+    raise NotRegularFile(errno.EINVAL, "not a regular file", str(path))
+
+
+def _remove_in_place(path: Path) -> None:
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path)
+    else:
+        path.unlink(missing_ok=True)
 
 
 def read_json(path: Path) -> dict[str, Any] | None:

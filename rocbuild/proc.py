@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
+from rocbuild import files
 from rocbuild.files import read_json, read_regular, write_json_atomic
 
 if TYPE_CHECKING:
@@ -85,7 +86,9 @@ class ChildRegistry:
             started = time.time()
         doc = {"pid": proc.pid, "pgid": proc.pid, "argv": list(argv), "create_time": started,
                "owner": os.getpid()}
-        (self.folder / f"{proc.pid}.json").write_text(json.dumps(doc))
+        fd = files.open_own(self.folder / f"{proc.pid}.json", os.O_WRONLY | os.O_TRUNC)
+        with os.fdopen(fd, "w", encoding="utf-8") as f:  # never through a link (issue 31)
+            f.write(json.dumps(doc))
 
     def remove(self, proc: Popen) -> None:
         with self._lock:
@@ -284,11 +287,18 @@ def write_attempt_marker(logf: BinaryIO, log: Path, what: str,
     return number
 
 
+def open_log(log: Path) -> BinaryIO:
+    """The step log ``log`` opened to append, unbuffered; a link or FIFO in its place is
+    replaced, never written through (files.open_own)."""
+    fd = files.open_own(log, os.O_WRONLY | os.O_APPEND)
+    return os.fdopen(fd, "ab", buffering=0)
+
+
 def log_attempt(log: Path, what: str) -> None:
     """An attempt marker for a step rocbuild does itself (fetch, patch: their git commands
     write to the step log through its logger, not through run_logged's own file)."""
     log.parent.mkdir(parents=True, exist_ok=True)
-    with log.open("ab", buffering=0) as logf:
+    with open_log(log) as logf:
         write_attempt_marker(logf, log, what)
 
 
@@ -332,7 +342,7 @@ def run_logged(argv: Sequence[str], *, log: Path | None = None, cwd: Path | None
         attempt = 0
         if log is not None:
             log.parent.mkdir(parents=True, exist_ok=True)
-            logf = stack.enter_context(log.open("ab", buffering=0))
+            logf = stack.enter_context(open_log(log))
             attempt = write_attempt_marker(logf, log, shlex.join(argv), env, cwd)
         try:
             proc = _start(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL,

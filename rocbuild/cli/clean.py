@@ -23,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import sys
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -153,5 +154,7 @@ def remove(stack: Stack, items: list[Item]) -> int:
         # the prefix no longer says this workdir filled it: another workdir may build there,
         # and it is no longer a rocbuild prefix to list
         workdirs.release(stack.workdir, stack.prefix)
-        registry.forget(stack.prefix)
+        problem = registry.forget(stack.prefix)
+        if problem is not None:
+            print(problem, file=sys.stderr)
     return freed

@@ -59,6 +59,8 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         else:
             switch = activate.activate(target, link, unproven=args.unproven)
     out = console()
+    if switch.warning:
+        out.print(escape(switch.warning))
     if switch.removed_stray:
         out.print(f"removed {escape(str(activate.temp_link_path(switch.link)))}, left by an "
                   "interrupted switch")

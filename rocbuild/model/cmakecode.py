@@ -8,6 +8,11 @@ of argument change what that command is:
   ``-N``, ...) turns the configure into something else: ``-P`` runs a script and configures
   nothing, so the step "succeeds" with no build tree. No recipe needs one; they are refused
   when the recipes load.
+- a *file writer* (``--trace-redirect=<file>``, ``--profiling-output=<file>``) writes a file
+  of CMake's own wherever its argument says, outside the build tree and the prefix (and
+  ``--help-*`` prints help, into the file named after it, instead of configuring). They are
+  refused when the recipes load, as the modes are: rocbuild writes nothing outside the prefix
+  and the workdir.
 - a *code file* (``-C <initial-cache>``, ``CMAKE_TOOLCHAIN_FILE``, ``CMAKE_PROJECT_INCLUDE`` and
   its kin, ``--toolchain``) makes CMake run the commands of that file during the configure.
   These are not refused: LLVM's own cache files (``-C clang/cmake/caches/...``) and toolchain
@@ -26,6 +31,8 @@ from collections.abc import Sequence
 MODES = ("-P", "-E", "-N", "--build", "--install", "--open", "--workflow", "--preset",
          "--list-presets", "--system-information", "--find-package", "--help", "-h",
          "--version", "--graphviz")
+# options that write a file of CMake's own where their argument says (issue 31)
+WRITERS = ("--trace-redirect", "--profiling-output")
 _CODE_VARIABLES = re.compile(
     r"^-D(CMAKE_TOOLCHAIN_FILE|CMAKE_PROJECT_INCLUDE(_BEFORE)?|CMAKE_PROJECT_\w+_INCLUDE"
     r"(_BEFORE)?|CMAKE_PROJECT_TOP_LEVEL_INCLUDES|CMAKE_USER_MAKE_RULES_OVERRIDE\w*)"
@@ -37,6 +44,17 @@ def mode(arg: str) -> str | None:
     for flag in MODES:
         if arg == flag or arg.startswith(flag + "=") or (
                 flag in ("-P", "-E") and arg.startswith(flag) and not arg.startswith("-E-")):
+            return flag
+    return None
+
+
+def writer(arg: str) -> str | None:
+    """The file-writing option ``arg`` is (``--trace-redirect=...``; ``--help-full <file>``
+    and every ``--help-*``, which print help into the file after them), or None."""
+    if arg.startswith("--help-"):
+        return arg.split("=", 1)[0]
+    for flag in WRITERS:
+        if arg == flag or arg.startswith(flag + "="):
             return flag
     return None
 

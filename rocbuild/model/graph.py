@@ -460,16 +460,29 @@ def _render_component(stack: Stack, recipe: Recipe, done: Mapping[str, Component
     args = tuple(r(a, f"{table}.args[{i}]") for i, a in enumerate(recipe.cmake_args))
     inputcheck.arg_list(where, f"{table}.args", args)
     reserved = buildsystems.for_kind(recipe.kind).reserved if recipe.builds else ()
-    for i, arg in enumerate(args):
-        if reserved and arg.startswith(reserved):
-            raise ConfigError(f"{recipe.file}: key '{table}.args[{i}]': '{arg}' is set by "
+    # undefined names in job_args fail now, not at hour 3; they go on the configure command
+    # line too, so they are judged as the args are
+    probe = {**context, "jobs": {"compile": 1, "link": 1, "tensile": 1}}
+    job_args = tuple(r(t, f"{table}.job_args[{i}]", probe) for i, t in enumerate(recipe.job_args))
+    for key, i, arg, words in [*(("args", i, a, args) for i, a in enumerate(args)),
+                               *(("job_args", i, a, job_args) for i, a in enumerate(job_args))]:
+        # `-D NAME=VALUE` is one option in two words: judged as `-DNAME=VALUE`
+        word = "-D" + words[i + 1] if arg == "-D" and i + 1 < len(words) else arg
+        if reserved and word.startswith(reserved):
+            raise ConfigError(f"{recipe.file}: key '{table}.{key}[{i}]': '{word}' is set by "
                               "rocbuild itself (generator, source, build folder, install "
                               "prefix)", tip=f"remove it from {recipe.file}")
         if recipe.kind == "cmake" and cmakecode.mode(arg):  # -P runs a script instead
-            raise ConfigError(f"{recipe.file}: key '{table}.args[{i}]': '{arg}' puts CMake in "
+            raise ConfigError(f"{recipe.file}: key '{table}.{key}[{i}]': '{arg}' puts CMake in "
                               f"another mode ({cmakecode.mode(arg)}) instead of configuring "
                               "the source; cmake.args are configure options (-D...)",
                               tip=f"remove it from {recipe.file}")
+        if recipe.kind == "cmake" and cmakecode.writer(arg):
+            raise ConfigError(f"{recipe.file}: key '{table}.{key}[{i}]': '{arg}' makes CMake "
+                              f"write a file of its own ({cmakecode.writer(arg)}) wherever "
+                              "the argument says, outside the build tree and the prefix",
+                              tip=f"remove it from {recipe.file} (run cmake by hand in the "
+                                  "build tree to trace or profile a configure)")
     env = tuple(sorted((k, inputcheck.no_nul(where, f"env.{k}", r(v, f"env.{k}")))
                        for k, v in recipe.env.items()))
     build_type = inputcheck.no_nul(where, f"{table}.build_type",
@@ -484,13 +497,10 @@ def _render_component(stack: Stack, recipe: Recipe, done: Mapping[str, Component
                          for path, target in recipe.install_links.items()))
     files = tuple(sorted((path, r(text, f"install.files.{path}"))
                          for path, text in recipe.install_files.items()))
-    reserved = layout.reserved_roots(stack.recipes.stack.name)
-    for table, paths in (("links", links), ("files", files)):
+    reserved_roots = layout.reserved_roots(stack.recipes.stack.name)
+    for kind, paths in (("links", links), ("files", files)):
         for path, _ in paths:
-            inputcheck.not_reserved(where, f'install.{table}."{path}"', path, reserved)
-    for i, template in enumerate(recipe.job_args):  # undefined names fail now, not at hour 3
-        r(template, f"{table}.job_args[{i}]",
-          {**context, "jobs": {"compile": 1, "link": 1, "tensile": 1}})
+            inputcheck.not_reserved(where, f'install.{kind}."{path}"', path, reserved_roots)
     patches = find_patches(stack.recipes, recipe.name)
     if patches and recipe.source.from_component:
         raise ConfigError(

@@ -90,10 +90,24 @@ def git_url(where: str, key: str, url: str) -> str:
     return url
 
 
+# variables no step may see: DESTDIR moves every install under another folder (CMake and
+# make install to $DESTDIR/<prefix>) while the records list prefix paths, so the prefix stayed
+# empty and the build said success (issue 31); CMAKE_INSTALL_MODE=*SYMLINK* makes CMake's
+# install link into the build tree and the sources instead of copying, so the prefix breaks
+# when the workdir is cleaned. steps.step_env clears them from the user's environment; a
+# recipe's [env] may not set them.
+CLEARED_ENV = ("DESTDIR", "CMAKE_INSTALL_MODE")
+
+
 def env_name(where: str, key: str, name: str) -> str:
     if not name or "=" in name or "\x00" in name:
         raise _fail(where, key, f"{name!r} is not an environment variable name (it must be "
                     "non-empty, without '=' or NUL)", f"rename '{key}' in {where}")
+    if name in CLEARED_ENV:
+        raise _fail(where, key, f"{name} would make installs land outside the prefix or "
+                    "link out of it (rocbuild installs into the prefix itself and clears it "
+                    "for every step)",
+                    f"remove '{key}' from {where}")
     return name
 
 

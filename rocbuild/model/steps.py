@@ -16,6 +16,7 @@ from pathlib import Path
 
 from rocbuild.model import gitcache, launchers
 from rocbuild.model.graph import Component, Stack, venv_dir
+from rocbuild.model.inputcheck import CLEARED_ENV
 from rocbuild.model.workdir import Workdir
 
 
@@ -45,14 +46,23 @@ def env_overrides(stack: Stack, component: Component) -> dict[str, str]:
 def step_env(stack: Stack, component: Component,
              base: Mapping[str, str] | None = None) -> dict[str, str]:
     """The environment a build step really runs in: ``base`` (default: ours) plus
-    ``env_overrides``, with ``$PATH`` at the end of a value replaced by the base's PATH."""
-    env = dict(os.environ if base is None else base)
+    ``env_overrides``, with ``$PATH`` at the end of a value replaced by the base's PATH, and
+    without the variables no step may see (``inputcheck.CLEARED_ENV``: DESTDIR)."""
+    env = {k: v for k, v in (os.environ if base is None else base).items()
+           if k not in CLEARED_ENV}
     for key, value in env_overrides(stack, component).items():
         if value.endswith(":$PATH"):
             value = os.pathsep.join(p for p in (value[: -len(":$PATH")], env.get("PATH", ""))
                                     if p)
         env[key] = value
     return env
+
+
+def cleared_env(base: Mapping[str, str] | None = None) -> list[str]:
+    """The variables of ``base`` (default: ours) that ``step_env`` leaves out, as NAME=VALUE,
+    for the step log."""
+    env = os.environ if base is None else base
+    return [f"{k}={env[k]}" for k in CLEARED_ENV if k in env]
 
 
 def fetch_argv(component: Component, workdir: Path,

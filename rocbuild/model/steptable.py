@@ -208,7 +208,9 @@ def commands_for(stack: Stack, component: Component, jobs: Jobs,
         step = BY_NAME[name]
         assert step.commands is not None, f"{name} declares no commands"
         argvs = tuple(tuple(argv) for argv in step.commands(stack, component, jobs, mirror))
-        out.append(StepCommands(name, argvs, env if step.build_env else ()))
+        own = (tuple(buildsystems.of(component).install_env.items())
+               if name == "install" and component.builds else ())
+        out.append(StepCommands(name, argvs, (env + own) if step.build_env else ()))
     return out
 
 

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rocbuild.errors import ActivationError, ConfigError, RocbuildError
-from rocbuild.files import read_regular, write_text_atomic
+from rocbuild.files import open_lock, read_regular, write_text_atomic
 from rocbuild.prefix import registry
 from rocbuild.prefix.buildinfo import PREFIX_FILE_MODE, BuildInfo, info_path, now, read_build_info
 
@@ -60,6 +60,7 @@ class Switch:
     removed_stray: bool  # a temporary link left by an interrupted switch was cleaned up
     info: BuildInfo
     unproven: bool = False  # activated although verify never passed (--unproven)
+    warning: str | None = None  # the user's prefix registry could not be written
 
 
 def current_target(link: Path) -> Path | None:
@@ -154,12 +155,12 @@ def _remove_stray(link: Path) -> bool:
 @contextmanager
 def _locked(link: Path) -> Iterator[None]:
     """One switch of a given link at a time (two sudo rocbuild activate racing)."""
-    with open(lock_path(link), "a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
+    fd = open_lock(lock_path(link))  # never through a link (root runs activate)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
 
 
 def _replace_link(link: Path, target: Path) -> None:
@@ -188,9 +189,9 @@ def _switch(link: Path, target: Path, info: BuildInfo) -> Switch:
             elif state is None or state.unproven != unproven:  # proven since, or not yet
                 _write_state(link, current=target,
                              previous=state.previous if state else None, unproven=unproven)
-            registry.note_activated(target, link, unproven=unproven)
+            warning = registry.note_activated(target, link, unproven=unproven)
             return Switch(link=link, target=target, previous=old, removed_stray=removed,
-                          info=info, unproven=unproven)
+                          info=info, unproven=unproven, warning=warning)
     except OSError as exc:
         message = f"cannot change {link}: {exc.strerror} ({exc.filename})"
         if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):  # not this user's to change

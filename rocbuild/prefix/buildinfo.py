@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timezone
@@ -112,11 +113,19 @@ def base_record(stack: Stack) -> dict[str, Any]:
                      "taken": sorted(stack.base.taken)}}
 
 
-def write_build_info(prefix: Path, info: BuildInfo) -> Path:
+def write_build_info(prefix: Path, info: BuildInfo,
+                     warn: Callable[[str], None] | None = None) -> Path:
+    """Write the prefix's build-info and add the prefix to the user's registry; a registry
+    that cannot be written (outside the prefix: $XDG_STATE_HOME) is a line through ``warn``,
+    never a failure."""
     path = info_path(prefix)
+    if path.is_dir() and not path.is_symlink():  # rocbuild's own file: read as absent, so
+        shutil.rmtree(path)  # a folder in its place is replaced (the rename cannot)
     write_text_atomic(path, json.dumps(info.to_json(), indent=2, sort_keys=True) + "\n",
                       mode=PREFIX_FILE_MODE)
-    registry.note_built(prefix)  # `rocbuild prefixes` lists every prefix this user built
+    problem = registry.note_built(prefix)  # `rocbuild prefixes` lists every prefix built
+    if problem is not None and warn is not None:
+        warn(problem)
     return path
 
 

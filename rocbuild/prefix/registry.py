@@ -7,7 +7,9 @@ time it is listed, so the list never disagrees with the prefix. A build adds its
 it writes build-info (buildinfo.py), ``activate`` adds the prefix and the link it switched (a
 prefix built elsewhere and activated here is listed too), ``clean --prefix-files`` removes
 the prefix (it no longer holds a build record). A registry that cannot be written (a
-read-only home) never fails a build: the prefix's build-info still says everything.
+read-only or full home, a file where its folder should be) never fails a build: the
+prefix's build-info still says everything, and the writers return one warning line saying
+what was not recorded (issue 31: a full $HOME ended a finished build in a traceback).
 """
 
 from __future__ import annotations
@@ -18,10 +20,12 @@ import json
 import os
 import time
 from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rocbuild.files import read_json, write_text_atomic
+from rocbuild.errors import StateWriteError
+from rocbuild.files import open_lock, read_json, write_text_atomic
 
 FILE = "prefixes.json"
 
@@ -50,44 +54,70 @@ def read() -> dict[str, Any]:
     return {"prefixes": entries("prefixes"), "links": entries("links")}
 
 
+@dataclass
+class _Edit:
+    doc: dict[str, Any]
+    problem: str | None = None  # why the change could not be written
+
+
 @contextlib.contextmanager
-def _editing() -> Iterator[dict[str, Any]]:
+def _editing() -> Iterator[_Edit]:
     """The registry to change in place, under a lock (two builds finishing at once), written
-    back atomically. Failing to write it is not an error (see the module's note)."""
+    back atomically. Failing to write it is not an error (see the module's note): the edit
+    then carries the reason."""
     path = registry_path()
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        lock = open(path.with_name(f".{FILE}.lock"), "a")  # noqa: SIM115 - held below
-    except OSError:
-        yield read()  # changed and dropped: nothing to write to
+        lock = open_lock(path.with_name(f".{FILE}.lock"))  # never through a link
+    except OSError as exc:
+        yield _Edit(read(), _reason(exc, path))  # changed and dropped: nothing to write to
         return
-    with lock:
+    with os.fdopen(lock, "rb"):
         fcntl.flock(lock, fcntl.LOCK_EX)
-        doc = read()
-        yield doc
-        with contextlib.suppress(OSError):
-            write_text_atomic(path, json.dumps(doc, indent=2, sort_keys=True) + "\n")
+        edit = _Edit(read())
+        yield edit
+        try:
+            write_text_atomic(path, json.dumps(edit.doc, indent=2, sort_keys=True) + "\n")
+        except (OSError, StateWriteError) as exc:
+            edit.problem = _reason(exc, path)
 
 
-def note_built(prefix: Path) -> None:
-    """A build wrote the prefix's build-info."""
-    with _editing() as doc:
-        entry = doc["prefixes"].setdefault(_key(prefix), {})
+def _reason(exc: BaseException, path: Path) -> str:
+    what = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+    return f"{what} ({path})"
+
+
+def _warning(edit: _Edit, what: str) -> str | None:
+    if edit.problem is None:
+        return None
+    return (f"warning: {what} is not recorded in the list of your prefixes: {edit.problem}; "
+            "the prefix itself is complete and its build-info says everything "
+            "(`rocbuild prefixes` will not list it until the file can be written)")
+
+
+def note_built(prefix: Path) -> str | None:
+    """A build wrote the prefix's build-info. Returns a warning line when the registry could
+    not be written (never raises for that)."""
+    with _editing() as edit:
+        entry = edit.doc["prefixes"].setdefault(_key(prefix), {})
         entry["built"] = time.time()
+    return _warning(edit, f"the prefix {prefix}")
 
 
-def note_activated(prefix: Path, link: Path, *, unproven: bool) -> None:
+def note_activated(prefix: Path, link: Path, *, unproven: bool) -> str | None:
     """``link`` now points at ``prefix`` (``unproven``: activated with --unproven)."""
-    with _editing() as doc:
-        entry = doc["prefixes"].setdefault(_key(prefix), {})
+    with _editing() as edit:
+        entry = edit.doc["prefixes"].setdefault(_key(prefix), {})
         entry["activated"] = time.time()
-        doc["links"][_key(link)] = {"target": _key(prefix), "unproven": unproven}
+        edit.doc["links"][_key(link)] = {"target": _key(prefix), "unproven": unproven}
+    return _warning(edit, f"the link {link}")
 
 
-def forget(prefix: Path) -> None:
+def forget(prefix: Path) -> str | None:
     """The prefix no longer holds a build record (``clean --prefix-files``)."""
-    with _editing() as doc:
-        doc["prefixes"].pop(_key(prefix), None)
+    with _editing() as edit:
+        edit.doc["prefixes"].pop(_key(prefix), None)
+    return _warning(edit, f"the removal of {prefix}")
 
 
 def known_prefixes() -> list[Path]:

@@ -215,7 +215,8 @@ def _rebuilt_from(first: str, why: str) -> dict[tuple[str, str], str]:
     # a configure that runs again is followed by compile and install (a stale artifact must
     # never stay installed), and the components built on it follow
     ("build/alpha/CMakeCache.txt", _rebuilt_from(
-        "configure", "the build tree was removed or replaced (CMakeCache.txt or its build id)")),
+        "configure", "the build tree was removed or replaced (CMakeCache.txt or build.ninja or "
+                      "its build id)")),
     ("prefix/lib/libalpha.so",
      _rebuilt_from("install", "installed files are missing from the prefix")),
     # a new checkout: everything built from it, and everything built on that, runs again

@@ -21,6 +21,7 @@ import json
 import pkgutil
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from types import MappingProxyType
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -43,6 +44,8 @@ class BuildSystem:
     keys: tuple[str, ...] = ("args",)
     # argument prefixes rocbuild itself sets (a recipe repeating one is refused)
     reserved: tuple[str, ...] = ()
+    # variables the install step runs with, beyond the build environment
+    install_env: Mapping[str, str] = MappingProxyType({})
     option_form = "{}"  # how an option is written in messages ("-D{}" for CMake)
     title = ""  # its name in messages ("CMake"); the kind when empty
     build_files = "build files"  # what its build files are called in messages

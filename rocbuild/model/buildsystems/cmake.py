@@ -12,6 +12,7 @@ import os
 import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from types import MappingProxyType
 from typing import TYPE_CHECKING
 
 from rocbuild.model import launchers
@@ -128,8 +129,18 @@ class CMake(BuildSystem):
     kind = "cmake"
     table = "cmake"
     keys = ("args", "build_type", "install_prefix", "job_args", "distribute")
-    reserved = ("-G", "-S", "-B", "-DCMAKE_INSTALL_PREFIX=")
+    # every spelling CMake 3.25 takes for the install prefix (typed -D and --install-prefix
+    # too), and the staging prefix, which moves every install destination somewhere else
+    reserved = ("-G", "-S", "-B", "-DCMAKE_INSTALL_PREFIX=", "-DCMAKE_INSTALL_PREFIX:",
+                "--install-prefix", "-DCMAKE_STAGING_PREFIX=", "-DCMAKE_STAGING_PREFIX:")
     title = "CMake"
+    # CMake's install skips a file whose time matches its source's ("Up-to-date"), so a file
+    # an unfinished install left damaged (a full disk: empty, with the source's time) was
+    # kept by every rerun (issue 31). With CMAKE_INSTALL_ALWAYS set in the environment,
+    # file(INSTALL) copies every file (CMake reads the variable from the environment when
+    # the install script runs; tested with 3.25). It costs nothing: the install step removes
+    # every file the last finished install recorded before it runs (actions.py).
+    install_env: Mapping[str, str] = MappingProxyType({"CMAKE_INSTALL_ALWAYS": "1"})
     option_form = "-D{}"
     build_files = "CMake files"
 
@@ -196,7 +207,10 @@ class CMake(BuildSystem):
                 f"version of {comp.name} never reads (check {comp.recipe.file})"]
 
     def tree_files(self, step: str) -> tuple[str, ...]:
-        return {"configure": ("CMakeCache.txt",), "compile": ("build.ninja",)}.get(step, ())
+        # configure made both: without build.ninja, `cmake --build` fails until CMake
+        # generates it again, which only a configure does
+        return {"configure": ("CMakeCache.txt", "build.ninja"),
+                "compile": ("build.ninja",)}.get(step, ())
 
 
 CMAKE = register(CMake())

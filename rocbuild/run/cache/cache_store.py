@@ -30,6 +30,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Protocol
 
+from rocbuild import files
 from rocbuild.errors import CacheUnavailable, ConfigError
 from rocbuild.files import write_text_atomic
 from rocbuild.model.resources import format_bytes
@@ -128,7 +129,7 @@ def _copy_from(store: Store, manifest: Manifest, partial: Path, have: int,
     the manifest's size stop the transfer: that is not this archive."""
     total = manifest.archive_size
     chunks, start = store.open_archive(manifest.component, manifest.key, have)
-    fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    fd = files.open_own(partial, os.O_WRONLY)  # a link put in its place is not followed
     with os.fdopen(fd, "wb", buffering=0) as out:
         out.seek(start)
         out.truncate()
@@ -195,7 +196,13 @@ class FolderStore:
     def _locked(self) -> Iterator[None]:
         """Two pushes to one shared folder update the index one after the other."""
         self.root.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.root / ".lock", os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fd = files.open_lock(self.root / ".lock")  # never through a link
+        except files.NotRegularFile:
+            raise ConfigError(f"{self.root / '.lock'} is not a regular file (a link, a FIFO or "
+                              "a folder is in the place of the cache's lock); rocbuild never "
+                              "writes through it",
+                              tip=f"remove {self.root / '.lock'}, then push again") from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
             yield

@@ -58,6 +58,17 @@ def remove_stale(comp: Component, log: Path) -> None:
                          "build redoes only what changed)")
 
 
+def clear_tree_place(comp: Component, log: Path) -> None:
+    """A file (or a link to nothing) where the build tree should be is removed: the build
+    tree is rocbuild's own, and every run failed creating it (FileExistsError, issue 31). A
+    link to a folder is kept (a build tree on another disk)."""
+    tree = comp.build_dir
+    if (tree.is_symlink() or tree.exists()) and not tree.is_dir():
+        tree.unlink()
+        step_logger(log)(f"removed {tree}: a file was in the place of the build tree, "
+                         "which is configured afresh")
+
+
 def ensure_build_id(build_dir: Path) -> str:
     """The token that says this build tree is the one rocbuild configured: kept while the
     tree lives, new when the tree was deleted or replaced (then compile runs again)."""
@@ -153,6 +164,7 @@ def check_clock(ctx: BuildContext, comp: Component, log: Path, outcome: StepOutc
 
 def configure(ctx: BuildContext, comp: Component, log: Path, outcome: StepOutcome) -> None:
     system = buildsystems.of(comp)
+    clear_tree_place(comp, log)
     comp.build_dir.mkdir(parents=True, exist_ok=True)
     check_clock(ctx, comp, log, outcome)
     remove_stale(comp, log)

@@ -2,7 +2,8 @@
 artifact instead of fetching and building it, and stamp it as built.
 
 Which components the cache serves is decided once per run, when the tasks are made
-(``served``): those not current yet whose artifact's manifest passes cache.choose. For them
+(``served``): those with a step the run will run (not current, or built against a dependency
+the run installs again) whose artifact's manifest passes cache.choose. For them
 tasks.py puts ``cache:<name>`` (the step table's shortcut) before the component's first step
 (after its dependencies are built, since the stamps name their runs) and leaves their
 checkouts out of the sources-first phase. The step checks, pulls and unpacks the archive,
@@ -47,8 +48,13 @@ def served(ctx: BuildContext, trust: cache.Trust | None = None) -> dict[str, cac
     store = cache.open_cache(ctx.settings.cache)
     if store is not None:
         selected = ctx.stack.selected()
+        # what this run will run, dependents of a component it installs again included: a
+        # dependent current now is not once its dependency is installed again (new run ids),
+        # and one served from the cache has no checkout for its own steps (issue 31: its
+        # options step failed with "no checkout", and only a second run served it)
+        runs = ctx.rule.next_runs(selected)
         for comp in selected:
-            if not steps_of(comp) or all(ctx.is_current(comp, s) for s in steps_of(comp)):
+            if not any(runs.get((comp.name, s), False) for s in steps_of(comp)):
                 continue
             try:
                 choice = cache.choose(store, ctx.stack, ctx.state, comp, trust)

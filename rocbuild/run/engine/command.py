@@ -8,10 +8,11 @@ from typing import TYPE_CHECKING
 
 from rocbuild import proc
 from rocbuild.errors import BuildFailed
+from rocbuild.model import buildsystems
 from rocbuild.model.graph import Component
-from rocbuild.model.steps import step_env
+from rocbuild.model.steps import cleared_env, step_env
 from rocbuild.run.engine import stepfaults
-from rocbuild.run.engine.outcome import StepOutcome
+from rocbuild.run.engine.outcome import StepOutcome, step_logger
 
 if TYPE_CHECKING:
     from rocbuild.run.engine.build import BuildContext
@@ -23,6 +24,12 @@ def run_tool(ctx: BuildContext, comp: Component | None, step: str, argv: list[st
     environment); BuildFailed naming the step when it fails."""
     name = comp.name if comp is not None else (label or step)
     env = step_env(ctx.stack, comp) if comp is not None else None
+    if env is not None and comp is not None and step == "install" and comp.builds:
+        env.update(buildsystems.of(comp).install_env)
+    if comp is not None:
+        for setting in cleared_env():
+            step_logger(log)(f"{setting} of your environment is cleared for this step: "
+                             "rocbuild installs copies into the prefix itself")
     cwd = comp.build_dir if comp is not None and comp.build_dir.is_dir() else None
     ctx.output.command(name, step, argv)
     result = proc.run_logged(

@@ -8,6 +8,7 @@ build-info say ``complete``, which ``rocbuild activate`` requires.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -16,6 +17,7 @@ from typing import TYPE_CHECKING
 
 from rich.console import Console
 
+from rocbuild.errors import RocbuildError
 from rocbuild.model import buildsystems
 from rocbuild.model.graph import Stack
 from rocbuild.model.steptable import steps_of
@@ -49,10 +51,16 @@ def _build_info(ctx: BuildContext, stack: Stack, started: str) -> buildinfo.Buil
 
 
 def record_verify(ctx: BuildContext, ok: bool, seconds: float, summary: str) -> None:
-    """The verify's outcome for `rocbuild status` (a failed verify is a failed row there)."""
-    write_json_atomic(verify_record_path(ctx.stack.work),
-                      {"prefix": str(ctx.stack.prefix), "ok": ok, "when": time.time(),
-                       "seconds": round(seconds, 1), "summary": "" if ok else summary})
+    """The verify's outcome for `rocbuild status` (a failed verify is a failed row there).
+    Bookkeeping outside the prefix: a record that cannot be written is a warning, never a
+    failed build (the prefix's build-info says whether verify passed)."""
+    path = verify_record_path(ctx.stack.work)
+    try:
+        write_json_atomic(path, {"prefix": str(ctx.stack.prefix), "ok": ok, "when": time.time(),
+                                 "seconds": round(seconds, 1), "summary": "" if ok else summary})
+    except (OSError, RocbuildError) as exc:
+        ctx.output.say(f"warning: {path} (what `rocbuild status` shows of verify) could not "
+                       f"be written: {exc}; the prefix's build-info holds the result")
 
 
 @dataclass(frozen=True)
@@ -72,7 +80,8 @@ def finish(ctx: BuildContext, out: Console, whole: Stack, *, started: str) -> Fi
     out.print(f"environment: source {written[0]}", soft_wrap=True)  # to paste: one line
     complete = _complete_stack(ctx, whole)
     if complete is None:
-        buildinfo.write_build_info(prefix, _build_info(ctx, ctx.stack, started))
+        buildinfo.write_build_info(prefix, _build_info(ctx, ctx.stack, started),
+                                   ctx.output.say)
         out.print("build-info: part of the stack is built; run `rocbuild build` for the rest")
         return Finished(None)
     return Finished(complete, _build_info(ctx, complete, started))  # names every component
@@ -93,8 +102,9 @@ def verify(ctx: BuildContext, out: Console, finished: Finished, print_report: Ve
         out.print("verify: passed before for these recipes and nothing was rebuilt")
         return True
     if not verify:
-        verify_record_path(ctx.stack.work).unlink(missing_ok=True)  # no verify to report
-        buildinfo.write_build_info(prefix, info.finish(verified=False))
+        with contextlib.suppress(OSError):  # no verify to report (bookkeeping: never fails)
+            verify_record_path(ctx.stack.work).unlink(missing_ok=True)
+        buildinfo.write_build_info(prefix, info.finish(verified=False), ctx.output.say)
         out.print("[yellow]verify skipped (--no-verify)[/]: the prefix is complete but unproven")
         return True
     started_verify = time.monotonic()
@@ -107,7 +117,8 @@ def verify(ctx: BuildContext, out: Console, finished: Finished, print_report: Ve
     record_verify(ctx, report.ok, time.monotonic() - started_verify,
                   f"lacks code for {', '.join(str(t) for t in complete.targets)} "
                   "(`rocbuild verify` lists the files); the prefix is not complete")
-    buildinfo.write_build_info(prefix, info.finish(verified=True) if report.ok else info)
+    buildinfo.write_build_info(prefix, info.finish(verified=True) if report.ok else info,
+                               ctx.output.say)
     if not report.ok:
         what = []
         if not report.code_ok:

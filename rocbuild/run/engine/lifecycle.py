@@ -31,6 +31,7 @@ from typing import Protocol
 from doit.exceptions import TaskFailed
 from rich.console import Console
 
+from rocbuild import faults
 from rocbuild.errors import (
     EXIT_INTERRUPTED,
     EXIT_OK,
@@ -213,7 +214,15 @@ def after_tasks(run: Run, task: str) -> TaskFailed | None:
     run.ended = True
     if run.failed_tasks or any(o.result == FAILED for o in run.ctx.outcomes):
         return None  # --keep-going went on past a failure: the stack is not finished
-    _run_phases(run, AFTER)
+    try:
+        _run_phases(run, AFTER)
+    except (RocbuildError, OSError) as exc:
+        # every step succeeded; what could not be written after them (a full prefix under
+        # the env files) is one message and a failed run, never doit's PythonAction traceback
+        # (bookkeeping outside the prefix only warns: finish.py, prefix/registry.py)
+        error = exc if isinstance(exc, RocbuildError) else faults.explain(exc)
+        report(error, sys.stderr)
+        return TaskFailed(str(error))
     if not run.verify_ok:
         return TaskFailed("verify found installed files without code for a target or "
                           "without their libraries (see its report above)")

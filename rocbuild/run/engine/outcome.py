@@ -27,8 +27,8 @@ def step_logger(log: Path) -> Callable[[str], None]:
     log.parent.mkdir(parents=True, exist_ok=True)
 
     def write(text: str) -> None:
-        with log.open("a", encoding="utf-8") as f:
-            f.write(proc.stamped(text) + "\n")
+        with proc.open_log(log) as f:  # never through a link put in its place
+            f.write((proc.stamped(text) + "\n").encode("utf-8", "replace"))
 
     return write
 

@@ -25,7 +25,7 @@ from typing import Any
 
 from rocbuild import proc
 from rocbuild.errors import BuildFailed
-from rocbuild.files import read_regular
+from rocbuild.files import read_regular, write_text_atomic
 from rocbuild.model.gitcache import cache_dir, cache_ref, insteadof_args, is_local
 from rocbuild.run.sources import patches
 from rocbuild.run.sources.patches import LOCAL_GIT_TIMEOUT
@@ -263,7 +263,7 @@ def checkout_id(checkout: Path) -> str | None:
 
 def _new_checkout_id(checkout: Path) -> str:
     token = os.urandom(16).hex()  # 128 random bits, as uuid4 (which loads `platform`)
-    (checkout / ".git" / CHECKOUT_ID_FILE).write_text(token + "\n")
+    write_text_atomic(checkout / ".git" / CHECKOUT_ID_FILE, token + "\n")  # never via a link
     return token
 
 

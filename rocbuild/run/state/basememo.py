@@ -15,10 +15,10 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from rocbuild.files import read_json, write_json_atomic
 from rocbuild.model.base import Base
 from rocbuild.model.settings import Settings
 from rocbuild.model.workdir import Workdir
+from rocbuild.run.state.state import read_json, write_json_atomic
 
 SOURCE_PREFIX = "workdir "  # settings.source("base") of a remembered base
 

@@ -16,9 +16,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rocbuild.files import read_json, write_json_atomic
 from rocbuild.model.graph import Component
 from rocbuild.model.launchers import Launch, distcc_log, distributes, stats_log
+from rocbuild.run.state.state import read_json, write_json_atomic
 
 _HIT_COUNTERS = ("direct_cache_hit", "preprocessed_cache_hit")
 _FALLBACK = re.compile(r"failed to distribute")

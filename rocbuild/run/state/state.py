@@ -12,16 +12,45 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import shutil
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from rocbuild import files
 from rocbuild.errors import BusyError, ConfigError
-from rocbuild.files import read_json, write_json_atomic, write_text_atomic  # noqa: F401
+from rocbuild.files import read_json
 from rocbuild.model.graph import Stack
 from rocbuild.model.workdir import Workdir
+
+
+def _clear_folder(path: Path) -> None:
+    """A folder (not a link) where a file of rocbuild's state should be is removed: the
+    workdir's state is rocbuild's own, written under the run lock, and the atomic rename
+    cannot replace a folder (every run failed with IsADirectoryError, issue 31)."""
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path)
+
+
+def write_text_atomic(path: Path, text: str, mode: int | None = None) -> None:
+    """files.write_text_atomic for a file of the workdir's state: a folder in its place is
+    replaced."""
+    _clear_folder(path)
+    files.write_text_atomic(path, text, mode)
+
+
+def write_json_atomic(path: Path, doc: Any) -> None:
+    _clear_folder(path)
+    files.write_json_atomic(path, doc)
+
+
+def remove_state_file(path: Path) -> None:
+    """Remove a file of the workdir's state (a folder in its place too); absent is fine."""
+    _clear_folder(path)
+    with contextlib.suppress(FileNotFoundError):
+        path.unlink()
 
 
 @dataclass(frozen=True)
@@ -59,8 +88,7 @@ class StateDir:
     def write_stamp(self, component: str, step: str, fingerprint: str, **extra: Any) -> None:
         doc = {"fingerprint": fingerprint, "finished": time.time(), **extra}
         write_json_atomic(self.stamp_path(component, step), doc)
-        with contextlib.suppress(FileNotFoundError):
-            self.failure_path(component).unlink()
+        remove_state_file(self.failure_path(component))
 
     def stamp_matches(self, component: str, step: str, fingerprint: str) -> bool:
         stamp = self.read_stamp(component, step)
@@ -97,7 +125,7 @@ class StateDir:
         path = self.work.lock
         try:
             self.root.mkdir(parents=True, exist_ok=True)
-            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+            fd = open_lock_file(path)
         except (PermissionError, NotADirectoryError, FileNotFoundError) as exc:
             raise ConfigError(f"cannot use the workdir {self.workdir}: {exc.strerror} "
                               f"({exc.filename or path})",
@@ -116,6 +144,18 @@ class StateDir:
             yield
         finally:
             os.close(fd)  # closing releases the flock
+
+
+def open_lock_file(path: Path) -> int:
+    """files.open_lock, with a link, FIFO or folder in the lock's place as one message naming
+    the path (ConfigError, exit 2): rocbuild never writes through it."""
+    try:
+        return files.open_lock(path)
+    except files.NotRegularFile:
+        raise ConfigError(f"{path} is not a regular file (a link, a FIFO or a folder is in "
+                          "the place of rocbuild's run lock); rocbuild never writes through it",
+                          tip=f"remove {path} (no rocbuild run is using it), then run the "
+                              "same command again") from None
 
 
 def _flock_holder(path: Path) -> str | None:

@@ -19,9 +19,9 @@ FACTS below and the output checks OUTPUTS, by where the output lives. In order:
 
 Outputs: a fetch is current only while the checkout is the one it made (token and commit); a
 configure only while the build tree holds the ``rocbuild-build-id`` it wrote and its build
-system's files (CMake: CMakeCache.txt), so a deleted or replaced build tree is configured
-again (and, by the chain, compiled and installed again); an install only while the files its
-build system recorded (CMake's install_manifest.txt) are in the prefix.
+system's files (CMake: CMakeCache.txt and build.ninja), so a deleted or replaced build tree is
+configured again (and, by the chain, compiled and installed again); an install only while the
+files its build system recorded (CMake's install_manifest.txt) are in the prefix.
 
 Nothing here writes, so status may call it while a build runs.
 """
