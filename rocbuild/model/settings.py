@@ -157,7 +157,8 @@ OPTIONS: tuple[Option, ...] = (
     Option("workdir", "sources, build trees, logs and state", _parse_workdir, "DIR",
            default_from_env=_default_workdir,
            default_doc="`$XDG_CACHE_HOME/rocbuild` (`~/.cache/rocbuild`)"),
-    Option("prefix", "install prefix (default from recipes/stack.toml)", _parse_path, "PATH"),
+    Option("prefix", "install prefix (default: the prefix given to the workdir's last build, "
+           "else the one recipes/stack.toml names)", _parse_path, "PATH"),
     Option("target", "comma-separated GPU targets, e.g. gfx906 or gfx906,gfx90a", _parse_targets,
            "LIST"),
     Option("mirror", "rewrite a source URL prefix, like git's insteadOf (repeatable)",
