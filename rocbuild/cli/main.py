@@ -38,6 +38,7 @@ COMMAND_MODULES = (
     "rocbuild.cli.cmd_lint_recipes",
     "rocbuild.cli.cmd_clean",
     "rocbuild.cli.cmd_targets",
+    "rocbuild.cli.cmd_config",
 )
 
 
