@@ -17,7 +17,7 @@ from rocbuild.cli.ui import console
 from rocbuild.errors import ConfigError
 from rocbuild.model.graph import load_stack
 from rocbuild.model.settings import Settings
-from rocbuild.prefix import activate, registry
+from rocbuild.prefix import activate, buildinfo, registry
 from rocbuild.prefix.buildinfo import FoundPrefix, scan_prefixes
 
 SEARCH_DIR = Path("/opt")
@@ -67,6 +67,9 @@ def entry_json(found: FoundPrefix, active: Path | None,
                    base=base.get("path") if isinstance(base, dict) else None,
                    complete=info.complete, verified=info.verified,
                    unproven=info.complete and not info.verified,
+                   verify=info.extra.get(buildinfo.VERIFY_FIELD),
+                   unproven_why=(buildinfo.unproven_why(info)
+                                 if info.complete and not info.verified else None),
                    workdir=info.extra.get("workdir"),
                    configuration=info.extra.get("configuration"),
                    started=info.started, finished=info.finished,
@@ -80,7 +83,7 @@ def _state(doc: dict[str, Any]) -> str:
         return str(doc["error"])
     if doc.get("verified"):
         return "verified"
-    return "complete, unproven (verify did not pass)" if doc.get("complete") else "incomplete"
+    return f"complete, unproven ({doc['unproven_why']})" if doc.get("complete") else "incomplete"
 
 
 def run(args: argparse.Namespace, settings: Settings) -> int:

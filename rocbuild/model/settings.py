@@ -369,7 +369,7 @@ def resolve(
             raw, where = flags[option.name], f"flag {option.flag}"
         elif env.get(option.env):
             raw, where = env[option.env], f"env {option.env}"
-        elif option.name in config:
+        elif option.name in config and config_path is not None:
             where = f"config {config_path}"
             try:
                 raw = _from_config_folder(option, _config_text(config[option.name]),

@@ -58,3 +58,28 @@ def test_a_build_into_the_stacks_own_prefix_leaves_nothing_to_remember(chain: Ch
     again = run_cli("build", *plain(chain), "--no-verify", "alpha", expect=0)
     assert "the prefix of the last build" not in again.stderr, again.explain()
     assert f"into {default}" in again.output, again.explain()
+
+
+def test_a_passing_verify_of_a_prefix_counts_for_prefixes_activate_and_status(
+        chain: Chain) -> None:
+    run_cli("build", *chain.flags(), "--no-verify", expect=0)
+    listed = json.loads(run_cli("prefixes", *chain.flags(), "--json", expect=0).stdout)
+    entry = next(e for e in listed["prefixes"] if e["prefix"] == str(chain.prefix))
+    assert entry["unproven"] and entry["verify"]["result"] == "skipped", entry
+    text = " ".join(run_cli("prefixes", *chain.flags(), expect=0).stdout.split())
+    assert "not verified (skipped with --no-verify)" in text and "did not pass" not in text
+    link = chain.root / "rocm-link"
+    refused = run_cli("activate", *chain.flags(), str(chain.prefix), "--link", str(link),
+                      expect=2)
+    assert "not verified (skipped with --no-verify)" in refused.stderr, refused.explain()
+    # `rocbuild verify DIR` of the prefix verifies it as a prefix, and the pass is recorded
+    verified = run_cli("verify", *chain.flags(), "--no-smoke", str(chain.prefix), expect=0)
+    assert "verify: PASS" in verified.stdout, verified.explain()
+    assert "verified" in verified.stdout.rsplit("recorded in", 1)[1], verified.explain()
+    info = json.loads((chain.prefix / ".rocbuild" / "build-info.json").read_text())
+    assert info["verified"] is True and info["verify"]["result"] == "pass"
+    assert info["verify"]["targets"] == ["gfx906"]
+    status = json.loads(run_cli("status", *chain.flags(), "--json", expect=0).stdout)
+    assert status["verify"]["state"] == "done", status["verify"]
+    run_cli("activate", *chain.flags(), str(chain.prefix), "--link", str(link), expect=0)
+    assert link.resolve() == chain.prefix.resolve()

@@ -94,7 +94,8 @@ def verify(ctx: BuildContext, out: Console, finished: Finished, print_report: Ve
         return True
     if not verify:
         verify_record_path(ctx.stack.work).unlink(missing_ok=True)  # no verify to report
-        buildinfo.write_build_info(prefix, info.finish(verified=False))
+        buildinfo.write_build_info(prefix, buildinfo.with_verify(
+            info.finish(verified=False), buildinfo.SKIPPED, info.targets))
         out.print("[yellow]verify skipped (--no-verify)[/]: the prefix is complete but unproven")
         return True
     started_verify = time.monotonic()
@@ -107,7 +108,10 @@ def verify(ctx: BuildContext, out: Console, finished: Finished, print_report: Ve
     record_verify(ctx, report.ok, time.monotonic() - started_verify,
                   f"lacks code for {', '.join(str(t) for t in complete.targets)} "
                   "(`rocbuild verify` lists the files); the prefix is not complete")
-    buildinfo.write_build_info(prefix, info.finish(verified=True) if report.ok else info)
+    done = info.finish(verified=False) if report.ok else info
+    buildinfo.write_build_info(prefix, buildinfo.with_verify(
+        done, buildinfo.PASSED if report.ok else buildinfo.FAILED,
+        tuple(str(t) for t in complete.targets)))
     if not report.ok:
         what = []
         if not report.code_ok:
