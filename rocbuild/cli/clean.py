@@ -1,7 +1,8 @@
 """What `rocbuild clean` may remove, how much each frees, and removing it under the run lock.
 
 Kinds of things, each opt-in except build trees:
-- ``build``: the build trees of the prefix's configuration (``build/<component>`` in the
+- ``build``: the build trees of the prefix's configuration (with ``--all``: of every
+  configuration) (``build/<component>`` in the
   workdir, or in its ``configs/<hash>`` folder: model/workdir.py). The configure stamp is
   checked against the build tree (uptodate.py: its build id and CMakeCache.txt), and compile
   and install chain on the configure run, so a removed tree makes all three not current.

@@ -65,6 +65,8 @@ STACK_SCHEMA: _Schema = {
         "targets": "strlist",
         "prefix": "str",
         "components": "strlist",
+        "title": "str",
+        "summary": "str",
     },
 }
 
@@ -141,6 +143,11 @@ class Recipe:
     python_packages: tuple[str, ...] = _key("python.packages", "strlist", ())
     python_wheels: tuple[str, ...] = _key("python.wheels", "strlist", ())
     env: Mapping[str, str] = _key("env", "strmap", {})
+    # the environment variables the prefix's env files and modulefiles set for users of what
+    # this component installs (ROCM_PATH, HIP_PATH, ...): NAME -> (value, comment); a value
+    # may name "{{ prefix }}", the tree the component is installed in (the prefix, or the
+    # base it is taken from), which the env files compute where they lie (envfiles.py)
+    provides_env: Mapping[str, tuple[str, str]] = _key("provides_env", "envmap", {})
     # how the component shows in an installed ROCm (--base): files that must exist (globs
     # allowed; "a | b" is met by either, for a file two layouts keep in different places),
     # a folder holding the Tensile set for every target, and whether a base without it is
@@ -229,6 +236,7 @@ def _check_value(file: Path, keypath: tuple[str, ...], tag: str, value: Any) -> 
     expected = {
         "str": "a string", "bool": "true or false", "float": "a number", "size": "a size string",
         "strlist": "a list of strings", "strmap": "a table of strings",
+        "envmap": "a table of strings or of {value, comment} tables",
     }[tag]
 
     def bad(detail: str = "") -> ConfigError:
@@ -270,6 +278,24 @@ def _check_value(file: Path, keypath: tuple[str, ...], tag: str, value: Any) -> 
                     f"{file}: key '{key}.{name}' must be a string, got {type(item).__name__} "
                     f"{item!r}", tip=f"quote the value of '{key}.{name}' in {file}")
         return dict(value)
+    if tag == "envmap":  # provides_env: NAME = "value" or NAME = {value = "...", comment = "..."}
+        if not isinstance(value, dict):
+            raise bad()
+        out: dict[str, tuple[str, str]] = {}
+        for name, item in value.items():
+            if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+                raise ConfigError(f"{file}: key '{key}.{name}' is not an environment variable "
+                                  "name (letters, digits and '_')", tip=f"fix '{key}' in {file}")
+            if isinstance(item, str):
+                out[name] = (item, "")
+            elif (isinstance(item, dict) and set(item) <= {"value", "comment"}
+                  and all(isinstance(v, str) for v in item.values()) and "value" in item):
+                out[name] = (item["value"], item.get("comment", ""))
+            else:
+                raise ConfigError(
+                    f"{file}: key '{key}.{name}' must be a string or a table with a string "
+                    f"'value' (and a 'comment'), got {item!r}", tip=f"fix '{key}.{name}' in {file}")
+        return out
     return value
 
 
@@ -333,6 +359,14 @@ class StackSpec:
     targets: tuple[str, ...]
     prefix: str
     components: tuple[str, ...]
+    # what the env files and modulefiles call the stack ("ROCm 6.4.3 built for gfx906"), and
+    # a line on what it holds for the modulefiles' help (a template with {{ version }})
+    title: str = ""
+    summary: str = ""
+
+    @property
+    def display_title(self) -> str:
+        return self.title or self.name
 
     @property
     def series(self) -> str:
@@ -358,6 +392,19 @@ def _require(file: Path, data: Mapping[str, Any], key: str, what: str) -> Any:
     return data[key]
 
 
+# words the env files and modulefiles print as they are (a comment, a Lua [[...]] string, a
+# Tcl "..." string): no quote, bracket, brace, '$' or newline that would end or run anything
+_PLAIN_TEXT = re.compile(r"[A-Za-z0-9 ._+(),/:-]*")
+
+
+def check_plain_text(file: Path, key: str, text: str) -> None:
+    """Refuse a stack title or summary the env files could not print as it is."""
+    if not _PLAIN_TEXT.fullmatch(text):
+        raise ConfigError(f"{file}: key '{key}' = {text!r}: use letters, digits, spaces and "
+                          ". _ + ( ) , / : - only (the env files print it as it is)",
+                          tip=f"fix '{key}' in {file}")
+
+
 def load_stack(folder: Path) -> StackSpec:
     file = folder / STACK_FILE
     if not file.is_file():
@@ -372,9 +419,11 @@ def load_stack(folder: Path) -> StackSpec:
     if not re.fullmatch(r"\d+\.\d+(\.\d+)?", stack["version"]):
         raise ConfigError(f"{file}: key 'stack.version' must look like 6.4.3, "
                           f"got {stack['version']!r}", tip=f"fix 'stack.version' in {file}")
+    check_plain_text(file, "stack.title", stack.get("title", ""))
     return StackSpec(file=file, name=stack.get("name", "rocm"), version=stack["version"],
                      targets=stack["targets"], prefix=stack["prefix"],
-                     components=stack.get("components", ()))
+                     components=stack.get("components", ()), title=stack.get("title", ""),
+                     summary=stack.get("summary", ""))
 
 
 def load_recipe(file: Path) -> Recipe:

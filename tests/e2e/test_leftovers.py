@@ -4,6 +4,8 @@ process (tests/cli.py)."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from tests.cli import run_cli
@@ -44,3 +46,48 @@ def test_cache_push_with_nothing_built_leaves_no_empty_prefix(chain: Chain) -> N
     pushed = run_cli("cache", "push", "--to", str(chain.root / "store"), *chain.flags())
     assert "not built" in pushed.output, pushed.explain()
     assert not chain.prefix.exists(), pushed.explain()
+
+
+def drop_from_stack(chain: Chain, name: str) -> None:
+    stack = chain.recipes / "stack.toml"
+    stack.write_text(stack.read_text().replace(f', "{name}"', ""))
+
+
+def test_a_component_dropped_from_the_stack_is_uninstalled_by_the_next_build(
+        chain: Chain) -> None:
+    run_cli("build", *chain.flags(), "--no-verify", expect=0)
+    assert (chain.prefix / "bin" / "gamma").is_file()
+    drop_from_stack(chain, "gamma")
+    again = run_cli("build", *chain.flags(), "--no-verify", expect=0)
+    assert "uninstalled gamma: no longer in the stack (1 files" in again.stdout, again.explain()
+    assert not (chain.prefix / "bin").exists()  # bin/ held only gamma
+    assert (chain.prefix / "lib" / "libbeta.so").exists()
+    assert not (chain.prefix / ".rocbuild" / "installed" / "gamma.json").exists()
+    status = run_cli("status", *chain.flags(), expect=0).stdout
+    assert "gamma" not in status, status
+
+
+def test_uninstall_refuses_a_component_others_need_and_removes_its_files(
+        chain: Chain) -> None:
+    run_cli("build", *chain.flags(), "--no-verify", expect=0)
+    refused = run_cli("uninstall", "alpha", *chain.flags(), expect=2)
+    assert "beta needs alpha; gamma needs alpha" in refused.stderr, refused.explain()
+    assert (chain.prefix / "lib" / "libalpha.so").exists()
+    done = run_cli("uninstall", "gamma", *chain.flags(), expect=0)
+    assert "uninstalled gamma from" in done.stdout and "1 files" in done.stdout, done.explain()
+    assert not (chain.prefix / "bin" / "gamma").exists()
+    assert "in the stack: the next `rocbuild build` installs it again" in " ".join(
+        done.stdout.split())
+    status = {c["name"]: c["state"] for c in json.loads(
+        run_cli("status", *chain.flags(), "--json").stdout)["components"]}
+    assert status["gamma"] != "done" and status["beta"] == "done", status
+    info = json.loads((chain.prefix / ".rocbuild" / "build-info.json").read_text())
+    assert info["complete"] is False and "gamma" not in info["components"]
+    forced = run_cli("uninstall", "alpha", "--force", *chain.flags(), expect=0)
+    assert "uninstalled alpha" in forced.stdout
+    assert not (chain.prefix / "lib" / "libalpha.so").exists()
+    assert (chain.prefix / "lib" / "libbeta.so").exists()
+    unknown = run_cli("uninstall", "alpha", *chain.flags(), expect=2)
+    assert "alpha is not installed in" in unknown.stderr
+    rebuilt = run_cli("build", *chain.flags(), "--no-verify", expect=0)
+    assert chain.run_gamma() == "gamma 11", rebuilt.explain()

@@ -18,8 +18,9 @@ from rich.console import Console
 
 from rocbuild.model import buildsystems
 from rocbuild.model.graph import Stack
+from rocbuild.model.resources import format_bytes
 from rocbuild.model.steptable import steps_of
-from rocbuild.prefix import buildinfo, envfiles, ownership
+from rocbuild.prefix import buildinfo, envfiles, ownership, uninstall
 from rocbuild.run.engine.build import BuildContext
 from rocbuild.run.engine.outcome import CURRENT, SERVED
 from rocbuild.run.engine.status import verify_record_path
@@ -71,11 +72,29 @@ def finish(ctx: BuildContext, out: Console, whole: Stack, *, started: str) -> Fi
                                        compiled=ctx.stack.workdir / "cache" / "templates")
     out.print(f"environment: source {written[0]}", soft_wrap=True)  # to paste: one line
     complete = _complete_stack(ctx, whole)
+    if complete is not None:
+        _uninstall_dropped(ctx, out, complete)
     if complete is None:
         buildinfo.write_build_info(prefix, _build_info(ctx, ctx.stack, started))
         out.print("build-info: part of the stack is built; run `rocbuild build` for the rest")
         return Finished(None)
     return Finished(complete, _build_info(ctx, complete, started))  # names every component
+
+
+def _uninstall_dropped(ctx: BuildContext, out: Console, whole: Stack) -> None:
+    """Take out of the prefix each component it holds that the stack no longer has (dropped
+    from ``stack.components``, or its recipe removed) and that this run did not build: its
+    recorded files, never one another component owns (prefix/uninstall.py)."""
+    keep = {*whole.order, *ctx.stack.order}
+    prefix = ctx.stack.prefix
+    for name in uninstall.installed_components(prefix):
+        if name in keep:
+            continue
+        done = uninstall.uninstall(prefix, name, ctx.stack.recipes.stack.name)
+        kept = (f"; kept {len(done.kept)} that other components installed too"
+                if done.kept else "")
+        out.print(f"uninstalled {name}: no longer in the stack ({done.files} files, "
+                  f"{format_bytes(done.size)}{kept})")
 
 
 def verify(ctx: BuildContext, out: Console, finished: Finished, print_report: VerifyPrinter,
