@@ -76,3 +76,23 @@ def _prune_empty(folder: Path, prefix: Path) -> None:
         except OSError:
             return
         folder = folder.parent
+
+
+def foreign_files(prefix: Path, stack_name: str, limit: int = 5) -> list[str]:
+    """Up to ``limit`` prefix-relative files in ``prefix`` that no install record holds and
+    that are not rocbuild's own: a prefix with such files holds someone else's work, so
+    `rocbuild prefixes --remove` refuses it."""
+    recorded: set[str] = set()
+    for name in installed_components(prefix):
+        recorded |= {os.path.normpath(rel) for rel in ownership.installed_by(prefix, name)}
+    reserved = layout.reserved_roots(stack_name)
+    found: list[str] = []
+    for folder, dirs, files in os.walk(prefix):  # never follows links
+        rel_dir = os.path.relpath(folder, prefix)
+        for name in sorted(files + [d for d in dirs if os.path.islink(os.path.join(folder, d))]):
+            rel = os.path.normpath(os.path.join(rel_dir, name))
+            if rel not in recorded and layout.reserved_by(rel, reserved) is None:
+                found.append(rel)
+                if len(found) >= limit:
+                    return found
+    return found

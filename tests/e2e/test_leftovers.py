@@ -91,3 +91,44 @@ def test_uninstall_refuses_a_component_others_need_and_removes_its_files(
     assert "alpha is not installed in" in unknown.stderr
     rebuilt = run_cli("build", *chain.flags(), "--no-verify", expect=0)
     assert chain.run_gamma() == "gamma 11", rebuilt.explain()
+
+
+def listed(chain: Chain) -> list[str]:
+    doc = json.loads(run_cli("prefixes", *chain.flags(), "--json", expect=0).stdout)
+    return [entry["prefix"] for entry in doc["prefixes"]]
+
+
+def test_prefixes_forget_and_remove(chain: Chain) -> None:
+    run_cli("build", *chain.flags(), "--no-verify", expect=0)
+    assert str(chain.prefix) in listed(chain)
+    # never a folder rocbuild did not build, nor one with someone else's files in it
+    mine = chain.root / "mine"
+    (mine / "bin").mkdir(parents=True)
+    refused = run_cli("prefixes", "--remove", str(mine), *chain.flags(), expect=2)
+    assert "is not a prefix rocbuild built" in refused.stderr and mine.is_dir()
+    notes = chain.prefix / "share" / "my-notes.txt"
+    notes.parent.mkdir(parents=True)
+    notes.write_text("mine")
+    refused = run_cli("prefixes", "--remove", str(chain.prefix), *chain.flags(), expect=2)
+    assert "holds files no component installed (share/my-notes.txt)" in refused.stderr
+    notes.unlink()
+    # nor one a link points at
+    link = chain.root / "rocm-link"
+    run_cli("activate", *chain.flags(), "--unproven", "--link", str(link), str(chain.prefix),
+            expect=0)
+    refused = run_cli("prefixes", "--remove", str(chain.prefix), "--link", str(link),
+                      *chain.flags(), expect=2)
+    assert f"{link} points at {chain.prefix}" in refused.stderr, refused.explain()
+    link.unlink()
+    done = run_cli("prefixes", "--remove", str(chain.prefix), *chain.flags(), expect=0)
+    assert f"removed {chain.prefix}" in " ".join(done.stdout.split()), done.explain()
+    assert not chain.prefix.exists() and str(chain.prefix) not in listed(chain)
+    configs = json.loads((chain.workdir / "state" / "configs.json").read_text())
+    assert str(chain.prefix) not in configs["configurations"]
+    # --forget takes a prefix off the list and leaves its files
+    run_cli("build", *chain.flags(), "--no-verify", "alpha", expect=0)
+    run_cli("prefixes", "--forget", str(chain.prefix), *chain.flags(), expect=0)
+    registry = json.loads((chain.root / "home" / ".local" / "state" / "rocbuild"
+                           / "prefixes.json").read_text())
+    assert str(chain.prefix) not in registry["prefixes"]
+    assert (chain.prefix / "lib" / "libalpha.so").exists()
