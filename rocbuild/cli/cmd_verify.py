@@ -93,7 +93,8 @@ def _gpu_components(settings: Settings, prefix: Path) -> dict[str, list[Path] | 
     prefix without build-info or when the recipes do not load."""
     try:
         info = read_build_info(prefix)
-        recipes = load_recipes(settings.recipes).recipes if info is not None else {}
+        recipes = (load_recipes(settings.recipes, settings.overlay).recipes
+                   if info is not None else {})
     except ConfigError:
         return None
     if info is None:

@@ -50,7 +50,8 @@ def namespace_from_environment() -> dict[str, Any]:
         # no --allow-existing-prefix: an existing folder is the user's choice here)
         prefixguard.check(default.prefix, allow_existing=True, workdir=default.workdir)
         # tasks for every recipe, so `doit build:X` accepts what `rocbuild build X` does
-        every = load_stack(settings, sorted(load_recipes(settings.recipes).recipes))
+        every = load_stack(settings, sorted(
+            load_recipes(settings.recipes, settings.overlay).recipes))
     except RocbuildError as exc:  # same one-line message and exit code as the CLI
         raise SystemExit(report(exc, sys.stderr)) from None
     output = Output(sys.stdout)

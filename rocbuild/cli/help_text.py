@@ -83,6 +83,10 @@ EXAMPLES: dict[str, tuple[tuple[str, str], ...]] = {  # command -> (what it does
         ("every processor, its features and product names", "rocbuild targets"),
         ("the same for scripts", "rocbuild targets --json"),
     ),
+    "recipes": (
+        ("your own copy of a recipe, kept over upgrades", "rocbuild recipes edit llama.cpp"),
+        ("the stack: components, targets, prefix", "rocbuild recipes edit stack"),
+    ),
     "uninstall": (
         ("take one component's files out of the prefix", "rocbuild uninstall llama.cpp"),
         ("also when others depend on it", "rocbuild uninstall hipblas --force"),

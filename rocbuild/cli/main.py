@@ -39,6 +39,7 @@ COMMAND_MODULES = (
     "rocbuild.cli.cmd_clean",
     "rocbuild.cli.cmd_targets",
     "rocbuild.cli.cmd_config",
+    "rocbuild.cli.cmd_recipes",
     "rocbuild.cli.cmd_uninstall",
 )
 

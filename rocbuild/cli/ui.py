@@ -113,6 +113,12 @@ def print_plan(plan: Plan, out: Console) -> None:
             text = f"{text or '(none)'}: {entry['effective']}"
         source = escape(entry["source"])
         print_row(out, f"  {name:<12} {escape(text or '(none)'):<24} [dim]({source})[/]", 15)
+    overlay = doc.get("overlay")
+    if overlay and (overlay["recipes"] or overlay["patches"]):
+        parts = [f"recipes {', '.join(overlay['recipes'])}" if overlay["recipes"] else "",
+                 f"patches {', '.join(overlay['patches'])}" if overlay["patches"] else ""]
+        print_row(out, f"from your overlay ({escape(overlay['folder'])}): "
+                       f"{escape('; '.join(p for p in parts if p))}", 2)
 
 
 def print_cost(plan: Plan, out: Console) -> None:

@@ -378,11 +378,32 @@ class RecipeSet:
     stack: StackSpec
     recipes: Mapping[str, Recipe]
     folder: Path
+    overlay: Path | None = None  # the user's recipes over these (load_recipes)
+    overlaid: frozenset[str] = frozenset()  # names taken from the overlay ("stack": stack.toml)
 
     @property
     def patches_dir(self) -> Path:
         """Patches live beside the recipes folder: ``<recipes>/../patches/<component>/``."""
         return self.folder.parent / "patches"
+
+    @property
+    def overlay_patches_dir(self) -> Path | None:
+        return self.overlay.parent / "patches" if self.overlay is not None else None
+
+    def patches_dir_of(self, name: str) -> Path:
+        """Where ``name``'s patch series is read: the overlay's ``patches/<name>/`` when it
+        has one (it replaces the shipped series), else the recipes folder's."""
+        mine = self.overlay_patches_dir
+        if mine is not None and ((mine / name).exists() or (mine / name).is_symlink()):
+            return mine
+        return self.patches_dir
+
+    def source_of(self, name: str) -> str:
+        """"overlay" when ``name``'s recipe (or its patches) come from the overlay, else
+        "recipes"."""
+        if name in self.overlaid or self.patches_dir_of(name) != self.patches_dir:
+            return "overlay"
+        return "recipes"
 
 
 def _require(file: Path, data: Mapping[str, Any], key: str, what: str) -> Any:
@@ -541,15 +562,24 @@ def _read_declared(cls: type, data: Mapping[str, Any], build_table: str | None =
 _UNSET = object()
 
 
-def load_recipes(folder: Path) -> RecipeSet:
-    """Load every ``*.toml`` in the folder; check names, dependencies and source owners."""
+def load_recipes(folder: Path, overlay: Path | None = None) -> RecipeSet:
+    """Load every ``*.toml`` in the folder, then those of ``overlay`` (the user's own: each
+    replaces the recipe of its name, stack.toml the stack; a missing overlay is none);
+    check names, dependencies and source owners."""
     folder = folder.absolute()
     if not folder.is_dir():
         raise ConfigError(f"{folder}: recipes folder not found",
                           tip="point --recipes (or ROCBUILD_RECIPES) at a folder with stack.toml")
-    stack = load_stack(folder)
+    if overlay is not None and (overlay.absolute() == folder or not (
+            overlay.is_dir() or (overlay.parent / "patches").is_dir())):
+        overlay = None  # nothing of the user's: no recipes and no patches beside them
+    mine = sorted(overlay.glob("*.toml")) if overlay is not None else []
+    stack = load_stack(overlay if overlay is not None and (overlay / STACK_FILE).is_file()
+                       else folder)
     recipes = {f.stem: load_recipe(f) for f in sorted(folder.glob("*.toml"))
                if f.name != STACK_FILE}
+    recipes.update({f.stem: load_recipe(f) for f in mine if f.name != STACK_FILE})
+    overlaid = frozenset("stack" if f.name == STACK_FILE else f.stem for f in mine)
     names = sorted(recipes)
     for recipe in recipes.values():
         for dep in recipe.depends:
@@ -580,4 +610,5 @@ def load_recipes(folder: Path) -> RecipeSet:
         if name not in recipes:
             raise unknown_component(name, names, f"fix 'stack.components' in {stack.file}",
                                     where=f"{stack.file}: key 'stack.components': ")
-    return RecipeSet(stack=stack, recipes=recipes, folder=folder)
+    return RecipeSet(stack=stack, recipes=recipes, folder=folder, overlay=overlay,
+                     overlaid=overlaid)

@@ -118,6 +118,12 @@ def _default_recipes_dir() -> Path:
     return packaged if packaged.is_dir() else package.parent / "recipes"
 
 
+def default_overlay(env: Mapping[str, str]) -> Path:
+    """Where a user's own recipes live (`rocbuild recipes edit` copies one there)."""
+    config = env.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
+    return Path(config) / "rocbuild" / "recipes"
+
+
 def _default_workdir(env: Mapping[str, str]) -> Path:
     cache = env.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return Path(cache) / "rocbuild"
@@ -155,6 +161,12 @@ OPTIONS: tuple[Option, ...] = (
     Option("recipes", "recipes folder (default: the one shipped with rocbuild)", _parse_path,
            "DIR", default_from_env=lambda env: _default_recipes_dir(), is_path=True,
            default_doc="the recipes shipped with rocbuild"),
+    Option("recipe_overlay", "folder of your own recipes: a <name>.toml there replaces the "
+           "shipped recipe of that name (or adds one; stack.toml too), and "
+           "../patches/<name>/ beside it replaces its patch series; read with the shipped "
+           "recipes, or with --recipes when given here", _parse_path, "DIR", is_path=True,
+           default_from_env=lambda env: default_overlay(env),
+           default_doc="`$XDG_CONFIG_HOME/rocbuild/recipes` (`~/.config/rocbuild/recipes`)"),
     Option("workdir", "sources, build trees, logs and state", _parse_workdir, "DIR", is_path=True,
            default_from_env=_default_workdir,
            default_doc="`$XDG_CACHE_HOME/rocbuild` (`~/.cache/rocbuild`)"),
@@ -197,6 +209,7 @@ class Settings:
     means "use what the recipes say" (prefix, target) or "no limit" (jobs)."""
 
     recipes: Path
+    recipe_overlay: Path  # the user's recipes over the shipped ones (recipes.load_recipes)
     workdir: Path
     prefix: Path | None
     target: tuple[TargetId, ...] | None
@@ -222,6 +235,15 @@ class Settings:
         if name not in OPTION_BY_NAME:
             raise KeyError(name)
         return getattr(self, name)
+
+    @property
+    def overlay(self) -> Path | None:
+        """The recipe overlay in force: the user's folder over the shipped recipes, or over
+        their own --recipes only when they name an overlay too (an overlay's stack.toml must
+        not replace the stack of a folder the user gave)."""
+        if self.source("recipes") == "default" or self.source("recipe_overlay") != "default":
+            return self.recipe_overlay
+        return None
 
     def with_value(self, name: str, value: Any, source: str) -> Settings:
         if name not in OPTION_BY_NAME:
