@@ -71,6 +71,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     if switch.unproven:
         out.print(f"[yellow]unproven[/]: {escape(buildinfo.unproven_why(switch.info))} "
                   "(--unproven); `rocbuild prefixes` marks it so")
-    out.print(f"ROCm {escape(switch.info.version)} for {escape(targets)}; load it with:")
+    out.print(f"{escape(buildinfo.title_of(switch.info))} {escape(switch.info.version)} for "
+              f"{escape(targets)}; load it with:")
     out.print(f"  . {escape(str(switch.target))}/env.sh", soft_wrap=True)
     return 0

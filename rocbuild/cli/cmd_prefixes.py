@@ -75,7 +75,8 @@ def entry_json(found: FoundPrefix, active: Path | None,
                            "error": found.error}
     if info is not None:
         base = info.extra.get("base")
-        doc.update(version=info.version, series=info.series, targets=list(info.targets),
+        doc.update(title=buildinfo.title_of(info), version=info.version, series=info.series,
+                   targets=list(info.targets),
                    base=base.get("path") if isinstance(base, dict) else None,
                    complete=info.complete, verified=info.verified,
                    unproven=info.complete and not info.verified,
@@ -95,7 +96,7 @@ def _state(doc: dict[str, Any]) -> str:
         return str(doc["error"])
     if doc.get("verified"):
         return "verified"
-    return f"complete, unproven ({doc['unproven_why']})" if doc.get("complete") else "incomplete"
+    return f"complete, unproven: {doc['unproven_why']}" if doc.get("complete") else "incomplete"
 
 
 def run(args: argparse.Namespace, settings: Settings) -> int:
@@ -135,7 +136,8 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     # each prefix gets its own line and its facts the next ones
     out.print(f"rocbuild prefixes ({escape(str(link))} points at the one marked *):")
     for where, doc in zip(found, docs, strict=True):
-        facts = [f"ROCm {doc.get('version', '?')}", ", ".join(doc.get("targets", [])) or "?",
+        facts = [f"{doc.get('title', 'ROCm')} {doc.get('version', '?')}",
+                 ", ".join(doc.get("targets", [])) or "?",
                  _state(doc)]
         if doc.get("base"):
             facts.append(f"on the base {doc['base']}")

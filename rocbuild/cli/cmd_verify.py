@@ -202,7 +202,7 @@ def record_result(prefix: Path, ok: bool, targets: tuple[TargetId, ...],
         return "verified"
     if not info.complete:
         return f"verify {'passed' if ok else 'failed'}; the build is not complete"
-    return f"complete, unproven ({buildinfo.unproven_why(updated)})"
+    return f"complete, unproven: {buildinfo.unproven_why(updated)}"
 
 
 def _record_for_status(prefix: Path, info: buildinfo.BuildInfo, ok: bool,

@@ -88,6 +88,13 @@ def with_verify(info: BuildInfo, result: str, targets: tuple[str, ...],
     return replace(info, verified=verified, extra={**info.extra, VERIFY_FIELD: record})
 
 
+def title_of(info: BuildInfo) -> str:
+    """What the prefix's stack is called ("ROCm"; a build-info of an earlier rocbuild, which
+    built only ROCm, has no title)."""
+    title = info.extra.get("title")
+    return title if isinstance(title, str) and title else "ROCm"
+
+
 def verify_result(info: BuildInfo) -> str | None:
     """The result of the prefix's last recorded verify, None when none is recorded (a
     build-info of an earlier rocbuild)."""
@@ -131,7 +138,8 @@ def new_build_info(stack: Stack, *, commits: Mapping[str, str] | None = None,
                      targets=tuple(str(t) for t in stack.targets), prefix=str(stack.prefix),
                      recipe_fingerprint=recipe_fingerprint(stack), components=components,
                      started=started or now(),
-                     extra={**base_record(stack), **filled_from(stack)})
+                     extra={**base_record(stack), **filled_from(stack),
+                            "title": stack.recipes.stack.display_title})
 
 
 def filled_from(stack: Stack) -> dict[str, Any]:

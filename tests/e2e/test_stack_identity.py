@@ -52,3 +52,17 @@ def test_a_bad_provides_env_entry_is_refused(chain: Chain) -> None:
                        + '[provides_env]\nALPHA_HOME = ["x"]\n')
     refused = run_cli("plan", *chain.flags(), expect=2)
     assert "provides_env.ALPHA_HOME" in refused.stderr and "alpha.toml" in refused.stderr
+
+
+@pytest.mark.e2e
+def test_prefixes_and_activate_name_a_custom_stack_by_its_title(chain: Chain) -> None:
+    stack = chain.recipes / "stack.toml"
+    stack.write_text(stack.read_text().replace('name = "chain"', 'name = "chain"\ntitle = "Chain"'))
+    run_cli("build", *chain.flags(), "--no-verify", expect=0)
+    listed = " ".join(run_cli("prefixes", *chain.flags(), expect=0).stdout.split())
+    assert "Chain 1.0; gfx906" in listed and "ROCm 1.0" not in listed, listed
+    link = chain.root / "link"
+    done = run_cli("activate", *chain.flags(), "--unproven", "--link", str(link),
+                   str(chain.prefix), expect=0)
+    assert "Chain 1.0 for gfx906; load it with:" in done.stdout, done.explain()
+    assert "Chain 1.0 built for gfx906" in (chain.prefix / "env.sh").read_text()
