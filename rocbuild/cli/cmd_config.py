@@ -12,9 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from rich.markup import escape
-from rich.table import Table
 
-from rocbuild.cli.ui import console
+from rocbuild.cli.ui import console, print_row
 from rocbuild.model import settings as settings_mod
 from rocbuild.model.settings import Settings
 
@@ -70,11 +69,10 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         if used != user and user.is_file():
             out.print(f"not read: {escape(str(user))} (the nearer file wins; they are not "
                       "merged)")
-    table = Table(show_edge=False, pad_edge=False)
-    table.add_column("setting", no_wrap=True)
-    table.add_column("value", overflow="fold")
-    table.add_column("from", overflow="fold")
+    # rows, not a table: a path stays whole (to paste), a long row continues under its value
+    width = max(len(row["name"]) for row in values)
+    out.print("settings (value, then where it came from):")
     for row in values:
-        table.add_row(row["name"], escape(row["value"]), escape(row["source"]))
-    out.print(table)
+        print_row(out, f"  {row['name']:<{width}} {escape(row['value'])} "
+                       f"[dim]({escape(row['source'])})[/]", width + 3)
     return 0
