@@ -12,7 +12,6 @@ from rich.markup import escape
 from rocbuild.cli.ui import console
 from rocbuild.errors import ConfigError
 from rocbuild.model.graph import load_stack, reachable
-from rocbuild.model.resources import format_bytes
 from rocbuild.model.settings import Settings
 from rocbuild.prefix import buildinfo, uninstall
 from rocbuild.run.state.state import StateDir, prefix_lock
@@ -58,10 +57,8 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     with StateDir.of(stack).lock(), prefix_lock(prefix, create=False):
         for name in args.components:
             done = uninstall.uninstall(prefix, name, stack.recipes.stack.name)
-            kept = (f"; kept {len(done.kept)} that other components installed too"
-                    if done.kept else "")
-            out.print(f"uninstalled {escape(name)} from {escape(str(prefix))}: {done.files} "
-                      f"files, {format_bytes(done.size)}{kept}")
+            out.print(f"uninstalled {escape(name)} from {escape(str(prefix))}: "
+                      f"{escape(done.text())}")
         info = buildinfo.read_build_info(prefix)
         if info is not None:
             left = {k: v for k, v in info.components.items() if k not in going}

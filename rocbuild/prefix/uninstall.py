@@ -15,6 +15,7 @@ from pathlib import Path
 
 from rocbuild.errors import BuildFailed
 from rocbuild.model import layout
+from rocbuild.model.resources import format_bytes
 from rocbuild.prefix import ownership
 from rocbuild.prefix.realpaths import RealPaths
 
@@ -25,6 +26,13 @@ class Removed:
     files: int  # files and links removed
     size: int  # their bytes
     kept: tuple[str, ...]  # paths of its record another component also owns (left in place)
+
+    def text(self) -> str:
+        """What was removed, for a line: ``3 files, 20 KiB`` (and what was kept)."""
+        kept = (f"; kept {len(self.kept)} that other components installed too"
+                if self.kept else "")
+        return (f"{self.files} file{'' if self.files == 1 else 's'}, "
+                f"{format_bytes(self.size)}{kept}")
 
 
 def installed_components(prefix: Path) -> list[str]:

@@ -18,7 +18,6 @@ from rich.console import Console
 
 from rocbuild.model import buildsystems
 from rocbuild.model.graph import Stack
-from rocbuild.model.resources import format_bytes
 from rocbuild.model.steptable import steps_of
 from rocbuild.prefix import buildinfo, envfiles, ownership, uninstall
 from rocbuild.run.engine.build import BuildContext
@@ -91,10 +90,7 @@ def _uninstall_dropped(ctx: BuildContext, out: Console, whole: Stack) -> None:
         if name in keep:
             continue
         done = uninstall.uninstall(prefix, name, ctx.stack.recipes.stack.name)
-        kept = (f"; kept {len(done.kept)} that other components installed too"
-                if done.kept else "")
-        out.print(f"uninstalled {name}: no longer in the stack ({done.files} files, "
-                  f"{format_bytes(done.size)}{kept})")
+        out.print(f"uninstalled {name}: no longer in the stack ({done.text()})")
 
 
 def verify(ctx: BuildContext, out: Console, finished: Finished, print_report: VerifyPrinter,
