@@ -492,3 +492,10 @@ def run_probe(argv: Sequence[str], *, memo: Path | None, reads: Sequence[Path] =
         with contextlib.suppress(OSError):  # a full disk costs the next run one probe
             write_json_atomic(memo, kept)
     return done
+
+
+def run_interactive(argv: Sequence[str]) -> int:
+    """Run a program the user works in (``$EDITOR``) on this terminal and wait for it: it
+    inherits stdin, stdout and the foreground, so it is not a child of a run (nothing to
+    reap or log) and Ctrl-C reaches it as usual. Returns its exit code."""
+    return subprocess.run([str(a) for a in argv], check=False).returncode

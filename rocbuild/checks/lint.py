@@ -102,7 +102,7 @@ class LintReport:
 def render_stacks(settings: Settings) -> list[Stack]:
     """Every recipe in the folder, rendered for the stack's default targets and for two
     targets; any recipe error is raised here as a ConfigError naming file and key."""
-    names = sorted(load_recipes(settings.recipes).recipes)
+    names = sorted(load_recipes(settings.recipes, settings.overlay).recipes)
     stacks = [load_stack(settings.with_value("target", None, "lint: stack default"), names)]
     two = parse_target_list([TWO_TARGETS])
     if tuple(stacks[0].targets) != two:

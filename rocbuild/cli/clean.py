@@ -1,7 +1,8 @@
 """What `rocbuild clean` may remove, how much each frees, and removing it under the run lock.
 
 Kinds of things, each opt-in except build trees:
-- ``build``: the build trees of the prefix's configuration (``build/<component>`` in the
+- ``build``: the build trees of the prefix's configuration (with ``--all``: of every
+  configuration) (``build/<component>`` in the
   workdir, or in its ``configs/<hash>`` folder: model/workdir.py). The configure stamp is
   checked against the build tree (uptodate.py: its build id and CMakeCache.txt), and compile
   and install chain on the configure run, so a removed tree makes all three not current.
@@ -30,6 +31,7 @@ from pathlib import Path
 
 from rocbuild.model import launchers
 from rocbuild.model.graph import Component, Stack
+from rocbuild.model.workdir import CONFIGS_DIR, Workdir, read_registry
 from rocbuild.prefix import registry
 from rocbuild.prefix.buildinfo import info_path
 from rocbuild.prefix.envfiles import SHELLS, relative_path, spec_for
@@ -89,8 +91,9 @@ def find(stack: Stack, components: list[Component] | None, kinds: set[str]) -> l
     work = stack.work
     items: list[Item] = []
     if components is None:
-        if "build" in kinds:  # this configuration's build trees (model/workdir.py)
-            items += _present("build", [work.builds])
+        if "build" in kinds:  # every configuration's build trees (model/workdir.py)
+            items += _present("build", [work.builds], f"the configuration of {stack.prefix}")
+            items += _other_configurations(stack)
         if "sources" in kinds:
             items += _present("sources", [work.src])
         if "caches" in kinds:
@@ -112,6 +115,28 @@ def find(stack: Stack, components: list[Component] | None, kinds: set[str]) -> l
                 items += _present("caches", [cache])
     if "prefix" in kinds:
         items += _present("prefix", prefix_files(stack))
+    return items
+
+
+def _other_configurations(stack: Stack) -> list[Item]:
+    """The build trees of the workdir's other configurations (``--all`` is the whole
+    workdir): each recorded one, named by its prefix, and a ``configs/*/build`` no record
+    names any more."""
+    work = stack.work
+    seen = {work.builds}
+    items: list[Item] = []
+    for prefix, entry in sorted(read_registry(work.root).items()):
+        tree = Workdir(work.root, work.root / entry["dir"]).builds  # "." is the root's
+        if tree not in seen:
+            seen.add(tree)
+            items += _present("build", [tree], f"the configuration of {prefix}")
+    configs = work.root / CONFIGS_DIR
+    if configs.is_dir():
+        for folder in sorted(configs.iterdir()):
+            tree = folder / "build"
+            if tree not in seen and folder.is_dir():
+                seen.add(tree)
+                items += _present("build", [tree], "a configuration no longer recorded")
     return items
 
 

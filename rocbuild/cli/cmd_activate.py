@@ -12,7 +12,7 @@ from rich.markup import escape
 from rocbuild.cli.ui import console
 from rocbuild.errors import ConfigError
 from rocbuild.model.settings import Settings
-from rocbuild.prefix import activate
+from rocbuild.prefix import activate, buildinfo
 from rocbuild.run.state.state import prefix_lock
 
 
@@ -71,8 +71,9 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         before = f" (was {escape(str(switch.previous))})" if switch.previous else ""
         out.print(f"{escape(str(switch.link))} -> {escape(str(switch.target))}{before}")
     if switch.unproven:
-        out.print("[yellow]unproven[/]: verify did not pass for this prefix (--unproven); "
-                  "`rocbuild prefixes` marks it so")
-    out.print(f"ROCm {escape(switch.info.version)} for {escape(targets)}; load it with:")
+        out.print(f"[yellow]unproven[/]: {escape(buildinfo.unproven_why(switch.info))} "
+                  "(--unproven); `rocbuild prefixes` marks it so")
+    out.print(f"{escape(buildinfo.title_of(switch.info))} {escape(switch.info.version)} for "
+              f"{escape(targets)}; load it with:")
     out.print(f"  . {escape(str(switch.target))}/env.sh", soft_wrap=True)
     return 0

@@ -25,7 +25,8 @@ def register(sub: argparse._SubParsersAction, parents: list[argparse.ArgumentPar
                     "rebuilt (or downloaded) by the next build.")
     parser.add_argument("components", nargs="*", metavar="COMPONENT",
                         help="components to clean (or --all)")
-    parser.add_argument("--all", action="store_true", help="the whole workdir")
+    parser.add_argument("--all", action="store_true",
+                        help="the whole workdir: every configuration's build trees")
     parser.add_argument("--sources", action="store_true",
                         help="also the checkouts in <workdir>/src")
     parser.add_argument("--caches", action="store_true",

@@ -7,18 +7,24 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import sys
 from pathlib import Path
 from typing import Any
 
 from rich.markup import escape
 
+from rocbuild.cli import clean
 from rocbuild.cli.ui import console
 from rocbuild.errors import ConfigError
 from rocbuild.model.graph import load_stack
+from rocbuild.model.layout import INFO_DIR
+from rocbuild.model.resources import format_bytes
 from rocbuild.model.settings import Settings
-from rocbuild.prefix import activate, registry
+from rocbuild.prefix import activate, buildinfo, prefixguard, registry, uninstall
 from rocbuild.prefix.buildinfo import FoundPrefix, scan_prefixes
+from rocbuild.run.state import workdirs
+from rocbuild.run.state.state import prefix_lock
 
 SEARCH_DIR = Path("/opt")
 
@@ -36,6 +42,12 @@ def register(sub: argparse._SubParsersAction, parents: list[argparse.ArgumentPar
     parser.add_argument("--link", type=Path, default=None, metavar="PATH",
                         help=f"the stable link to mark as active (default "
                              f"{activate.DEFAULT_LINK}) [env {activate.LINK_ENV}]")
+    what = parser.add_mutually_exclusive_group()
+    what.add_argument("--forget", type=Path, metavar="PREFIX",
+                      help="take PREFIX off the list (its files stay)")
+    what.add_argument("--remove", type=Path, metavar="PREFIX",
+                      help="delete PREFIX: only a prefix rocbuild built, holding nothing but "
+                           "what its components installed, that no link points at")
     parser.set_defaults(func=run)
 
 
@@ -63,10 +75,14 @@ def entry_json(found: FoundPrefix, active: Path | None,
                            "error": found.error}
     if info is not None:
         base = info.extra.get("base")
-        doc.update(version=info.version, series=info.series, targets=list(info.targets),
+        doc.update(title=buildinfo.title_of(info), version=info.version, series=info.series,
+                   targets=list(info.targets),
                    base=base.get("path") if isinstance(base, dict) else None,
                    complete=info.complete, verified=info.verified,
                    unproven=info.complete and not info.verified,
+                   verify=info.extra.get(buildinfo.VERIFY_FIELD),
+                   unproven_why=(buildinfo.unproven_why(info)
+                                 if info.complete and not info.verified else None),
                    workdir=info.extra.get("workdir"),
                    configuration=info.extra.get("configuration"),
                    started=info.started, finished=info.finished,
@@ -80,12 +96,16 @@ def _state(doc: dict[str, Any]) -> str:
         return str(doc["error"])
     if doc.get("verified"):
         return "verified"
-    return "complete, unproven (verify did not pass)" if doc.get("complete") else "incomplete"
+    return f"complete, unproven: {doc['unproven_why']}" if doc.get("complete") else "incomplete"
 
 
 def run(args: argparse.Namespace, settings: Settings) -> int:
     link = args.link or Path(os.environ.get(activate.LINK_ENV) or activate.DEFAULT_LINK)
     link = Path(os.path.abspath(link))
+    if args.forget is not None:
+        return forget(Path(os.path.abspath(args.forget)))
+    if args.remove is not None:
+        return remove(Path(os.path.abspath(args.remove)), link)
     recorded_links = registry.known_links()
     # every link that points at a prefix now: the recorded ones, and the one asked about
     links: dict[Path, list[tuple[Path, bool]]] = {}
@@ -116,7 +136,8 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     # each prefix gets its own line and its facts the next ones
     out.print(f"rocbuild prefixes ({escape(str(link))} points at the one marked *):")
     for where, doc in zip(found, docs, strict=True):
-        facts = [f"ROCm {doc.get('version', '?')}", ", ".join(doc.get("targets", [])) or "?",
+        facts = [f"{doc.get('title', 'ROCm')} {doc.get('version', '?')}",
+                 ", ".join(doc.get("targets", [])) or "?",
                  _state(doc)]
         if doc.get("base"):
             facts.append(f"on the base {doc['base']}")
@@ -129,4 +150,47 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         for each, unproven in links.get(where.path, []):
             note = " (activated with --unproven)" if unproven else ""
             out.print(f"    {escape(str(each))} points here{note}")
+    return 0
+
+
+def forget(prefix: Path) -> int:
+    """Take ``prefix`` off the registry; nothing on disk changes."""
+    if str(prefix) not in {str(p) for p in registry.known_prefixes()}:
+        raise ConfigError(f"{prefix} is not on the list ({registry.registry_path()})",
+                          tip="`rocbuild prefixes` shows the list")
+    registry.forget(prefix)
+    console().print(f"forgot {escape(str(prefix))}: it is off the list; its files are "
+                    "untouched (`rocbuild prefixes --remove` deletes a prefix)")
+    return 0
+
+
+def remove(prefix: Path, link: Path) -> int:
+    """Delete a prefix rocbuild built, after the checks that it is rocbuild's alone and
+    unused: its marker and build-info, no file that no install record holds, no link
+    pointing at it, no build installing into it (the prefix lock)."""
+    if not prefixguard.is_ours(prefix):
+        raise ConfigError(f"{prefix} is not a prefix rocbuild built (no {INFO_DIR}/ in it); "
+                          "rocbuild removes only its own", tip="remove it yourself if you mean it")
+    info = buildinfo.read_build_info(prefix)
+    stack_name = info.stack if info is not None else "rocm"
+    pointing = [each for each in sorted({*registry.known_links(), link})
+                if _target(each) == prefix]
+    if pointing:
+        raise ConfigError(f"{', '.join(map(str, pointing))} points at {prefix}; removing it "
+                          "would leave a dangling link",
+                          tip="point the link elsewhere first (rocbuild activate OTHER_PREFIX)")
+    foreign = uninstall.foreign_files(prefix, stack_name)
+    if foreign:
+        raise ConfigError(f"{prefix} holds files no component installed ({', '.join(foreign)}"
+                          f"{', …' if len(foreign) >= 5 else ''}); rocbuild removes only what "
+                          "it put there", tip=f"move those files out of {prefix} first, or "
+                                              "remove the prefix yourself")
+    size = clean.tree_size(prefix)
+    with prefix_lock(prefix, create=False):  # refused (exit 3) while a build installs there
+        shutil.rmtree(prefix)
+    registry.forget(prefix)
+    owner = info.extra.get("workdir") if info is not None else None
+    if isinstance(owner, str) and owner:
+        workdirs.release(Path(owner), prefix)  # the workdir no longer builds into it
+    console().print(f"removed {escape(str(prefix))} ({format_bytes(size)}); it is off the list")
     return 0

@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 from pathlib import Path
 
 from rich.console import Console
@@ -32,12 +33,15 @@ from rocbuild.checks.verify import (
 )
 from rocbuild.cli.ui import console
 from rocbuild.errors import EXIT_OK, EXIT_VERIFY_FAILED, ConfigError
+from rocbuild.files import write_json_atomic
 from rocbuild.model import wording
 from rocbuild.model.graph import load_stack
+from rocbuild.model.layout import INFO_DIR
 from rocbuild.model.recipes import load_recipes
 from rocbuild.model.settings import Settings
-from rocbuild.model.targets import TargetId
-from rocbuild.prefix import ownership
+from rocbuild.model.targets import TargetId, parse_target_list
+from rocbuild.model.workdir import Workdir, prefix_key, read_registry
+from rocbuild.prefix import buildinfo, ownership
 from rocbuild.prefix.buildinfo import read_build_info
 
 _STYLE = {Verdict.PASS: "green", Verdict.FAIL: "bold red", Verdict.CORRUPT: "bold red",
@@ -89,7 +93,8 @@ def _gpu_components(settings: Settings, prefix: Path) -> dict[str, list[Path] | 
     prefix without build-info or when the recipes do not load."""
     try:
         info = read_build_info(prefix)
-        recipes = load_recipes(settings.recipes).recipes if info is not None else {}
+        recipes = (load_recipes(settings.recipes, settings.overlay).recipes
+                   if info is not None else {})
     except ConfigError:
         return None
     if info is None:
@@ -109,6 +114,16 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         raise ConfigError(f"--system-root {args.system_root}: no such folder",
                           tip="pass the folder that stands for / (default: /)")
     system = linkage.System(args.system_root.absolute())
+    if len(args.paths) == 1 and is_rocbuild_prefix(args.paths[0]):
+        # `rocbuild verify DIR` of a prefix rocbuild built: the prefix, as --prefix DIR
+        settings = settings.with_value("prefix", args.paths[0].absolute(), "argument PATH")
+        args.paths = []
+    info = _build_info(settings.prefix) if not args.paths else None
+    if info is not None and settings.target is None and info.targets:
+        # the targets the prefix was built for (its build-info), not the recipes' default
+        settings = settings.with_value("target", parse_target_list(list(info.targets)),
+                                       f"build-info of {settings.prefix}")
+    started = time.monotonic()
     targets, prefix = _targets_and_prefix(settings, need_prefix=not args.paths)
     if args.paths:
         known_prefix = prefix if prefix is not None and prefix.is_dir() else None
@@ -138,10 +153,71 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         if smoke_report is not None:
             print_smoke(smoke_report, out)
     ok = report.ok and (smoke_report is None or smoke_report.ok)
+    if not args.paths and prefix is not None:
+        recorded = record_result(prefix, ok, targets, time.monotonic() - started)
+        if recorded and not args.json:
+            console().print(f"recorded in {escape(str(buildinfo.info_path(prefix)))}: "
+                            f"{escape(recorded)}")
     # 4 (docs/exit-codes.md) for every wrong result: a broken linkage is as wrong as missing
     # GPU code (the program does not start, or runs another stack's library), and a cron wrapper
     # tells both from a failed build step (1), bad input (2) and a busy prefix (3)
     return EXIT_OK if ok else EXIT_VERIFY_FAILED
+
+
+def is_rocbuild_prefix(path: Path) -> bool:
+    """A folder rocbuild built (it holds rocbuild's own ``.rocbuild/`` records)."""
+    return path.is_dir() and (path / INFO_DIR).is_dir()
+
+
+def _build_info(prefix: Path | None) -> buildinfo.BuildInfo | None:
+    if prefix is None:
+        return None
+    try:
+        return buildinfo.read_build_info(prefix)
+    except ConfigError:
+        return None  # an unreadable one: verify the files; nothing is recorded
+
+
+def record_result(prefix: Path, ok: bool, targets: tuple[TargetId, ...],
+                  seconds: float) -> str | None:
+    """Record this verify of a whole prefix rocbuild built as the build's own verify does:
+    in its build-info (``verified`` when it passed for every target the prefix was built
+    for, so `prefixes` and `activate` accept it) and, while that workdir still builds the
+    prefix, in the configuration's record that `status` shows. Returns what the prefix now
+    says, None when it has no build-info (or it cannot be written: a note says why)."""
+    info = _build_info(prefix)
+    if info is None:
+        return None
+    names = tuple(str(t) for t in targets)
+    result = buildinfo.PASSED if ok else buildinfo.FAILED
+    updated = buildinfo.with_verify(info, result, names)
+    try:
+        buildinfo.write_build_info(prefix, updated)
+        _record_for_status(prefix, updated, ok, seconds)
+    except PermissionError as exc:
+        print(f"rocbuild: note: this verify is not recorded: {exc.filename}: {exc.strerror} "
+              "(run it as the prefix's owner)", file=sys.stderr)
+        return None
+    if updated.verified:
+        return "verified"
+    if not info.complete:
+        return f"verify {'passed' if ok else 'failed'}; the build is not complete"
+    return f"complete, unproven: {buildinfo.unproven_why(updated)}"
+
+
+def _record_for_status(prefix: Path, info: buildinfo.BuildInfo, ok: bool,
+                       seconds: float) -> None:
+    """The verify row of `rocbuild status` in the workdir and configuration that filled the
+    prefix (its build-info says which), while that workdir still has the prefix."""
+    root, folder = info.extra.get("workdir"), info.extra.get("configuration")
+    if not isinstance(root, str) or not isinstance(folder, str):
+        return
+    if prefix_key(prefix) not in read_registry(Path(root)):
+        return
+    work = Workdir(Path(root), Path(root) / folder)
+    write_json_atomic(work.verify_record, {
+        "prefix": str(prefix), "ok": ok, "when": time.time(), "seconds": round(seconds, 1),
+        "summary": "" if ok else "`rocbuild verify` failed (run it to see what is wrong)"})
 
 
 def _smoke(args: argparse.Namespace, report: VerifyReport, prefix: Path,

@@ -28,7 +28,7 @@ from rocbuild.prefix import prefixguard
 from rocbuild.run.engine import continuation, engine, tasks
 from rocbuild.run.engine.build import BuildContext
 from rocbuild.run.engine.lifecycle import Run
-from rocbuild.run.state import basememo
+from rocbuild.run.state import basememo, prefixmemo
 
 
 def _loader(settings: Settings) -> Callable[[list[str] | None], tuple[Stack, Stack]]:
@@ -43,13 +43,15 @@ def _loader(settings: Settings) -> Callable[[list[str] | None], tuple[Stack, Sta
 def namespace_from_environment() -> dict[str, Any]:
     flags = {"target": get_var("target", None), "jobs": get_var("jobs", None)}
     try:
-        settings = basememo.apply(resolve({k: v for k, v in flags.items() if v is not None}))
+        settings = prefixmemo.apply(basememo.apply(
+            resolve({k: v for k, v in flags.items() if v is not None})))
         default = load_stack(settings)
         # the folders rocbuild never installs into, as for `rocbuild build` (plain doit has
         # no --allow-existing-prefix: an existing folder is the user's choice here)
         prefixguard.check(default.prefix, allow_existing=True, workdir=default.workdir)
         # tasks for every recipe, so `doit build:X` accepts what `rocbuild build X` does
-        every = load_stack(settings, sorted(load_recipes(settings.recipes).recipes))
+        every = load_stack(settings, sorted(
+            load_recipes(settings.recipes, settings.overlay).recipes))
     except RocbuildError as exc:  # same one-line message and exit code as the CLI
         raise SystemExit(report(exc, sys.stderr)) from None
     output = Output(sys.stdout)

@@ -83,6 +83,18 @@ EXAMPLES: dict[str, tuple[tuple[str, str], ...]] = {  # command -> (what it does
         ("every processor, its features and product names", "rocbuild targets"),
         ("the same for scripts", "rocbuild targets --json"),
     ),
+    "recipes": (
+        ("your own copy of a recipe, kept over upgrades", "rocbuild recipes edit llama.cpp"),
+        ("the stack: components, targets, prefix", "rocbuild recipes edit stack"),
+    ),
+    "uninstall": (
+        ("take one component's files out of the prefix", "rocbuild uninstall llama.cpp"),
+        ("also when others depend on it", "rocbuild uninstall hipblas --force"),
+    ),
+    "config": (
+        ("the rocbuild.toml read, each setting and its source", "rocbuild config"),
+        ("the same for scripts", "rocbuild config --json"),
+    ),
     "help": (
         ("one command's options and examples", "rocbuild help build"),
         ("the global options (--workdir, --prefix, ...)", "rocbuild help options"),
@@ -92,11 +104,12 @@ EXAMPLES: dict[str, tuple[tuple[str, str], ...]] = {  # command -> (what it does
 GLOBAL_TITLE = "global options (before or after the command)"
 GLOBAL_DESCRIPTION = (
     "Each can also come from the environment (ROCBUILD_<NAME>, e.g. ROCBUILD_WORKDIR) or "
-    f"from {CONFIG_FILE_NAME}, read from the current directory, else from "
+    f"from {CONFIG_FILE_NAME}, the nearest one in the current directory or a directory "
+    "above it (not above your home directory), else "
     f"$XDG_CONFIG_HOME/rocbuild/{CONFIG_FILE_NAME} (~/.config/rocbuild/): a [rocbuild] table "
     "with the option names as keys, e.g. workdir = \"/data/rocbuild\", "
     "target = \"gfx906\", swap_weight = 0.5. A flag wins over the environment, which wins "
-    "over the file; `rocbuild plan` shows where each value came from."
+    "over the file; `rocbuild config` shows the file read and where each value came from."
 )
 
 EXIT_CODES = "exit codes: " + "; ".join(  # the one table (errors.py), in the help's words

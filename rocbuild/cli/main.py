@@ -19,7 +19,7 @@ from rocbuild import __version__, faults
 from rocbuild.cli import argerrors, help_text
 from rocbuild.errors import EXIT_BAD_INPUT, EXIT_INTERRUPTED, RocbuildError, fit_terminal, report
 from rocbuild.model import settings
-from rocbuild.run.state import basememo
+from rocbuild.run.state import basememo, prefixmemo
 
 COMMAND_PACKAGE = "rocbuild.cli.cmd_"
 # Subcommand modules, in the order `rocbuild --help` lists them.
@@ -38,6 +38,9 @@ COMMAND_MODULES = (
     "rocbuild.cli.cmd_lint_recipes",
     "rocbuild.cli.cmd_clean",
     "rocbuild.cli.cmd_targets",
+    "rocbuild.cli.cmd_config",
+    "rocbuild.cli.cmd_recipes",
+    "rocbuild.cli.cmd_uninstall",
 )
 
 
@@ -119,7 +122,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return int(args.func(args))
         for warning in settings.unknown_variables():
             print(f"rocbuild: warning: {warning}", file=sys.stderr)
-        resolved = basememo.apply(settings.resolve(flags))  # the workdir's last --base
+        # the workdir's last --base and --prefix
+        resolved = prefixmemo.apply(basememo.apply(settings.resolve(flags)))
         for note in resolved.notes:
             print(f"rocbuild: note: {note}", file=sys.stderr)
         return int(args.func(args, resolved))

@@ -25,11 +25,16 @@ def _cell(text: str) -> str:
 def settings_page() -> str:
     lines = [NOTE, "", "# Settings", "",
              "Every setting has a flag (accepted before or after the command), a `ROCBUILD_*` "
-             "environment variable and a key in `rocbuild.toml`, read from the current "
-             "directory, else from `$XDG_CONFIG_HOME/rocbuild/rocbuild.toml` "
-             "(`~/.config/rocbuild/`), in a `[rocbuild]` table. A flag wins over the "
-             "environment, which wins over the file; `rocbuild plan` shows where each value "
-             "came from. A misspelled key is refused with a did-you-mean; an unknown "
+             "environment variable and a key in `rocbuild.toml`, in a `[rocbuild]` table. "
+             "The file read is the nearest `rocbuild.toml` in the current directory or a "
+             "directory above it, as cargo and git find theirs: up to the file system's root, "
+             "but never above your home directory when you are inside it; else "
+             "`$XDG_CONFIG_HOME/rocbuild/rocbuild.toml` (`~/.config/rocbuild/`). One file is "
+             "read (the nearest wins; files are not merged), and a relative folder in it "
+             "(`recipes`, `workdir`, `prefix`, `base`, `cache`) is relative to the file's "
+             "directory. A flag wins over the environment, which wins over the file; "
+             "`rocbuild config` shows the file read and where each value came from (so does "
+             "`rocbuild plan`). A misspelled key is refused with a did-you-mean; an unknown "
              "`ROCBUILD_*` variable is named in a warning.", "",
              "| flag | environment | config key | default | meaning |", "|---|---|---|---|---|"]
     for option in settings.OPTIONS:

@@ -103,6 +103,7 @@ def print_plan(plan: Plan, out: Console) -> None:
     out.print(f"prefix:  {escape(doc['prefix'])}")
     out.print(f"workdir: {escape(doc['workdir'])}")
     out.print("settings:")
+    width = max(12, *(len(name) for name in doc["settings"]))
     for name, entry in doc["settings"].items():
         value = entry["value"]
         text = (", ".join(value) if isinstance(value, list) else
@@ -112,7 +113,14 @@ def print_plan(plan: Plan, out: Console) -> None:
         if entry.get("effective"):  # what an `auto` or a host list came to on this machine
             text = f"{text or '(none)'}: {entry['effective']}"
         source = escape(entry["source"])
-        print_row(out, f"  {name:<12} {escape(text or '(none)'):<24} [dim]({source})[/]", 15)
+        print_row(out, f"  {name:<{width}} {escape(text or '(none)'):<24} [dim]({source})[/]",
+                  width + 3)
+    overlay = doc.get("overlay")
+    if overlay and (overlay["recipes"] or overlay["patches"]):
+        parts = [f"recipes {', '.join(overlay['recipes'])}" if overlay["recipes"] else "",
+                 f"patches {', '.join(overlay['patches'])}" if overlay["patches"] else ""]
+        print_row(out, f"from your overlay ({escape(overlay['folder'])}): "
+                       f"{escape('; '.join(p for p in parts if p))}", 2)
 
 
 def print_cost(plan: Plan, out: Console) -> None:

@@ -284,7 +284,13 @@ class _Folders(dict[str, str]):
 
 def find_patches(recipes: RecipeSet, name: str) -> tuple[Patch, ...]:
     """``patches/<name>/*.patch`` in name order; anything else there is an error."""
-    return patchseries.read_series(recipes.patches_dir, name)
+    return patchseries.read_series(recipes.patches_dir_of(name), name)
+
+
+def recipe_set(settings: Settings) -> RecipeSet:
+    """The recipes of ``settings``: the recipes folder with the user's overlay over it
+    (``Settings.overlay``)."""
+    return load_recipes(settings.recipes, settings.overlay)
 
 
 def _resolve_targets(recipes: RecipeSet, settings: Settings) -> tuple[TargetId, ...]:
@@ -312,8 +318,10 @@ def prefix_problem(prefix: Path) -> str | None:
 def load_stack(settings: Settings, requested: Iterable[str] = ()) -> Stack:
     """Load recipes and resolve the Stack for ``requested`` components (default: the
     components listed in stack.toml, or every recipe when it lists none)."""
-    recipes = load_recipes(settings.recipes)
-    patchseries.check_folder(recipes.patches_dir, recipes.recipes)  # no series is skipped
+    recipes = recipe_set(settings)
+    for patches in (recipes.patches_dir, recipes.overlay_patches_dir):  # none is skipped
+        if patches is not None:
+            patchseries.check_folder(patches, recipes.recipes)
     spec = recipes.stack
     explicit = bool(list(requested))
     requested = list(requested) or default_request(recipes)

@@ -123,6 +123,8 @@ def to_json(plan: Plan) -> dict[str, Any]:
             "summary": c.recipe.summary,
             "kind": c.recipe.kind,
             "recipe": str(c.recipe.file),
+            # "overlay": the user's recipe (or patch series) replaces the shipped one
+            "recipe_source": stack.recipes.source_of(c.name),
             "depends": list(c.depends),
             "state": p.state,
             "source": {"url": c.fetch_url, "recipe_url": c.url, "ref": c.ref,
@@ -156,6 +158,12 @@ def to_json(plan: Plan) -> dict[str, Any]:
         "host": {"cpus": plan.host.cpus, "mem_available": plan.host.mem_available,
                  "swap_free": plan.host.swap_free},
         "settings": settings,
+        "overlay": {"folder": str(stack.recipes.overlay),
+                    "recipes": sorted(stack.recipes.overlaid),
+                    "patches": sorted(n for n in stack.recipes.recipes
+                                      if stack.recipes.patches_dir_of(n)
+                                      != stack.recipes.patches_dir)}
+        if stack.recipes.overlay is not None else None,
         "components": components,
         "cost": plan.cost.to_json() if plan.cost else None,
         "base": _base_json(stack),

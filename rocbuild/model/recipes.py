@@ -65,6 +65,8 @@ STACK_SCHEMA: _Schema = {
         "targets": "strlist",
         "prefix": "str",
         "components": "strlist",
+        "title": "str",
+        "summary": "str",
     },
 }
 
@@ -141,6 +143,11 @@ class Recipe:
     python_packages: tuple[str, ...] = _key("python.packages", "strlist", ())
     python_wheels: tuple[str, ...] = _key("python.wheels", "strlist", ())
     env: Mapping[str, str] = _key("env", "strmap", {})
+    # the environment variables the prefix's env files and modulefiles set for users of what
+    # this component installs (ROCM_PATH, HIP_PATH, ...): NAME -> (value, comment); a value
+    # may name "{{ prefix }}", the tree the component is installed in (the prefix, or the
+    # base it is taken from), which the env files compute where they lie (envfiles.py)
+    provides_env: Mapping[str, tuple[str, str]] = _key("provides_env", "envmap", {})
     # how the component shows in an installed ROCm (--base): files that must exist (globs
     # allowed; "a | b" is met by either, for a file two layouts keep in different places),
     # a folder holding the Tensile set for every target, and whether a base without it is
@@ -229,6 +236,7 @@ def _check_value(file: Path, keypath: tuple[str, ...], tag: str, value: Any) -> 
     expected = {
         "str": "a string", "bool": "true or false", "float": "a number", "size": "a size string",
         "strlist": "a list of strings", "strmap": "a table of strings",
+        "envmap": "a table of strings or of {value, comment} tables",
     }[tag]
 
     def bad(detail: str = "") -> ConfigError:
@@ -270,6 +278,24 @@ def _check_value(file: Path, keypath: tuple[str, ...], tag: str, value: Any) -> 
                     f"{file}: key '{key}.{name}' must be a string, got {type(item).__name__} "
                     f"{item!r}", tip=f"quote the value of '{key}.{name}' in {file}")
         return dict(value)
+    if tag == "envmap":  # provides_env: NAME = "value" or NAME = {value = "...", comment = "..."}
+        if not isinstance(value, dict):
+            raise bad()
+        out: dict[str, tuple[str, str]] = {}
+        for name, item in value.items():
+            if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+                raise ConfigError(f"{file}: key '{key}.{name}' is not an environment variable "
+                                  "name (letters, digits and '_')", tip=f"fix '{key}' in {file}")
+            if isinstance(item, str):
+                out[name] = (item, "")
+            elif (isinstance(item, dict) and set(item) <= {"value", "comment"}
+                  and all(isinstance(v, str) for v in item.values()) and "value" in item):
+                out[name] = (item["value"], item.get("comment", ""))
+            else:
+                raise ConfigError(
+                    f"{file}: key '{key}.{name}' must be a string or a table with a string "
+                    f"'value' (and a 'comment'), got {item!r}", tip=f"fix '{key}.{name}' in {file}")
+        return out
     return value
 
 
@@ -333,6 +359,14 @@ class StackSpec:
     targets: tuple[str, ...]
     prefix: str
     components: tuple[str, ...]
+    # what the env files and modulefiles call the stack ("ROCm 6.4.3 built for gfx906"), and
+    # a line on what it holds for the modulefiles' help (a template with {{ version }})
+    title: str = ""
+    summary: str = ""
+
+    @property
+    def display_title(self) -> str:
+        return self.title or self.name
 
     @property
     def series(self) -> str:
@@ -344,11 +378,32 @@ class RecipeSet:
     stack: StackSpec
     recipes: Mapping[str, Recipe]
     folder: Path
+    overlay: Path | None = None  # the user's recipes over these (load_recipes)
+    overlaid: frozenset[str] = frozenset()  # names taken from the overlay ("stack": stack.toml)
 
     @property
     def patches_dir(self) -> Path:
         """Patches live beside the recipes folder: ``<recipes>/../patches/<component>/``."""
         return self.folder.parent / "patches"
+
+    @property
+    def overlay_patches_dir(self) -> Path | None:
+        return self.overlay.parent / "patches" if self.overlay is not None else None
+
+    def patches_dir_of(self, name: str) -> Path:
+        """Where ``name``'s patch series is read: the overlay's ``patches/<name>/`` when it
+        has one (it replaces the shipped series), else the recipes folder's."""
+        mine = self.overlay_patches_dir
+        if mine is not None and ((mine / name).exists() or (mine / name).is_symlink()):
+            return mine
+        return self.patches_dir
+
+    def source_of(self, name: str) -> str:
+        """"overlay" when ``name``'s recipe (or its patches) come from the overlay, else
+        "recipes"."""
+        if name in self.overlaid or self.patches_dir_of(name) != self.patches_dir:
+            return "overlay"
+        return "recipes"
 
 
 def _require(file: Path, data: Mapping[str, Any], key: str, what: str) -> Any:
@@ -356,6 +411,19 @@ def _require(file: Path, data: Mapping[str, Any], key: str, what: str) -> Any:
         raise ConfigError(f"{file}: key '{key}' is missing ({what})",
                           tip=f"add '{key}' to {file}")
     return data[key]
+
+
+# words the env files and modulefiles print as they are (a comment, a Lua [[...]] string, a
+# Tcl "..." string): no quote, bracket, brace, '$' or newline that would end or run anything
+_PLAIN_TEXT = re.compile(r"[A-Za-z0-9 ._+(),/:-]*")
+
+
+def check_plain_text(file: Path, key: str, text: str) -> None:
+    """Refuse a stack title or summary the env files could not print as it is."""
+    if not _PLAIN_TEXT.fullmatch(text):
+        raise ConfigError(f"{file}: key '{key}' = {text!r}: use letters, digits, spaces and "
+                          ". _ + ( ) , / : - only (the env files print it as it is)",
+                          tip=f"fix '{key}' in {file}")
 
 
 def load_stack(folder: Path) -> StackSpec:
@@ -372,9 +440,11 @@ def load_stack(folder: Path) -> StackSpec:
     if not re.fullmatch(r"\d+\.\d+(\.\d+)?", stack["version"]):
         raise ConfigError(f"{file}: key 'stack.version' must look like 6.4.3, "
                           f"got {stack['version']!r}", tip=f"fix 'stack.version' in {file}")
+    check_plain_text(file, "stack.title", stack.get("title", ""))
     return StackSpec(file=file, name=stack.get("name", "rocm"), version=stack["version"],
                      targets=stack["targets"], prefix=stack["prefix"],
-                     components=stack.get("components", ()))
+                     components=stack.get("components", ()), title=stack.get("title", ""),
+                     summary=stack.get("summary", ""))
 
 
 def load_recipe(file: Path) -> Recipe:
@@ -492,15 +562,24 @@ def _read_declared(cls: type, data: Mapping[str, Any], build_table: str | None =
 _UNSET = object()
 
 
-def load_recipes(folder: Path) -> RecipeSet:
-    """Load every ``*.toml`` in the folder; check names, dependencies and source owners."""
+def load_recipes(folder: Path, overlay: Path | None = None) -> RecipeSet:
+    """Load every ``*.toml`` in the folder, then those of ``overlay`` (the user's own: each
+    replaces the recipe of its name, stack.toml the stack; a missing overlay is none);
+    check names, dependencies and source owners."""
     folder = folder.absolute()
     if not folder.is_dir():
         raise ConfigError(f"{folder}: recipes folder not found",
                           tip="point --recipes (or ROCBUILD_RECIPES) at a folder with stack.toml")
-    stack = load_stack(folder)
+    if overlay is not None and (overlay.absolute() == folder or not (
+            overlay.is_dir() or (overlay.parent / "patches").is_dir())):
+        overlay = None  # nothing of the user's: no recipes and no patches beside them
+    mine = sorted(overlay.glob("*.toml")) if overlay is not None else []
+    stack = load_stack(overlay if overlay is not None and (overlay / STACK_FILE).is_file()
+                       else folder)
     recipes = {f.stem: load_recipe(f) for f in sorted(folder.glob("*.toml"))
                if f.name != STACK_FILE}
+    recipes.update({f.stem: load_recipe(f) for f in mine if f.name != STACK_FILE})
+    overlaid = frozenset("stack" if f.name == STACK_FILE else f.stem for f in mine)
     names = sorted(recipes)
     for recipe in recipes.values():
         for dep in recipe.depends:
@@ -531,4 +610,5 @@ def load_recipes(folder: Path) -> RecipeSet:
         if name not in recipes:
             raise unknown_component(name, names, f"fix 'stack.components' in {stack.file}",
                                     where=f"{stack.file}: key 'stack.components': ")
-    return RecipeSet(stack=stack, recipes=recipes, folder=folder)
+    return RecipeSet(stack=stack, recipes=recipes, folder=folder, overlay=overlay,
+                     overlaid=overlaid)

@@ -118,6 +118,12 @@ def _default_recipes_dir() -> Path:
     return packaged if packaged.is_dir() else package.parent / "recipes"
 
 
+def default_overlay(env: Mapping[str, str]) -> Path:
+    """Where a user's own recipes live (`rocbuild recipes edit` copies one there)."""
+    config = env.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
+    return Path(config) / "rocbuild" / "recipes"
+
+
 def _default_workdir(env: Mapping[str, str]) -> Path:
     cache = env.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return Path(cache) / "rocbuild"
@@ -137,6 +143,7 @@ class Option:
     repeatable: bool = False  # a flag given several times adds up (mirror rules)
     default_from_env: Callable[[Mapping[str, str]], Any] | None = None
     default_doc: str = ""  # how docs/settings.md states a default that depends on the host
+    is_path: bool = False  # a folder: relative in a config file means from the file's folder
 
     def default_value(self, env: Mapping[str, str]) -> Any:
         return self.default_from_env(env) if self.default_from_env else self.default
@@ -152,19 +159,26 @@ class Option:
 
 OPTIONS: tuple[Option, ...] = (
     Option("recipes", "recipes folder (default: the one shipped with rocbuild)", _parse_path,
-           "DIR", default_from_env=lambda env: _default_recipes_dir(),
+           "DIR", default_from_env=lambda env: _default_recipes_dir(), is_path=True,
            default_doc="the recipes shipped with rocbuild"),
-    Option("workdir", "sources, build trees, logs and state", _parse_workdir, "DIR",
+    Option("recipe_overlay", "folder of your own recipes: a <name>.toml there replaces the "
+           "shipped recipe of that name (or adds one; stack.toml too), and "
+           "../patches/<name>/ beside it replaces its patch series; read with the shipped "
+           "recipes, or with --recipes when given here", _parse_path, "DIR", is_path=True,
+           default_from_env=lambda env: default_overlay(env),
+           default_doc="`$XDG_CONFIG_HOME/rocbuild/recipes` (`~/.config/rocbuild/recipes`)"),
+    Option("workdir", "sources, build trees, logs and state", _parse_workdir, "DIR", is_path=True,
            default_from_env=_default_workdir,
            default_doc="`$XDG_CACHE_HOME/rocbuild` (`~/.cache/rocbuild`)"),
-    Option("prefix", "install prefix (default from recipes/stack.toml)", _parse_path, "PATH"),
+    Option("prefix", "install prefix (default: the prefix given to the workdir's last build, "
+           "else the one recipes/stack.toml names)", _parse_path, "PATH", is_path=True),
     Option("target", "comma-separated GPU targets, e.g. gfx906 or gfx906,gfx90a", _parse_targets,
            "LIST"),
     Option("mirror", "rewrite a source URL prefix, like git's insteadOf (repeatable)",
            _parse_mirror_rules, "FROM=TO", default=(), repeatable=True),
     Option("base", "an installed ROCm (e.g. /opt/rocm-6.4.3) whose components are used instead "
            "of built; only what it lacks for the targets is built. Without it, the base of the "
-           "workdir's last build; 'none' builds from source", _parse_base, "PATH"),
+           "workdir's last build; 'none' builds from source", _parse_base, "PATH", is_path=True),
     Option("jobs", "upper bound on parallel jobs", _parse_positive_int, "N"),
     Option("parallel", "components built at the same time", _parse_positive_int, "N",
            default=1),
@@ -179,7 +193,7 @@ OPTIONS: tuple[Option, ...] = (
            "'box1/8 box2/4' (DISTCC_HOSTS syntax)", parse_distcc_hosts, "HOSTS", default=""),
     Option("cache", "binary cache of built components to install from (a folder, an "
            "http(s):// URL serving one, or oci://REGISTRY/NAMESPACE/NAME)", _parse_cache,
-           "DIR_OR_URL"),
+           "DIR_OR_URL", is_path=True),
 )
 OPTION_BY_NAME = {o.name: o for o in OPTIONS}
 
@@ -195,6 +209,7 @@ class Settings:
     means "use what the recipes say" (prefix, target) or "no limit" (jobs)."""
 
     recipes: Path
+    recipe_overlay: Path  # the user's recipes over the shipped ones (recipes.load_recipes)
     workdir: Path
     prefix: Path | None
     target: tuple[TargetId, ...] | None
@@ -220,6 +235,15 @@ class Settings:
         if name not in OPTION_BY_NAME:
             raise KeyError(name)
         return getattr(self, name)
+
+    @property
+    def overlay(self) -> Path | None:
+        """The recipe overlay in force: the user's folder over the shipped recipes, or over
+        their own --recipes only when they name an overlay too (an overlay's stack.toml must
+        not replace the stack of a folder the user gave)."""
+        if self.source("recipes") == "default" or self.source("recipe_overlay") != "default":
+            return self.recipe_overlay
+        return None
 
     def with_value(self, name: str, value: Any, source: str) -> Settings:
         if name not in OPTION_BY_NAME:
@@ -305,11 +329,45 @@ def _config_text(value: Any) -> str:
     return str(value)
 
 
+def project_folders(cwd: Path, env: Mapping[str, str]) -> list[Path]:
+    """The folders searched for a project's rocbuild.toml, nearest first: ``cwd`` and each
+    folder above it up to the file system's root, as cargo and git look for their files, but
+    never above the user's home folder when ``cwd`` is inside it (a file in /home or / is not
+    the user's; git's GIT_CEILING_DIRECTORIES does this for git)."""
+    start = Path(os.path.abspath(cwd))
+    home = Path(os.path.abspath(env.get("HOME") or os.path.expanduser("~")))
+    ceiling = home if start == home or home in start.parents else None
+    folders = [start]
+    for parent in start.parents:
+        if ceiling is not None and parent in ceiling.parents:
+            break
+        folders.append(parent)
+    return folders
+
+
+def config_candidates(cwd: Path, env: Mapping[str, str]) -> list[Path]:
+    """Every file ``find_config_file`` looks at, in order: the project's rocbuild.toml in
+    ``cwd`` or the nearest folder above (``project_folders``), then the user's."""
+    return [folder / CONFIG_FILE_NAME for folder in project_folders(cwd, env)] + [
+        user_config_path(env)]
+
+
 def find_config_file(cwd: Path, env: Mapping[str, str]) -> Path | None:
-    for candidate in (cwd / CONFIG_FILE_NAME, user_config_path(env)):
+    """The one config file read: the first of ``config_candidates`` that is a file (the
+    nearest project file wins over those above it and over the user's; they are not merged)."""
+    for candidate in config_candidates(cwd, env):
         if candidate.is_file():
             return candidate
     return None
+
+
+def _from_config_folder(option: Option, text: str, folder: Path) -> str:
+    """A folder named in a config file relative to that file's folder, as cargo reads its
+    config, so a rocbuild.toml found above the current folder means what it says."""
+    if not option.is_path or "://" in text or text.strip().lower() == "none":
+        return text
+    expanded = os.path.expanduser(text)
+    return expanded if os.path.isabs(expanded) else os.path.normpath(folder / expanded)
 
 
 def resolve(
@@ -333,10 +391,11 @@ def resolve(
             raw, where = flags[option.name], f"flag {option.flag}"
         elif env.get(option.env):
             raw, where = env[option.env], f"env {option.env}"
-        elif option.name in config:
+        elif option.name in config and config_path is not None:
             where = f"config {config_path}"
             try:
-                raw = _config_text(config[option.name])
+                raw = _from_config_folder(option, _config_text(config[option.name]),
+                                          config_path.parent)
             except ValueError as exc:
                 raise ConfigError(f"{config_path}: key '{option.name}': {exc}") from None
         if raw is None:

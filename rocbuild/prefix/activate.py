@@ -26,7 +26,7 @@ from pathlib import Path
 
 from rocbuild.errors import ActivationError, ConfigError, RocbuildError
 from rocbuild.files import open_lock, read_regular, write_text_atomic
-from rocbuild.prefix import registry
+from rocbuild.prefix import buildinfo, registry
 from rocbuild.prefix.buildinfo import PREFIX_FILE_MODE, BuildInfo, info_path, now, read_build_info
 
 DEFAULT_LINK = Path("/opt/rocm")
@@ -119,14 +119,12 @@ def check_prefix(prefix: Path, *, unproven: bool = False) -> BuildInfo:
                           tip=f"use it with `. {prefix}/env.sh` (or `module load`), which puts "
                               "it before the base, or build a whole stack without --base")
     if not info.verified and not unproven:
-        raise ConfigError(f"the build into {prefix} is complete but unproven: verify did not "
-                          "pass (it was skipped with --no-verify, or it failed), so nothing "
-                          "shows the libraries carry code for "
-                          f"{', '.join(info.targets) or 'the targets'}",
-                          tip="run the same `rocbuild build` again without --no-verify (it "
-                              "verifies without rebuilding; `rocbuild verify` lists what is "
-                              "wrong), or, to use it anyway: rocbuild activate --unproven "
-                              f"{prefix}")
+        raise ConfigError(f"the build into {prefix} is complete but unproven: "
+                          f"{buildinfo.unproven_why(info)}, so nothing shows the libraries "
+                          f"carry code for {', '.join(info.targets) or 'the targets'}",
+                          tip=f"run `rocbuild verify {prefix}` (a pass is recorded in the "
+                              "prefix; it lists what is wrong otherwise), or, to use it "
+                              f"anyway: rocbuild activate --unproven {prefix}")
     return info
 
 

@@ -72,6 +72,52 @@ class BuildInfo:
         return {**extra, **doc}
 
 
+# the last verify of the prefix, in build-info's "verify" field: the build's own (finish.py)
+# or a later `rocbuild verify` of the prefix, each recorded the same way
+VERIFY_FIELD = "verify"
+PASSED, FAILED, SKIPPED = "pass", "fail", "skipped"
+
+
+def with_verify(info: BuildInfo, result: str, targets: tuple[str, ...],
+                when: str | None = None) -> BuildInfo:
+    """``info`` with the verify ``result`` (PASSED, FAILED or SKIPPED) of ``targets``
+    recorded; ``verified`` only when it passed for every target the prefix was built for
+    (a verify of fewer targets proves less than the build claims) and the build completed."""
+    record = {"result": result, "when": when or now(), "targets": list(targets)}
+    verified = (result == PASSED and info.complete
+                and set(info.targets) <= set(targets))
+    return replace(info, verified=verified, extra={**info.extra, VERIFY_FIELD: record})
+
+
+def title_of(info: BuildInfo) -> str:
+    """What the prefix's stack is called ("ROCm"; a build-info of an earlier rocbuild, which
+    built only ROCm, has no title)."""
+    title = info.extra.get("title")
+    return title if isinstance(title, str) and title else "ROCm"
+
+
+def verify_result(info: BuildInfo) -> str | None:
+    """The result of the prefix's last recorded verify, None when none is recorded (a
+    build-info of an earlier rocbuild)."""
+    record = info.extra.get(VERIFY_FIELD)
+    result = record.get("result") if isinstance(record, dict) else None
+    return result if result in (PASSED, FAILED, SKIPPED) else None
+
+
+def unproven_why(info: BuildInfo) -> str:
+    """Why a complete prefix is not verified, in a few words for `prefixes` and `activate`."""
+    result = verify_result(info)
+    if result == SKIPPED:
+        return "not verified (skipped with --no-verify)"
+    if result == FAILED:
+        record = info.extra[VERIFY_FIELD]
+        return f"verify did not pass ({record.get('when') or 'last run'})"
+    if result == PASSED:  # passed for fewer targets than the prefix was built for
+        return (f"verify passed only for {', '.join(info.extra[VERIFY_FIELD]['targets'])}, "
+                f"not for {', '.join(info.targets)}")
+    return "not verified"
+
+
 def recipe_fingerprint(stack: Stack) -> str:
     """One hash over every selected component's fingerprint (which already covers the
     rendered recipe, patches and dependencies, graph.py), so two prefixes built from the
@@ -93,7 +139,8 @@ def new_build_info(stack: Stack, *, commits: Mapping[str, str] | None = None,
                      targets=tuple(str(t) for t in stack.targets), prefix=str(stack.prefix),
                      recipe_fingerprint=recipe_fingerprint(stack), components=components,
                      started=started or now(),
-                     extra={**base_record(stack), **filled_from(stack)})
+                     extra={**base_record(stack), **filled_from(stack),
+                            "title": stack.recipes.stack.display_title})
 
 
 def filled_from(stack: Stack) -> dict[str, Any]:

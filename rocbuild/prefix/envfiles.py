@@ -29,6 +29,8 @@ import jinja2
 from rocbuild import __version__
 from rocbuild.errors import ConfigError
 from rocbuild.model.graph import Stack
+from rocbuild.model.recipes import check_plain_text
+from rocbuild.model.render import render as render_text
 from rocbuild.prefix import ownfiles
 from rocbuild.prefix.buildinfo import PREFIX_FILE_MODE
 
@@ -36,7 +38,6 @@ SHELLS = ("bash", "zsh", "fish", "lmod", "tcl")
 _TEMPLATES = Path(__file__).resolve().parent / "templates"
 _TEMPLATE_OF = {"bash": "env.sh.j2", "zsh": "env.sh.j2", "fish": "env.fish.j2",
                 "lmod": "modulefile.lua.j2", "tcl": "modulefile.tcl.j2"}
-DEVICE_LIB_SUBDIR = "amdgcn/bitcode"  # device-libs' default install location (OCL.cmake)
 
 
 @dataclass(frozen=True)
@@ -73,6 +74,53 @@ TUNE_VARIABLES: tuple[EnvVar, ...] = (
 
 
 @dataclass(frozen=True)
+class Provided:
+    """A variable a component's recipe sets for users (``provides_env``): ``in_tree`` is the
+    path inside the tree the component is installed in ("" for the tree itself; None: ``value``
+    is a plain value), and ``on_base`` says that tree is the --base (the component is taken
+    from it), else the prefix."""
+
+    name: str
+    value: str
+    comment: str
+    in_tree: str | None = None
+    on_base: bool = False
+
+
+PREFIX_MARK = "\x00rocbuild-prefix\x00"  # what {{ prefix }} renders to in a provides_env value
+
+
+def provided_by(stack: Stack) -> tuple[Provided, ...]:
+    """The variables the stack's recipes provide to users, in the order of the stack's
+    default set and then of each recipe (the first recipe that names a variable wins): a
+    stack's identity comes from its recipes, so a stack without ROCm sets no ROCM_PATH."""
+    names = [*stack.recipes.stack.components, *(n for n in stack.order
+                                                 if n not in stack.recipes.stack.components)]
+    taken = stack.base.taken if stack.base else frozenset()
+    out: dict[str, Provided] = {}
+    for name in names:
+        recipe = stack.recipes.recipes.get(name)
+        if recipe is None:
+            continue
+        context = {"prefix": PREFIX_MARK, "version": stack.version, "series": stack.series,
+                   "targets": [str(t) for t in stack.targets], "name": name}
+        for var, (template, comment) in recipe.provides_env.items():
+            if var in out:
+                continue
+            value = render_text(template, context, file=recipe.file, key=f"provides_env.{var}")
+            if value.startswith(PREFIX_MARK):
+                rel = value[len(PREFIX_MARK):].strip("/")
+                out[var] = Provided(var, rel, comment or f"set by {name}", rel, name in taken)
+            elif PREFIX_MARK in value:
+                raise ConfigError(f"{recipe.file}: key 'provides_env.{var}': {{{{ prefix }}}} "
+                                  "may only start the value (a path inside the tree)",
+                                  tip=f"fix 'provides_env.{var}' in {recipe.file}")
+            else:
+                out[var] = Provided(var, value, comment or f"set by {name}")
+    return tuple(out.values())
+
+
+@dataclass(frozen=True)
 class EnvSpec:
     """What the files describe: one installed prefix of one stack."""
 
@@ -87,6 +135,18 @@ class EnvSpec:
     # LD_LIBRARY_PATH, which the files otherwise leave alone (every other binary finds its
     # libraries through its RUNPATH, and a global LD_LIBRARY_PATH leaks into every program)
     runpath_opt_outs: tuple[tuple[str, str], ...] = ()
+    # what the recipes set for users (provided_by) and what the files call the stack
+    provided: tuple[Provided, ...] = ()
+    title: str = ""  # "ROCm"; the stack's name when empty
+    summary: str = ""  # the modulefiles' help; "<title> <version>" when empty
+
+    @property
+    def display_title(self) -> str:
+        return self.title or self.name
+
+    @property
+    def display_summary(self) -> str:
+        return self.summary or f"{self.display_title} {self.version}"
 
     @property
     def module_name(self) -> str:
@@ -106,6 +166,15 @@ class EnvSpec:
         return re.sub(r"[^A-Za-z0-9._+-]", "_", folder) or "_"
 
 
+def _summary(stack: Stack) -> str:
+    spec = stack.recipes.stack
+    text = render_text(spec.summary, {"version": stack.version, "series": stack.series,
+                                      "targets": [str(t) for t in stack.targets]},
+                       file=spec.file, key="stack.summary")
+    check_plain_text(spec.file, "stack.summary", text)
+    return text
+
+
 def spec_for(stack: Stack, *, tune: bool = False) -> EnvSpec:
     prefix = stack.prefix
     if ":" in str(prefix):
@@ -122,7 +191,9 @@ def spec_for(stack: Stack, *, tune: bool = False) -> EnvSpec:
                    name=stack.recipes.stack.name,
                    runpath_opt_outs=tuple((c.name, c.recipe.runpath_reason)
                                           for c in stack.selected()
-                                          if c.builds and not c.recipe.runpath))
+                                          if c.builds and not c.recipe.runpath),
+                   provided=provided_by(stack), title=stack.recipes.stack.display_title,
+                   summary=_summary(stack))
 
 
 def _tree_var(spec: EnvSpec, name: str, tree: Path | None, rel: str, kind: str,
@@ -138,21 +209,17 @@ def _join(root: str, rel: str) -> str:
 
 
 def variables(spec: EnvSpec) -> list[EnvVar]:
-    """On a base, the compilers and HIP are the base's (ROCM_PATH, HIP_PATH), and each path
-    list gets the base's entry first and the prefix's in front of it, so the prefix wins.
-    No LD_LIBRARY_PATH: every installed program finds its libraries through its RUNPATH
-    (docs/architecture.md, Contracts), except those of a recipe that opted out, which the
-    file names."""
-    rocm = spec.base  # None: the prefix
+    """First what the recipes provide (``spec.provided``: ROCM_PATH, HIP_PATH, ... of the
+    ROCm recipes, in the tree each component is installed in, so on a base the compilers and
+    HIP are the base's); then each path list gets the base's entry first and the prefix's in
+    front of it, so the prefix wins. No LD_LIBRARY_PATH: every installed program finds its
+    libraries through its RUNPATH (docs/architecture.md, Contracts), except those of a
+    recipe that opted out, which the file names."""
     trees: list[Path | None] = [spec.base, None] if spec.base else [None]  # prefix ends first
     out = [
-        _tree_var(spec, "ROCM_PATH", rocm, "", "set", "where CMake projects (ggml-hip, "
-                  "rocBLAS) and hipcc look for ROCm"),
-        _tree_var(spec, "HIP_PATH", rocm, "", "set",
-                  "the HIP installation hipcc and hipconfig report"),
-        EnvVar("HIP_PLATFORM", "amd", "set", "compile HIP for AMD GPUs (not the CUDA path)"),
-        _tree_var(spec, "HIP_DEVICE_LIB_PATH", rocm, DEVICE_LIB_SUBDIR, "set",
-                  "device bitcode (oclc_*.bc) for clang when it cannot find it by itself"),
+        *(EnvVar(p.name, p.value, "set", p.comment) if p.in_tree is None else
+          _tree_var(spec, p.name, spec.base if p.on_base else None, p.in_tree, "set",
+                    p.comment) for p in spec.provided),
         *(_tree_var(spec, "PATH", t, "bin", "prepend",
                     "hipcc, clang, rocminfo, llama.cpp tools") for t in trees),
     ]
@@ -261,6 +328,7 @@ def render(spec: EnvSpec, shell: str, compiled: Path | None = None) -> str:
     return template.render(prefix=str(spec.prefix), version=spec.version,
                            targets=list(spec.targets), module_version=spec.module_version,
                            module_name=spec.module_name, stack_name=spec.name,
+                           title=spec.display_title, summary=spec.display_summary,
                            rocbuild_version=__version__, variables=variables(spec),
                            tune=spec.tune, tune_variables=TUNE_VARIABLES)
 

@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from rocbuild.prefix.envfiles import EnvSpec, write_env_files
+from rocbuild.prefix.envfiles import write_env_files
 from tests.e2e.test_envfiles_shell import BASE_PATH, LMOD_STUB, in_bash, in_fish
+from tests.support.envspec import rocm_spec
 
 pytestmark = pytest.mark.e2e
 
@@ -19,7 +20,7 @@ pytestmark = pytest.mark.e2e
 @pytest.fixture
 def trees(tmp_path: Path) -> tuple[Path, Path]:
     prefix, base = tmp_path / "rocm-6.4-gfx906", tmp_path / "rocm-6.4.3"
-    write_env_files(EnvSpec(prefix, "6.4.3", "6.4", ("gfx906",), base=base))
+    write_env_files(rocm_spec(prefix, "6.4.3", "6.4", ("gfx906",), base=base))
     return prefix, base
 
 

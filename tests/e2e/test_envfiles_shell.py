@@ -16,8 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from rocbuild.prefix.envfiles import EnvSpec, write_env_files
+from rocbuild.prefix.envfiles import write_env_files
 from tests.conftest import require_tool
+from tests.support.envspec import rocm_spec
 
 pytestmark = pytest.mark.e2e
 
@@ -29,14 +30,14 @@ BASE_PATH = "/usr/local/bin:/usr/bin:/bin"
 def prefix(tmp_path: Path) -> Path:
     # a space and a quote in the path: the files must quote every value
     path = tmp_path / "opt" / "rocm 6.4 it's-gfx906"
-    write_env_files(EnvSpec(path, "6.4.3", "6.4", ("gfx906",)))
+    write_env_files(rocm_spec(path, "6.4.3", "6.4", ("gfx906",)))
     return path
 
 
 @pytest.fixture
 def tuned(tmp_path: Path) -> Path:
     path = tmp_path / "tuned"
-    write_env_files(EnvSpec(path, "6.4.3", "6.4", ("gfx906",), tune=True))
+    write_env_files(rocm_spec(path, "6.4.3", "6.4", ("gfx906",), tune=True))
     return path
 
 
@@ -114,7 +115,7 @@ def test_env_sh_twice_adds_each_entry_once_and_keeps_existing_ones(prefix: Path)
 
 def test_ld_library_path_only_for_a_recipe_without_a_runpath(tmp_path: Path) -> None:
     path = tmp_path / "opted-out"
-    write_env_files(EnvSpec(path, "6.4.3", "6.4", ("gfx906",),
+    write_env_files(rocm_spec(path, "6.4.3", "6.4", ("gfx906",),
                             runpath_opt_outs=(("oldlib", "its build hard-codes -rpath"),)))
     text = (path / "env.sh").read_text()
     assert "oldlib (its build hard-codes -rpath)" in text  # the file says who needs it
@@ -191,7 +192,7 @@ def with_lmod(script: str, env: dict[str, str] | None = None) -> subprocess.Comp
 def test_real_lmod_loads_the_module_of_a_copied_prefix(prefix: Path, tmp_path: Path) -> None:
     copy = tmp_path / "copy" / "rocm-6.4-gfx906-mi50"
     shutil.copytree(prefix, copy, symlinks=True)
-    module = EnvSpec(copy, "6.4.3", "6.4", ("gfx906",)).module_name
+    module = rocm_spec(copy, "6.4.3", "6.4", ("gfx906",)).module_name
     # the copy keeps its old file name; what matters is that it loads the copy's folders
     name = f"rocm/{sorted((copy / 'modulefiles' / 'rocm').glob('*.lua'))[0].stem}"
     done = with_lmod(f"module use {shlex.quote(str(copy / 'modulefiles'))} && "
@@ -205,7 +206,7 @@ def test_real_lmod_loads_the_module_of_a_copied_prefix(prefix: Path, tmp_path: P
 def test_two_prefixes_for_one_target_are_two_modules(tmp_path: Path) -> None:
     a, b = tmp_path / "opt" / "rocm-6.4-gfx906", tmp_path / "opt" / "rocm-6.4-gfx906-test"
     for path in (a, b):
-        write_env_files(EnvSpec(path, "6.4.3", "6.4", ("gfx906",)))
+        write_env_files(rocm_spec(path, "6.4.3", "6.4", ("gfx906",)))
     uses = " && ".join(f"module use {p / 'modulefiles'}" for p in (a, b))
     done = with_lmod(f"{uses} && module load rocm/6.4-gfx906-test && module list 2>&1 && "
                      "echo ROCM_PATH=$ROCM_PATH")

@@ -24,12 +24,21 @@ from tests.e2e.test_envfiles_shell import (
     BASE_PATH,
     DUMP,
     TCL_STUB,
-    check_core,
     in_bash,
     in_fish,
     with_lmod,
 )
 from tests.support.chain import Chain
+
+ROCM_ONLY = ("ROCM_PATH", "HIP_PATH", "HIP_PLATFORM", "HIP_DEVICE_LIB_PATH")
+
+
+def check_core(env: dict[str, str], prefix: Path) -> None:
+    """The chain's env file at ``prefix``: its bin/ and CMake packages, and no ROCm variable
+    (a custom stack provides none: issue 32)."""
+    assert env["PATH"] == f"{prefix}/bin:{BASE_PATH}"
+    assert env["CMAKE_PREFIX_PATH"] == str(prefix)
+    assert not [name for name in ROCM_ONLY if name in env], env
 
 pytestmark = pytest.mark.e2e
 
@@ -73,7 +82,7 @@ def test_built_prefixes_are_relocatable_and_two_modules(chain: Chain, tmp_path: 
                      f"module load chain/1.0-gfx906 && {DUMP} && module help chain/1.0-gfx906")
     assert done.returncode == 0, done.stderr
     env = json.loads(next(line for line in done.stdout.splitlines() if line.startswith("{")))
-    assert env["ROCM_PATH"] == str(copy) and env["PATH"].startswith(f"{copy}/bin:")
+    assert env["CMAKE_PREFIX_PATH"] == str(copy) and env["PATH"].startswith(f"{copy}/bin:")
     assert f"Installed in {copy}." in done.stderr, done.stderr  # module help
     assert str(first) not in json.dumps(env)
 
@@ -85,18 +94,18 @@ def test_built_prefixes_are_relocatable_and_two_modules(chain: Chain, tmp_path: 
     ran = subprocess.run([tclsh, str(stub), str(copy / "modulefiles/chain/1.0-gfx906")],
                          capture_output=True, text=True, check=True, env={"PATH": BASE_PATH})
     calls = [tuple(line.split("\t")) for line in ran.stdout.splitlines()]
-    assert ("setenv", "ROCM_PATH", str(copy)) in calls and ("prepend-path", "PATH",
-                                                          f"{copy}/bin") in calls
+    assert ("prepend-path", "CMAKE_PREFIX_PATH", str(copy)) in calls and (
+        "prepend-path", "PATH", f"{copy}/bin") in calls
     assert str(first) not in ran.stdout and f"installed in {copy}." in ran.stderr
 
     # two gfx906 prefixes: two module names, and `module list` says which one is loaded
     uses = " && ".join(f"module use {p / 'modulefiles'}" for p in (first, second))
     done = with_lmod(f"{uses} && module load chain/1.0-gfx906-test && module list 2>&1 && "
-                     "echo ROCM_PATH=$ROCM_PATH")
+                     "echo CMAKE_PREFIX_PATH=$CMAKE_PREFIX_PATH")
     assert done.returncode == 0, done.stderr
-    assert "chain/1.0-gfx906-test" in done.stdout and f"ROCM_PATH={second}\n" in done.stdout
+    assert "chain/1.0-gfx906-test" in done.stdout and f"CMAKE_PREFIX_PATH={second}\n" in done.stdout
     done = with_lmod(f"{uses} && module load chain/1.0-gfx906 && module list 2>&1 && "
-                     "echo ROCM_PATH=$ROCM_PATH")
-    listed = done.stdout[:done.stdout.index("ROCM_PATH=")]
+                     "echo CMAKE_PREFIX_PATH=$CMAKE_PREFIX_PATH")
+    listed = done.stdout[:done.stdout.index("CMAKE_PREFIX_PATH=")]
     assert "chain/1.0-gfx906" in listed and "gfx906-test" not in listed, done.stdout
-    assert f"ROCM_PATH={first}\n" in done.stdout
+    assert f"CMAKE_PREFIX_PATH={first}\n" in done.stdout

@@ -14,9 +14,10 @@ from rocbuild.model.graph import load_stack
 from rocbuild.model.settings import resolve
 from rocbuild.prefix import envfiles
 from rocbuild.prefix.envfiles import EnvSpec, render, spec_for, write_env_files
+from tests.support.envspec import rocm_spec
 
 PREFIX = Path("/opt/rocm-6.4-gfx906")
-SPEC = EnvSpec(prefix=PREFIX, version="6.4.3", series="6.4", targets=("gfx906",))
+SPEC = rocm_spec(prefix=PREFIX, version="6.4.3", series="6.4", targets=("gfx906",))
 TUNE_NAMES = ("HSA_FORCE_FINE_GRAIN_PCIE", "AMD_DIRECT_DISPATCH", "GPU_MAX_HW_QUEUES",
               "HSA_ENABLE_SDMA", "HIP_FORCE_DEV_KERNARG")
 
@@ -29,7 +30,7 @@ def code_lines(text: str, comment: str) -> list[str]:
 @pytest.mark.parametrize(("shell", "comment"), [("bash", "#"), ("fish", "#"), ("lmod", "--")])
 def test_no_file_ever_sets_an_hsa_override(shell: str, comment: str) -> None:
     for tune in (False, True):
-        text = render(EnvSpec(PREFIX, "6.4.3", "6.4", ("gfx906",), tune=tune), shell)
+        text = render(rocm_spec(PREFIX, "6.4.3", "6.4", ("gfx906",), tune=tune), shell)
         setting = [line for line in code_lines(text, comment)
                    if re.search(r"(export|set -gx|setenv\()\s*\"?HSA_OVERRIDE", line)]
         assert setting == []
@@ -57,7 +58,7 @@ def test_the_lmod_file_sets_and_prepends_every_variable() -> None:
 
 
 def test_ld_library_path_only_for_recipes_that_opted_out_of_the_runpath() -> None:
-    spec = EnvSpec(PREFIX, "6.4.3", "6.4", ("gfx906",),
+    spec = rocm_spec(PREFIX, "6.4.3", "6.4", ("gfx906",),
                    runpath_opt_outs=(("oldlib", "links with -rpath of its own"),))
     for shell in ("bash", "fish", "lmod", "tcl"):
         text = render(spec, shell)
@@ -68,13 +69,13 @@ def test_module_is_named_after_the_prefix_folder() -> None:
     # the default prefix keeps the name it always had; another prefix for the same targets
     # gets its own, so `module list` tells the two apart
     assert envfiles.relative_path(SPEC, "lmod") == Path("modulefiles/rocm/6.4-gfx906.lua")
-    test = EnvSpec(Path("/opt/rocm-6.4-gfx906-test"), "6.4.3", "6.4", ("gfx906",))
+    test = rocm_spec(Path("/opt/rocm-6.4-gfx906-test"), "6.4.3", "6.4", ("gfx906",))
     assert test.module_name == "rocm/6.4-gfx906-test"
-    two = EnvSpec(Path("/opt/rocm-6.4-gfx906:xnack-_gfx90a"), "6.4.3", "6.4",
+    two = rocm_spec(Path("/opt/rocm-6.4-gfx906:xnack-_gfx90a"), "6.4.3", "6.4",
                   ("gfx906:xnack-", "gfx90a"))
     assert envfiles.relative_path(two, "lmod") == Path(
         "modulefiles/rocm/6.4-gfx906_xnack-_gfx90a.lua")
-    assert EnvSpec(Path("/srv/my stack"), "6.4.3", "6.4", ("gfx906",)).module_version == \
+    assert rocm_spec(Path("/srv/my stack"), "6.4.3", "6.4", ("gfx906",)).module_version == \
         "my_stack"
     assert envfiles.relative_path(SPEC, "zsh") == Path("env.sh")
     with pytest.raises(ConfigError, match="unknown shell"):
@@ -84,7 +85,7 @@ def test_module_is_named_after_the_prefix_folder() -> None:
 @pytest.mark.parametrize(("shell", "comment"), [("bash", "#"), ("fish", "#"), ("lmod", "--")])
 def test_tune_adds_each_article_variable_with_a_comment(shell: str, comment: str) -> None:
     plain = render(SPEC, shell)
-    tuned = render(EnvSpec(PREFIX, "6.4.3", "6.4", ("gfx906",), tune=True), shell)
+    tuned = render(rocm_spec(PREFIX, "6.4.3", "6.4", ("gfx906",), tune=True), shell)
     lines = tuned.splitlines()
     for name in TUNE_NAMES:
         assert name not in plain
@@ -115,11 +116,11 @@ def test_spec_comes_from_the_stack(write_recipes) -> None:
     stack = load_stack(resolve({"recipes": str(folder), "target": "gfx906,gfx1030"}, env={}))
     spec = spec_for(stack, tune=True)
     assert spec == EnvSpec(Path("/opt/rocm-6.4-gfx906-gfx1030"), "6.4.3", "6.4",
-                           ("gfx906", "gfx1030"), tune=True, name="rocm")
+                           ("gfx906", "gfx1030"), tune=True, name="rocm", title="rocm")
 
 
 def test_write_env_files_puts_three_whole_files_in_the_prefix(tmp_path: Path) -> None:
-    spec = EnvSpec(tmp_path / "prefix", "6.4.3", "6.4", ("gfx906",))
+    spec = rocm_spec(tmp_path / "prefix", "6.4.3", "6.4", ("gfx906",))
     written = write_env_files(spec)
     assert [p.relative_to(spec.prefix) for p in written] == [
         Path("env.sh"), Path("env.fish"), Path("modulefiles/rocm/prefix.lua"),
@@ -139,7 +140,8 @@ def test_cli_env_prints_what_would_be_written(write_recipes, tmp_path: Path,
     code = cli.main(["env", "--shell", "fish", "--tune", "--recipes", str(folder),
                      "--prefix", str(prefix)])
     assert code == 0
-    expected = render(EnvSpec(prefix, "6.4.3", "6.4", ("gfx906",), tune=True), "fish")
+    expected = render(EnvSpec(prefix, "6.4.3", "6.4", ("gfx906",), tune=True, title="rocm"),
+                      "fish")  # a stack of no recipes: it provides no variables
     assert capsys.readouterr().out == expected
 
 

@@ -21,7 +21,7 @@ from rocbuild.errors import RocbuildError
 from rocbuild.model import buildsystems
 from rocbuild.model.graph import Stack
 from rocbuild.model.steptable import steps_of
-from rocbuild.prefix import buildinfo, envfiles, ownership
+from rocbuild.prefix import buildinfo, envfiles, ownership, uninstall
 from rocbuild.run.engine.build import BuildContext
 from rocbuild.run.engine.outcome import CURRENT, SERVED
 from rocbuild.run.engine.status import verify_record_path
@@ -79,12 +79,27 @@ def finish(ctx: BuildContext, out: Console, whole: Stack, *, started: str) -> Fi
                                        compiled=ctx.stack.workdir / "cache" / "templates")
     out.print(f"environment: source {written[0]}", soft_wrap=True)  # to paste: one line
     complete = _complete_stack(ctx, whole)
+    if complete is not None:
+        _uninstall_dropped(ctx, out, complete)
     if complete is None:
         buildinfo.write_build_info(prefix, _build_info(ctx, ctx.stack, started),
                                    ctx.output.say)
         out.print("build-info: part of the stack is built; run `rocbuild build` for the rest")
         return Finished(None)
     return Finished(complete, _build_info(ctx, complete, started))  # names every component
+
+
+def _uninstall_dropped(ctx: BuildContext, out: Console, whole: Stack) -> None:
+    """Take out of the prefix each component it holds that the stack no longer has (dropped
+    from ``stack.components``, or its recipe removed) and that this run did not build: its
+    recorded files, never one another component owns (prefix/uninstall.py)."""
+    keep = {*whole.order, *ctx.stack.order}
+    prefix = ctx.stack.prefix
+    for name in uninstall.installed_components(prefix):
+        if name in keep:
+            continue
+        done = uninstall.uninstall(prefix, name, ctx.stack.recipes.stack.name)
+        out.print(f"uninstalled {name}: no longer in the stack ({done.text()})")
 
 
 def verify(ctx: BuildContext, out: Console, finished: Finished, print_report: VerifyPrinter,
@@ -104,7 +119,8 @@ def verify(ctx: BuildContext, out: Console, finished: Finished, print_report: Ve
     if not verify:
         with contextlib.suppress(OSError):  # no verify to report (bookkeeping: never fails)
             verify_record_path(ctx.stack.work).unlink(missing_ok=True)
-        buildinfo.write_build_info(prefix, info.finish(verified=False), ctx.output.say)
+        buildinfo.write_build_info(prefix, buildinfo.with_verify(
+            info.finish(verified=False), buildinfo.SKIPPED, info.targets), ctx.output.say)
         out.print("[yellow]verify skipped (--no-verify)[/]: the prefix is complete but unproven")
         return True
     started_verify = time.monotonic()
@@ -117,8 +133,10 @@ def verify(ctx: BuildContext, out: Console, finished: Finished, print_report: Ve
     record_verify(ctx, report.ok, time.monotonic() - started_verify,
                   f"lacks code for {', '.join(str(t) for t in complete.targets)} "
                   "(`rocbuild verify` lists the files); the prefix is not complete")
-    buildinfo.write_build_info(prefix, info.finish(verified=True) if report.ok else info,
-                               ctx.output.say)
+    done = info.finish(verified=False) if report.ok else info
+    buildinfo.write_build_info(prefix, buildinfo.with_verify(
+        done, buildinfo.PASSED if report.ok else buildinfo.FAILED,
+        tuple(str(t) for t in complete.targets)), ctx.output.say)
     if not report.ok:
         what = []
         if not report.code_ok:

@@ -132,7 +132,7 @@ def run(ctx: BuildContext) -> None:
         if f.level == hostreqs.WARN:
             ctx.output.say(f"preflight: warning: {f.what}; {f.fix}")
     basememo.write(ctx.stack.workdir, ctx.stack.base)  # later runs without --base use it
-    workdirs.claim(ctx.stack)  # later runs, status and plan find this prefix's state
+    workdirs.claim(ctx.stack, ctx.settings)  # later runs, status and plan find this prefix's state
     need = disk_needed(ctx)
     ctx.output.say(f"preflight: ok (prefix writable, tools and system packages found, about "
                    f"{format_gib(need.workdir)} of build space needed)")

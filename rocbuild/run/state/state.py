@@ -184,9 +184,13 @@ def prefix_lock(prefix: Path, *, create: bool = True) -> Iterator[bool]:
     install into one prefix at once. The lock is a flock on the prefix folder itself: nothing
     is written into a prefix the user may not have approved yet. Yields False (no lock) when
     the prefix cannot be created (or, with ``create=False``, does not exist); preflight then
-    refuses the run with the fix."""
+    refuses the run with the fix. A folder it created is removed again at the end while it
+    is still empty (a run that preflight refused, or `cache push` with nothing to push,
+    leaves no empty prefix behind), with the folders above it that it created."""
+    created: list[Path] = []
     try:
         if create:
+            created = [p for p in (prefix, *prefix.parents) if not p.exists()]
             prefix.mkdir(parents=True, exist_ok=True)
         fd = os.open(prefix, os.O_RDONLY | os.O_DIRECTORY)
     except OSError:
@@ -203,3 +207,8 @@ def prefix_lock(prefix: Path, *, create: bool = True) -> Iterator[bool]:
         yield True
     finally:
         os.close(fd)
+        for folder in created:  # nearest first; rmdir removes only an empty folder
+            try:
+                folder.rmdir()
+            except OSError:
+                break

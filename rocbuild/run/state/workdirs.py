@@ -16,15 +16,17 @@ from rocbuild.prefix.buildinfo import BuildInfo
 from rocbuild.run.state.state import write_json_atomic
 
 
-def claim(stack: Stack) -> None:
+def claim(stack: Stack, settings: Settings) -> None:
     """Record that ``stack``'s prefix is built in its configuration's folder, with the
-    targets and base it is built for now."""
+    targets and base it is built for now, the recipes, and whether the user chose the prefix
+    (``given``: a later command without --prefix continues it, run/state/prefixmemo.py)."""
     work = stack.work
     registry = read_registry(work.root)
     folder = ROOT_CONFIG if work.is_root_config else str(work.config.relative_to(work.root))
     registry[prefix_key(stack.prefix)] = {
         "dir": folder, "series": stack.series, "targets": [str(t) for t in stack.targets],
-        "base": str(stack.base.path) if stack.base else None, "used": time.time()}
+        "base": str(stack.base.path) if stack.base else None, "used": time.time(),
+        "given": settings.source("prefix") != "default", "recipes": str(settings.recipes)}
     write_json_atomic(registry_path(work.root), {"configurations": registry})
 
 

@@ -1,0 +1,72 @@
+"""`rocbuild uninstall COMPONENT...`: take components out of the prefix (their recorded
+files, never one another component owns: prefix/uninstall.py), refusing one that another
+installed component depends on unless ``--force``."""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import replace
+
+from rich.markup import escape
+
+from rocbuild.cli.ui import console
+from rocbuild.errors import ConfigError
+from rocbuild.model.graph import load_stack, reachable
+from rocbuild.model.settings import Settings
+from rocbuild.prefix import buildinfo, uninstall
+from rocbuild.run.state.state import StateDir, prefix_lock
+
+
+def register(sub: argparse._SubParsersAction, parents: list[argparse.ArgumentParser]) -> None:
+    parser = sub.add_parser(
+        "uninstall", parents=parents, help="remove components' files from the prefix",
+        description="Remove from the prefix the files each named component installed (its "
+                    "install record in <prefix>/.rocbuild/installed/), never a file another "
+                    "component installed too, and the folders that leaves empty. Refused "
+                    "when another installed component depends on it, unless --force. A "
+                    "component still in the stack is installed again by the next build.")
+    parser.add_argument("components", nargs="+", metavar="COMPONENT")
+    parser.add_argument("--force", action="store_true",
+                        help="also when other installed components depend on it")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace, settings: Settings) -> int:
+    stack = load_stack(settings)
+    prefix = stack.prefix
+    installed = uninstall.installed_components(prefix)
+    missing = [c for c in args.components if c not in installed]
+    if missing:
+        raise ConfigError(
+            f"{', '.join(missing)} {'is' if len(missing) == 1 else 'are'} not installed in "
+            f"{prefix} (installed: {', '.join(installed) or 'nothing'})",
+            tip="give --prefix for another prefix; `rocbuild prefixes` lists them")
+    recipes = stack.recipes.recipes
+    going = set(args.components)
+    users = {other: sorted(going & reachable([other], lambda n: recipes[n].depends
+                                             if n in recipes else ()) - {other})
+             for other in installed if other not in going}
+    users = {other: needs for other, needs in users.items() if needs}
+    if users and not args.force:
+        shown = "; ".join(f"{other} needs {', '.join(needs)}" for other, needs in
+                          sorted(users.items()))
+        raise ConfigError(f"other installed components depend on it: {shown}",
+                          tip=f"uninstall them too (rocbuild uninstall {' '.join(sorted(users))} "
+                              f"{' '.join(args.components)}), or pass --force")
+    out = console()
+    with StateDir.of(stack).lock(), prefix_lock(prefix, create=False):
+        for name in args.components:
+            done = uninstall.uninstall(prefix, name, stack.recipes.stack.name)
+            out.print(f"uninstalled {escape(name)} from {escape(str(prefix))}: "
+                      f"{escape(done.text())}")
+        info = buildinfo.read_build_info(prefix)
+        if info is not None:
+            left = {k: v for k, v in info.components.items() if k not in going}
+            if going & set(stack.order):  # the prefix no longer holds the whole stack
+                info = replace(info, complete=False, verified=False, finished=None)
+            buildinfo.write_build_info(prefix, replace(info, components=left))
+    again = [n for n in args.components if n in stack.order]
+    if again:
+        out.print(f"{', '.join(again)} {'is' if len(again) == 1 else 'are'} in the stack: the "
+                  "next `rocbuild build` installs it again")
+    return 0

@@ -1,0 +1,85 @@
+"""What a workdir remembers between commands (issue 32): the prefix of its last build, as it
+remembers its base. Every rocbuild here runs as a child process (tests/cli.py)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.cli import run_cli
+from tests.support.chain import Chain
+
+pytestmark = pytest.mark.e2e
+
+
+def plain(chain: Chain) -> list[str]:
+    """The chain's flags without --prefix."""
+    return ["--recipes", str(chain.recipes), "--workdir", str(chain.workdir),
+            "--mirror", chain.mirror]
+
+
+def own_default_prefix(chain: Chain) -> Path:
+    """Point the chain stack's own prefix into the test's folder (not /opt) and return it."""
+    default = chain.root / "default-prefix"
+    stack = chain.recipes / "stack.toml"
+    stack.write_text(stack.read_text().replace('"/opt/chain-{{ series }}"', f'"{default}"'))
+    return default
+
+
+def test_a_plain_build_continues_the_prefix_the_last_build_was_given(chain: Chain) -> None:
+    default = own_default_prefix(chain)
+    mine = chain.root / "opt" / "mystack"
+    run_cli("build", *plain(chain), "--prefix", str(mine), "--no-verify", expect=0)
+    again = run_cli("build", *plain(chain), "--no-verify", expect=0)
+    assert f"rocbuild: note: prefix {mine}: the prefix of the last build in this workdir" \
+        in again.stderr, again.explain()
+    assert f"into {mine}" in again.output, again.explain()
+    assert "▶" not in again.output, again.explain()  # everything is current there
+    assert not default.exists(), again.explain()
+    # plan and status show the same prefix, and where it came from
+    plan = json.loads(run_cli("plan", *plain(chain), "--json", expect=0).stdout)
+    assert plan["prefix"] == str(mine)
+    assert plan["settings"]["prefix"]["source"].startswith("workdir "), plan["settings"]
+    status = json.loads(run_cli("status", *plain(chain), "--json", expect=0).stdout)
+    assert status["prefix"] == str(mine)
+    assert {c["state"] for c in status["components"]} == {"done"}
+    # another --prefix is a second configuration, which the next plain build continues
+    other = chain.root / "opt" / "other"
+    run_cli("build", *plain(chain), "--prefix", str(other), "--no-verify", "alpha", expect=0)
+    third = run_cli("build", *plain(chain), "--no-verify", "alpha", expect=0)
+    assert f"into {other}" in third.output, third.explain()
+
+
+def test_a_build_into_the_stacks_own_prefix_leaves_nothing_to_remember(chain: Chain) -> None:
+    default = own_default_prefix(chain)
+    run_cli("build", *plain(chain), "--no-verify", "alpha", expect=0)
+    again = run_cli("build", *plain(chain), "--no-verify", "alpha", expect=0)
+    assert "the prefix of the last build" not in again.stderr, again.explain()
+    assert f"into {default}" in again.output, again.explain()
+
+
+def test_a_passing_verify_of_a_prefix_counts_for_prefixes_activate_and_status(
+        chain: Chain) -> None:
+    run_cli("build", *chain.flags(), "--no-verify", expect=0)
+    listed = json.loads(run_cli("prefixes", *chain.flags(), "--json", expect=0).stdout)
+    entry = next(e for e in listed["prefixes"] if e["prefix"] == str(chain.prefix))
+    assert entry["unproven"] and entry["verify"]["result"] == "skipped", entry
+    text = " ".join(run_cli("prefixes", *chain.flags(), expect=0).stdout.split())
+    assert "not verified (skipped with --no-verify)" in text and "did not pass" not in text
+    link = chain.root / "rocm-link"
+    refused = run_cli("activate", *chain.flags(), str(chain.prefix), "--link", str(link),
+                      expect=2)
+    assert "not verified (skipped with --no-verify)" in refused.stderr, refused.explain()
+    # `rocbuild verify DIR` of the prefix verifies it as a prefix, and the pass is recorded
+    verified = run_cli("verify", *chain.flags(), "--no-smoke", str(chain.prefix), expect=0)
+    assert "verify: PASS" in verified.stdout, verified.explain()
+    assert "verified" in verified.stdout.rsplit("recorded in", 1)[1], verified.explain()
+    info = json.loads((chain.prefix / ".rocbuild" / "build-info.json").read_text())
+    assert info["verified"] is True and info["verify"]["result"] == "pass"
+    assert info["verify"]["targets"] == ["gfx906"]
+    status = json.loads(run_cli("status", *chain.flags(), "--json", expect=0).stdout)
+    assert status["verify"]["state"] == "done", status["verify"]
+    run_cli("activate", *chain.flags(), str(chain.prefix), "--link", str(link), expect=0)
+    assert link.resolve() == chain.prefix.resolve()
