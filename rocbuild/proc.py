@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
-from rocbuild.files import read_json, read_regular, write_json_atomic
+from rocbuild.files import parse_json, read_json, read_regular, write_json_atomic
 
 if TYPE_CHECKING:
     import psutil
@@ -247,9 +247,9 @@ class ChildRegistry:
         found: list[tuple[Path, dict[str, Any] | None]] = []
         for file in left:
             try:
-                doc = json.loads(read_regular(file).decode())
+                doc = parse_json(read_regular(file).decode())
                 found.append((file, doc if isinstance(doc, dict) else None))
-            except (OSError, ValueError, RecursionError):
+            except (OSError, ValueError):
                 found.append((file, None))
         return found
 

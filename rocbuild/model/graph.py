@@ -470,8 +470,9 @@ def _render_component(stack: Stack, recipe: Recipe, done: Mapping[str, Component
                               f"another mode ({cmakecode.mode(arg)}) instead of configuring "
                               "the source; cmake.args are configure options (-D...)",
                               tip=f"remove it from {recipe.file}")
-    env = tuple(sorted((k, inputcheck.no_nul(where, f"env.{k}", r(v, f"env.{k}")))
+    env = tuple(sorted((k, inputcheck.env_value(where, f"env.{k}", k, r(v, f"env.{k}")))
                        for k, v in recipe.env.items()))
+    inputcheck.env_total(where, env)
     build_type = inputcheck.no_nul(where, f"{table}.build_type",
                                    r(recipe.build_type, f"{table}.build_type"))
     install_prefix = inputcheck.install_prefix_inside(

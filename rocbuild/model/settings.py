@@ -25,7 +25,19 @@ from rocbuild.model.targets import TargetError, TargetId, parse_target_list, pro
 CONFIG_FILE_NAME = "rocbuild.toml"
 
 
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
 def _parse_path(text: str) -> Path:
+    """An absolute path without control characters: a newline or a tab in a workdir or
+    prefix is accepted by the file system but breaks the generated build files (ninja reads
+    a newline as the end of a rule) and every PATH-like variable, hours later (issue 31)."""
+    bad = _CONTROL.search(text)
+    if bad:
+        what = {"\n": "a newline", "\r": "a carriage return", "\t": "a tab"}.get(
+            bad.group(), f"the control character {bad.group()!r}")
+        raise ValueError(f"{text!r} contains {what} (control character); use a path "
+                         "without one")
     return Path(os.path.expanduser(text)).absolute()
 
 

@@ -1,0 +1,205 @@
+"""Issue 31's tracebacks and wrong exits: each is one message (exit 2 for bad input) or a
+warning and a recovery, never a traceback. Every case runs rocbuild as a child.
+
+The load-time table reuses test_bad_input's one-recipe stack (``plan`` loads and renders);
+the state cases build a one-component project for real and then damage one file.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.cli import child_env, run_cli
+from tests.conftest import require_tool
+from tests.e2e.test_bad_input import SMALL_PROJECT, Case, _write_case
+from tests.support.chain import one_component_stack
+
+pytestmark = pytest.mark.e2e
+
+DEEP = 100_000  # nesting levels: far past Python's recursion limit
+SECRET = "s3cretPassw0rd"
+
+
+def deep_toml(key: str = "x") -> str:
+    return f"{key} = " + "[" * DEEP + "]" * DEEP + "\n"
+
+
+def deep_json() -> str:
+    return "[" * DEEP + "]" * DEEP
+
+
+def with_arg(arg: str) -> str:
+    return ('[source]\ngit = "https://example.invalid/a.git"\nref = "v1"\n'
+            f"[cmake]\nargs = [{json.dumps(arg)}]\n")
+
+
+def with_env(name: str, value: str) -> str:
+    return ('[source]\ngit = "https://example.invalid/a.git"\nref = "v1"\n[cmake]\n'
+            f"[env]\n{name} = {json.dumps(value)}\n")
+
+
+def _deep_stack(folder: Path) -> None:
+    (folder / "stack.toml").write_text(
+        '[stack]\nversion = "6.4.3"\ntargets = ["gfx906"]\nprefix = "/opt/x"\n' + deep_toml())
+
+
+LOAD_CASES = [
+    # deeply nested TOML: RecursionError in the parser
+    Case("deep-toml-recipe", recipe=deep_toml() + with_arg("-DX=1"), names=("nested",)),
+    Case("deep-toml-stack", setup=_deep_stack, names=("stack.toml", "nested")),
+    Case("deep-toml-config", config=deep_toml("jobs"), names=("rocbuild.toml", "nested")),
+    Case("deep-toml-inline-table", recipe="x = " + "{a=" * DEEP + "1" + "}" * DEEP + "\n"
+         + with_arg("-DX=1"), names=("nested",)),
+    # jinja filters that raise something else than a TemplateError
+    Case("jinja-wordwrap-int", recipe=with_arg("{{ 1|wordwrap }}"), names=("cmake.args[0]",)),
+    Case("jinja-truncate-negative", recipe=with_arg("{{ 'abc'|truncate(-1) }}"),
+         names=("cmake.args[0]",)),
+    Case("jinja-xmlattr-tuple", recipe=with_arg("{{ (1,2)|xmlattr }}"),
+         names=("cmake.args[0]",)),
+    Case("jinja-dictsort-list", recipe=with_arg("{{ [1,2]|dictsort }}"),
+         names=("cmake.args[0]",)),
+    Case("jinja-attr-of-int", recipe=with_arg("{{ (1).__class__ }}"), names=("cmake.args[0]",)),
+    Case("jinja-unique-attr", recipe=with_arg("{{ [1]|unique(attribute='x')|list }}"),
+         names=("cmake.args[0]",)),
+    Case("jinja-groupby-none", recipe=with_arg("{{ [1]|groupby('x') }}"),
+         names=("cmake.args[0]",)),
+    # undefined names inside containers: the documented undefined-variable error
+    Case("undefined-in-list", recipe=with_arg("{{ [nosuch] }}"), names=("nosuch", "undefined")),
+    Case("undefined-in-dict", recipe=with_arg("{{ dict(a=nosuch) }}"),
+         names=("nosuch", "undefined")),
+    Case("undefined-attribute-map", recipe=with_arg("{{ [1]|map(attribute='typo')|list }}"),
+         names=("typo", "undefined")),
+    Case("undefined-in-tuple", recipe=with_arg("{{ (1, nosuch) }}"),
+         names=("nosuch", "undefined")),
+    Case("undefined-tojson", recipe=with_arg("{{ [nosuch]|tojson }}"), names=("nosuch",)),
+    # paths with control characters, refused where they are given
+    Case("workdir-newline", flags=("--workdir", "/tmp/a\nb"), names=("--workdir", "newline")),
+    Case("prefix-newline", flags=("--prefix", "/tmp/p\nq"), names=("--prefix", "newline")),
+    Case("recipes-tab", flags=("--recipes", "/tmp/r\tq"), names=("--recipes", "control")),
+    # an environment value exec cannot pass
+    Case("env-200k", recipe=with_env("BIG", "x" * 200_000), names=("env.BIG", "bytes")),
+    Case("env-many-100k", recipe=with_env("A", "x" * 100_000).replace(
+        "[env]\n", "[env]\n" + "".join(f'V{i} = "{"y" * 100_000}"\n' for i in range(12))),
+        names=("env", "bytes")),
+]
+
+
+@pytest.mark.parametrize("case", LOAD_CASES, ids=[c.id for c in LOAD_CASES])
+def test_bad_input_is_one_message(case: Case, tmp_path: Path) -> None:
+    flags = _write_case(tmp_path, case)
+    result = run_cli("plan", *flags, cwd=tmp_path, expect=2, timeout=120)
+    message = result.stderr
+    assert message.startswith("rocbuild: error: "), result.explain()
+    assert len(message) < 3000, result.explain()
+    for name in case.names:
+        assert name in message, result.explain()
+
+
+def test_a_password_in_a_url_is_never_printed(tmp_path: Path) -> None:
+    """A recipe's ``source.git`` with a password: not in plan, not in a refusal, not in a
+    failed fetch's message or log (the fetch fails: nothing listens there)."""
+    url = f"https://builder:{SECRET}@127.0.0.1:9/a.git"
+    recipe = f'[source]\ngit = "{url}"\nref = "v1"\n[cmake]\n'
+    flags = _write_case(tmp_path, Case("secret", recipe=recipe))
+    shown = [run_cli("plan", *flags, cwd=tmp_path, expect=0),
+             run_cli("plan", "--commands", *flags, cwd=tmp_path, expect=0),
+             run_cli("plan", "--json", *flags, cwd=tmp_path, expect=0)]
+    (tmp_path / "recipes" / "a.toml").write_text(recipe.replace('ref = "v1"', 'ref = "-v1"'))
+    shown.append(run_cli("plan", *flags, cwd=tmp_path, expect=2))
+    (tmp_path / "recipes" / "a.toml").write_text(recipe)
+    shown.append(run_cli("build", *flags, "--no-verify", "--fetch-retries", "0",
+                         cwd=tmp_path, expect=1, timeout=300))
+    shown.append(run_cli("status", *flags, cwd=tmp_path))
+    shown.append(run_cli("logs", "a", "fetch", *flags, cwd=tmp_path))
+    for result in shown:
+        assert SECRET not in result.output, result.explain()
+    assert "builder:***@" in shown[0].output, shown[0].explain()
+    for log in (tmp_path / "work").rglob("*.log"):
+        assert SECRET not in log.read_text(errors="replace"), log
+
+
+# --- build time: damaged state and prefix files ------------------------------------------
+
+@pytest.fixture
+def small(tmp_path: Path) -> list[str]:
+    for tool in ("git", "cmake", "ninja"):
+        require_tool(tool)
+    return one_component_stack(tmp_path, "a", SMALL_PROJECT)
+
+
+def test_deeply_nested_json_in_state_and_prefix_files_is_damage_not_a_crash(
+        small: list[str], tmp_path: Path) -> None:
+    run_cli("build", *small, "--no-verify", expect=0)
+    state, prefix = tmp_path / "work" / "state", tmp_path / "prefix"
+    damaged = [state / "stamps" / "a" / "compile.json", prefix / ".rocbuild" / "build-info.json",
+               prefix / ".rocbuild" / "installed" / "a.json"]
+    for file in damaged:
+        assert file.is_file(), file
+        file.write_text(deep_json())
+    for command in (["status"], ["plan"], ["build", "--no-verify"], ["prefixes"],
+                    ["verify"]):
+        result = run_cli(*command, *small, cwd=tmp_path, timeout=300)
+        assert result.returncode in (0, 1, 4), result.explain()
+
+
+def test_non_utf8_build_info_is_rewritten_with_a_warning(small: list[str], tmp_path: Path) -> None:
+    run_cli("build", *small, "--no-verify", expect=0)
+    info = tmp_path / "prefix" / ".rocbuild" / "build-info.json"
+    info.write_bytes(b'{"rocbuild": "\xff\xfe"}')
+    run_cli("status", *small, cwd=tmp_path)
+    result = run_cli("build", *small, "--no-verify", cwd=tmp_path, expect=0)
+    assert "build-info" in result.output, result.explain()
+    assert json.loads(info.read_text())["complete"] is True
+    run_cli("status", *small, cwd=tmp_path, expect=0)
+
+
+def test_activate_with_link_and_prefix_is_one_message(small: list[str], tmp_path: Path) -> None:
+    run_cli("build", *small, "--no-verify", expect=0)
+    prefix = tmp_path / "prefix"
+    result = run_cli("activate", str(prefix), "--prefix", str(prefix), "--link",
+                     str(tmp_path / "current"), "--unproven", cwd=tmp_path)
+    assert result.returncode in (0, 2), result.explain()
+
+
+def test_a_killed_patch_check_leaves_nothing_in_tmp(tmp_path: Path) -> None:
+    """The patch check's scratch index lives beside the checkout (a kill there leaves it
+    where the next run clears it), never in the shared /tmp: rocbuild is killed while a
+    ``git apply --check`` of the check hangs (a git first on PATH that waits there)."""
+    from tests.support.chain import add_gamma_patch, make_chain
+
+    for tool in ("git", "cmake", "ninja"):
+        require_tool(tool)
+    chain = make_chain(tmp_path)
+    add_gamma_patch(chain)
+    scratch, bindir, marker = tmp_path / "tmp", tmp_path / "bin", tmp_path / "in-check"
+    scratch.mkdir()
+    bindir.mkdir()
+    real_git = subprocess.run(["sh", "-c", "command -v git"], capture_output=True,
+                              text=True).stdout.strip()
+    (bindir / "git").write_text(f'#!/bin/sh\ncase "$*" in *"apply --cached --check"*) '
+                                f'touch {marker}; sleep 300;; esac\nexec {real_git} "$@"\n')
+    (bindir / "git").chmod(0o755)
+    env = child_env({"TMPDIR": str(scratch), "PATH": f"{bindir}:{os.environ['PATH']}"})
+    argv = [sys.executable, "-m", "rocbuild", "build", "--no-verify", "--quiet", *chain.flags()]
+    runner = subprocess.Popen(argv, env=env, cwd=tmp_path, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 180
+    while not marker.exists() and runner.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert marker.exists(), "the patch check never ran"
+    os.kill(runner.pid, signal.SIGKILL)
+    runner.wait()
+    assert not list(scratch.iterdir()), "the killed check left its scratch in /tmp"
+    env["PATH"] = os.environ["PATH"]
+    done = subprocess.run(argv, env=env, cwd=tmp_path, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert not list(chain.workdir.rglob("*patchcheck*"))
