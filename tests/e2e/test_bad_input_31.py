@@ -199,8 +199,11 @@ def test_a_killed_patch_check_leaves_nothing_in_tmp(tmp_path: Path) -> None:
     os.kill(runner.pid, signal.SIGKILL)
     runner.wait()
     assert not list(scratch.iterdir()), "the killed check left its scratch in /tmp"
+    left = list(chain.workdir.rglob(".rocbuild-patchcheck-*"))
+    assert left, "the check's scratch folder is beside the checkout"
     env["PATH"] = os.environ["PATH"]
     done = subprocess.run(argv, env=env, cwd=tmp_path, capture_output=True, text=True,
                           timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr
+    assert "removed the scratch folder of a patch check" in done.stdout, done.stdout
     assert not list(chain.workdir.rglob("*patchcheck*"))
