@@ -161,7 +161,8 @@ def test_non_utf8_build_info_is_rewritten_with_a_warning(small: list[str], tmp_p
     run_cli("status", *small, cwd=tmp_path, expect=0)
 
 
-def test_activate_with_the_global_prefix_flag_too_activates(small: list[str], tmp_path: Path) -> None:
+def test_activate_with_the_global_prefix_flag_too_activates(small: list[str],
+                                                            tmp_path: Path) -> None:
     run_cli("build", *small, "--no-verify", expect=0)
     prefix = tmp_path / "prefix"
     link = tmp_path / "current"
