@@ -19,7 +19,7 @@ import pytest
 
 from tests.cli import child_env, run_cli
 from tests.conftest import require_tool
-from tests.e2e.test_bad_input import SMALL_PROJECT, Case, _write_case
+from tests.e2e.test_bad_input import SMALL_PROJECT, Case, _run_in_mount, _write_case, needs_mount
 from tests.support.chain import one_component_stack
 
 pytestmark = pytest.mark.e2e
@@ -208,3 +208,19 @@ def test_a_killed_patch_check_leaves_nothing_in_tmp(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stdout + done.stderr
     assert "removed the scratch folder of a patch check" in done.stdout, done.stdout
     assert not list(chain.workdir.rglob("*patchcheck*"))
+
+
+@needs_mount
+def test_a_full_disk_message_names_a_path_to_look_at(small: list[str], tmp_path: Path) -> None:
+    """A write that failed without a file name (a write to an open file) still names where
+    to look: never "cannot write a file ... (df -h )" (issue 31)."""
+    full = tmp_path / "work"
+    full.mkdir(exist_ok=True)
+    fill = (f"mount -t tmpfs -o size=4m tmpfs {full}\n"
+            f"dd if=/dev/zero of={full}/filler bs=64k 2>/dev/null || true")
+    result = _run_in_mount(fill, ["build", *small, "--no-verify", "--allow-existing-prefix"],
+                           tmp_path)
+    assert result.returncode == 1, result.explain()
+    assert "no space left" in result.output.lower(), result.explain()
+    assert "df -h )" not in result.output and "a file" not in result.output, result.explain()
+    assert "df -h /" in result.output, result.explain()
