@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
+from rocbuild.errors import redact
 from rocbuild.files import parse_json, read_json, read_regular, write_json_atomic
 
 if TYPE_CHECKING:
@@ -220,8 +221,8 @@ class ChildRegistry:
         except psutil.Error:
             started = time.time()
         doc = {"pid": proc.pid, "pgid": proc.pid, "sid": proc.pid, "start_ticks": ticks,
-               "argv": list(argv), "create_time": started, "owner": os.getpid(),
-               "owner_ticks": _start_ticks(os.getpid())}
+               "argv": [redact(str(a)) for a in argv], "create_time": started,
+               "owner": os.getpid(), "owner_ticks": _start_ticks(os.getpid())}
         (self.folder / f"{proc.pid}.json").write_text(json.dumps(doc))
 
     def remove(self, proc: Popen) -> None:
@@ -400,9 +401,10 @@ def clock() -> str:
 
 
 def stamped(text: str) -> str:
-    """Each line of ``text`` with the time in front, as rocbuild's own log lines carry it."""
+    """Each line of ``text`` with the time in front, as rocbuild's own log lines carry it
+    (and a URL's password taken out: errors.redact)."""
     stamp = f"[{now_stamp()}]"
-    return "\n".join(f"{stamp} {line}" for line in text.splitlines() or [""])
+    return "\n".join(f"{stamp} {line}" for line in redact(text).splitlines() or [""])
 
 
 def _previous_attempts(log: Path) -> tuple[int, bool]:
@@ -444,6 +446,7 @@ def write_attempt_marker(logf: BinaryIO, log: Path, what: str,
     off (rocbuild killed, the host rebooted), and the marker says so."""
     count, ended = _previous_attempts(log)
     number = count + 1
+    what = redact(what)  # a URL's password stays out of the log (errors.redact)
     lines = [f"\n{ATTEMPT_MARK}{number} · {now_stamp()} ===",
              *([] if ended else [f"# attempt {count} has no end line: rocbuild was stopped "
                                  "while it ran (killed, or the machine went down)"]),
@@ -496,7 +499,7 @@ def run_logged(argv: Sequence[str], *, log: Path | None = None, cwd: Path | None
     KeyboardInterrupt or SystemExit kills the whole process group, then propagates."""
     argv = [str(a) for a in argv]
     if echo is not None:
-        echo(f"+ {shlex.join(argv)}")
+        echo(redact(f"+ {shlex.join(argv)}"))
     last: collections.deque[str] = collections.deque(maxlen=tail)
     started = time.monotonic()
     with contextlib.ExitStack() as stack:
@@ -510,7 +513,7 @@ def run_logged(argv: Sequence[str], *, log: Path | None = None, cwd: Path | None
             proc = _start(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL,
                           stderr=subprocess.STDOUT, text=False)
         except OSError as exc:
-            message = f"cannot start {argv[0]}: {exc.strerror}"
+            message = f"cannot start {redact(argv[0])}: {exc.strerror}"
             if logf is not None:
                 logf.write((stamped(f"exit 127: {message}") + "\n").encode())
             if on_line is not None:
@@ -526,6 +529,9 @@ def run_logged(argv: Sequence[str], *, log: Path | None = None, cwd: Path | None
         try:
             assert proc.stdout is not None
             for raw in proc.stdout:
+                if b"://" in raw and b"@" in raw:  # git may echo the URL it was given
+                    raw = redact(raw.decode("utf-8", "surrogateescape")).encode(
+                        "utf-8", "surrogateescape")
                 if logf is not None:
                     logf.write(raw)
                 line = raw.decode("utf-8", "replace").rstrip("\r\n")
@@ -584,7 +590,7 @@ def run_capture(argv: Sequence[str], *, timeout: float | None = 30.0, cwd: Path 
     result has returncode None and what it printed until then."""
     argv = [str(a) for a in argv]
     if echo is not None:
-        echo(f"+ {shlex.join(argv)}")
+        echo(redact(f"+ {shlex.join(argv)}"))
     try:
         proc = _start(argv, cwd=cwd, env=env,
                       stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from rocbuild.errors import ConfigError
+from rocbuild.errors import ConfigError, redact
 from rocbuild.model import bounds, inputcheck
 from rocbuild.model.launchers import parse_ccache_mode, parse_distcc_hosts, parse_launcher
 from rocbuild.model.recipes import read_toml, suggest
@@ -115,7 +115,12 @@ def _parse_fraction(text: str) -> float:
 def _parse_cache(text: str) -> str:
     """A folder (made absolute), an http(s)/file URL or an oci:// registry reference, kept
     as text (cache.open_cache opens it)."""
-    scheme, sep, _ = text.partition("://")
+    scheme, sep, rest = text.partition("://")
+    if sep and "@" in rest.split("/", 1)[0]:  # user:password@host: urllib sends none of it,
+        # and the URL is shown in plan and "continue with" lines (issue 31)
+        raise ValueError(f"'{redact(text)}' carries a user or password before the host; "
+                         "rocbuild sends no credentials in a cache URL (an oci:// registry "
+                         "reads them from ROCBUILD_REGISTRY_AUTH or the Docker config)")
     if sep and scheme in ("http", "https", "file", "oci", "oci+http", "oci+https"):
         return text
     if sep:
