@@ -148,6 +148,20 @@ def test_deeply_nested_json_in_state_and_prefix_files_is_damage_not_a_crash(
                     ["verify"]):
         result = run_cli(*command, *small, cwd=tmp_path, timeout=300)
         assert result.returncode in (0, 1, 4), result.explain()
+    # the prefix registry, a leftover process record, the activate link's record
+    registry = Path(os.environ["XDG_STATE_HOME"]) / "rocbuild" / "prefixes.json"
+    registry.parent.mkdir(parents=True, exist_ok=True)
+    registry.write_text(deep_json())
+    (state / "running").mkdir(exist_ok=True)
+    (state / "running" / "4242.json").write_text(deep_json())
+    link = tmp_path / "current"
+    run_cli("activate", str(prefix), "--link", str(link), "--unproven", expect=0)
+    (tmp_path / ".current.rocbuild-state.json").write_text(deep_json())
+    run_cli("prefixes", *small, cwd=tmp_path, expect=0)
+    run_cli("build", *small, "--no-verify", cwd=tmp_path, expect=0)
+    assert not (state / "running" / "4242.json").exists()
+    result = run_cli("activate", "--previous", "--link", str(link), cwd=tmp_path)
+    assert result.returncode == 2, result.explain()
 
 
 def test_non_utf8_build_info_is_rewritten_with_a_warning(small: list[str], tmp_path: Path) -> None:
