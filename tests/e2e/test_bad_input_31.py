@@ -87,7 +87,7 @@ LOAD_CASES = [
     # an environment value exec cannot pass
     Case("env-200k", recipe=with_env("BIG", "x" * 200_000), names=("env.BIG", "bytes")),
     Case("env-many-100k", recipe=with_env("A", "x" * 100_000).replace(
-        "[env]\n", "[env]\n" + "".join(f'V{i} = "{"y" * 100_000}"\n' for i in range(12))),
+        "[env]\n", "[env]\n" + "".join(f'V{i} = "{"y" * 100_000}"\n' for i in range(24))),
         names=("env", "bytes")),
 ]
 
