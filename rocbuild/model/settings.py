@@ -9,6 +9,7 @@ field per option (a unit test keeps the two in step).
 from __future__ import annotations
 
 import argparse
+import errno
 import os
 import re
 from collections.abc import Callable, Mapping
@@ -38,7 +39,15 @@ def _parse_path(text: str) -> Path:
             bad.group(), f"the control character {bad.group()!r}")
         raise ValueError(f"{text!r} contains {what} (control character); use a path "
                          "without one")
-    return Path(os.path.expanduser(text)).absolute()
+    path = Path(os.path.expanduser(text)).absolute()
+    try:
+        os.stat(path)
+    except OSError as exc:  # ELOOP: pathlib's resolve() raised RuntimeError at build time
+        if exc.errno == errno.ELOOP:
+            raise ValueError(f"'{text}' runs through a loop of symbolic links") from None
+    except ValueError:  # a path too long for the system, or a surrogate: later checks say
+        pass
+    return path
 
 
 def _parse_base(text: str) -> Path | None:

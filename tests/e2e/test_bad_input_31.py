@@ -51,6 +51,11 @@ def _deep_stack(folder: Path) -> None:
         '[stack]\nversion = "6.4.3"\ntargets = ["gfx906"]\nprefix = "/opt/x"\n' + deep_toml())
 
 
+def _loop(folder: Path) -> None:
+    (folder / "loopA").symlink_to("loopB")
+    (folder / "loopB").symlink_to("loopA")
+
+
 LOAD_CASES = [
     # deeply nested TOML: RecursionError in the parser
     Case("deep-toml-recipe", recipe=deep_toml() + with_arg("-DX=1"), names=("nested",)),
@@ -84,6 +89,11 @@ LOAD_CASES = [
     Case("workdir-newline", flags=("--workdir", "/tmp/a\nb"), names=("--workdir", "newline")),
     Case("prefix-newline", flags=("--prefix", "/tmp/p\nq"), names=("--prefix", "newline")),
     Case("recipes-tab", flags=("--recipes", "/tmp/r\tq"), names=("--recipes", "control")),
+    # a loop of symbolic links where a folder should be (*own*: a RuntimeError at build)
+    Case("workdir-symlink-loop", setup=_loop, flags=("--workdir", "recipes/loopA/w"),
+         names=("--workdir", "loop of symbolic links")),
+    Case("prefix-symlink-loop", setup=_loop, flags=("--prefix", "recipes/loopA"),
+         names=("--prefix", "loop of symbolic links")),
     # an environment value exec cannot pass
     Case("env-200k", recipe=with_env("BIG", "x" * 200_000), names=("env.BIG", "bytes")),
     Case("env-many-100k", recipe=with_env("A", "x" * 100_000).replace(
