@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rocbuild.errors import ConfigError
+from rocbuild.errors import ConfigError, redact
 from rocbuild.model import buildsystems, cmakecode, inputcheck, launchers, layout, patchseries
 from rocbuild.model.base import Base, fetch_sources, load_base, within
 from rocbuild.model.patchseries import Patch
@@ -497,8 +497,9 @@ def _render_component(stack: Stack, recipe: Recipe, done: Mapping[str, Component
         raise ConfigError(
             f"{patches[0].path.parent}: '{recipe.name}' reuses the checkout of '{owner}', so its "
             f"patches belong in patches/{owner}/", tip=f"move the files to patches/{owner}/")
-    fingerprint_doc = {
-        "name": recipe.name, "kind": recipe.kind, "url": url, "ref": ref,
+    fingerprint_doc = {  # a URL's password is a credential, not a source: out (errors.redact)
+        "name": recipe.name, "kind": recipe.kind, "url": redact(url) if url else url,
+        "ref": ref,
         "submodules": recipe.source.submodules, "checkout": owner, "subdir": subdir,
         "cmake_args": args, "build_type": build_type, "env": env,
         "prefix": str(stack.prefix), "install_prefix": str(install_prefix),

@@ -263,3 +263,24 @@ def test_a_password_in_a_mirror_rule_or_a_cache_url_is_never_printed(tmp_path: P
     for result in shown:
         assert SECRET not in result.output, result.explain()
     assert "u:***@" in shown[0].output + shown[2].output
+
+
+def test_a_built_component_keeps_no_password_in_the_workdir_or_prefix(tmp_path: Path) -> None:
+    """A whole build from a URL with a password (a mirror rule maps it to the local repo):
+    no stamp, log, record or prefix file keeps the password (a workdir or prefix may be
+    shared), and the rerun finds everything current."""
+    for tool in ("git", "cmake", "ninja"):
+        require_tool(tool)
+    flags = one_component_stack(tmp_path, "a", SMALL_PROJECT)
+    secret_host = f"https://u:{SECRET}@example.invalid/"
+    recipe = tmp_path / "recipes" / "a.toml"
+    recipe.write_text(recipe.read_text().replace("https://example.invalid/", secret_host))
+    at = flags.index("--mirror") + 1
+    flags[at] = flags[at].replace("https://example.invalid/", secret_host)
+    run_cli("build", *flags, "--no-verify", cwd=tmp_path, expect=0)
+    again = run_cli("build", *flags, "--no-verify", cwd=tmp_path, expect=0)
+    assert "▶" not in again.stdout, again.explain()
+    for root in (tmp_path / "work", tmp_path / "prefix", Path(os.environ["XDG_STATE_HOME"])):
+        for file in root.rglob("*"):
+            if file.is_file() and not file.is_symlink() and ".git" not in file.parts:
+                assert SECRET.encode() not in file.read_bytes(), file
