@@ -1,7 +1,78 @@
-"""`python -m rocbuild` runs the same CLI as the `rocbuild` console script."""
+"""`python -m rocbuild` and the `rocbuild` console script. ``run`` first holds back Ctrl-C,
+SIGTERM and SIGHUP while the CLI is imported (the first ~0.4 s), then makes each end the
+command as Ctrl-C does (issue 31: a signal during the imports printed a traceback, or killed
+Python by the signal, where docs/exit-codes.md promises exit 130 and one line). A signal
+that came during the imports is acted on right after them. Nothing heavy is imported here."""
 
+import contextlib
+import signal
 import sys
 
-from rocbuild.cli.main import main
+EXIT_INTERRUPTED = 130  # errors.EXIT_INTERRUPTED, not imported: errors comes after the handlers
+INTERRUPTED = ("rocbuild: interrupted; what finished is kept, run the same command again to "
+               "continue")
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
-sys.exit(main())
+_held: list[int] = []
+
+
+def _hold(signum: int, frame: object) -> None:
+    _held.append(signum)
+
+
+def _stop(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+def _interrupted() -> int:
+    with contextlib.suppress(OSError, KeyboardInterrupt):  # a hangup took the terminal
+        print(INTERRUPTED, file=sys.stderr)
+    return EXIT_INTERRUPTED
+
+
+def _exit_interrupted() -> None:
+    """Exit 130 now. CPython (3.11) remembers a KeyboardInterrupt that left any ``exec`` of a
+    string (dataclasses and namedtuple make their methods so) even when the CLI caught it,
+    and then ends the process by SIGINT after finalizing, whatever ``sys.exit`` said: the
+    shell saw 130 one time and a death by signal the next. So the exit handlers run here and
+    the process ends with the documented code."""
+    import atexit
+    import os
+
+    try:
+        atexit._run_exitfuncs()
+        for stream in (sys.stdout, sys.stderr):
+            if stream is not None:
+                stream.flush()
+    except (OSError, ValueError, KeyboardInterrupt):
+        pass
+    os._exit(EXIT_INTERRUPTED)
+
+
+def run() -> int:
+    """The CLI's exit code; 130 with one line for an interrupt at any moment, imports too."""
+    for signum in STOP_SIGNALS:
+        signal.signal(signum, _hold)
+    from rocbuild.cli.main import main  # an exception inside importlib helps no one
+
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    for signum in STOP_SIGNALS[1:]:
+        signal.signal(signum, _stop)
+    if _held:
+        return _interrupted()
+    try:
+        return main()
+    except KeyboardInterrupt:
+        return _interrupted()
+
+
+def console() -> None:
+    """The `rocbuild` console script and `python -m rocbuild`."""
+    code = run()
+    if code == EXIT_INTERRUPTED:
+        _exit_interrupted()
+    sys.exit(code)
+
+
+if __name__ == "__main__":
+    console()

@@ -43,14 +43,28 @@ EXIT_CODES: dict[int, str] = {
 }
 
 
+# the password of a URL's user part: ``https://user:secret@host/...`` (source.git, a mirror
+# rule, a cache URL). The URL still reaches git; no message, log line or plan shows it.
+_URL_PASSWORD = re.compile(r"(?i)(\b[a-z][a-z0-9+.-]*://[^/\s:@]*:)[^/\s@]+@")
+REDACTED = "***"
+
+
+def redact(text: str) -> str:
+    """``text`` with each URL's password replaced by ``***`` (the user name stays)."""
+    if "@" not in text or "://" not in text:  # the usual case costs two scans
+        return text
+    return _URL_PASSWORD.sub(rf"\g<1>{REDACTED}@", text)
+
+
 class RocbuildError(Exception):
-    """Base of every error rocbuild reports without a traceback."""
+    """Base of every error rocbuild reports without a traceback. The message and the tip are
+    shown, logged and kept in failure records, so a URL's password is taken out here."""
 
     exit_code = EXIT_STEP_FAILED
 
     def __init__(self, message: str, *, tip: str | None = None) -> None:
-        super().__init__(message)
-        self.tip = tip
+        super().__init__(redact(message))
+        self.tip = redact(tip) if tip is not None else None
 
 
 class ConfigError(RocbuildError):

@@ -134,9 +134,21 @@ def _remove_in_place(path: Path) -> None:
         path.unlink(missing_ok=True)
 
 
-def read_json(path: Path) -> dict[str, Any] | None:
+def parse_json(data: str | bytes) -> Any:
+    """``json.loads`` whose every refusal is a ValueError: a document nested thousands of
+    levels deep (the parser's RecursionError) is as damaged as a truncated one, whether it
+    is a state file, a manifest or an OCI config a registry sent (issue 31)."""
     try:
-        doc = json.loads(read_regular(path).decode("utf-8"))
+        return json.loads(data)
+    except RecursionError:
+        raise ValueError("JSON nested too deeply to read") from None
+
+
+def read_json(path: Path) -> dict[str, Any] | None:
+    """The JSON object in the regular file ``path``; None when it is missing, not a regular
+    file, not UTF-8, not JSON (however deep) or not an object: damaged state is "not done"."""
+    try:
+        doc = parse_json(read_regular(path).decode("utf-8"))
     except (OSError, ValueError):
         return None
     return doc if isinstance(doc, dict) else None

@@ -19,6 +19,7 @@ import os
 import shlex
 import signal
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -27,7 +28,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
 from rocbuild import files
-from rocbuild.files import read_json, read_regular, write_json_atomic
+from rocbuild.errors import redact
+from rocbuild.files import parse_json, read_json, read_regular, write_json_atomic
 
 if TYPE_CHECKING:
     import psutil
@@ -61,22 +63,157 @@ class RunResult:
         return self.returncode == 0
 
 
+# --- sessions: what a step started, however deep (ninja puts each job in a process group of
+# its own, so a group kill of `cmake --build` misses the compilers and a custom command's sh;
+# none of them leaves the session rocbuild made for the step, so the session is the unit) ---
+
+def _stat_of(pid: int) -> tuple[str, int, int] | None:
+    """State letter, session id and start time (clock ticks after boot) of ``pid`` from
+    ``/proc/<pid>/stat``; None when it is gone. Runs in the watchdog too: stdlib only."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            raw = f.read()
+    except OSError:
+        return None
+    fields = raw.rsplit(b")", 1)[-1].split()  # after the name, which may hold spaces
+    try:
+        return fields[0].decode(), int(fields[3]), int(fields[19])
+    except (IndexError, ValueError):
+        return None
+
+
+def session_members(sessions: dict[int, int]) -> list[int]:
+    """Live processes (zombies aside) in the sessions ``sessions`` names (session id ->
+    start ticks of its leader) that started no earlier than their leader: a session id
+    reused after a reboot or a pid wrap has younger members only if its new leader is young,
+    and then the leader's own start time differs, which the callers check."""
+    import os
+
+    me, found = os.getpid(), []
+    for name in os.listdir("/proc"):
+        if not name.isdigit() or int(name) == me:
+            continue
+        stat = _stat_of(int(name))
+        if stat is None or stat[0] in "ZX" or stat[1] not in sessions:
+            continue
+        if stat[2] >= sessions[stat[1]]:
+            found.append(int(name))
+    return found
+
+
+def end_sessions(sessions: dict[int, int], grace: float = 5.0) -> list[int]:
+    """SIGTERM every process of ``sessions`` (session_members), SIGKILL what is still alive
+    after ``grace`` seconds, and again for what they started meanwhile; returns the pids
+    that were signalled. Runs in the watchdog too: stdlib only."""
+    import os
+    import signal
+    import time
+
+    ended: list[int] = []
+    for round_ in range(10):  # a forking shell may start a new job while we look
+        members = session_members(sessions)
+        if not members:
+            break
+        ended += [p for p in members if p not in ended]
+        sig = signal.SIGTERM if round_ == 0 else signal.SIGKILL
+        for pid in members:
+            try:  # noqa: SIM105 (the watchdog's copy has no contextlib import)
+                os.kill(pid, sig)
+            except OSError:
+                pass
+        deadline = time.monotonic() + (grace if round_ == 0 else 1.0)
+        while time.monotonic() < deadline and session_members(sessions):
+            time.sleep(0.1)
+    return ended
+
+
+def _watch() -> None:
+    """The watchdog's main: ``+ SID TICKS`` and ``- SID`` lines on stdin say which sessions
+    rocbuild's children hold; at end of input (rocbuild exited, however: a kill -9 too) it
+    ends every session still named. Ctrl-C and a hangup reach rocbuild, not this."""
+    import signal
+    import sys
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    sessions: dict[int, int] = {}
+    for line in sys.stdin.buffer:
+        words = line.split()
+        try:
+            if len(words) == 3 and words[0] == b"+":
+                sessions[int(words[1])] = int(words[2])
+            elif len(words) == 2 and words[0] == b"-":
+                sessions.pop(int(words[1]), None)
+        except ValueError:
+            continue
+    if sessions:
+        end_sessions(sessions)
+
+
+def _watchdog_source() -> str:
+    """The watchdog as a program for ``python -I -S -c``: no import path, no site packages,
+    so it starts fast and does not depend on how rocbuild was installed."""
+    import inspect
+
+    parts = [inspect.getsource(f) for f in (_stat_of, session_members, end_sessions, _watch)]
+    return "from __future__ import annotations\n" + "\n".join(parts) + "\n_watch()\n"
+
+
+def _start_ticks(pid: int) -> int:
+    stat = _stat_of(pid)
+    return stat[2] if stat is not None else 0
+
+
 @dataclass
 class ChildRegistry:
     """The children of one run: in memory, to kill them all when the run is interrupted, and
-    as files naming their process groups (when ``folder`` is set), to clean up after a crash.
-    The run (its BuildContext) owns one; nothing here is module-global."""
+    as files naming their sessions (when ``folder`` is set), to clean up after a crash.
+    With a folder, a watchdog process (its own session, so a kill of rocbuild's process group
+    spares it) learns each child's session through a pipe and ends every session still open
+    when the pipe closes: a ``kill -9`` of rocbuild stops its compile jobs, ninja's and the
+    compilers' too, within seconds. The run (its BuildContext) owns one; nothing here is
+    module-global."""
 
     folder: Path | None
     _mine: set[int] = field(default_factory=set)
     _live: dict[int, Popen] = field(default_factory=dict, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    _watchdog: Popen | None = field(default=None, repr=False)
+
+    def _tell_watchdog(self, line: str) -> None:
+        """One line to the watchdog, started on the first child; a watchdog that cannot start
+        or has gone leaves the next run's reap_leftovers to do its work."""
+        with self._lock:
+            if self._watchdog is None:
+                try:
+                    self._watchdog = subprocess.Popen(
+                        [sys.executable, "-I", "-S", "-c", _watchdog_source()],
+                        stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                        stderr=subprocess.DEVNULL, cwd="/", start_new_session=True)
+                except OSError:
+                    return
+            assert self._watchdog.stdin is not None
+            with contextlib.suppress(OSError, ValueError):
+                self._watchdog.stdin.write(line.encode())
+                self._watchdog.stdin.flush()
+
+    def close(self) -> None:
+        """No child left: the watchdog is told so (its pipe closes) and goes."""
+        with self._lock:
+            dog, self._watchdog = self._watchdog, None
+        if dog is not None and dog.stdin is not None:
+            with contextlib.suppress(OSError):
+                dog.stdin.close()
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                dog.wait(timeout=10)
 
     def add(self, proc: Popen, argv: Sequence[str]) -> None:
         with self._lock:
             self._live[proc.pid] = proc
         if self.folder is None:
             return
+        ticks = _start_ticks(proc.pid)
+        self._tell_watchdog(f"+ {proc.pid} {ticks}\n")
         self.folder.mkdir(parents=True, exist_ok=True)
         import psutil  # loaded when a child is watched or killed (issue 25: not per command)
 
@@ -84,8 +221,9 @@ class ChildRegistry:
             started = psutil.Process(proc.pid).create_time()
         except psutil.Error:
             started = time.time()
-        doc = {"pid": proc.pid, "pgid": proc.pid, "argv": list(argv), "create_time": started,
-               "owner": os.getpid()}
+        doc = {"pid": proc.pid, "pgid": proc.pid, "sid": proc.pid, "start_ticks": ticks,
+               "argv": [redact(str(a)) for a in argv], "create_time": started,
+               "owner": os.getpid(), "owner_ticks": _start_ticks(os.getpid())}
         fd = files.open_own(self.folder / f"{proc.pid}.json", os.O_WRONLY | os.O_TRUNC)
         with os.fdopen(fd, "w", encoding="utf-8") as f:  # never through a link (issue 31)
             f.write(json.dumps(doc))
@@ -94,6 +232,7 @@ class ChildRegistry:
         with self._lock:
             self._live.pop(proc.pid, None)
         if self.folder is not None:
+            self._tell_watchdog(f"- {proc.pid}\n")
             with contextlib.suppress(FileNotFoundError):
                 (self.folder / f"{proc.pid}.json").unlink()
 
@@ -107,31 +246,65 @@ class ChildRegistry:
         for proc in self.live():
             kill_tree(proc)
 
-    def reap_leftovers(self) -> list[str]:
-        """Kill process groups left by a run whose rocbuild process is gone; returns what was
-        killed, for the log. A recorded pid reused by an unrelated process is left alone
-        (its create time differs)."""
-        killed: list[str] = []
+    def _records(self) -> list[tuple[Path, dict[str, Any] | None]]:
         left = sorted(self.folder.glob("*.json")) if self.folder is not None else []
-        if not left:  # the usual case: the last run ended its children
-            return killed
-        import psutil  # loaded when a child is watched or killed (issue 25: not per command)
-
+        found: list[tuple[Path, dict[str, Any] | None]] = []
         for file in left:
             try:
-                doc = json.loads(read_regular(file).decode())
+                doc = parse_json(read_regular(file).decode())
+                found.append((file, doc if isinstance(doc, dict) else None))
             except (OSError, ValueError):
-                file.unlink(missing_ok=True)
+                found.append((file, None))
+        return found
+
+    @staticmethod
+    def _owner_alive(doc: dict[str, Any]) -> bool:
+        owner = doc.get("owner")
+        if not isinstance(owner, int) or owner == os.getpid():
+            return False
+        stat = _stat_of(owner)
+        if stat is None or stat[0] in "ZX":
+            return False
+        ticks = doc.get("owner_ticks")  # a pid reused by another program is not that run
+        return not isinstance(ticks, int) or ticks == 0 or ticks == stat[2]
+
+    @staticmethod
+    def _session(doc: dict[str, Any]) -> dict[int, int]:
+        """The session a record names, when it is still that run's: its leader alive with the
+        recorded start time, or gone (its jobs may live on: ninja's, a compiler)."""
+        sid, ticks = doc.get("sid", doc.get("pid")), doc.get("start_ticks")
+        if not isinstance(sid, int) or not isinstance(ticks, int) or sid <= 1:
+            return {}
+        stat = _stat_of(sid)
+        if stat is not None and stat[2] != ticks:
+            return {}  # the pid is another program's now; its session is not ours
+        return {sid: ticks}
+
+    def leftovers(self) -> list[tuple[str, list[int]]]:
+        """The processes a killed run left, read only: its command and the live pids of each
+        of its sessions (status names them)."""
+        found = []
+        for _, doc in self._records():
+            if doc is None or self._owner_alive(doc):
                 continue
-            if psutil.pid_exists(doc.get("owner", -1)) and doc.get("owner") != os.getpid():
+            session = self._session(doc)
+            pids = session_members(session) if session else []
+            if pids:
+                found.append((shlex.join(map(str, doc.get("argv") or ["?"])), pids))
+        return found
+
+    def reap_leftovers(self) -> list[str]:
+        """End every process of every session left by a run whose rocbuild process is gone
+        (the step's own and what it started: ninja's jobs live in process groups of their
+        own, but in the step's session); returns what was ended, for the log. A recorded pid
+        reused by an unrelated process is left alone (its start time differs)."""
+        killed: list[str] = []
+        for file, doc in self._records():
+            if doc is not None and self._owner_alive(doc):
                 continue  # that run is still alive (the run lock should prevent this)
-            try:
-                leader = psutil.Process(doc["pid"])
-                if abs(leader.create_time() - doc["create_time"]) < 1.0:
-                    os.killpg(doc["pgid"], signal.SIGKILL)
-                    killed.append(shlex.join(doc["argv"]))
-            except (psutil.Error, ProcessLookupError, PermissionError, KeyError):
-                pass
+            session = self._session(doc) if doc is not None else {}
+            if session and end_sessions(session, grace=2.0):
+                killed.append(shlex.join(map(str, doc.get("argv") or ["?"])) if doc else "?")
             file.unlink(missing_ok=True)
         return killed
 
@@ -231,9 +404,10 @@ def clock() -> str:
 
 
 def stamped(text: str) -> str:
-    """Each line of ``text`` with the time in front, as rocbuild's own log lines carry it."""
+    """Each line of ``text`` with the time in front, as rocbuild's own log lines carry it
+    (and a URL's password taken out: errors.redact)."""
     stamp = f"[{now_stamp()}]"
-    return "\n".join(f"{stamp} {line}" for line in text.splitlines() or [""])
+    return "\n".join(f"{stamp} {line}" for line in redact(text).splitlines() or [""])
 
 
 def _previous_attempts(log: Path) -> tuple[int, bool]:
@@ -275,6 +449,7 @@ def write_attempt_marker(logf: BinaryIO, log: Path, what: str,
     off (rocbuild killed, the host rebooted), and the marker says so."""
     count, ended = _previous_attempts(log)
     number = count + 1
+    what = redact(what)  # a URL's password stays out of the log (errors.redact)
     lines = [f"\n{ATTEMPT_MARK}{number} · {now_stamp()} ===",
              *([] if ended else [f"# attempt {count} has no end line: rocbuild was stopped "
                                  "while it ran (killed, or the machine went down)"]),
@@ -334,7 +509,7 @@ def run_logged(argv: Sequence[str], *, log: Path | None = None, cwd: Path | None
     KeyboardInterrupt or SystemExit kills the whole process group, then propagates."""
     argv = [str(a) for a in argv]
     if echo is not None:
-        echo(f"+ {shlex.join(argv)}")
+        echo(redact(f"+ {shlex.join(argv)}"))
     last: collections.deque[str] = collections.deque(maxlen=tail)
     started = time.monotonic()
     with contextlib.ExitStack() as stack:
@@ -348,7 +523,7 @@ def run_logged(argv: Sequence[str], *, log: Path | None = None, cwd: Path | None
             proc = _start(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL,
                           stderr=subprocess.STDOUT, text=False)
         except OSError as exc:
-            message = f"cannot start {argv[0]}: {exc.strerror}"
+            message = f"cannot start {redact(argv[0])}: {exc.strerror}"
             if logf is not None:
                 logf.write((stamped(f"exit 127: {message}") + "\n").encode())
             if on_line is not None:
@@ -364,6 +539,9 @@ def run_logged(argv: Sequence[str], *, log: Path | None = None, cwd: Path | None
         try:
             assert proc.stdout is not None
             for raw in proc.stdout:
+                if b"://" in raw and b"@" in raw:  # git may echo the URL it was given
+                    raw = redact(raw.decode("utf-8", "surrogateescape")).encode(
+                        "utf-8", "surrogateescape")
                 if logf is not None:
                     logf.write(raw)
                 line = raw.decode("utf-8", "replace").rstrip("\r\n")
@@ -422,7 +600,7 @@ def run_capture(argv: Sequence[str], *, timeout: float | None = 30.0, cwd: Path 
     result has returncode None and what it printed until then."""
     argv = [str(a) for a in argv]
     if echo is not None:
-        echo(f"+ {shlex.join(argv)}")
+        echo(redact(f"+ {shlex.join(argv)}"))
     try:
         proc = _start(argv, cwd=cwd, env=env,
                       stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,

@@ -166,6 +166,8 @@ def parse_json(stdout: str) -> Parsed:
         doc = json.loads(text)
     except json.JSONDecodeError as exc:
         return Parsed(error=f"llama-bench output is not JSON ({exc.msg} at line {exc.lineno})")
+    except RecursionError:  # nested past reading: damage like any other
+        return Parsed(error="llama-bench output is not JSON (nested too deeply to read)")
     if not isinstance(doc, list) or not all(isinstance(t, dict) for t in doc):
         return Parsed(error="llama-bench JSON is not a list of test objects")
     bad = [test_name(t) for t in doc if not isinstance(t.get("samples_ts"), list)]

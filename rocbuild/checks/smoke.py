@@ -10,7 +10,6 @@ machines, so only detection, the skip path and the commands are tested there.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import tempfile
@@ -21,6 +20,7 @@ from typing import Any
 
 from rocbuild import proc
 from rocbuild.checks import gpu
+from rocbuild.files import parse_json
 from rocbuild.model.steps import shell_line
 from rocbuild.model.targets import TargetId
 
@@ -181,9 +181,9 @@ def _expect(pattern: str, what: str) -> Check:
 
 def _check_bench(output: str) -> tuple[bool, str]:
     try:
-        runs = json.loads(output)
-    except json.JSONDecodeError as exc:
-        return False, f"llama-bench did not print JSON ({exc.msg})"
+        runs = parse_json(output)
+    except ValueError as exc:
+        return False, f"llama-bench did not print JSON ({getattr(exc, 'msg', exc)})"
     if not isinstance(runs, list) or not runs:
         return False, "llama-bench printed no result"
     parts = [f"{r.get('n_prompt', 0)}/{r.get('n_gen', 0)}: {float(r.get('avg_ts', 0)):.1f} t/s"

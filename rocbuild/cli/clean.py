@@ -25,10 +25,11 @@ import contextlib
 import os
 import shutil
 import sys
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from rocbuild import proc
 from rocbuild.model import launchers
 from rocbuild.model.graph import Component, Stack
 from rocbuild.model.workdir import CONFIGS_DIR, Workdir, read_registry
@@ -157,10 +158,16 @@ def _prune_empty(folder: Path, stop: Path) -> None:
         folder = folder.parent
 
 
-def locked(stack: Stack) -> contextlib.AbstractContextManager[None]:
+@contextlib.contextmanager
+def locked(stack: Stack, say: Callable[[str], None]) -> Iterator[None]:
     """The workdir's run lock: cleaning while a build runs would pull its trees from under it,
-    so this raises BusyError (exit 3) when a build holds it."""
-    return StateDir.of(stack).lock()
+    so this raises BusyError (exit 3) when a build holds it. A killed run's processes (its
+    watchdog gone too: proc.ChildRegistry) are ended first, each said through ``say``, so no
+    ninja of theirs writes into a tree being removed."""
+    with StateDir.of(stack).lock():
+        for command in proc.ChildRegistry(stack.work.running).reap_leftovers():
+            say(f"ended a leftover process of an earlier run: {command}")
+        yield
 
 
 def remove(stack: Stack, items: list[Item]) -> int:

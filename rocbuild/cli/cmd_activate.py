@@ -24,7 +24,9 @@ def register(sub: argparse._SubParsersAction, parents: list[argparse.ArgumentPar
                     "back. A prefix verify did not prove needs --unproven. A real directory at "
                     "the link path (a packaged ROCm) is never replaced.")
     which = parser.add_mutually_exclusive_group(required=True)
-    which.add_argument("prefix", nargs="?", type=Path, metavar="PREFIX",
+    # not "prefix": the global --prefix writes args.prefix too (a string), and
+    # `activate P --prefix P` then failed with an AttributeError (issue 31)
+    which.add_argument("prefix_path", nargs="?", type=Path, metavar="PREFIX",
                        help="the prefix to activate, e.g. /opt/rocm-6.4-gfx906")
     which.add_argument("--previous", action="store_true",
                        help="switch back to what the link pointed at before the last switch")
@@ -48,7 +50,7 @@ def link_path(args: argparse.Namespace) -> Path:
 def run(args: argparse.Namespace, settings: Settings) -> int:
     link = link_path(args)
     target = (activate.previous_target(link) if args.previous
-              else args.prefix.expanduser() if args.prefix is not None else None)
+              else args.prefix_path.expanduser() if args.prefix_path is not None else None)
     if target is None:  # pragma: no cover - argparse requires one of them
         raise ConfigError("name a PREFIX or --previous")
     # a build installing into the prefix holds its lock: busy (exit 3, naming it), and no

@@ -59,7 +59,8 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     chosen = None if args.all else [stack.components[n] for n in args.components]
     if args.dry_run:
         return report(stack, clean.find(stack, chosen, kinds), dry_run=True)
-    with clean.locked(stack):  # refused (exit 3) while a build runs
+    with clean.locked(stack, lambda line: console().print(escape(line), soft_wrap=True)):
+        # refused (exit 3) while a build runs
         return report(stack, clean.find(stack, chosen, kinds), dry_run=False)
 
 

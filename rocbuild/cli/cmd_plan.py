@@ -13,6 +13,7 @@ from rich.markup import escape
 from rocbuild.checks import hostload, launchtools
 from rocbuild.cli import plan_table
 from rocbuild.cli.ui import console, print_commands, print_cost, print_plan
+from rocbuild.errors import redact
 from rocbuild.model import cost
 from rocbuild.model.graph import load_stack
 from rocbuild.model.plan import Plan, build_plan, to_json
@@ -98,8 +99,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     if args.json:
         doc = to_json(plan)
         doc["base_change"] = changed  # the workdir's last build was on another base (or none)
-        json.dump(doc, sys.stdout, indent=2)
-        sys.stdout.write("\n")
+        sys.stdout.write(redact(json.dumps(doc, indent=2)) + "\n")  # no URL's password
     elif args.commands:
         print_commands(plan, sys.stdout)
     else:

@@ -111,6 +111,10 @@ def print_status(report: StatusReport, out: Console, requested: list[str]) -> No
     for comp in report.components:
         if comp.failure is not None:
             _print_failure(out, comp.name, comp.failure, show_command=not held)
+    for leftover, pids in report.leftovers:
+        out.print(f"[bold yellow]still running[/] from a run that was killed: "
+                  f"{escape(leftover)} (pids {', '.join(map(str, pids))}); `rocbuild clean` "
+                  "or the next build ends them", soft_wrap=True)
     if held:
         out.print(f"[bold cyan]a build is running[/] in this workdir (pid "
                   f"{report.lock_holder}); run `rocbuild status` again to follow it")

@@ -13,6 +13,7 @@ import argparse
 import importlib
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 from typing import NoReturn
 
 from rocbuild import __version__, faults
@@ -117,6 +118,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     args.argv = list(sys.argv[1:] if argv is None else argv)  # for "continue with" lines
     flags = {o.name: getattr(args, o.name) for o in settings.OPTIONS if hasattr(args, o.name)}
+    resolved: settings.Settings | None = None
     try:
         if not getattr(args, "needs_settings", True):  # `rocbuild help`: no config is read
             return int(args.func(args))
@@ -132,7 +134,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except OSError as exc:  # a full disk or a read-only file system under rocbuild's own files
         if not faults.is_machine_fault(exc):
             raise
-        return report(faults.explain(exc), sys.stderr)
+        # where to look when the error names no file (a write to an open one)
+        given = (resolved.workdir, resolved.prefix) if resolved is not None else (
+            flags.get("workdir"), flags.get("prefix"))
+        near = [Path(p) for p in given if p is not None]
+        return report(faults.explain(exc, near=near), sys.stderr)
     except BrokenPipeError:  # `rocbuild plan | head`: the reader left, which is not an error
         sys.stdout = None  # no flush of a closed pipe at exit
         return 0

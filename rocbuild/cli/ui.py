@@ -13,6 +13,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.text import Text
 
+from rocbuild.errors import redact
 from rocbuild.model import wording
 from rocbuild.model.cost import summary_lines
 from rocbuild.model.graph import Stack
@@ -106,8 +107,8 @@ def print_plan(plan: Plan, out: Console) -> None:
     width = max(12, *(len(name) for name in doc["settings"]))
     for name, entry in doc["settings"].items():
         value = entry["value"]
-        text = (", ".join(value) if isinstance(value, list) else
-                "" if value is None else str(value))  # "(none)", as for an empty list
+        text = redact(", ".join(value) if isinstance(value, list) else
+                      "" if value is None else str(value))  # "(none)", as for an empty list
         if name == "jobs" and value is None:
             text = "auto"  # sized per component from free memory and CPUs (the table)
         if entry.get("effective"):  # what an `auto` or a host list came to on this machine
@@ -177,8 +178,8 @@ def print_commands(plan: Plan, out: TextIO) -> None:
                 out.writelines(shell_line(argv) + "\n" for argv in venv)
                 venv = []
             out.write(f"# {step.step}\n")
-            for argv in step.argvs:
-                out.write(shell_line(argv, step.env) + "\n")
+            for argv in step.argvs:  # a URL's password stays out (errors.redact)
+                out.write(redact(shell_line(argv, step.env)) + "\n")
         out.write("\n")
     if venv:  # only source-only components selected: the run still prepares the venv
         out.write("# --- build venv ---\n")

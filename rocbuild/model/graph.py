@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rocbuild.errors import ConfigError
+from rocbuild.errors import ConfigError, redact
 from rocbuild.model import buildsystems, cmakecode, inputcheck, launchers, layout, patchseries
 from rocbuild.model.base import Base, fetch_sources, load_base, within
 from rocbuild.model.patchseries import Patch
@@ -491,8 +491,9 @@ def _render_component(stack: Stack, recipe: Recipe, done: Mapping[str, Component
                               "the argument says, outside the build tree and the prefix",
                               tip=f"remove it from {recipe.file} (run cmake by hand in the "
                                   "build tree to trace or profile a configure)")
-    env = tuple(sorted((k, inputcheck.no_nul(where, f"env.{k}", r(v, f"env.{k}")))
+    env = tuple(sorted((k, inputcheck.env_value(where, f"env.{k}", k, r(v, f"env.{k}")))
                        for k, v in recipe.env.items()))
+    inputcheck.env_total(where, env)
     build_type = inputcheck.no_nul(where, f"{table}.build_type",
                                    r(recipe.build_type, f"{table}.build_type"))
     install_prefix = inputcheck.install_prefix_inside(
@@ -514,8 +515,9 @@ def _render_component(stack: Stack, recipe: Recipe, done: Mapping[str, Component
         raise ConfigError(
             f"{patches[0].path.parent}: '{recipe.name}' reuses the checkout of '{owner}', so its "
             f"patches belong in patches/{owner}/", tip=f"move the files to patches/{owner}/")
-    fingerprint_doc = {
-        "name": recipe.name, "kind": recipe.kind, "url": url, "ref": ref,
+    fingerprint_doc = {  # a URL's password is a credential, not a source: out (errors.redact)
+        "name": recipe.name, "kind": recipe.kind, "url": redact(url) if url else url,
+        "ref": ref,
         "submodules": recipe.source.submodules, "checkout": owner, "subdir": subdir,
         "cmake_args": args, "build_type": build_type, "env": env,
         "prefix": str(stack.prefix), "install_prefix": str(install_prefix),

@@ -21,6 +21,7 @@ from rocbuild.model.paths import within
 
 # what exec accepts: one string at most MAX_ARG_STRLEN (32 pages), all of them ~2 MiB
 MAX_ARG_BYTES = 128 * 1024 - 1
+MAX_ENV_BYTES = 1 << 20  # a recipe's [env] together: exec's ~2 MiB holds argv, env and PATH
 MAX_ARGS = 4096  # far above any real recipe (LLVM's has about 60), far below exec's limit
 # a ref is a tag, a branch or a commit id: git's ref-name rules, minus what a shell or git's
 # option parser would treat specially (check-ref-format allows a few of these; no ROCm tag
@@ -109,6 +110,29 @@ def env_name(where: str, key: str, name: str) -> str:
                     "for every step)",
                     f"remove '{key}' from {where}")
     return name
+
+
+def env_value(where: str, key: str, name: str, value: str) -> str:
+    """A value exec can pass: ``NAME=value`` is one string, held to MAX_ARG_BYTES like an
+    argument (a longer one fails every step's exec with E2BIG, at configure, hours in)."""
+    no_nul(where, key, value)
+    size = len(f"{name}={value}".encode("utf-8", "surrogatepass"))
+    if size > MAX_ARG_BYTES:
+        raise _fail(where, key, f"a value of {len(value)} characters; {name}=<value> is "
+                    f"{size} bytes, more than exec passes in one variable ({MAX_ARG_BYTES} "
+                    "bytes)", f"shorten '{key}' in {where} (a long list belongs in a file "
+                    "the build reads)")
+    return value
+
+
+def env_total(where: str, env: Sequence[tuple[str, str]]) -> None:
+    """All of a recipe's [env] at most MAX_ENV_BYTES: exec takes about 2 MiB for the
+    arguments and the whole environment together, the user's own included."""
+    size = sum(len(f"{k}={v}".encode("utf-8", "surrogatepass")) + 1 for k, v in env)
+    if size > MAX_ENV_BYTES:
+        raise _fail(where, "env", f"the variables add up to {size} bytes, more than rocbuild "
+                    f"passes to a step ({MAX_ENV_BYTES} bytes; exec's limit is shared with "
+                    "the arguments)", f"shorten the values of [env] in {where}")
 
 
 def arg_list(where: str, key: str, args: Sequence[str]) -> None:

@@ -339,6 +339,9 @@ def read_toml(file: Path, tip: str = "check --recipes / ROCBUILD_RECIPES") -> di
     except UnicodeDecodeError as exc:
         raise ConfigError(f"{file}: not UTF-8 text (byte {exc.start}: {exc.reason})",
                           tip=f"save {file} as UTF-8") from None
+    except RecursionError:  # the parser recurses per level of [ or {: x = [[[[...]]]]
+        raise ConfigError(f"{file}: invalid TOML: arrays or tables nested too deeply to read",
+                          tip=f"fix the syntax of {file}") from None
     except OSError as exc:
         raise ConfigError(f"{file}: cannot read: {exc.strerror}", tip=tip) from None
 

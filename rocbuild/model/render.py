@@ -215,7 +215,17 @@ def _deadline(seconds: float) -> Iterator[None]:
         sys.settrace(previous)
 
 
-_ENV = _LimitedSandbox(undefined=jinja2.StrictUndefined, autoescape=False,
+class _Undefined(jinja2.StrictUndefined):
+    """StrictUndefined that fails when shown inside a container too: jinja2's prints a list
+    or dict through repr(), which StrictUndefined allows, so ``{{ [nosuch] }}`` rendered as
+    ``[Undefined]`` in a build's arguments instead of the undefined-variable error."""
+
+    __slots__ = ()
+    __repr__ = jinja2.StrictUndefined._fail_with_undefined_error
+    __format__ = jinja2.StrictUndefined._fail_with_undefined_error
+
+
+_ENV = _LimitedSandbox(undefined=_Undefined, autoescape=False,
                        keep_trailing_newline=True)
 _ENV.globals = {name: _ENV.globals[name] for name in GLOBALS}
 _FILTERS = dict(_ENV.filters)
@@ -286,8 +296,9 @@ def render(text: str, context: Mapping[str, Any], *, file: Path, key: str) -> st
     except jinja2.TemplateError as exc:  # sandbox refusals and filter errors
         raise ConfigError(f"{file}: key '{key}': template error: {exc} (template {text!r})",
                           tip=f"fix the template in '{key}' of {file}") from None
-    except (ArithmeticError, ValueError, TypeError, LookupError, MemoryError,
-            RecursionError) as exc:  # range() too long, 1/0, int('x'), a 5000-digit literal
+    except Exception as exc:  # a template is the recipe author's code, and what it raises
+        # is its error: 1/0, int('x'), {{ 1|wordwrap }} (AttributeError), {{ 'a'|truncate(-1) }}
+        # (AssertionError), a 5000-digit literal, a deep recursion
         raise ConfigError(f"{file}: key '{key}': template error: {type(exc).__name__}: "
                           f"{str(exc)[:200]} (template {text[:200]!r})",
                           tip=f"fix the template in '{key}' of {file}") from None

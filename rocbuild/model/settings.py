@@ -9,6 +9,7 @@ field per option (a unit test keeps the two in step).
 from __future__ import annotations
 
 import argparse
+import errno
 import os
 import re
 from collections.abc import Callable, Mapping
@@ -16,7 +17,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from rocbuild.errors import ConfigError
+from rocbuild.errors import ConfigError, redact
 from rocbuild.model import bounds, inputcheck
 from rocbuild.model.launchers import parse_ccache_mode, parse_distcc_hosts, parse_launcher
 from rocbuild.model.recipes import read_toml, suggest
@@ -25,8 +26,28 @@ from rocbuild.model.targets import TargetError, TargetId, parse_target_list, pro
 CONFIG_FILE_NAME = "rocbuild.toml"
 
 
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
 def _parse_path(text: str) -> Path:
-    return Path(os.path.expanduser(text)).absolute()
+    """An absolute path without control characters: a newline or a tab in a workdir or
+    prefix is accepted by the file system but breaks the generated build files (ninja reads
+    a newline as the end of a rule) and every PATH-like variable, hours later (issue 31)."""
+    bad = _CONTROL.search(text)
+    if bad:
+        what = {"\n": "a newline", "\r": "a carriage return", "\t": "a tab"}.get(
+            bad.group(), f"the control character {bad.group()!r}")
+        raise ValueError(f"{text!r} contains {what} (control character); use a path "
+                         "without one")
+    path = Path(os.path.expanduser(text)).absolute()
+    try:
+        os.stat(path)
+    except OSError as exc:  # ELOOP: pathlib's resolve() raised RuntimeError at build time
+        if exc.errno == errno.ELOOP:
+            raise ValueError(f"'{text}' runs through a loop of symbolic links") from None
+    except ValueError:  # a path too long for the system, or a surrogate: later checks say
+        pass
+    return path
 
 
 def _parse_base(text: str) -> Path | None:
@@ -103,7 +124,12 @@ def _parse_fraction(text: str) -> float:
 def _parse_cache(text: str) -> str:
     """A folder (made absolute), an http(s)/file URL or an oci:// registry reference, kept
     as text (cache.open_cache opens it)."""
-    scheme, sep, _ = text.partition("://")
+    scheme, sep, rest = text.partition("://")
+    if sep and "@" in rest.split("/", 1)[0]:  # user:password@host: urllib sends none of it,
+        # and the URL is shown in plan and "continue with" lines (issue 31)
+        raise ValueError(f"'{redact(text)}' carries a user or password before the host; "
+                         "rocbuild sends no credentials in a cache URL (an oci:// registry "
+                         "reads them from ROCBUILD_REGISTRY_AUTH or the Docker config)")
     if sep and scheme in ("http", "https", "file", "oci", "oci+http", "oci+https"):
         return text
     if sep:

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rocbuild.errors import ActivationError, ConfigError, RocbuildError
-from rocbuild.files import open_lock, read_regular, write_text_atomic
+from rocbuild.files import open_lock, parse_json, read_regular, write_text_atomic
 from rocbuild.prefix import buildinfo, registry
 from rocbuild.prefix.buildinfo import PREFIX_FILE_MODE, BuildInfo, info_path, now, read_build_info
 
@@ -72,7 +72,7 @@ def current_target(link: Path) -> Path | None:
 
 def read_state(link: Path) -> LinkState | None:
     try:
-        doc = json.loads(read_regular(state_path(link)).decode("utf-8"))
+        doc = parse_json(read_regular(state_path(link)).decode("utf-8"))
     except (OSError, ValueError):
         return None
     if not isinstance(doc, dict):

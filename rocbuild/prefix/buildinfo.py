@@ -22,7 +22,7 @@ from typing import Any
 
 from rocbuild import __version__
 from rocbuild.errors import ConfigError
-from rocbuild.files import read_regular, write_text_atomic
+from rocbuild.files import parse_json, read_regular, write_text_atomic
 from rocbuild.model.graph import Stack
 from rocbuild.model.layout import INFO_DIR, INFO_FILE, info_path  # noqa: F401 - re-exported
 from rocbuild.prefix import registry
@@ -208,13 +208,13 @@ def read_build_info(prefix: Path) -> BuildInfo | None:
     is a ConfigError naming it: silently treating it as "no build" could hide a good prefix."""
     path = info_path(prefix)
     try:
-        text = read_regular(path).decode("utf-8")
+        data = read_regular(path)
     except FileNotFoundError:
         return None
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read: {exc.strerror}") from None
-    try:
-        return _from_json(path, json.loads(text))
+    try:  # not UTF-8 or nested past reading is damage like any other (issue 31)
+        return _from_json(path, parse_json(data.decode("utf-8")))
     except (ValueError, TypeError, AttributeError) as exc:
         raise ConfigError(f"{path}: not a rocbuild build-info file ({exc})",
                           tip=f"rebuild into {prefix}, or remove {path} if the prefix is not "

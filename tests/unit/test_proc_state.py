@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -12,7 +14,7 @@ import pytest
 
 from rocbuild.errors import BusyError
 from rocbuild.faults import StateWriteError
-from rocbuild.proc import ChildRegistry, RunResult, run_logged
+from rocbuild.proc import ChildRegistry, RunResult, run_logged, session_members
 from rocbuild.run.state.state import StateDir, read_json, write_json_atomic
 
 
@@ -64,8 +66,54 @@ def test_registry_reaps_the_group_of_a_dead_owner(tmp_path: Path) -> None:
     doc["owner"] = 2 ** 22 + 12345  # an owner pid that no longer exists
     write_json_atomic(record, doc)
     assert registry.reap_leftovers() == ["sleep-ish"]
-    assert orphan.wait(timeout=10) == -9
+    assert orphan.wait(timeout=10) in (-signal.SIGTERM, -signal.SIGKILL)
     assert not record.exists()
+    registry.close()
+
+
+def test_registry_reaps_a_session_whose_leader_is_gone(tmp_path: Path) -> None:
+    """ninja puts each job in a process group of its own and `cmake --build` may be gone:
+    what is left of the session is still ended, and nothing outside it (issue 31)."""
+    registry = ChildRegistry(tmp_path / "running")
+    pidfile = tmp_path / "job.pid"
+    leader = subprocess.Popen(py(
+        "import subprocess, sys, os\n"
+        "job = subprocess.Popen(['sleep', '300'], preexec_fn=os.setpgrp)\n"
+        f"open({str(pidfile)!r}, 'w').write(str(job.pid))\n"), start_new_session=True)
+    registry.add(leader, ["cmake", "--build", "."])
+    bystander = subprocess.Popen(["sleep", "300"], start_new_session=True)
+    assert leader.wait(timeout=30) == 0
+    job = int(pidfile.read_text())
+    record = tmp_path / "running" / f"{leader.pid}.json"
+    doc = read_json(record)
+    assert doc is not None
+    doc["owner"] = 2 ** 22 + 12345
+    write_json_atomic(record, doc)
+    try:
+        assert ChildRegistry(tmp_path / "running").leftovers() == [("cmake --build .", [job])]
+        assert registry.reap_leftovers() == ["cmake --build ."]
+        assert session_members({leader.pid: int(doc["start_ticks"])}) == []
+        assert bystander.poll() is None  # another session: untouched
+    finally:
+        bystander.kill()
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(job, signal.SIGKILL)
+        registry.close()
+
+
+def test_a_recorded_session_whose_leader_pid_is_reused_is_left_alone(tmp_path: Path) -> None:
+    other = subprocess.Popen(["sleep", "300"], start_new_session=True)
+    folder = tmp_path / "running"
+    folder.mkdir()
+    write_json_atomic(folder / f"{other.pid}.json", {
+        "pid": other.pid, "sid": other.pid, "start_ticks": 1, "argv": ["ninja"],
+        "create_time": 0.0, "owner": 2 ** 22 + 12345})
+    try:
+        assert ChildRegistry(folder).reap_leftovers() == []
+        assert other.poll() is None
+        assert not list(folder.iterdir())
+    finally:
+        other.kill()
 
 
 def test_stamps_are_atomic_and_compared_by_fingerprint(tmp_path: Path) -> None:

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from rocbuild.errors import CacheUnavailable
+from rocbuild.files import parse_json
 from rocbuild.run.cache import oci
 from rocbuild.run.cache.artifacts import Manifest, Progress
 from rocbuild.run.cache.cache_store import index_entry
@@ -66,13 +67,13 @@ class OciStore:
         if found is None:
             return None
         try:
-            outer = json.loads(found[0])
+            outer = parse_json(found[0])
             config = outer["config"]
             if config.get("mediaType") != CONFIG_TYPE:
                 raise CacheUnavailable(f"{self.location}: the tag {tag_for(component, key)} "
                                        "is not a rocbuild artifact",
                                        tip="push to a repository of its own")
-            doc = json.loads(self.client.get_blob(str(config["digest"])))
+            doc = parse_json(self.client.get_blob(str(config["digest"])))
         except (ValueError, KeyError, TypeError, AttributeError):
             raise CacheUnavailable(f"{self.location}: the artifact {tag_for(component, key)} "
                                    "has an unreadable manifest",
@@ -98,7 +99,7 @@ class OciStore:
         if found is None:
             return []
         try:
-            doc = json.loads(found[0])
+            doc = parse_json(found[0])
             return [d for d in doc.get("manifests", []) if isinstance(d, dict)]
         except (ValueError, AttributeError):
             raise CacheUnavailable(f"{self.location}: the tag {INDEX_TAG} is not readable",
@@ -108,7 +109,7 @@ class OciStore:
         out = []
         for desc in self._index():
             try:
-                entry = json.loads((desc.get("annotations") or {}).get(ENTRY, "{}"))
+                entry = parse_json((desc.get("annotations") or {}).get(ENTRY, "{}"))
             except ValueError:
                 continue
             if isinstance(entry, dict):
@@ -195,7 +196,7 @@ class OciStore:
 
 def _entry_of(desc: dict[str, Any]) -> dict[str, Any]:
     try:
-        entry = json.loads((desc.get("annotations") or {}).get(ENTRY, "{}"))
+        entry = parse_json((desc.get("annotations") or {}).get(ENTRY, "{}"))
     except ValueError:
         return {}
     return entry if isinstance(entry, dict) else {}

@@ -19,7 +19,6 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import http.client
-import json
 import os
 import re
 import time
@@ -32,7 +31,7 @@ from typing import Any, Protocol
 
 from rocbuild import files
 from rocbuild.errors import CacheUnavailable, ConfigError
-from rocbuild.files import write_text_atomic
+from rocbuild.files import parse_json, write_text_atomic
 from rocbuild.model.resources import format_bytes
 from rocbuild.run.cache.artifacts import ArtifactRefused, Manifest, Progress, sha256_file
 from rocbuild.run.cache.signing import key_of
@@ -290,7 +289,7 @@ class HttpStore:
     def _get_json(self, rel: str) -> dict[str, Any] | None:
         try:
             with urllib.request.urlopen(self._url(rel), timeout=HTTP_TIMEOUT) as resp:
-                doc = json.loads(resp.read().decode("utf-8"))
+                doc = parse_json(resp.read().decode("utf-8"))
         except urllib.error.HTTPError as exc:
             if exc.code == 404:
                 return None

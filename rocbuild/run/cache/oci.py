@@ -26,7 +26,6 @@ import base64
 import functools
 import hashlib
 import http.client
-import json
 import os
 import re
 import shutil
@@ -41,6 +40,7 @@ from typing import IO, Any, Protocol
 
 from rocbuild import proc
 from rocbuild.errors import CacheUnavailable, ConfigError
+from rocbuild.files import parse_json
 
 MANIFEST_TYPE = "application/vnd.oci.image.manifest.v1+json"
 INDEX_TYPE = "application/vnd.oci.image.index.v1+json"
@@ -137,7 +137,7 @@ def credentials_for(host: str, env: Mapping[str, str] | None = None) -> Credenti
     if not path.is_file():
         return None
     try:
-        config = json.loads(path.read_text())
+        config = parse_json(path.read_text())
     except (OSError, ValueError) as exc:
         raise ConfigError(f"{path}: not a readable Docker config ({exc})",
                           tip=f"fix {path}, or set {AUTH_ENV}=USER:SECRET") from None
@@ -166,7 +166,7 @@ def _from_helper(helper: str, host: str) -> Credentials | None:
         return None
     done = proc.run_capture([program, "get"], input=host, timeout=30.0)
     try:
-        doc = json.loads(done.stdout) if done is not None and done.ok else {}
+        doc = parse_json(done.stdout) if done is not None and done.ok else {}
     except ValueError:
         return None
     if not isinstance(doc, dict) or not doc.get("Secret"):
@@ -324,7 +324,7 @@ class Client:
                                 f"{resp.status} for {query['scope']}",
                                 tip=_login_tip(self.ref.host))
         try:
-            doc = json.loads(data)
+            doc = parse_json(data)
             token = doc.get("token") or doc.get("access_token")
         except (ValueError, AttributeError):
             token = None
@@ -385,7 +385,12 @@ class Client:
                 return out
             self._expect(resp, (200,), "listing the tags")
             link = resp.header("Link")
-            out.extend((json.loads(resp.read()) or {}).get("tags") or [])
+            try:
+                tags = (parse_json(resp.read()) or {}).get("tags") or []
+            except (ValueError, AttributeError):
+                raise RegistryError(f"{self.ref.host}: the tag list is not the JSON object "
+                                    "a registry sends") from None
+            out.extend(t for t in tags if isinstance(t, str))
             found = re.match(r"\s*<([^>]+)>", link) if link else None
             url = urllib.parse.urljoin(url, found[1]) if found else None
         return out
@@ -578,7 +583,7 @@ def _reason(exc: BaseException) -> str:
 
 def _error_text(body: bytes) -> str:
     try:
-        errors = json.loads(body).get("errors") or []
+        errors = parse_json(body).get("errors") or []
         text = "; ".join(f"{e.get('code')}: {e.get('message')}" for e in errors)
     except (ValueError, AttributeError):
         text = ""

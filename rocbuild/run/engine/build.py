@@ -105,6 +105,8 @@ class BuildContext:
             leftovers.clean_prefix(self.stack.prefix, self.output.say)
 
     def release(self) -> None:
+        if self._children is not None:
+            self._children.close()  # the run's watchdog goes (proc.ChildRegistry)
         if self._lock is not None:
             self._lock.close()
             self._lock = None

@@ -17,6 +17,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from rocbuild.errors import redact
 from rocbuild.model.settings import OPTIONS, Settings
 from rocbuild.model.workdir import Workdir
 from rocbuild.run.state.state import read_json, write_json_atomic
@@ -71,6 +72,8 @@ def command_line(argv: Sequence[str], settings: Settings, cwd: Path | None = Non
     line = shlex.join(words)
     from_cwd_config = any(settings.source(o.name) == f"config {cwd / 'rocbuild.toml'}"
                           for o in OPTIONS)
+    # shown and kept in the workdir (which may be shared): a --mirror rule's password is not
+    line = redact(line)
     return f"cd {shlex.quote(str(cwd))} && {line}" if from_cwd_config else line
 
 
@@ -111,4 +114,4 @@ def fallback(settings: Settings, components: Sequence[str]) -> str:
             if isinstance(text, tuple):  # targets
                 text = ",".join(str(t) for t in text)
             words += [option.flag, str(text)]
-    return shlex.join(words)
+    return redact(shlex.join(words))

@@ -5,7 +5,8 @@ rocbuild uses the workdir, so every git lock file in the source cache and the ch
 stale (a kill during a fetch leaves ``shallow.lock``, ``config.lock``, ``HEAD.lock`` or a ref
 lock, and every later git command there fails), an ``src/<c>.old`` or ``src/<c>.partial``
 is a half-done ref switch (gigabytes for llvm-project), and a ``.<name>.<pid>.tmp`` in the
-state folder is a stamp that was never renamed into place.
+state folder is a stamp that was never renamed into place, and a ``src/.rocbuild-patchcheck-*``
+the scratch index of a patch check.
 
 The prefix gets the same treatment while the prefix lock is held (``clean_prefix``): no other
 run installs there, so an unpack folder of a killed cache install (``.rocbuild-unpack-*``,
@@ -25,6 +26,7 @@ from pathlib import Path
 
 from rocbuild.model.workdir import CONFIGS_DIR, STATE, Workdir
 from rocbuild.prefix.ownership import EXTRA_TMP_SUFFIX, STAGING_NAME
+from rocbuild.run.sources import patches
 
 Say = Callable[[str], None]
 _LOCK_FOLDERS = ("refs", "logs", "info")  # where git keeps per-ref lock files
@@ -83,6 +85,10 @@ def clean(workdir: Path, say: Say) -> None:
         if leftover.is_dir() and not leftover.is_symlink():
             shutil.rmtree(leftover, ignore_errors=True)
             say(f"removed the half-switched checkout left by a killed run: {leftover}")
+    for scratch in sorted(work.src.glob(patches.PATCHCHECK_PREFIX + "*")):
+        if scratch.is_dir() and not scratch.is_symlink():
+            shutil.rmtree(scratch, ignore_errors=True)
+            say(f"removed the scratch folder of a patch check a killed run left: {scratch}")
     push = work.push_staging  # `cache push` packs here and removes it when done
     if push.is_dir() and not push.is_symlink():
         shutil.rmtree(push, ignore_errors=True)

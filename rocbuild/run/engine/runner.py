@@ -64,7 +64,8 @@ def run_step(ctx: BuildContext, name: str, step: str) -> StepOutcome:
     except (StateWriteError, OSError) as exc:  # the disk filled under a stamp or a log
         if isinstance(exc, OSError) and not faults.is_machine_fault(exc):
             raise
-        error = exc if isinstance(exc, StateWriteError) else faults.explain(exc)
+        error = exc if isinstance(exc, StateWriteError) else faults.explain(
+            exc, near=(ctx.stack.workdir, ctx.stack.prefix))
         outcome.result, outcome.message = FAILED, f"{error}\nTIP: {error.tip}"
         ctx.output.say(f"✘ {shown}: {error}\nTIP: {error.tip}")
     except BaseException as exc:  # Ctrl-C, SIGTERM: the attempt ends here, and says so

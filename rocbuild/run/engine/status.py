@@ -20,6 +20,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from rocbuild import proc
 from rocbuild.errors import ConfigError
 from rocbuild.model import steptable
 from rocbuild.model.graph import Component, default_request
@@ -98,6 +99,8 @@ class StatusReport:
     verify: StepStatus | None = None  # the last build's verify, once every step is done
     # run-wide steps that failed (the build venv): (their title, the failure)
     run_failures: list[tuple[str, FailureStatus]] = field(default_factory=list)
+    # processes a killed run left running (its watchdog died too): each command and its pids
+    leftovers: list[tuple[str, list[int]]] = field(default_factory=list)
 
     @property
     def failed(self) -> bool:
@@ -157,9 +160,11 @@ def collect(ctx: Rule, settings: Settings, requested: list[str] | None = None
                  runs=ctx.next_runs(ctx.stack.selected()))
     command = (continuation.recorded(ctx.stack.work)
                or continuation.fallback(settings, requested or []))
-    report = StatusReport(workdir, ctx.stack.prefix, command=command,
-                          lock_holder=running.lock_holder(workdir),
-                          run_failures=_run_failures(ctx, command))
+    holder = running.lock_holder(workdir)
+    report = StatusReport(workdir, ctx.stack.prefix, command=command, lock_holder=holder,
+                          run_failures=_run_failures(ctx, command),
+                          leftovers=[] if holder is not None else
+                          proc.ChildRegistry(ctx.stack.work.running).leftovers())
     default = set(default_request(ctx.stack.recipes))
     for comp in ctx.stack.selected():
         # a component the recorded command does not build (tried with `rocbuild build X`
@@ -482,6 +487,7 @@ def to_json(report: StatusReport) -> dict[str, Any]:
         "run_failures": [{"title": title, **(_failure_json(f) or {})}
                          for title, f in report.run_failures],
         "running": report.lock_holder,  # pid of the build holding the workdir, or null
+        "leftovers": [{"command": c, "pids": p} for c, p in report.leftovers],
         "failed": report.failed,
         "continue": report.next_command([]),
     }

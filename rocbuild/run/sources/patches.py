@@ -26,6 +26,7 @@ Logger = Callable[[str], None]
 # that hangs (a stale lock on a network file system) is ended rather than waited for all
 # night. sources.py's local commands use it too.
 LOCAL_GIT_TIMEOUT = 1800.0
+PATCHCHECK_PREFIX = ".rocbuild-patchcheck-"  # check_series's scratch folder, in src/
 
 
 def _git(checkout: Path, args: Sequence[str], env: dict[str, str] | None = None, *,
@@ -49,7 +50,9 @@ def check_series(component: str, checkout: Path, commit: str, patches: Sequence[
     ``commit``; the work tree and the real index are left alone."""
     if not patches:
         return
-    with tempfile.TemporaryDirectory(prefix="rocbuild-patchcheck-") as tmp:
+    # the scratch index sits beside the checkout, under the workdir: a kill here leaves it
+    # where the next run's leftovers.clean finds it (in /tmp it stayed for good; issue 31)
+    with tempfile.TemporaryDirectory(prefix=PATCHCHECK_PREFIX, dir=checkout.parent) as tmp:
         env = dict(os.environ, GIT_INDEX_FILE=str(Path(tmp) / "index"))
         read = _git(checkout, ["read-tree", commit], env, registry=registry)
         if read.returncode != 0:

@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rocbuild.errors import redact
 from rocbuild.files import read_regular
 from rocbuild.model import buildsystems, launchers, steptable
 from rocbuild.model.graph import Component, Stack, sha256_text
@@ -291,7 +292,9 @@ Facts = Callable[[Rule, Component], "dict[str, Any] | None"]
 
 
 def _fetch_facts(rule: Rule, comp: Component) -> dict[str, Any]:
-    return {"url": comp.url, "ref": comp.ref, "submodules": comp.submodules}
+    # kept in the stamp (a workdir may be shared): a URL's password is not (errors.redact)
+    return {"url": redact(comp.url) if comp.url else comp.url, "ref": comp.ref,
+            "submodules": comp.submodules}
 
 
 def _patch_facts(rule: Rule, comp: Component) -> dict[str, Any] | None:
