@@ -87,13 +87,17 @@ def test_a_stop_signal_in_a_probe_exits_130_and_ends_the_probe(
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP])
 @pytest.mark.parametrize("delay", [0.0, 0.05, 0.15, 0.3])
 def test_a_signal_while_rocbuild_starts_is_one_line_and_130(
-        tmp_path: Path, signum: int, delay: float) -> None:
+        chain: Chain, tmp_path: Path, signum: int, delay: float) -> None:
     """The signal comes while Python imports rocbuild (the first ~0.4 s of every command),
     once the interpreter is up and rocbuild's first line ran (Python handles SIGINT from its
-    start, rocbuild SIGTERM and SIGHUP from its first line: before that no program can)."""
-    runner = subprocess.Popen([sys.executable, "-m", "rocbuild", "status", "--workdir",
-                               str(tmp_path / "w"), "--prefix", str(tmp_path / "p")],
-                              env=child_env(), cwd=tmp_path, stdout=subprocess.PIPE,
+    start, rocbuild SIGTERM and SIGHUP from its first line: before that no program can).
+    The command is a `plan` whose launcher probe hangs, so it is still running at every
+    delay however loaded the machine (a command that had already finished would be in
+    Python's finalization, which restores the default handlers)."""
+    bindir, pidfile = slow_ccache(tmp_path)
+    env = child_env({"PATH": f"{bindir}{os.pathsep}{os.environ['PATH']}"})
+    runner = subprocess.Popen([sys.executable, "-m", "rocbuild", "plan", *chain.flags()],
+                              env=env, cwd=tmp_path, stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True)
     started = time.monotonic()
     wait_for(lambda: handles(runner.pid, signal.SIGTERM) or runner.poll() is not None
@@ -106,3 +110,5 @@ def test_a_signal_while_rocbuild_starts_is_one_line_and_130(
     assert runner.returncode == 130, (runner.returncode, err)
     assert err.strip() == "rocbuild: interrupted; what finished is kept, run the same " \
         "command again to continue", err
+    if pidfile.exists() and alive(int(pidfile.read_text())):
+        os.kill(int(pidfile.read_text()), signal.SIGKILL)
