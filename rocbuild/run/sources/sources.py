@@ -14,11 +14,13 @@ mid-clone never leaves a checkout that the next run would trust.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
 import re
 import shutil
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -26,7 +28,7 @@ from typing import Any
 from rocbuild import proc
 from rocbuild.errors import BuildFailed
 from rocbuild.files import read_regular
-from rocbuild.model.gitcache import cache_dir, cache_ref, insteadof_args, is_local
+from rocbuild.model.gitcache import cache_dir, cache_lock, cache_ref, insteadof_args, is_local
 from rocbuild.run.sources import patches
 from rocbuild.run.sources.patches import LOCAL_GIT_TIMEOUT
 
@@ -117,6 +119,27 @@ def _local_ok(repo_dir: Path, args: Sequence[str],
     return done.stdout.strip()
 
 
+@contextlib.contextmanager
+def locked_cache(cache: Path, log: Logger) -> Iterator[None]:
+    """Hold the lock of a repository's cache (an flock on ``<cache>.lock`` beside it) while
+    it is created, fetched into, updated or fetched from: components of one upstream
+    repository share the cache, and two `git init`s or `git fetch`es in it at once fail
+    ("File exists", "shallow.lock"). The lock is per repository, so other repositories fetch
+    meanwhile; the kernel drops it with the process, so a killed run leaves nothing held."""
+    lock = cache_lock(cache)
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            log(f"waiting for {cache.name}: another component of this repository is fetching")
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # closing the last descriptor releases the flock
+
+
 def _ensure_cache(cache: Path, log: Logger, registry: proc.ChildRegistry | None = None) -> None:
     if not (cache / "HEAD").is_file():
         cache.mkdir(parents=True, exist_ok=True)
@@ -155,7 +178,8 @@ def ref_kind(cache: Path, ref: str, registry: proc.ChildRegistry | None = None) 
 
 def fetch_into_cache(req: FetchRequest, log: Logger,
                      registry: proc.ChildRegistry | None = None) -> str:
-    """The commit ``req.ref`` names, fetched into the cache unless it is already there."""
+    """The commit ``req.ref`` names, fetched into the cache unless it is already there.
+    The caller holds the cache's lock (``locked_cache``)."""
     cache = cache_dir(req.cache_root, req.url)
     _ensure_cache(cache, log, registry)
     cached = cached_commit(cache, req.ref, registry)
@@ -290,21 +314,32 @@ def _holds_user_work(req: FetchRequest) -> bool:
 def fetch(req: FetchRequest, log: Logger,
           registry: proc.ChildRegistry | None = None) -> FetchResult:
     """Make ``req.checkout_dir`` a checkout of the pinned ref; its git commands are
-    registered in ``registry`` (the run's) while they run."""
-    commit = fetch_into_cache(req, log, registry)
+    registered in ``registry`` (the run's) while they run. The cache is locked from its
+    creation until the new checkout has fetched the commit from it; the checkout's own work
+    (checkout, submodules) runs after, beside other components' checkouts of the same
+    repository."""
     cache = cache_dir(req.cache_root, req.url)
-    kind = ref_kind(cache, req.ref, registry)
     partial = req.checkout_dir.with_name(req.checkout_dir.name + ".partial")
-    if partial.exists():
-        shutil.rmtree(partial)  # left by a run that was killed while checking out
-    if checkout_commit(req.checkout_dir) == commit:
-        log(f"{req.checkout_dir} already at {commit}")
-        return FetchResult(commit, checkout_id(req.checkout_dir)
-                           or _new_checkout_id(req.checkout_dir), ref_kind=kind)
-    partial.mkdir(parents=True)
-    _local_ok(partial, ["init", "-q"], registry)
-    _run(partial, ["fetch", "--depth", "1", "--no-tags", "--", cache.as_uri(), commit], log,
-         registry)
+    with locked_cache(cache, log):
+        commit = fetch_into_cache(req, log, registry)
+        kind = ref_kind(cache, req.ref, registry)
+        if partial.exists():
+            shutil.rmtree(partial)  # left by a run that was killed while checking out
+        if checkout_commit(req.checkout_dir) == commit:
+            log(f"{req.checkout_dir} already at {commit}")
+            return FetchResult(commit, checkout_id(req.checkout_dir)
+                               or _new_checkout_id(req.checkout_dir), ref_kind=kind)
+        partial.mkdir(parents=True)
+        _local_ok(partial, ["init", "-q"], registry)
+        _run(partial, ["fetch", "--depth", "1", "--no-tags", "--", cache.as_uri(), commit],
+             log, registry)
+    return _finish_checkout(req, partial, commit, kind, log, registry)
+
+
+def _finish_checkout(req: FetchRequest, partial: Path, commit: str, kind: str, log: Logger,
+                     registry: proc.ChildRegistry | None) -> FetchResult:
+    """Check out the fetched commit in ``partial`` and rename it into place when complete
+    (an older checkout with the user's work is moved aside, never deleted)."""
     _run(partial, ["checkout", "-q", "--detach", "FETCH_HEAD"], log, registry)
     if req.submodules:
         _run(partial, [*insteadof_args(req.mirror), "submodule", "update", "--init",
