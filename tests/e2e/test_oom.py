@@ -103,14 +103,18 @@ def compile_record(flags: list[str], capsys: pytest.CaptureFixture[str]) -> dict
     return next(s for s in status["components"][0]["steps"] if s["step"] == "compile")
 
 
+@pytest.mark.parametrize("parallel", ["1", "2"])
 def test_each_memory_kill_halves_the_jobs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                          capsys: pytest.CaptureFixture[str]) -> None:
-    """8 jobs, killed, 4, killed, 2, killed, 1: halving, never "one fewer" (8, 7, 6, ...)."""
+                                          capsys: pytest.CaptureFixture[str],
+                                          parallel: str) -> None:
+    """8 jobs, killed, 4, killed, 2, killed, 1: halving, never "one fewer" (8, 7, 6, ...);
+    the same for a build that draws from the run's job pool (--parallel 2)."""
     for tool in ("git", "cmake", "ninja"):
         require_tool(tool)
     eight_cpus(monkeypatch)
     flags = [*one_component_stack(tmp_path, "big", project(tmp_path),
-                                  '[cmake]\n[resources]\ncompile_mem = "64MiB"\n'), "--jobs", "8"]
+                                  '[cmake]\n[resources]\ncompile_mem = "64MiB"\n'), "--jobs", "8",
+             "--parallel", parallel]
     assert main(["build", *flags, "--no-verify"]) == 0, capsys.readouterr().out
     out = capsys.readouterr().out
     assert "big: 8 jobs" in out, out

@@ -22,7 +22,7 @@ from rocbuild.errors import EXIT_INTERRUPTED
 from rocbuild.model import steptable
 from rocbuild.model.graph import Stack
 from rocbuild.model.steptable import RUN, STEP
-from rocbuild.run.engine import lifecycle, optcheck, tasks
+from rocbuild.run.engine import jobs, jobserver, lifecycle, optcheck, schedule, tasks
 from rocbuild.run.engine.build import BuildContext
 from rocbuild.run.engine.lifecycle import Reports, Run
 from rocbuild.run.engine.outcome import CURRENT, DONE, SERVED, StepOutcome
@@ -134,6 +134,17 @@ def run_doit(run: Run, task_names: Sequence[str], *, parallel: int = 1,
             signal.signal(sig, handler)
 
 
+def open_pool(ctx: BuildContext, parallel: int) -> None:
+    """The run's one job pool for the compile steps that run at once (jobserver.py)."""
+    size = jobs.pool_size(ctx)
+    ctx.pool = jobserver.JobPool(size.jobs)
+    ninja = jobserver.jobserver_ninja()
+    version = ".".join(map(str, jobserver.ninja_version(ninja) or ())) if ninja else ""
+    how = (f"a GNU make jobserver that ninja {version} builds draw from" if ninja else
+           "no ninja >= 1.13 here (`pip install ninja`): each build holds a fixed share")
+    ctx.output.say(f"job pool: {size.reason}; up to {parallel} components at once, {how}")
+
+
 def build(ctx: BuildContext, components: Sequence[str], whole: Stack, reports: Reports, *,
           parallel: int = 1, keep_going: bool = False, out: Console | None = None,
           verify: bool = True) -> int:
@@ -145,6 +156,9 @@ def build(ctx: BuildContext, components: Sequence[str], whole: Stack, reports: R
     run = Run(ctx, reports, console, whole, verify=verify, components=list(components))
     # every source first (a missing ref or a stale patch fails before any compiler runs),
     # then every option check, then the builds
+    # then the builds, the one with the most work behind it first (schedule.py)
+    if parallel > 1:
+        components = schedule.longest_first(list(components), ctx.work_ahead())
     names = [f"{tasks.SOURCES}:{c}" for c in components] + optcheck.tasks(ctx, components) \
         + [f"{tasks.BUILD}:{c}" for c in components]
     try:
@@ -152,10 +166,15 @@ def build(ctx: BuildContext, components: Sequence[str], whole: Stack, reports: R
             lifecycle.at_end(run)
             assert run.refusal is not None
             raise run.refusal
+        if parallel > 1:
+            open_pool(ctx, parallel)
         doit_rc = run_doit(run, names, parallel=parallel, keep_going=keep_going)
     except KeyboardInterrupt:
         lifecycle.at_end(run, interrupted=True)
         return EXIT_INTERRUPTED
     finally:
+        if ctx.pool is not None:
+            ctx.pool.close()
+            ctx.pool = None
         ctx.release()
     return run.exit_code(doit_rc)
