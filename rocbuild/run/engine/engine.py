@@ -23,6 +23,7 @@ from rocbuild.model import steptable
 from rocbuild.model.graph import Stack
 from rocbuild.model.steptable import RUN, STEP
 from rocbuild.run.engine import jobs, jobserver, lifecycle, optcheck, schedule, tasks
+from rocbuild.run.engine import parallel as parallelism
 from rocbuild.run.engine.build import BuildContext
 from rocbuild.run.engine.lifecycle import Reports, Run
 from rocbuild.run.engine.outcome import CURRENT, DONE, SERVED, StepOutcome
@@ -146,7 +147,7 @@ def open_pool(ctx: BuildContext, parallel: int) -> None:
 
 
 def build(ctx: BuildContext, components: Sequence[str], whole: Stack, reports: Reports, *,
-          parallel: int = 1, keep_going: bool = False, out: Console | None = None,
+          parallel: int | str = 1, keep_going: bool = False, out: Console | None = None,
           verify: bool = True) -> int:
     """Build ``components`` (with everything they need) through the run's phases
     (lifecycle.py): the summary goes to ``reports``; the exit code. ``whole`` is the stack's
@@ -156,19 +157,20 @@ def build(ctx: BuildContext, components: Sequence[str], whole: Stack, reports: R
     run = Run(ctx, reports, console, whole, verify=verify, components=list(components))
     # every source first (a missing ref or a stale patch fails before any compiler runs),
     # then every option check, then the builds
-    # then the builds, the one with the most work behind it first (schedule.py)
-    if parallel > 1:
-        components = schedule.longest_first(list(components), ctx.work_ahead())
-    names = [f"{tasks.SOURCES}:{c}" for c in components] + optcheck.tasks(ctx, components) \
-        + [f"{tasks.BUILD}:{c}" for c in components]
     try:
         if lifecycle.before_tasks(run) is not None:  # the locks, preflight: before doit
             lifecycle.at_end(run)
             assert run.refusal is not None
             raise run.refusal
-        if parallel > 1:
-            open_pool(ctx, parallel)
-        doit_rc = run_doit(run, names, parallel=parallel, keep_going=keep_going)
+        at_once, why = parallelism.decide(ctx, parallel, components)
+        if why:
+            ctx.output.say(why)
+        if at_once > 1:  # then the builds, the one with the most work behind it first
+            components = schedule.longest_first(list(components), ctx.work_ahead())
+            open_pool(ctx, at_once)
+        names = [f"{tasks.SOURCES}:{c}" for c in components] + optcheck.tasks(ctx, components) \
+            + [f"{tasks.BUILD}:{c}" for c in components]
+        doit_rc = run_doit(run, names, parallel=at_once, keep_going=keep_going)
     except KeyboardInterrupt:
         lifecycle.at_end(run, interrupted=True)
         return EXIT_INTERRUPTED
