@@ -84,3 +84,31 @@ def test_concurrent_components_never_exceed_the_job_pool(tmp_path: Path) -> None
     if "(jobserver)" not in done.stdout:  # no ninja >= 1.13 here: each build held a share
         pytest.xfail("no ninja >= 1.13 (pip install ninja): the builds were no jobserver "
                      "clients, though they kept within the pool")
+
+
+def test_the_component_with_the_most_work_behind_it_starts_first(tmp_path: Path) -> None:
+    """With several components ready, the one with the most compile work (the recipe's
+    cpu_hours here: no past timings yet) starts first, whatever the stack's order: with two
+    at a time, the two largest fetches start first and the others in order of their work
+    (each next one when a running step ends)."""
+    for tool in ("git", "cmake", "ninja"):
+        require_tool(tool)
+    repos, recipes = tmp_path / "repos", tmp_path / "recipes"
+    recipes.mkdir()
+    names = [f"c{i}" for i in range(1, 6)]  # c1 the least work ... c5 the most
+    listed = ", ".join(f'"{n}"' for n in names)
+    (recipes / "stack.toml").write_text(
+        '[stack]\nversion = "1.0"\ntargets = ["gfx906"]\nprefix = "/opt/unused"\n'
+        f"components = [{listed}]\n")
+    for i, name in enumerate(names, start=1):
+        make_repo(repos, name, project(name, 1))
+        (recipes / f"{name}.toml").write_text(
+            f'[source]\ngit = "{FAKE_HOST}{name}.git"\nref = "v1"\n[cmake]\n'
+            f'[resources]\ncpu_hours = {i / 10}\n')
+    done = run_cli("build", "--recipes", str(recipes), "--workdir", str(tmp_path / "work"),
+                   "--prefix", str(tmp_path / "prefix"), "--parallel", "2",
+                   "--mirror", f"{FAKE_HOST}={repos.as_uri()}/", "--no-verify")
+    assert done.returncode == 0, done.explain()
+    fetched = [line.split("▶ ", 1)[1].split(":")[0] for line in done.stdout.splitlines()
+               if "▶ " in line and line.endswith(": fetch")]
+    assert set(fetched[:2]) == {"c5", "c4"} and fetched[2:] == ["c3", "c2", "c1"], done.stdout

@@ -8,6 +8,7 @@ reporter here is the doit side of them for both ``rocbuild build`` and plain doi
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import sys
 from collections.abc import Sequence
@@ -170,7 +171,9 @@ def build(ctx: BuildContext, components: Sequence[str], whole: Stack, reports: R
             open_pool(ctx, at_once)
         names = [f"{tasks.SOURCES}:{c}" for c in components] + optcheck.tasks(ctx, components) \
             + [f"{tasks.BUILD}:{c}" for c in components]
-        doit_rc = run_doit(run, names, parallel=at_once, keep_going=keep_going)
+        with (schedule.doit_longest_first(ctx.work_ahead()) if at_once > 1
+              else contextlib.nullcontext()):
+            doit_rc = run_doit(run, names, parallel=at_once, keep_going=keep_going)
     except KeyboardInterrupt:
         lifecycle.at_end(run, interrupted=True)
         return EXIT_INTERRUPTED

@@ -4,7 +4,11 @@ chain starts at once and the short ones fill the gaps instead of delaying it."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import collections
+import contextlib
+import math
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
 
 from rocbuild.run.engine import outcome
 
@@ -36,3 +40,46 @@ def remaining_work(ctx: BuildContext) -> dict[str, float]:
 def longest_first(names: list[str], work: dict[str, float]) -> list[str]:
     """``names`` with the most remaining work first; ties keep their order (build order)."""
     return sorted(names, key=lambda n: -work.get(n, 0.0))
+
+
+class ReadyQueue(collections.deque[Any]):
+    """doit's queue of tasks ready to run (``TaskDispatcher.ready``, a deque it appends to
+    and pops from the left), popping the task of the component with the most work behind
+    it first: doit fills it in the order of a set (the tasks that waited for one that
+    ended), so without this the next component to start was chance. Run-wide tasks (the
+    preflight, the build venv) go first, as everything waits for them."""
+
+    def __init__(self, work: dict[str, float]) -> None:
+        super().__init__()
+        self.work = work
+
+    def _rank(self, node: Any) -> float:
+        _, _, component = str(getattr(node.task, "name", "")).partition(":")
+        return self.work.get(component, 0.0) if component else math.inf
+
+    def popleft(self) -> Any:
+        best = max(range(len(self)), key=lambda i: (self._rank(self[i]), -i))
+        node = self[best]
+        del self[best]
+        return node
+
+
+@contextlib.contextmanager
+def doit_longest_first(work: dict[str, float]) -> Iterator[None]:
+    """While doit runs in this process, its dispatcher starts the ready task of the component
+    with the most work behind it first (ReadyQueue): doit has no hook for the order, so its
+    TaskControl.task_dispatcher (doit 0.37, control.py) is wrapped for the run."""
+    from doit import control
+
+    original = control.TaskControl.task_dispatcher
+
+    def dispatcher(self: Any) -> Any:
+        made = original(self)
+        made.ready = ReadyQueue(work)  # read by its generator, which has not started yet
+        return made
+
+    control.TaskControl.task_dispatcher = dispatcher
+    try:
+        yield
+    finally:
+        control.TaskControl.task_dispatcher = original
