@@ -31,4 +31,4 @@ fi
 echo "python $("$venv/bin/python" -V 2>&1), cmake $(cmake --version | head -1 | awk '{print $3}'),"\
      "ninja $(ninja --version), $(nproc) CPUs, $(free -g | awk '/Mem:/{print $2}') GiB, load $(cut -d' ' -f1-3 /proc/loadavg)"
 PATH="$venv/bin:$PATH" PYTHONPATH="$PWD" "$venv/bin/python" -m perf.parallel \
-    --source-tar "$wheels/ggml-src.tar.gz" "$@"
+    --source-tar "${GGML_TAR:-$wheels/ggml-src.tar.gz}" "$@"
