@@ -1,5 +1,5 @@
 #!/bin/bash
-# Run perf/parallel.py (issue 34's figures) on a machine without network: a venv of this
+# Run perf/parallel.py and perf/fixedcost.py (issue 34's figures) on a machine without network: a venv of this
 # Python that sees the system's jinja2, psutil and rich, with rocbuild's other dependencies
 # installed from the wheels in perf/wheels/ (filled beforehand where PyPI is reachable:
 # docs/development.md, "The big machine"), and ggml from perf/wheels/ggml-src.tar.gz.
@@ -7,6 +7,7 @@
 #   bash perf/bigmachine.sh [--runs 1] [--parallel auto] [--skip-one]
 #
 # Everything it makes is under ${TMPDIR:-/tmp}; the arguments go to perf.parallel.
+# GGML_TAR=PATH takes ggml from another tarball of a ggml folder.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 wheels=perf/wheels
@@ -32,3 +33,6 @@ echo "python $("$venv/bin/python" -V 2>&1), cmake $(cmake --version | head -1 | 
      "ninja $(ninja --version), $(nproc) CPUs, $(free -g | awk '/Mem:/{print $2}') GiB, load $(cut -d' ' -f1-3 /proc/loadavg)"
 PATH="$venv/bin:$PATH" PYTHONPATH="$PWD" "$venv/bin/python" -m perf.parallel \
     --source-tar "${GGML_TAR:-$wheels/ggml-src.tar.gz}" "$@"
+# the fixed cost per component, and where a cold build's own time goes (cProfile)
+PATH="$venv/bin:$PATH" PYTHONPATH="$PWD" "$venv/bin/python" -m perf.fixedcost \
+    --components 8 --runs 3 --profile "$venv/fixedcost.prof"
