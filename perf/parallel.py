@@ -32,7 +32,7 @@ import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from perf import ggml
+from perf import fixedcost, ggml
 
 NAMES = ("ggml-a", "ggml-b", "ggml-c", "ggml-d")
 GOALS = {"four": 0.6, "one": 1.03}
@@ -93,11 +93,12 @@ def by_hand(served: Path, names: Sequence[str], root: Path, jobs: int | None) ->
 
 
 def through_rocbuild(recipes: Path, repos: Path, root: Path, names: Sequence[str],
-                     extra: Sequence[str]) -> str:
+                     extra: Sequence[str], pycache: Path) -> str:
     """``rocbuild build NAMES``; the lines that say how it ran them (parallel, job pool)."""
     argv = [sys.executable, "-m", "rocbuild", "build", "--no-verify", "--ccache", "off",
             *names, *ggml.flags(recipes, root / "work", root / "prefix", repos), *extra]
-    done = subprocess.run(argv, capture_output=True, text=True, env=ggml.rocbuild_env())
+    done = subprocess.run(argv, capture_output=True, text=True,
+                          env=ggml.bytecode_env(ggml.rocbuild_env(), pycache))
     if done.returncode != 0:
         raise SystemExit(f"rocbuild failed ({done.returncode}):\n{done.stdout[-3000:]}"
                          f"\n{done.stderr[-2000:]}")
@@ -153,19 +154,25 @@ def main() -> int:
         commit = ggml.serve(source, args.ref, repos)
         served = repos / "ggml.git"
         write_recipes(recipes, NAMES)
+        pycache = base / "pycache"  # .pyc files, as an installed rocbuild has them
+        warm_repos, warm_recipes, _ = fixedcost.stack(base / "warm", 1)  # writes them
+        subprocess.run([sys.executable, "-m", "rocbuild", *fixedcost.rocbuild_argv(
+                           warm_recipes, warm_repos, base / "warm", args.parallel)],
+                       check=True, stdout=subprocess.DEVNULL,
+                       env=ggml.bytecode_env(ggml.rocbuild_env(), pycache))
         print(f"ggml {commit[:12]} (CPU; tests, examples and GGML_CCACHE off), {cpus} CPUs, "
               f"ninja {ninja} on PATH, Python {sys.version.split()[0]}, {ggml.load()}",
               flush=True)
         four = compare("four", args.runs, base,
                        lambda r: by_hand(served, NAMES, r, None),
                        lambda r: through_rocbuild(recipes, repos, r, NAMES,
-                                                  ["--parallel", args.parallel]))
+                                                  ["--parallel", args.parallel], pycache))
         one = None
         if not args.skip_one:
             one = compare("one", args.runs, base,
                           lambda r: by_hand(served, NAMES[:1], r, cpus),
                           lambda r: through_rocbuild(recipes, repos, r, NAMES[:1],
-                                                     ["--jobs", str(cpus)]))
+                                                     ["--jobs", str(cpus)], pycache))
         print(f"RATIOS four-parallel-vs-sequential-by-hand {four:.3f}"
               + (f"  one-vs-by-hand-at-{cpus}-jobs {one:.3f}" if one is not None else "")
               + f"  {ggml.load()}")
