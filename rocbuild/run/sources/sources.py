@@ -140,13 +140,27 @@ def locked_cache(cache: Path, log: Logger) -> Iterator[None]:
         os.close(fd)  # closing the last descriptor releases the flock
 
 
-def _ensure_cache(cache: Path, log: Logger, registry: proc.ChildRegistry | None = None) -> None:
-    if not (cache / "HEAD").is_file():
+def _ensure_cache(cache: Path, log: Logger, registry: proc.ChildRegistry | None = None) -> bool:
+    """Make the bare cache unless it is there; True when it was made now (nothing cached)."""
+    made = not (cache / "HEAD").is_file()
+    if made:
         cache.mkdir(parents=True, exist_ok=True)
         _local_ok(cache, ["init", "-q", "--bare"], registry)
         log(f"created cache {cache}")
-    # the checkout fetches a commit by id from the cache
-    _local_ok(cache, ["config", "uploadpack.allowAnySHA1InWant", "true"], registry)
+    if made or not _allows_any_sha1(cache):
+        # the checkout fetches a commit by id from the cache; set once (a cache made by a run
+        # killed before this line gets it now)
+        _local_ok(cache, ["config", "uploadpack.allowAnySHA1InWant", "true"], registry)
+    return made
+
+
+def _allows_any_sha1(cache: Path) -> bool:
+    """The cache's config says allowAnySHA1InWant = true (read as text: no git process)."""
+    try:
+        text = read_regular(cache / "config").decode("utf-8", "replace").lower()
+    except OSError:
+        return False
+    return re.search(r"^\s*allowanysha1inwant\s*=\s*true\s*$", text, re.M) is not None
 
 
 def cached_commit(cache: Path, ref: str,
@@ -180,12 +194,22 @@ def fetch_into_cache(req: FetchRequest, log: Logger,
                      registry: proc.ChildRegistry | None = None) -> str:
     """The commit ``req.ref`` names, fetched into the cache unless it is already there.
     The caller holds the cache's lock (``locked_cache``)."""
+    return _fetch_into_cache(req, log, registry)[0]
+
+
+def _fetch_into_cache(req: FetchRequest, log: Logger, registry: proc.ChildRegistry | None
+                      ) -> tuple[str, str | None]:
+    """fetch_into_cache, and the ref's kind (tag, commit, branch) where the fetch learned it
+    (None: ask ``ref_kind``)."""
     cache = cache_dir(req.cache_root, req.url)
-    _ensure_cache(cache, log, registry)
-    cached = cached_commit(cache, req.ref, registry)
-    if cached and (req.offline or _is_tag_or_commit(cache, req.ref, registry)):
+    made = _ensure_cache(cache, log, registry)
+    cached = None if made else cached_commit(cache, req.ref, registry)
+    if cached and req.offline:
         log(f"{req.ref} is cached as {cached}; no download")
-        return cached
+        return cached, None
+    if cached and _is_tag_or_commit(cache, req.ref, registry):
+        log(f"{req.ref} is cached as {cached}; no download")
+        return cached, "commit" if _SHA_RE.match(req.ref) else "tag"
     if req.offline and not is_local(req.url):  # a local mirror needs no network
         raise BuildFailed(f"{req.name}: {req.ref} from {req.url} is not in the cache and "
                           "--offline forbids downloading it",
@@ -203,7 +227,7 @@ def fetch_into_cache(req: FetchRequest, log: Logger,
             transient = bool(_TRANSIENT.search(last_error))
             if cached and transient:
                 log(f"network failed; using the cached {req.ref} = {cached} (may be stale)")
-                return cached
+                return cached, None
             if not transient or attempts == req.attempts:
                 break
             log(f"attempt {attempts} failed; retrying in {req.retry_delay * attempts:.0f}s")
@@ -220,7 +244,7 @@ def fetch_into_cache(req: FetchRequest, log: Logger,
     kind = "tag" if "\ttag '" in head_line or _SHA_RE.match(req.ref) else "branch"
     _local_ok(cache, ["update-ref", cache_ref(req.ref), commit], registry)
     _local_ok(cache, ["config", f"rocbuild.{cache_ref(req.ref)[-16:]}.kind", kind], registry)
-    return commit
+    return commit, ("commit" if _SHA_RE.match(req.ref) else kind)
 
 
 def checkout_commit(checkout: Path) -> str | None:
@@ -321,8 +345,8 @@ def fetch(req: FetchRequest, log: Logger,
     cache = cache_dir(req.cache_root, req.url)
     partial = req.checkout_dir.with_name(req.checkout_dir.name + ".partial")
     with locked_cache(cache, log):
-        commit = fetch_into_cache(req, log, registry)
-        kind = ref_kind(cache, req.ref, registry)
+        commit, known = _fetch_into_cache(req, log, registry)
+        kind = known or ref_kind(cache, req.ref, registry)
         if partial.exists():
             shutil.rmtree(partial)  # left by a run that was killed while checking out
         if checkout_commit(req.checkout_dir) == commit:
