@@ -108,7 +108,7 @@ def main() -> int:
             root = base / "profiled"
             root.mkdir()
             os.environ.update(env)
-            sys.path.insert(0, rocbuild_env()["PYTHONPATH"])
+            sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout
             from rocbuild.cli.main import main as rocbuild_main
 
             profiler = cProfile.Profile()

@@ -78,7 +78,9 @@ def rocbuild_env() -> dict[str, str]:
     """The caller's environment without rocbuild's or ccache's settings (a CCACHE_DIR of the
     user's would share a cache between the cold builds)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("ROCBUILD_", "CCACHE_"))}
-    env["PYTHONPATH"] = str(REPO)
+    # this checkout first; what the caller's PYTHONPATH holds after it (perf/bigmachine.sh
+    # puts rocbuild's dependencies there where it cannot make a venv)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH")) if p)
     return env
 
 
