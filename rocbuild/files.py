@@ -16,14 +16,17 @@ from typing import Any
 from rocbuild import faults
 
 
-def write_text_atomic(path: Path, text: str, mode: int | None = None) -> None:
+def write_text_atomic(path: Path, text: str, mode: int | None = None, *,
+                      durable: bool = True) -> None:
     """Write ``path`` so that a reader (or a run after a kill) sees the old file or the new
     one, never a part: a temp file in the same folder, fsynced, then renamed over it. A full
     disk or a read-only file system is one message (faults.py). ``mode``: the file's
     permissions whatever the umask (files in the prefix are read by every user). The one
     atomic writer: state, build-info, env files, activation state and bench reports. A file
     that already holds ``text`` (a regular file, with ``mode``) is left as it is: a no-op
-    run rewrote its env files and records with an fsync each (issue 25)."""
+    run rewrote its env files and records with an fsync each (issue 25). ``durable=False``
+    leaves out the fsync, for a record that means nothing after a power loss (a running
+    step names a live process: issue 34); the rename still makes it whole or absent."""
     if _holds(path, text, mode):
         return
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
@@ -33,7 +36,8 @@ def write_text_atomic(path: Path, text: str, mode: int | None = None) -> None:
             with tmp.open("w", encoding="utf-8") as f:
                 f.write(text)
                 f.flush()
-                os.fsync(f.fileno())
+                if durable:
+                    os.fsync(f.fileno())
             if mode is not None:
                 os.chmod(tmp, mode)
             os.replace(tmp, path)
@@ -57,8 +61,8 @@ def _holds(path: Path, text: str, mode: int | None) -> bool:
         return False
 
 
-def write_json_atomic(path: Path, doc: Any) -> None:
-    write_text_atomic(path, json.dumps(doc, indent=1, sort_keys=True))
+def write_json_atomic(path: Path, doc: Any, *, durable: bool = True) -> None:
+    write_text_atomic(path, json.dumps(doc, indent=1, sort_keys=True), durable=durable)
 
 
 class NotRegularFile(OSError):

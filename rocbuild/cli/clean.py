@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rocbuild import proc
-from rocbuild.model import launchers
+from rocbuild.model import gitcache, launchers
 from rocbuild.model.graph import Component, Stack
 from rocbuild.model.workdir import CONFIGS_DIR, Workdir, read_registry
 from rocbuild.prefix import registry
@@ -113,7 +113,7 @@ def find(stack: Stack, components: list[Component] | None, kinds: set[str]) -> l
                                       f"clean {comp.checkout} to remove it", removable=False))
             if "caches" in kinds and comp.owns_checkout and comp.fetch_url:
                 cache = sources.cache_dir(work.git_cache, comp.fetch_url)
-                items += _present("caches", [cache])
+                items += _present("caches", [cache, gitcache.cache_lock(cache)])
     if "prefix" in kinds:
         items += _present("prefix", prefix_files(stack))
     return items

@@ -23,6 +23,13 @@ def cache_dir(cache_root: Path, url: str) -> Path:
     return cache_root / f"{tail}-{hashlib.sha256(url.encode()).hexdigest()[:12]}.git"
 
 
+def cache_lock(cache: Path) -> Path:
+    """The lock file beside a repository's cache (``<cache>.lock``): components of one
+    upstream repository (llama.cpp and llama.cpp-vulkan) share the cache, and with
+    --parallel their fetches would create and update it at once (issue 34)."""
+    return cache.with_name(cache.name + ".lock")
+
+
 def cache_ref(ref: str) -> str:
     """Where the cache keeps the commit a recipe's ref named (a tag or branch may move)."""
     return f"refs/rocbuild/pinned/{hashlib.sha256(ref.encode()).hexdigest()[:16]}"

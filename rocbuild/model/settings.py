@@ -111,6 +111,19 @@ def _parse_positive_int(text: str) -> int:
     return value
 
 
+AUTO = "auto"
+
+
+def _parse_parallel(text: str) -> int | str:
+    """``auto`` (rocbuild decides for the run: run/engine/parallel.py) or a positive count."""
+    if text.strip().lower() == AUTO:
+        return AUTO
+    try:
+        return _parse_positive_int(text)
+    except ValueError as exc:
+        raise ValueError(f"{exc}; give a count or 'auto'") from None
+
+
 def _parse_fraction(text: str) -> float:
     try:
         value = float(text)
@@ -206,8 +219,9 @@ OPTIONS: tuple[Option, ...] = (
            "of built; only what it lacks for the targets is built. Without it, the base of the "
            "workdir's last build; 'none' builds from source", _parse_base, "PATH", is_path=True),
     Option("jobs", "upper bound on parallel jobs", _parse_positive_int, "N"),
-    Option("parallel", "components built at the same time", _parse_positive_int, "N",
-           default=1),
+    Option("parallel", "components built at the same time (a count, or auto: more than one "
+           "where the host has the cores and a ninja >= 1.13); their compiles share one job pool",
+           _parse_parallel, "N", default=AUTO),
     Option("swap_weight", "share of free swap counted as memory when sizing jobs (0-1)",
            _parse_fraction, "F", default=0.5),
     Option("ccache", "compiler cache: on, off or auto (auto: on when ccache is installed)",
@@ -242,7 +256,7 @@ class Settings:
     mirror: tuple[tuple[str, str], ...]
     base: Path | None
     jobs: int | None
-    parallel: int
+    parallel: int | str  # a count, or AUTO
     swap_weight: float
     ccache: str  # on, off or auto (launchers.CCACHE_MODES)
     launcher: str  # the user's own compiler launcher, "" for rocbuild's (launchers.py)

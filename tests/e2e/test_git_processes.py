@@ -61,3 +61,21 @@ def test_a_fetch_starts_git_only_through_the_runs_registry(
     assert started == registry.seen, "a git process was started outside the run's registry"
     commands = {argv[argv.index("-C") + 2] if "-C" in argv else argv[1] for argv in started}
     assert {"init", "config", "rev-parse", "update-ref", "fetch", "checkout"} <= commands
+
+
+def test_a_fetch_starts_no_git_it_does_not_need(tmp_path: Path) -> None:
+    """A cold fetch of one component and its cached re-fetch start only the git commands
+    they need (issue 34: every local git process is a fork and exec in each component's
+    fixed cost): the cache's allowAnySHA1InWant is set once, when it is made; a new cache
+    has nothing cached to look up; the ref's kind is known from the fetch."""
+    require_tool("git")
+    repo = make_repo(tmp_path / "repos", "a", {"f.txt": "x\n"})
+    registry = Recording(tmp_path / "running")
+    request = sources.FetchRequest(name="a", url=repo.as_uri(), ref="v1", submodules=False,
+                                   checkout_dir=tmp_path / "src" / "a",
+                                   cache_root=tmp_path / "cache", attempts=1, retry_delay=0)
+    first = sources.fetch(request, lambda line: None, registry=registry)
+    cold = len(registry.seen)
+    again = sources.fetch(request, lambda line: None, registry=registry)
+    assert (first.ref_kind, again.ref_kind) == ("tag", "tag")
+    assert (cold, len(registry.seen) - cold) == (9, 2), registry.seen

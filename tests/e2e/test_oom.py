@@ -5,6 +5,7 @@ memory kill, compile again with fewer jobs in the kept tree, finish, and remembe
 from __future__ import annotations
 
 import json
+import re
 import sys
 import textwrap
 from pathlib import Path
@@ -87,3 +88,60 @@ def test_memory_kill_lowers_jobs_and_finishes(tmp_path: Path,
     (tmp_path / "work/state/stamps/big/compile.json").unlink()
     assert main(["build", *flags, "--no-verify"]) == 0
     assert "cap 1 after an OOM kill" in capsys.readouterr().out
+
+
+def eight_cpus(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Job sizing sees 8 CPUs (the build's own compiles are real): on a 2-core host every
+    count would be 2, where halving and "minus one" both give 1."""
+    monkeypatch.setattr("os.sched_getaffinity", lambda pid: set(range(8)))
+    monkeypatch.setattr("rocbuild.checks.hostload.cgroup_cpu_quota", lambda root: None)
+
+
+def compile_record(flags: list[str], capsys: pytest.CaptureFixture[str]) -> dict:
+    assert main(["status", *flags, "--json"]) == 0
+    status = json.loads(capsys.readouterr().out)
+    return next(s for s in status["components"][0]["steps"] if s["step"] == "compile")
+
+
+@pytest.mark.parametrize("parallel", ["1", "2"])
+def test_each_memory_kill_halves_the_jobs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                          capsys: pytest.CaptureFixture[str],
+                                          parallel: str) -> None:
+    """8 jobs, killed, 4, killed, 2, killed, 1: halving, never "one fewer" (8, 7, 6, ...);
+    the same for a build that draws from the run's job pool (--parallel 2)."""
+    for tool in ("git", "cmake", "ninja"):
+        require_tool(tool)
+    eight_cpus(monkeypatch)
+    flags = [*one_component_stack(tmp_path, "big", project(tmp_path),
+                                  '[cmake]\n[resources]\ncompile_mem = "64MiB"\n'), "--jobs", "8",
+             "--parallel", parallel]
+    assert main(["build", *flags, "--no-verify"]) == 0, capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "big: 8 jobs" in out, out
+    again = [int(n) for n in re.findall(r"a job was killed for memory; compiling again with "
+                                        r"(\d+) job", out)]
+    assert again == [4, 2, 1], out
+    record = compile_record(flags, capsys)
+    assert record["oom_retries"] == 3 and record["jobs"] == 1, record
+
+
+def test_the_remembered_cap_holds_without_jobs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    """A run without --jobs starts at the cap an earlier OOM kill left, not at what the host
+    affords (8 jobs here), so it is not killed again."""
+    for tool in ("git", "cmake", "ninja"):
+        require_tool(tool)
+    eight_cpus(monkeypatch)
+    flags = one_component_stack(tmp_path, "big", project(tmp_path),
+                                '[cmake]\n[resources]\ncompile_mem = "64MiB"\n')
+    assert main(["build", *flags, "--no-verify"]) == 0, capsys.readouterr().out
+    assert "compiling again with 1 job" in capsys.readouterr().out
+    assert json.loads((tmp_path / "work/state/caps/big.json").read_text())["jobs"] == 1
+
+    (tmp_path / "work/state/stamps/big/compile.json").unlink()
+    assert main(["build", *flags, "--no-verify"]) == 0
+    out = capsys.readouterr().out
+    assert "cap 1 after an OOM kill" in out, out
+    assert "killed for memory" not in out, out
+    record = compile_record(flags, capsys)
+    assert record["oom_retries"] == 0 and record["jobs"] == 1, record

@@ -26,9 +26,9 @@ class Make(BuildSystem):
         return [["sh", str(comp.source_dir / "configure"), f"--prefix={comp.install_prefix}",
                  *comp.cmake_args]]
 
-    def build(self, stack: Stack, comp: Component, jobs: int) -> Commands:
+    def build(self, stack: Stack, comp: Component, jobs: int | None) -> Commands:
         return [["make", "-C", str(comp.build_dir), "-f", str(comp.source_dir / "Makefile"),
-                 f"-j{jobs}"]]
+                 f"-j{jobs or 1}"]]
 
     def install(self, stack: Stack, comp: Component) -> Commands:
         stage = comp.build_dir / "stage"

@@ -16,7 +16,7 @@ def test_precedence_flag_over_env_over_config_over_default(tmp_path: Path) -> No
     assert [str(t) for t in s.target] == ["gfx1030"] and s.source("target") == "env ROCBUILD_TARGET"
     assert s.workdir == Path("/cfg/work")
     assert s.source("workdir") == f"config {tmp_path / 'rocbuild.toml'}"
-    assert (s.parallel, s.source("parallel")) == (1, "default")
+    assert (s.parallel, s.source("parallel")) == ("auto", "default")
 
 
 def test_user_config_dir_is_read_when_no_local_file(tmp_path: Path) -> None:
@@ -81,10 +81,18 @@ def test_settings_has_one_typed_field_per_option_and_defaults_come_from_the_opti
     for option in settings_module.OPTIONS:
         assert resolved.source(option.name) == "default"
         assert getattr(resolved, option.name) == option.default_value(env), option.name
-    assert resolved.workdir == tmp_path / "cache" / "rocbuild" and resolved.parallel == 1
+    assert resolved.workdir == tmp_path / "cache" / "rocbuild" and resolved.parallel == "auto"
     changed = resolved.with_value("jobs", 3, "test")
     assert (changed.jobs, changed.source("jobs"), resolved.jobs) == (3, "test", None)
     with pytest.raises(dataclasses.FrozenInstanceError):
         resolved.jobs = 2  # type: ignore[misc]
     with pytest.raises(KeyError):
         resolved.with_value("job", 3, "test")
+
+
+def test_parallel_is_a_count_or_auto() -> None:
+    """--parallel auto (the default) leaves the count to the run (run/engine/parallel.py)."""
+    assert resolve({"parallel": "AUTO"}).parallel == "auto"
+    assert resolve({"parallel": "3"}).parallel == 3
+    with pytest.raises(ConfigError, match="give a count or 'auto'"):
+        resolve({"parallel": "many"})

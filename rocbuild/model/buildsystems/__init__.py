@@ -49,6 +49,9 @@ class BuildSystem:
     option_form = "{}"  # how an option is written in messages ("-D{}" for CMake)
     title = ""  # its name in messages ("CMake"); the kind when empty
     build_files = "build files"  # what its build files are called in messages
+    # its build command without a job count takes its jobs from the run's job pool (a GNU
+    # make jobserver client: ninja >= 1.13 under CMake); false: it is always given a count
+    jobserver_client = False
 
     # --- the steps' commands --------------------------------------------------------------
     def configure(self, stack: Stack, comp: Component, jobs: Mapping[str, int] | None
@@ -57,8 +60,9 @@ class BuildSystem:
         leaves them out (the fingerprint: job counts change only the speed)."""
         raise NotImplementedError
 
-    def build(self, stack: Stack, comp: Component, jobs: int) -> Commands:
-        """The compile step with ``jobs`` parallel jobs."""
+    def build(self, stack: Stack, comp: Component, jobs: int | None) -> Commands:
+        """The compile step with ``jobs`` parallel jobs (None, only where
+        ``jobserver_client``: as many as the run's job pool gives it)."""
         raise NotImplementedError
 
     def install(self, stack: Stack, comp: Component) -> Commands:

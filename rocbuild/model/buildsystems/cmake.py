@@ -113,8 +113,11 @@ def configure_argv(stack: Stack, component: Component, jobs: Mapping[str, int] |
             *(component.render_job_args(jobs) if jobs is not None else [])]
 
 
-def build_argv(component: Component, jobs: int) -> list[str]:
-    return ["cmake", "--build", str(component.build_dir), "--parallel", str(jobs)]
+def build_argv(component: Component, jobs: int | None) -> list[str]:
+    """``cmake --build``; ``jobs`` None: no count, so a ninja >= 1.13 takes its jobs from the
+    run's job pool (MAKEFLAGS: run/engine/jobserver.py)."""
+    count = ["--parallel", str(jobs)] if jobs is not None else []
+    return ["cmake", "--build", str(component.build_dir), *count]
 
 
 def install_argv(component: Component) -> list[str]:
@@ -129,6 +132,7 @@ class CMake(BuildSystem):
     kind = "cmake"
     table = "cmake"
     keys = ("args", "build_type", "install_prefix", "job_args", "distribute")
+    jobserver_client = True  # when the tree's ninja is >= 1.13 (run/engine/jobserver.py)
     # every spelling CMake 3.25 takes for the install prefix (typed -D and --install-prefix
     # too), and the staging prefix, which moves every install destination somewhere else
     reserved = ("-G", "-S", "-B", "-DCMAKE_INSTALL_PREFIX=", "-DCMAKE_INSTALL_PREFIX:",
@@ -148,7 +152,7 @@ class CMake(BuildSystem):
                   ) -> Commands:
         return [configure_argv(stack, comp, jobs)]
 
-    def build(self, stack: Stack, comp: Component, jobs: int) -> Commands:
+    def build(self, stack: Stack, comp: Component, jobs: int | None) -> Commands:
         return [build_argv(comp, jobs)]
 
     def install(self, stack: Stack, comp: Component) -> Commands:

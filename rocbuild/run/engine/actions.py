@@ -172,7 +172,8 @@ def configure(ctx: BuildContext, comp: Component, log: Path, outcome: StepOutcom
     counts = jobs.job_counts(ctx, comp)
     commands = system.configure(ctx.stack, comp, {k: c.jobs for k, c in counts.items()})
     start = log.stat().st_size if log.exists() else 0
-    run_all(ctx, comp, "configure", commands, log, outcome)
+    run_all(ctx, comp, "configure", commands, log, outcome,
+            extra_env=jobs.configure_env(ctx, comp))
     with log.open("rb") as f:  # only this run's part of the (appended) log
         f.seek(start)
         outcome.warnings += system.configure_warnings(comp, f.read().decode("utf-8", "replace"))

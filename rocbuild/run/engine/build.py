@@ -20,8 +20,9 @@ from rocbuild.model import resources
 from rocbuild.model.graph import Component, Stack
 from rocbuild.model.settings import Settings
 from rocbuild.model.steptable import log_path
-from rocbuild.run.engine import leftovers, outcome
+from rocbuild.run.engine import leftovers, outcome, schedule
 from rocbuild.run.engine.jobs import JobBudget
+from rocbuild.run.engine.jobserver import JobPool
 from rocbuild.run.engine.outcome import StepOutcome
 from rocbuild.run.state.state import StateDir, prefix_lock
 from rocbuild.run.state.uptodate import Answers, Rule
@@ -59,6 +60,9 @@ class BuildContext:
     _lock: contextlib.ExitStack | None = None
     # jobs held by compile steps running right now (--parallel): one budget for all of them
     budget: JobBudget = field(default_factory=JobBudget)
+    # the run's job pool, a GNU make jobserver (--parallel above 1: engine.py opens it)
+    pool: JobPool | None = None
+    _work: tuple[Stack, dict[str, float]] | None = field(default=None, repr=False)
     cache_choices: dict[str, Any] | None = None  # what --cache serves (cache_install.served)
     _children: proc.ChildRegistry | None = field(default=None, repr=False)
     _rule: Rule | None = field(default=None, repr=False)
@@ -146,6 +150,13 @@ class BuildContext:
 
     def is_current(self, comp: Component, step: str) -> bool:
         return self.rule.is_current(comp, step)
+
+    def work_ahead(self) -> dict[str, float]:
+        """Seconds of compile work on the longest chain from each component (schedule.py),
+        worked out once per run: the order of the builds and of their dependencies."""
+        if self._work is None or self._work[0] is not self.stack:
+            self._work = (self.stack, schedule.remaining_work(self))
+        return self._work[1]
 
     def expected_seconds(self, comp: Component, step: str) -> float | None:
         """How long the step took last time on this host (its stamp, even a stale one), else

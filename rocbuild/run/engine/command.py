@@ -3,6 +3,8 @@ shown through the run's sink and its process registered with the run (proc.run_l
 
 from __future__ import annotations
 
+import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -19,9 +21,11 @@ if TYPE_CHECKING:
 
 
 def run_tool(ctx: BuildContext, comp: Component | None, step: str, argv: list[str], log: Path,
-             outcome: StepOutcome, *, label: str | None = None) -> proc.RunResult:
+             outcome: StepOutcome, *, label: str | None = None,
+             extra_env: Mapping[str, str | None] | None = None) -> proc.RunResult:
     """Run ``argv`` for ``step`` of ``comp`` (None: a run-wide step, in rocbuild's own
-    environment); BuildFailed naming the step when it fails."""
+    environment), with ``extra_env`` over it (None: the variable removed; the job pool's
+    MAKEFLAGS); BuildFailed naming the step when it fails."""
     name = comp.name if comp is not None else (label or step)
     env = step_env(ctx.stack, comp) if comp is not None else None
     if env is not None and comp is not None and step == "install" and comp.builds:
@@ -30,6 +34,13 @@ def run_tool(ctx: BuildContext, comp: Component | None, step: str, argv: list[st
         for setting in cleared_env():
             step_logger(log)(f"{setting} of your environment is cleared for this step: "
                              "rocbuild installs copies into the prefix itself")
+    if extra_env:
+        env = dict(env if env is not None else os.environ)
+        for key, value in extra_env.items():
+            if value is None:
+                env.pop(key, None)
+            else:
+                env[key] = value
     cwd = comp.build_dir if comp is not None and comp.build_dir.is_dir() else None
     ctx.output.command(name, step, argv)
     result = proc.run_logged(
@@ -49,7 +60,8 @@ def run_tool(ctx: BuildContext, comp: Component | None, step: str, argv: list[st
 
 
 def run_all(ctx: BuildContext, comp: Component | None, step: str, commands: list[list[str]],
-            log: Path, outcome: StepOutcome, *, label: str | None = None) -> None:
+            log: Path, outcome: StepOutcome, *, label: str | None = None,
+            extra_env: Mapping[str, str | None] | None = None) -> None:
     """Each command in turn; the first that fails ends the step."""
     for argv in commands:
-        run_tool(ctx, comp, step, argv, log, outcome, label=label)
+        run_tool(ctx, comp, step, argv, log, outcome, label=label, extra_env=extra_env)

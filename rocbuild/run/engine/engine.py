@@ -8,6 +8,7 @@ reporter here is the doit side of them for both ``rocbuild build`` and plain doi
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import sys
 from collections.abc import Sequence
@@ -22,7 +23,8 @@ from rocbuild.errors import EXIT_INTERRUPTED
 from rocbuild.model import steptable
 from rocbuild.model.graph import Stack
 from rocbuild.model.steptable import RUN, STEP
-from rocbuild.run.engine import lifecycle, optcheck, tasks
+from rocbuild.run.engine import jobs, jobserver, lifecycle, optcheck, schedule, tasks
+from rocbuild.run.engine import parallel as parallelism
 from rocbuild.run.engine.build import BuildContext
 from rocbuild.run.engine.lifecycle import Reports, Run
 from rocbuild.run.engine.outcome import CURRENT, DONE, SERVED, StepOutcome
@@ -134,8 +136,19 @@ def run_doit(run: Run, task_names: Sequence[str], *, parallel: int = 1,
             signal.signal(sig, handler)
 
 
+def open_pool(ctx: BuildContext, parallel: int) -> None:
+    """The run's one job pool for the compile steps that run at once (jobserver.py)."""
+    size = jobs.pool_size(ctx)
+    ctx.pool = jobserver.JobPool(size.jobs)
+    ninja = jobserver.jobserver_ninja()
+    version = ".".join(map(str, jobserver.ninja_version(ninja) or ())) if ninja else ""
+    how = (f"a GNU make jobserver that ninja {version} builds draw from" if ninja else
+           "no ninja >= 1.13 here (`pip install ninja`): each build holds a fixed share")
+    ctx.output.say(f"job pool: {size.reason}; up to {parallel} components at once, {how}")
+
+
 def build(ctx: BuildContext, components: Sequence[str], whole: Stack, reports: Reports, *,
-          parallel: int = 1, keep_going: bool = False, out: Console | None = None,
+          parallel: int | str = 1, keep_going: bool = False, out: Console | None = None,
           verify: bool = True) -> int:
     """Build ``components`` (with everything they need) through the run's phases
     (lifecycle.py): the summary goes to ``reports``; the exit code. ``whole`` is the stack's
@@ -145,17 +158,28 @@ def build(ctx: BuildContext, components: Sequence[str], whole: Stack, reports: R
     run = Run(ctx, reports, console, whole, verify=verify, components=list(components))
     # every source first (a missing ref or a stale patch fails before any compiler runs),
     # then every option check, then the builds
-    names = [f"{tasks.SOURCES}:{c}" for c in components] + optcheck.tasks(ctx, components) \
-        + [f"{tasks.BUILD}:{c}" for c in components]
     try:
         if lifecycle.before_tasks(run) is not None:  # the locks, preflight: before doit
             lifecycle.at_end(run)
             assert run.refusal is not None
             raise run.refusal
-        doit_rc = run_doit(run, names, parallel=parallel, keep_going=keep_going)
+        at_once, why = parallelism.decide(ctx, parallel, components)
+        if why:
+            ctx.output.say(why)
+        if at_once > 1:  # then the builds, the one with the most work behind it first
+            components = schedule.longest_first(list(components), ctx.work_ahead())
+            open_pool(ctx, at_once)
+        names = [f"{tasks.SOURCES}:{c}" for c in components] + optcheck.tasks(ctx, components) \
+            + [f"{tasks.BUILD}:{c}" for c in components]
+        with (schedule.doit_longest_first(ctx.work_ahead()) if at_once > 1
+              else contextlib.nullcontext()):
+            doit_rc = run_doit(run, names, parallel=at_once, keep_going=keep_going)
     except KeyboardInterrupt:
         lifecycle.at_end(run, interrupted=True)
         return EXIT_INTERRUPTED
     finally:
+        if ctx.pool is not None:
+            ctx.pool.close()
+            ctx.pool = None
         ctx.release()
     return run.exit_code(doit_rc)

@@ -9,8 +9,12 @@ lower count is remembered (``state/caps/<component>.json``) for the component's 
 
 from __future__ import annotations
 
+import contextlib
+import os
+import shutil
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -20,7 +24,9 @@ from rocbuild.errors import BuildFailed
 from rocbuild.model import buildsystems, launchers, resources
 from rocbuild.model.graph import Component
 from rocbuild.model.resources import GIB
+from rocbuild.model.steps import step_env
 from rocbuild.model.workdir import Workdir
+from rocbuild.run.engine import jobserver
 from rocbuild.run.engine.command import run_all
 from rocbuild.run.engine.outcome import StepOutcome, step_logger
 from rocbuild.run.state import launchstats
@@ -62,6 +68,22 @@ class JobBudget:
             self._held.pop(name, None)
 
 
+def pool_size(ctx: BuildContext) -> resources.JobCount:
+    """The run's job pool: the compile jobs that fit now for the most demanding component of
+    the stack that builds (the memory of a job of any component then fits, and a recipe's
+    link jobs stay reserved: resources.job_counts), within --jobs. An OOM cap of one
+    component limits that component's own builds, not the pool."""
+    host = ctx.host_snapshot()
+    counts = [(resources.job_counts(c.recipe.resources, host, swap_weight=ctx.settings.swap_weight,
+                                    cap=ctx.settings.jobs)["compile"], c.name)
+              for c in ctx.stack.components.values() if c.builds]
+    if not counts:
+        return resources.jobs_for(host, resources.DEFAULT_JOB_MEM,
+                                  swap_weight=ctx.settings.swap_weight, cap=ctx.settings.jobs)
+    count, name = min(counts, key=lambda item: item[0].jobs)
+    return resources.JobCount(count.jobs, f"{count.reason} (sized for {name})")
+
+
 def job_cap_path(workdir: Path, name: str) -> Path:
     return Workdir.shared(workdir).caps(name)
 
@@ -91,9 +113,25 @@ def job_counts(ctx: BuildContext, comp: Component) -> dict[str, resources.JobCou
 
 
 def compile_step(ctx: BuildContext, comp: Component, log: Path, outcome: StepOutcome) -> None:
-    """The build system's build with the jobs that fit and are not held by another compile
-    step; retried with fewer jobs when one dies of memory."""
+    """The build system's build with the jobs that fit; retried with fewer jobs when one
+    dies of memory. With the run's job pool (``ctx.pool``, --parallel above 1) the build is
+    its client and takes its jobs from the pool as they come free; without it, it takes
+    what the host affords minus what other compile steps hold (``ctx.budget``)."""
     counts = job_counts(ctx, comp)
+    pool = ctx.pool
+    if pool is not None:
+        wanted = counts["compile"].jobs
+        client = wanted >= pool.size and is_pool_client(comp)
+        jobs: int | None = None if client else min(wanted, pool.size)
+        how = (f"from the run's pool of {pool.size} (jobserver)" if client else
+               f"{jobs} of the run's pool of {pool.size}" + (
+                   "" if wanted < pool.size else
+                   f" (this build tree's ninja is older than "
+                   f"{'.'.join(map(str, jobserver.JOBSERVER_NINJA))}: no jobserver client)"))
+        ctx.output.say(f"  {comp.name}: {counts['compile'].reason}; {how}")
+        with launchstats.observe(ctx.stack.launch, comp, outcome.warnings):
+            compile_with_retries(ctx, comp, log, outcome, counts, jobs)
+        return
     jobs = ctx.budget.take(comp.name, counts["compile"].jobs)
     shared = "" if jobs == counts["compile"].jobs else f" (sharing: {jobs} left)"
     ctx.output.say(f"  {comp.name}: {counts['compile'].reason}{shared}")
@@ -104,15 +142,71 @@ def compile_step(ctx: BuildContext, comp: Component, log: Path, outcome: StepOut
         ctx.budget.give_back(comp.name)
 
 
+def configure_env(ctx: BuildContext, comp: Component) -> dict[str, str | None]:
+    """PATH for a configure that may create a CMake tree: the ninja wheel's folder first when
+    the ninja on PATH cannot be a jobserver client (older than 1.13), so a new tree records
+    the one that can (CMAKE_MAKE_PROGRAM is found once, when the tree is made)."""
+    if not buildsystems.of(comp).jobserver_client:
+        return {}
+    on_path = shutil.which("ninja")
+    if jobserver.speaks_jobserver(on_path):
+        return {}
+    found = jobserver.jobserver_ninja()
+    if found is None:
+        return {}
+    path = step_env(ctx.stack, comp).get("PATH", "")
+    return {"PATH": os.pathsep.join(p for p in (str(Path(found).parent), path) if p)}
+
+
+def is_pool_client(comp: Component) -> bool:
+    """The component's build, run without a job count, is a client of the job pool: its
+    build system says so and its tree's ninja speaks the jobserver protocol (>= 1.13)."""
+    return (buildsystems.of(comp).jobserver_client
+            and jobserver.speaks_jobserver(jobserver.tree_ninja(comp.build_dir)))
+
+
+def _own_pool_share(comp: Component, counts: dict[str, resources.JobCount], size: int) -> int:
+    """Tokens a client build holds beyond its implicit one for the processes a single job of
+    it starts: Tensile's own process pool (rocBLAS's ``Tensile_CPU_THREADS``, rendered from
+    ``jobs.tensile``) runs inside one ninja job, which takes one token for all of them.
+    LLVM's compile and link pools need none: ninja takes a token for each of their jobs."""
+    if any("jobs.tensile" in arg for arg in comp.job_args):
+        return max(0, min(counts["tensile"].jobs, size) - 1)
+    return 0
+
+
+@contextlib.contextmanager
+def _slots(ctx: BuildContext, comp: Component, counts: dict[str, resources.JobCount],
+           jobs: int | None) -> Iterator[dict[str, str | None]]:
+    """The pool's tokens a compile holds while it runs, and the environment it runs in:
+    a client holds its implicit slot (and its Tensile share) and gets the pool's MAKEFLAGS;
+    a build given a count holds that many tokens. No pool: nothing held."""
+    pool = ctx.pool
+    if pool is None:
+        yield {}
+        return
+    if jobs is None:
+        with pool.hold(1 + _own_pool_share(comp, counts, pool.size), client=True):
+            # CMAKE_BUILD_PARALLEL_LEVEL would make `cmake --build` pass -j (no client)
+            yield {"MAKEFLAGS": pool.makeflags(), "CMAKE_BUILD_PARALLEL_LEVEL": None}
+    else:
+        with pool.hold(jobs):
+            yield {}
+
+
 def compile_with_retries(ctx: BuildContext, comp: Component, log: Path, outcome: StepOutcome,
-                         counts: dict[str, resources.JobCount], jobs: int) -> None:
+                         counts: dict[str, resources.JobCount], jobs: int | None) -> None:
+    """Compile; when a job dies of memory, again in the kept tree with half the jobs (a pool
+    client counts as the pool's size), down to one, remembering the lower count."""
     system = buildsystems.of(comp)
     while True:
-        outcome.jobs = jobs
+        outcome.jobs = jobs if jobs is not None else (ctx.pool.size if ctx.pool else 1)
         oom_before = hostload.cgroup_oom_kills()
         started_usec = hostload.monotonic_usec()
         try:
-            run_all(ctx, comp, "compile", system.build(ctx.stack, comp, jobs), log, outcome)
+            with _slots(ctx, comp, counts, jobs) as env:
+                run_all(ctx, comp, "compile", system.build(ctx.stack, comp, jobs), log,
+                        outcome, extra_env=env)
             return
         except BuildFailed:
             kernel_says = hostload.kernel_oom_kills_since(started_usec)
@@ -121,17 +215,18 @@ def compile_with_retries(ctx: BuildContext, comp: Component, log: Path, outcome:
             if not kernel_says and not died_of_memory(
                     outcome.tail, hostload.cgroup_oom_kills(), oom_before):
                 raise
-        if jobs == 1:
+        ran = outcome.jobs
+        if ran == 1:
             per_job = max(int(comp.recipe.resources.get(k, 0)) for k in
                           ("compile_mem", "link_mem", "tensile_mem")) or GIB
             raise BuildFailed(
                 f"{comp.name}: compile died of memory even with 1 job",
                 tip=resources.swap_advice(per_job, ctx.host_snapshot())
                 + f"; then `rocbuild build {comp.name}`")
-        jobs = max(1, jobs // 2)
+        jobs = max(1, ran // 2)
         outcome.oom_retries += 1
         write_json_atomic(job_cap_path(ctx.stack.workdir, comp.name), {
-            "jobs": jobs, "reason": f"OOM kill at {jobs * 2} jobs", "when": time.time()})
+            "jobs": jobs, "reason": f"OOM kill at {ran} jobs", "when": time.time()})
         ctx.output.say(f"  {comp.name}: a job was killed for memory; compiling again with "
                        f"{jobs} job{'s' if jobs > 1 else ''} (the build tree is kept)")
         if comp.job_args:  # e.g. LLVM's link pool is fixed at configure time

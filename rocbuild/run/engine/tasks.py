@@ -27,7 +27,7 @@ from rocbuild.model import steptable
 from rocbuild.model.buildsystems import venv
 from rocbuild.model.graph import Component
 from rocbuild.model.steptable import DEPENDENCIES, OF_CHECKOUT, OWN, StepKind
-from rocbuild.run.engine import cache_install, runner, stepbind
+from rocbuild.run.engine import cache_install, runner, schedule, stepbind
 from rocbuild.run.engine.build import BuildContext
 from rocbuild.run.engine.outcome import FAILED
 
@@ -124,7 +124,12 @@ def component_tasks(ctx: BuildContext, comp: Component, end: End) -> list[dict[s
         # doit runs task_deps depth-first in list order: sources first, then every check, so
         # a missing source, a stale patch or an unread option anywhere below this component
         # fails before any compiler runs
-        "task_dep": [f"{SOURCES}:{comp.name}", *checks, *(f"{BUILD}:{d}" for d in comp.depends),
+        # and, with the job pool (--parallel), the dependency with the most work behind it
+        # first (schedule.py)
+        "task_dep": [f"{SOURCES}:{comp.name}", *checks,
+                     *(f"{BUILD}:{d}" for d in (
+                         schedule.longest_first(list(comp.depends), ctx.work_ahead())
+                         if ctx.pool is not None else comp.depends)),
                      *last],
         "verbosity": 2,
     })

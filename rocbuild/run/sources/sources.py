@@ -14,11 +14,13 @@ mid-clone never leaves a checkout that the next run would trust.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
 import re
 import shutil
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -26,7 +28,7 @@ from typing import Any
 from rocbuild import proc
 from rocbuild.errors import BuildFailed
 from rocbuild.files import read_regular, write_text_atomic
-from rocbuild.model.gitcache import cache_dir, cache_ref, insteadof_args, is_local
+from rocbuild.model.gitcache import cache_dir, cache_lock, cache_ref, insteadof_args, is_local
 from rocbuild.run.sources import patches
 from rocbuild.run.sources.patches import LOCAL_GIT_TIMEOUT
 
@@ -117,13 +119,48 @@ def _local_ok(repo_dir: Path, args: Sequence[str],
     return done.stdout.strip()
 
 
-def _ensure_cache(cache: Path, log: Logger, registry: proc.ChildRegistry | None = None) -> None:
-    if not (cache / "HEAD").is_file():
+@contextlib.contextmanager
+def locked_cache(cache: Path, log: Logger) -> Iterator[None]:
+    """Hold the lock of a repository's cache (an flock on ``<cache>.lock`` beside it) while
+    it is created, fetched into, updated or fetched from: components of one upstream
+    repository share the cache, and two `git init`s or `git fetch`es in it at once fail
+    ("File exists", "shallow.lock"). The lock is per repository, so other repositories fetch
+    meanwhile; the kernel drops it with the process, so a killed run leaves nothing held."""
+    lock = cache_lock(cache)
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            log(f"waiting for {cache.name}: another component of this repository is fetching")
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # closing the last descriptor releases the flock
+
+
+def _ensure_cache(cache: Path, log: Logger, registry: proc.ChildRegistry | None = None) -> bool:
+    """Make the bare cache unless it is there; True when it was made now (nothing cached)."""
+    made = not (cache / "HEAD").is_file()
+    if made:
         cache.mkdir(parents=True, exist_ok=True)
         _local_ok(cache, ["init", "-q", "--bare"], registry)
         log(f"created cache {cache}")
-    # the checkout fetches a commit by id from the cache
-    _local_ok(cache, ["config", "uploadpack.allowAnySHA1InWant", "true"], registry)
+    if made or not _allows_any_sha1(cache):
+        # the checkout fetches a commit by id from the cache; set once (a cache made by a run
+        # killed before this line gets it now)
+        _local_ok(cache, ["config", "uploadpack.allowAnySHA1InWant", "true"], registry)
+    return made
+
+
+def _allows_any_sha1(cache: Path) -> bool:
+    """The cache's config says allowAnySHA1InWant = true (read as text: no git process)."""
+    try:
+        text = read_regular(cache / "config").decode("utf-8", "replace").lower()
+    except OSError:
+        return False
+    return re.search(r"^\s*allowanysha1inwant\s*=\s*true\s*$", text, re.M) is not None
 
 
 def cached_commit(cache: Path, ref: str,
@@ -155,13 +192,24 @@ def ref_kind(cache: Path, ref: str, registry: proc.ChildRegistry | None = None) 
 
 def fetch_into_cache(req: FetchRequest, log: Logger,
                      registry: proc.ChildRegistry | None = None) -> str:
-    """The commit ``req.ref`` names, fetched into the cache unless it is already there."""
+    """The commit ``req.ref`` names, fetched into the cache unless it is already there.
+    The caller holds the cache's lock (``locked_cache``)."""
+    return _fetch_into_cache(req, log, registry)[0]
+
+
+def _fetch_into_cache(req: FetchRequest, log: Logger, registry: proc.ChildRegistry | None
+                      ) -> tuple[str, str | None]:
+    """fetch_into_cache, and the ref's kind (tag, commit, branch) where the fetch learned it
+    (None: ask ``ref_kind``)."""
     cache = cache_dir(req.cache_root, req.url)
-    _ensure_cache(cache, log, registry)
-    cached = cached_commit(cache, req.ref, registry)
-    if cached and (req.offline or _is_tag_or_commit(cache, req.ref, registry)):
+    made = _ensure_cache(cache, log, registry)
+    cached = None if made else cached_commit(cache, req.ref, registry)
+    if cached and req.offline:
         log(f"{req.ref} is cached as {cached}; no download")
-        return cached
+        return cached, None
+    if cached and _is_tag_or_commit(cache, req.ref, registry):
+        log(f"{req.ref} is cached as {cached}; no download")
+        return cached, "commit" if _SHA_RE.match(req.ref) else "tag"
     if req.offline and not is_local(req.url):  # a local mirror needs no network
         raise BuildFailed(f"{req.name}: {req.ref} from {req.url} is not in the cache and "
                           "--offline forbids downloading it",
@@ -179,7 +227,7 @@ def fetch_into_cache(req: FetchRequest, log: Logger,
             transient = bool(_TRANSIENT.search(last_error))
             if cached and transient:
                 log(f"network failed; using the cached {req.ref} = {cached} (may be stale)")
-                return cached
+                return cached, None
             if not transient or attempts == req.attempts:
                 break
             log(f"attempt {attempts} failed; retrying in {req.retry_delay * attempts:.0f}s")
@@ -196,7 +244,7 @@ def fetch_into_cache(req: FetchRequest, log: Logger,
     kind = "tag" if "\ttag '" in head_line or _SHA_RE.match(req.ref) else "branch"
     _local_ok(cache, ["update-ref", cache_ref(req.ref), commit], registry)
     _local_ok(cache, ["config", f"rocbuild.{cache_ref(req.ref)[-16:]}.kind", kind], registry)
-    return commit
+    return commit, ("commit" if _SHA_RE.match(req.ref) else kind)
 
 
 def checkout_commit(checkout: Path) -> str | None:
@@ -290,21 +338,32 @@ def _holds_user_work(req: FetchRequest) -> bool:
 def fetch(req: FetchRequest, log: Logger,
           registry: proc.ChildRegistry | None = None) -> FetchResult:
     """Make ``req.checkout_dir`` a checkout of the pinned ref; its git commands are
-    registered in ``registry`` (the run's) while they run."""
-    commit = fetch_into_cache(req, log, registry)
+    registered in ``registry`` (the run's) while they run. The cache is locked from its
+    creation until the new checkout has fetched the commit from it; the checkout's own work
+    (checkout, submodules) runs after, beside other components' checkouts of the same
+    repository."""
     cache = cache_dir(req.cache_root, req.url)
-    kind = ref_kind(cache, req.ref, registry)
     partial = req.checkout_dir.with_name(req.checkout_dir.name + ".partial")
-    if partial.exists():
-        shutil.rmtree(partial)  # left by a run that was killed while checking out
-    if checkout_commit(req.checkout_dir) == commit:
-        log(f"{req.checkout_dir} already at {commit}")
-        return FetchResult(commit, checkout_id(req.checkout_dir)
-                           or _new_checkout_id(req.checkout_dir), ref_kind=kind)
-    partial.mkdir(parents=True)
-    _local_ok(partial, ["init", "-q"], registry)
-    _run(partial, ["fetch", "--depth", "1", "--no-tags", "--", cache.as_uri(), commit], log,
-         registry)
+    with locked_cache(cache, log):
+        commit, known = _fetch_into_cache(req, log, registry)
+        kind = known or ref_kind(cache, req.ref, registry)
+        if partial.exists():
+            shutil.rmtree(partial)  # left by a run that was killed while checking out
+        if checkout_commit(req.checkout_dir) == commit:
+            log(f"{req.checkout_dir} already at {commit}")
+            return FetchResult(commit, checkout_id(req.checkout_dir)
+                               or _new_checkout_id(req.checkout_dir), ref_kind=kind)
+        partial.mkdir(parents=True)
+        _local_ok(partial, ["init", "-q"], registry)
+        _run(partial, ["fetch", "--depth", "1", "--no-tags", "--", cache.as_uri(), commit],
+             log, registry)
+    return _finish_checkout(req, partial, commit, kind, log, registry)
+
+
+def _finish_checkout(req: FetchRequest, partial: Path, commit: str, kind: str, log: Logger,
+                     registry: proc.ChildRegistry | None) -> FetchResult:
+    """Check out the fetched commit in ``partial`` and rename it into place when complete
+    (an older checkout with the user's work is moved aside, never deleted)."""
     _run(partial, ["checkout", "-q", "--detach", "FETCH_HEAD"], log, registry)
     if req.submodules:
         _run(partial, [*insteadof_args(req.mirror), "submodule", "update", "--init",

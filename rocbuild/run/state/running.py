@@ -48,8 +48,10 @@ def mark(workdir: Path, component: str, step: str) -> Iterator[None]:
     """Mark ``component:step`` as running in this process while the block runs."""
     path = _folder(workdir) / f"{component}.{step}.json"
     pid = os.getpid()
+    # no fsync: the record names this live process, so after a power loss it means nothing
     write_json_atomic(path, {"component": component, "step": step, "pid": pid,
-                             "create_time": _started(pid), "since": time.time()})
+                             "create_time": _started(pid), "since": time.time()},
+                      durable=False)
     try:
         yield
     finally:

@@ -1,0 +1,165 @@
+"""One job pool for the whole run: rocbuild serves the GNU make jobserver protocol and every
+concurrent CMake/ninja build is its client (issue 34).
+
+Why the protocol: ninja (>= 1.13), GNU make and CMake's Makefile generator already speak it,
+so a compile that ends hands its slot at once to whichever build needs one, where a budget
+split when each component starts left three components one job and the fourth sixteen.
+ninja 1.13 is a client when its command line has no ``-j`` and ``MAKEFLAGS`` holds
+``--jobserver-auth=fifo:PATH`` (ninja's doc/manual.asciidoc, "GNU Jobserver support"; the
+pipe form ``--jobserver-auth=R,W`` it ignores with a warning; src/jobserver.cc). Each client
+runs one job without a token (the implicit slot); rocbuild takes a token from the pool for it
+before the client starts, as make does for a sub-make, so the jobs running never exceed the
+pool's size however many clients run.
+
+Where a tool is older than 1.13 (Debian 12 ships 1.11) the wheel of the ``ninja`` package
+(PyPI, the same ninja built by scikit-build) is used for new build trees; a tree configured
+with an older ninja keeps it and its compile takes an explicit ``-j`` count of tokens instead.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import select
+import shutil
+import sys
+import tempfile
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+from rocbuild import proc
+from rocbuild.errors import BuildFailed
+
+JOBSERVER_NINJA = (1, 13)  # the first ninja that is a jobserver client
+TOKEN = b"+"
+_POLL = 0.2  # seconds between looks at whether the pool was closed while waiting
+
+
+class JobPool:
+    """``size`` job slots served as a GNU make jobserver FIFO (``makeflags``): clients take a
+    token per job beyond their first and put it back when the job ends; ``hold`` takes tokens
+    for rocbuild itself (a client's implicit slot, an explicit ``-j`` build, a Tensile pool)."""
+
+    def __init__(self, size: int, folder: Path | None = None) -> None:
+        self.size = max(1, size)
+        self._dir = Path(tempfile.mkdtemp(prefix="rocbuild-jobs-", dir=folder))
+        self.path = self._dir / "fifo"
+        os.mkfifo(self.path, 0o600)
+        # read and write ends in one descriptor: the FIFO never reads end-of-file while the
+        # run lives, and writing never blocks (a pipe holds far more than a pool's tokens)
+        self._fd = os.open(self.path, os.O_RDWR | os.O_NONBLOCK | os.O_CLOEXEC)
+        os.write(self._fd, TOKEN * self.size)
+        self._lock = threading.Lock()
+        self._held = 0  # tokens rocbuild holds now
+        self._clients = 0  # client builds running now
+        self._closed = False
+
+    def makeflags(self) -> str:
+        """MAKEFLAGS for a client, in GNU make 4.4's form (a leading space: no flag letters)."""
+        return f" -j{self.size} --jobserver-auth=fifo:{self.path}"
+
+    def _take_one(self, stop: Callable[[], bool]) -> None:
+        while True:
+            if self._closed or stop():
+                raise BuildFailed("the run ended while this step waited for a job slot")
+            ready, _, _ = select.select([self._fd], [], [], _POLL)
+            if not ready:
+                continue
+            with self._lock:  # counted as it is taken: a refill meanwhile must not recreate it
+                try:
+                    if os.read(self._fd, 1):
+                        self._held += 1
+                        return
+                except BlockingIOError:  # a client took it first
+                    continue
+
+    @contextlib.contextmanager
+    def hold(self, count: int, *, client: bool = False,
+             stop: Callable[[], bool] = lambda: False) -> Iterator[int]:
+        """Hold ``count`` tokens (at most the pool's size), waiting for them as they come
+        back; given back on exit. ``client``: the holder starts a jobserver client, whose
+        tokens are refilled when the last client ends (a client killed with tokens in hand
+        would otherwise lose them for the rest of the run)."""
+        count = max(1, min(count, self.size))
+        taken, counted = 0, False
+        try:
+            for _ in range(count):
+                self._take_one(stop)
+                taken += 1
+            with self._lock:
+                self._clients += client
+                counted = True
+            yield count
+        finally:
+            with self._lock:
+                self._held -= taken
+                self._clients -= client and counted
+                if not self._closed:
+                    if self._clients == 0:
+                        self._refill()
+                    else:
+                        os.write(self._fd, TOKEN * taken)
+
+    def _refill(self) -> None:
+        """No client runs: the FIFO holds exactly the tokens rocbuild does not hold."""
+        while True:
+            try:
+                if not os.read(self._fd, 4096):
+                    break
+            except BlockingIOError:
+                break
+        os.write(self._fd, TOKEN * (self.size - self._held))
+
+    def close(self) -> None:
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            os.close(self._fd)
+        shutil.rmtree(self._dir, ignore_errors=True)
+
+
+_VERSIONS: dict[str, tuple[int, ...] | None] = {}
+
+
+def ninja_version(program: str) -> tuple[int, ...] | None:
+    """``program --version`` as numbers (1.13.2 -> (1, 13, 2)), once per program per process."""
+    if program not in _VERSIONS:
+        done = proc.run_capture([program, "--version"], timeout=10)
+        found = re.match(r"(\d+)\.(\d+)(?:\.(\d+))?", done.stdout.strip()) if done and done.ok \
+            else None
+        _VERSIONS[program] = tuple(int(g) for g in found.groups() if g) if found else None
+    return _VERSIONS[program]
+
+
+def speaks_jobserver(program: str | None) -> bool:
+    version = ninja_version(program) if program else None
+    return version is not None and version[:2] >= JOBSERVER_NINJA
+
+
+def jobserver_ninja() -> str | None:
+    """A ninja that is a jobserver client: the one on PATH when it is new enough, else the
+    ``ninja`` wheel's (beside this Python, where pip put it), else None."""
+    candidates = [shutil.which("ninja"), str(Path(sys.executable).parent / "ninja")]
+    with contextlib.suppress(ImportError):
+        import ninja  # type: ignore[import-not-found,unused-ignore]  # the PyPI wheel
+
+        candidates.append(os.path.join(ninja.BIN_DIR, "ninja"))
+    for program in candidates:
+        if program and os.access(program, os.X_OK) and speaks_jobserver(program):
+            return program
+    return None
+
+
+def tree_ninja(build_dir: Path) -> str | None:
+    """The ninja a configured CMake tree runs (CMAKE_MAKE_PROGRAM in its CMakeCache.txt)."""
+    try:
+        with (build_dir / "CMakeCache.txt").open(encoding="utf-8", errors="replace") as f:
+            for line in f:
+                if line.startswith("CMAKE_MAKE_PROGRAM:"):
+                    return line.split("=", 1)[1].strip() or None
+    except OSError:
+        return None
+    return None
