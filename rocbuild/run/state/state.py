@@ -41,9 +41,9 @@ def write_text_atomic(path: Path, text: str, mode: int | None = None) -> None:
     files.write_text_atomic(path, text, mode)
 
 
-def write_json_atomic(path: Path, doc: Any) -> None:
+def write_json_atomic(path: Path, doc: Any, *, durable: bool = True) -> None:
     _clear_folder(path)
-    files.write_json_atomic(path, doc)
+    files.write_json_atomic(path, doc, durable=durable)
 
 
 def remove_state_file(path: Path) -> None:
