@@ -27,6 +27,7 @@ COMMAND_MODULES = (
     "rocbuild.cli.cmd_plan",
     "rocbuild.cli.cmd_build",
     "rocbuild.cli.cmd_status",
+    "rocbuild.cli.cmd_list", "rocbuild.cli.cmd_info",
     "rocbuild.cli.cmd_logs",
     "rocbuild.cli.cmd_verify",
     "rocbuild.cli.cmd_bench",
@@ -38,6 +39,7 @@ COMMAND_MODULES = (
     "rocbuild.cli.cmd_lint_recipes",
     "rocbuild.cli.cmd_clean",
     "rocbuild.cli.cmd_targets",
+    "rocbuild.cli.cmd_completion",
 )
 
 
