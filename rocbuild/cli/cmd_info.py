@@ -16,6 +16,7 @@ from typing import Any
 from rich.markup import escape
 
 from rocbuild.cli.ui import console, print_row
+from rocbuild.errors import ConfigError
 from rocbuild.model.graph import load_stack
 from rocbuild.model.settings import Settings
 from rocbuild.prefix.buildinfo import read_build_info
