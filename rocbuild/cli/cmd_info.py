@@ -57,7 +57,7 @@ def describe(settings: Settings, name: str) -> dict[str, Any]:
     status = next(c for c in report.components if c.name == name)
     try:
         info = read_build_info(stack.prefix)
-    except Exception:
+    except ConfigError:  # an unreadable record: the files are still listed
         info = None
     mine = info is not None and name in info.components
     installed = installed_component(stack.prefix, name, info,
