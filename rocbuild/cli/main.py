@@ -56,7 +56,8 @@ class Parser(argparse.ArgumentParser):
         global _root, _partial
         if _partial:  # the refusal is worded with every command (did-you-mean, the path)
             _root, _partial = build_parser(), False
-        if message.startswith("the following arguments are required: COMMAND"):
+        if message.startswith("the following arguments are required: COMMAND") and not \
+                argerrors.unknown_top_flags(_root or self, _argv or sys.argv[1:]):
             text = help_text.no_command(self).rstrip("\n")
             sys.stderr.write(fit_terminal(text, sys.stderr) + "\n")
             raise SystemExit(EXIT_BAD_INPUT)
