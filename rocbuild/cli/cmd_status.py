@@ -57,6 +57,10 @@ def register(sub: argparse._SubParsersAction, parents: list[argparse.ArgumentPar
 
 
 def run(args: argparse.Namespace, settings: Settings) -> int:
+    if not settings.workdir.exists():  # a typo in --workdir read as "all pending" (issue 32)
+        print(f"rocbuild: note: the workdir {settings.workdir} does not exist "
+              f"({settings.source('workdir')}): nothing was built there; `rocbuild prefixes` "
+              "shows the workdir that filled each prefix", file=sys.stderr)
     stack = load_stack(settings, args.components)
     viewed, note = workdirs.viewed_prefix(settings, stack.prefix)
     if note is not None:  # the last build in this workdir, when the default prefix has none
@@ -72,10 +76,21 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     if args.json:
         json.dump(to_json(report), sys.stdout, indent=2)
         sys.stdout.write("\n")
+    elif nothing_built(report):  # the whole table would read "pending" 100 times
+        console().print(f"nothing built yet in {escape(str(report.workdir))}: "
+                        f"{wording.count(len(report.components), 'component')} pending; "
+                        "`rocbuild plan` shows them, `rocbuild build` starts")
     else:
         print_status(report, console(), list(args.components))
     # scripts: 1 when a step or the verify failed (exit codes in `rocbuild --help`)
     return EXIT_STEP_FAILED if report.failed else EXIT_OK
+
+
+def nothing_built(report: StatusReport) -> bool:
+    """No step of any component ran in this configuration (and no build runs now)."""
+    return (report.lock_holder is None and not report.run_failures and report.verify is None
+            and all(step.state == "pending" for c in report.components for step in c.steps)
+            and all(c.state == "pending" for c in report.components))
 
 
 def format_seconds(seconds: float | None) -> str:
