@@ -17,7 +17,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from rocbuild.cli.output import Output
-from rocbuild.cli.ui import console
+from rocbuild.cli.ui import console, print_row
 from rocbuild.errors import BuildFailed, ConfigError
 from rocbuild.model import wording
 from rocbuild.model.graph import load_stack
@@ -281,10 +281,14 @@ def run_prune(args: argparse.Namespace, settings: Settings) -> int:
 def run_keys_new(args: argparse.Namespace, settings: Settings) -> int:
     path = signing.new_key(args.name)
     public = path.with_name(path.name + ".pub")
-    print(f"made the key {path} (trusted on this machine)")
-    print(f"sign with:   rocbuild cache push --sign {args.name} --to …")
-    print(f"on the machines that install, trust it:  rocbuild cache keys trust {public}")
-    print(f"public key:  {public.read_text().strip()}")
+    out = console()
+    out.print(f"made the key {escape(str(path))} (trusted on this machine)")
+    out.print("sign with:", soft_wrap=True)  # commands to paste: each a whole line
+    out.print(f"  rocbuild cache push --sign {escape(args.name)} --to …", soft_wrap=True)
+    out.print("on the machines that install, trust it:")
+    out.print(f"  rocbuild cache keys trust {escape(str(public))}", soft_wrap=True)
+    out.print("public key:")
+    out.print(f"  {escape(public.read_text().strip())}", soft_wrap=True)
     return 0
 
 
@@ -299,12 +303,14 @@ def run_keys_list(args: argparse.Namespace, settings: Settings) -> int:
             fp = signing.Signer("", "", blob).fingerprint
         except (OSError, ValueError):
             fp = "unreadable"
-        out.print(f"  {escape(pub.stem):<20} {fp}")
+        print_row(out, f"  {escape(pub.stem):<20} {fp}", 23)
     signers = signing.read_signers(signing.signers_file())
     out.print(f"trusted signers ({escape(str(signing.signers_file()))}):" if signers else
               f"trusted signers: none ({escape(str(signing.signers_file()))})")
     for s in signers:
-        out.print(f"  {escape(s.principal):<20} {s.fingerprint} {escape(s.key_type)}")
+        # the type with the name, the fingerprint in its column: at 80 columns the type
+        # wrapped alone to the margin (issue 32)
+        print_row(out, f"  {escape(s.principal):<20} {escape(s.key_type)} {s.fingerprint}", 23)
     return 0
 
 
@@ -323,7 +329,8 @@ def run_keys_trust(args: argparse.Namespace, settings: Settings) -> int:
                           tip="give a .pub file or a line 'ssh-ed25519 AAAA… name'") from None
     name = args.name or _as_name(comment) or default_name or "signer"
     signer = signing.trust(text, name)
-    print(f"trusted {signer.principal} ({signer.fingerprint}) in {signing.signers_file()}")
+    console().print(f"trusted {escape(signer.principal)} ({signer.fingerprint}) in "
+                    f"{escape(str(signing.signers_file()))}")
     return 0
 
 

@@ -23,7 +23,7 @@ from collections import deque
 from collections.abc import Callable
 from pathlib import Path
 
-from rocbuild.errors import ConfigError
+from rocbuild.errors import ConfigError, notice
 from rocbuild.model import steptable
 from rocbuild.model.graph import Component, load_stack
 from rocbuild.model.settings import Settings
@@ -71,7 +71,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     stack = load_stack(settings, [args.component])  # names the known ones when unknown
     viewed, note = workdirs.viewed_prefix(settings, stack.prefix)
     if note is not None:  # the logs of the last build in this workdir
-        print(f"rocbuild: note: {note}", file=sys.stderr)
+        notice(f"rocbuild: note: {note}")
         stack = load_stack(viewed, [args.component])
     comp = stack.components[args.component]
     live = [step for (name, step) in running.steps(stack.workdir) if name == comp.name]
@@ -92,8 +92,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         raise ConfigError(f"no log for {comp.name}: {step} yet ({log}): the step has not run",
                           tip=f"`rocbuild logs {comp.name}` shows the last step that ran")
     if args.follow:  # nothing runs: the whole log, and why nothing more comes
-        print(f"rocbuild: note: {comp.name}: {step} is not running; its log as it ended:",
-              file=sys.stderr)
+        notice(f"rocbuild: note: {comp.name}: {step} is not running; its log as it ended:")
     print_log(log, args.tail)
     return 0
 

@@ -19,7 +19,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from rocbuild.cli.ui import console
-from rocbuild.errors import EXIT_OK, EXIT_STEP_FAILED
+from rocbuild.errors import EXIT_OK, EXIT_STEP_FAILED, notice
 from rocbuild.model import wording
 from rocbuild.model.graph import load_stack
 from rocbuild.model.resources import format_bytes
@@ -58,13 +58,13 @@ def register(sub: argparse._SubParsersAction, parents: list[argparse.ArgumentPar
 
 def run(args: argparse.Namespace, settings: Settings) -> int:
     if not settings.workdir.exists():  # a typo in --workdir read as "all pending" (issue 32)
-        print(f"rocbuild: note: the workdir {settings.workdir} does not exist "
-              f"({settings.source('workdir')}): nothing was built there; `rocbuild prefixes` "
-              "shows the workdir that filled each prefix", file=sys.stderr)
+        notice(f"rocbuild: note: the workdir {settings.workdir} does not exist "
+               f"({settings.source('workdir')}): nothing was built there; `rocbuild prefixes` "
+               "shows the workdir that filled each prefix")
     stack = load_stack(settings, args.components)
     viewed, note = workdirs.viewed_prefix(settings, stack.prefix)
     if note is not None:  # the last build in this workdir, when the default prefix has none
-        print(f"rocbuild: note: {note}", file=sys.stderr)
+        notice(f"rocbuild: note: {note}")
         settings, stack = viewed, load_stack(viewed, args.components)
     # read-only: nothing runs, so the rule's answers are kept for the whole report
     rule = Rule(stack, StateDir.of(stack), _answers=Answers())

@@ -17,7 +17,14 @@ from typing import NoReturn
 
 from rocbuild import __version__, faults
 from rocbuild.cli import argerrors, help_text
-from rocbuild.errors import EXIT_BAD_INPUT, EXIT_INTERRUPTED, RocbuildError, fit_terminal, report
+from rocbuild.errors import (
+    EXIT_BAD_INPUT,
+    EXIT_INTERRUPTED,
+    RocbuildError,
+    fit_terminal,
+    notice,
+    report,
+)
 from rocbuild.model import settings
 from rocbuild.run.state import basememo
 
@@ -121,10 +128,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not getattr(args, "needs_settings", True):  # `rocbuild help`: no config is read
             return int(args.func(args))
         for warning in settings.unknown_variables():
-            print(f"rocbuild: warning: {warning}", file=sys.stderr)
+            notice(f"rocbuild: warning: {warning}")
         resolved = basememo.apply(settings.resolve(flags))  # the workdir's last --base
         for note in resolved.notes:
-            print(f"rocbuild: note: {note}", file=sys.stderr)
+            notice(f"rocbuild: note: {note}")
         return int(args.func(args, resolved))
     except RocbuildError as exc:
         return report(exc, sys.stderr)
@@ -136,6 +143,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stdout = None  # no flush of a closed pipe at exit
         return 0
     except KeyboardInterrupt:
-        print("rocbuild: interrupted; what finished is kept, run the same command again to "
-              "continue", file=sys.stderr)
+        notice("rocbuild: interrupted; what finished is kept, run the same command again to "
+               "continue")
         return EXIT_INTERRUPTED
