@@ -29,8 +29,9 @@ def register(sub: argparse._SubParsersAction, parents: list[argparse.ArgumentPar
     parser.add_argument("--shell", choices=envfiles.SHELLS, default=None,
                         help="which file (default: your login shell, else bash)")
     parser.add_argument("--tune", action="store_true",
-                        help="add the runtime tuning variables from the source article "
-                             "(opt-in, each with a comment; measure them with llama-bench)")
+                        help="add runtime tuning variables of the HIP runtime (opt-in, each "
+                             "with a comment and AMD's documentation; measure them with "
+                             "llama-bench)")
     parser.set_defaults(func=run)
 
 
