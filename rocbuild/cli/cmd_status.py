@@ -18,7 +18,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from rocbuild.cli.ui import console
+from rocbuild.cli.ui import console, glue_commands
 from rocbuild.errors import EXIT_OK, EXIT_STEP_FAILED, notice
 from rocbuild.model import wording
 from rocbuild.model.graph import load_stack
@@ -234,7 +234,7 @@ def _print_failure(out: Console, name: str, failure: FailureStatus, *,
     found = failure.diagnosis
     if found is not None:
         out.print(f"  cause: {escape(found.cause)}")
-        out.print(f"  fix:   {escape(found.fix)}")
+        out.print(f"  fix:   {escape(glue_commands(found.fix))}")
         out.print(f"  seen:  {escape(found.matched_line)}")
     elif failure.tail:  # a check's message is the whole story: it has no tail
         out.print("  cause: not a known failure; the last lines of the log:")

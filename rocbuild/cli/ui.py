@@ -92,6 +92,12 @@ def glue(text: str) -> str:
     return text.replace(" ", GLUE)
 
 
+def glue_commands(text: str) -> str:
+    """``text`` with each `command` in backticks glued: a command in prose (a fix) is never
+    cut across lines, so it pastes as one; it gets a line of its own when it is long."""
+    return re.sub(r"`[^`]+`", lambda m: glue(m.group()), text)
+
+
 def print_row(out: Console, text: str, hang: int) -> None:
     """A name/value row: on the fitted console, a row longer than the line continues under
     its value, at column ``hang``."""
@@ -252,17 +258,17 @@ def print_build_summary(outcomes: Sequence[StepOutcome], stack: Stack, command: 
             out.print(f"log: {escape(str(o.log))}")
         from rocbuild.checks.diagnose import diagnose  # the failure table, on a failure
 
+        command = command or f"rocbuild build {o.component}"
         found = diagnose([*o.tail, *o.message.splitlines()],
                          context={"prefix": str(stack.prefix), "component": o.component,
-                                  "workdir": str(stack.workdir)})
+                                  "workdir": str(stack.workdir), "command": command})
         if found is not None:
             out.print(f"[bold]cause:[/] {escape(found.cause)}")
-            out.print(f"[bold]fix:[/]   {escape(found.fix)}")
+            out.print(f"[bold]fix:[/]   {escape(glue_commands(found.fix))}")
         if o.tail:
             out.print(f"--- last {min(len(o.tail), 20)} lines ---")
             for line in o.tail[-20:]:
                 out.print(escape(line))
-        command = command or f"rocbuild build {o.component}"
         out.print(f"continue with: {escape(command)}", soft_wrap=True)  # to paste: one line
         out.print("(finished steps are kept; only this step and what follows run again)")
     if interrupted:
