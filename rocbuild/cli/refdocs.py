@@ -27,7 +27,9 @@ def settings_page() -> str:
              "Every setting has a flag (accepted before or after the command), a `ROCBUILD_*` "
              "environment variable and a key in `rocbuild.toml`, read from the current "
              "directory, else from `$XDG_CONFIG_HOME/rocbuild/rocbuild.toml` "
-             "(`~/.config/rocbuild/`), in a `[rocbuild]` table. A flag wins over the "
+             "(`~/.config/rocbuild/`), in a `[rocbuild]` table (a file without that table is "
+             "read as one: its keys at the top level; with it, no other table is allowed). "
+             "A flag wins over the "
              "environment, which wins over the file; `rocbuild plan` shows where each value "
              "came from. A misspelled key is refused with a did-you-mean; an unknown "
              "`ROCBUILD_*` variable is named in a warning.", "",
