@@ -20,12 +20,13 @@ from rocbuild.cli.output import Output
 from rocbuild.cli.ui import console, print_row
 from rocbuild.errors import BuildFailed, ConfigError
 from rocbuild.model import wording
-from rocbuild.model.graph import load_stack
+from rocbuild.model.graph import Component, load_stack
 from rocbuild.model.settings import Settings
 from rocbuild.model.steptable import steps_of
 from rocbuild.run.cache import cache, cache_prune, signing
 from rocbuild.run.cache.artifacts import ArtifactRefused, Manifest
 from rocbuild.run.cache.cache_store import CacheUnavailable, ProgressLine, fmt_size
+from rocbuild.run.engine import continuation
 from rocbuild.run.engine.build import BuildContext
 
 
@@ -109,6 +110,7 @@ def run_push(args: argparse.Namespace, settings: Settings) -> int:
     comps = [stack.components[n] for n in stack.order if n in wanted]
     staging = stack.work.push_staging
     failed = 0
+    missing: list[Component] = []
     ctx.ensure_ready()  # the workdir and prefix locks: nobody installs while the prefix is read
     try:
         for comp in comps:
@@ -116,8 +118,9 @@ def run_push(args: argparse.Namespace, settings: Settings) -> int:
             if not steps:  # reuses another checkout and builds nothing: nothing of its own
                 continue
             if not all(ctx.is_current(comp, step) for step in steps):
-                ctx.output.say(f"✘ {comp.name}: not built, or changed since it was built; run "
-                               f"`rocbuild build {comp.name}` first")
+                done = "fetched" if not comp.builds else "built"
+                ctx.output.say(f"✘ {comp.name}: not {done}, or changed since it was {done}")
+                missing.append(comp)
                 failed += 1
                 continue
             key = cache.component_key(stack, comp)
@@ -142,12 +145,17 @@ def run_push(args: argparse.Namespace, settings: Settings) -> int:
                 continue
             finally:
                 shutil.rmtree(staging, ignore_errors=True)
-            signed = f", signed by {signing.key_of(signature)}" if signature else ", unsigned"
+            signed = f", signed by {signing.key_name(signature)}" if signature else ", unsigned"
             ctx.output.say(f"✔ {comp.name}: {wording.count(len(manifest.files), 'file')}, "
                            f"{fmt_size(manifest.size)} packed to "
                            f"{fmt_size(manifest.archive_size)} ({key[:12]}{signed})")
     finally:
         ctx.release()
+    if missing:  # one command for all of them, with this run's flags (source-only ones are
+        # fetched by the build of what uses them: naming them would only add words)
+        names = [c.name for c in missing if c.builds] or [c.name for c in missing]
+        ctx.output.say("TIP: build them first, then push again: "
+                       + continuation.fallback(settings, names))
     return 1 if failed else 0
 
 
@@ -157,7 +165,7 @@ def _already(ctx: BuildContext, store: cache.FolderStore | cache.OciStore, name:
     no signature yet (one that has one keeps it: its signer made it)."""
     signature = store.read_signature(name, key)
     if key_file is None or signature:
-        how = f"signed by {signing.key_of(signature)}" if signature else "unsigned"
+        how = f"signed by {signing.key_name(signature)}" if signature else "unsigned"
         ctx.output.say(f"= {name}: already in {store.location} ({key[:12]}, {how})")
         return
     try:
@@ -172,7 +180,7 @@ def _already(ctx: BuildContext, store: cache.FolderStore | cache.OciStore, name:
     signature = signing.sign(existing, key_file)
     store.write_signature(manifest, signature)
     ctx.output.say(f"✔ {name}: already in {store.location} ({key[:12]}), now signed by "
-                   f"{signing.key_of(signature)}")
+                   f"{signing.key_name(signature)}")
 
 
 def _when(created: Any) -> str:
