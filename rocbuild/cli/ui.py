@@ -235,7 +235,8 @@ def print_build_summary(outcomes: Sequence[StepOutcome], stack: Stack, command: 
         for column in ("component", "step", "time", "jobs", "result"):
             table.add_column(column)
         for o in ran:
-            style = {"done": "green", "failed": "bold red"}.get(o.result, "")
+            style = {"done": "green", "failed": "bold red",
+                     "interrupted": "yellow"}.get(o.result, "")
             table.add_row(escape(o.component), o.step, f"{o.seconds:.1f}s",
                           str(o.jobs or "-"), f"[{style}]{o.result}[/]")
         out.print(heading)
