@@ -57,7 +57,8 @@ def register(sub: argparse._SubParsersAction, parents: list[argparse.ArgumentPar
 
 
 def run(args: argparse.Namespace, settings: Settings) -> int:
-    if not settings.workdir.exists():  # a typo in --workdir read as "all pending" (issue 32)
+    # a typo in --workdir read as "all pending" (issue 32); a new user's default is just new
+    if settings.source("workdir") != "default" and not settings.workdir.exists():
         notice(f"rocbuild: note: the workdir {settings.workdir} does not exist "
                f"({settings.source('workdir')}): nothing was built there; `rocbuild prefixes` "
                "shows the workdir that filled each prefix")
