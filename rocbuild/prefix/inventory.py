@@ -25,8 +25,9 @@ from rocbuild.prefix.buildinfo import BuildInfo, read_build_info
 
 @dataclass(frozen=True)
 class Installed:
-    """One component in a prefix. ``origin``: "built", "cache" (served from the binary
-    cache, ``cache_key`` its artifact) or None when the workdir's stamps are gone."""
+    """One component in a prefix. ``origin``: "built", "fetched" (a source-only component),
+    "cache" (served from the binary cache, ``cache_key`` its artifact) or None when the
+    workdir's stamps are gone."""
 
     name: str
     ref: str | None
@@ -90,14 +91,18 @@ def component(prefix: Path, name: str, info: BuildInfo | None,
     files = tuple(sorted(ownership.installed_by(prefix, name)))
     stamp: dict[str, Any] = {}
     patches: tuple[str, ...] | None = None
+    fetched_only = False
     if work is not None:
         stamp = read_json(work.stamp(name, "install")) or {}
+        if not stamp:  # a source-only component: its last step is the patch of its checkout
+            stamp = read_json(work.stamp(name, "patch")) or {}
+            fetched_only = bool(stamp)
         # a component inside another's checkout (source.from) has no patch stamp: unknown
         patch = read_json(work.stamp(name, "patch")) or {}
         applied = (patch.get("inputs") or {}).get("patches") if patch else None
         patches = tuple(sorted(applied)) if isinstance(applied, dict) else None
     key = stamp.get("from_cache")
-    origin = None if not stamp else "cache" if key else "built"
+    origin = None if not stamp else "cache" if key else "fetched" if fetched_only else "built"
     when = stamp.get("finished")
     return Installed(name, recorded.ref if recorded else None,
                      recorded.commit if recorded else None, patches, files,

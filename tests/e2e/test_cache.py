@@ -152,6 +152,12 @@ def test_second_machine_installs_the_stack_from_a_cache_folder_without_compiling
     status = json.loads(run_cli("status", *flags, "--json", env=env, expect=0).stdout)
     assert {c["name"]: c["state"] for c in status["components"]} == dict.fromkeys(
         (*COMPONENTS, "notes"), "done")
+    # `rocbuild list` says each came from the cache, with its artifact (issue 32)
+    (listed,) = json.loads(run_cli("list", *flags, "--json", env=env,
+                                   expect=0).stdout)["prefixes"]
+    origins = {c["name"]: (c["origin"], bool(c["cache_key"])) for c in listed["components"]}
+    assert origins == dict.fromkeys((*COMPONENTS, "notes"), ("cache", True)), origins
+    assert " cache " in run_cli("list", *flags, env=env, expect=0).stdout
     again = run_cli("build", *flags, "--offline", "--quiet", "--no-verify", env=env, expect=0)
     assert "▶" not in again.stdout and "all 17 steps are current; nothing to do" in again.stdout
     without_cache = machine.second(work)  # a rerun without --cache sees a built stack too
