@@ -58,6 +58,19 @@ def test_the_overnight_block_works_as_root_in_a_container(tmp_path: Path) -> Non
     assert (tmp_path / "prefix").is_dir()
 
 
+def test_no_shell_block_of_the_readme_or_the_guide_needs_sudo_or_user() -> None:
+    """The neighbours of the overnight block (issue 32): every command a root shell in a
+    container pastes from the README or the guide runs there too."""
+    for page in (ROOT / "README.md", ROOT / "docs" / "guide.md"):
+        for block in sh_blocks(page.read_text(encoding="utf-8")):
+            for line in block.splitlines():
+                if line.lstrip().startswith("#") or "rocbuild activate" in line \
+                        or "sudo rocbuild" in line:
+                    continue  # activating /opt/rocm is the root's own step, said as such
+                assert not re.search(r"(^|[\s&;(])sudo\s", line), (page.name, line)
+                assert "$USER" not in line, (page.name, line)
+
+
 def test_the_readme_says_module_use_before_module_load() -> None:
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     for match in re.finditer(r"module load (\S+)", readme):
