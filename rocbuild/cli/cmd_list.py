@@ -30,6 +30,8 @@ from rocbuild.prefix import registry
 from rocbuild.prefix.buildinfo import info_path
 from rocbuild.prefix.inventory import Installed, PrefixInventory, inventory
 
+WIDE = 90  # columns from which the install time shows its year
+
 
 def register(sub: argparse._SubParsersAction, parents: list[argparse.ArgumentParser]) -> None:
     parser = sub.add_parser(
@@ -56,8 +58,11 @@ def prefixes_to_list(settings: Settings) -> list[Path]:
     return [p for p in unique if info_path(p).exists()]
 
 
-def when_text(when: float | None) -> str:
-    return time.strftime("%Y-%m-%d %H:%M", time.localtime(when)) if when else "-"
+def when_text(when: float | None, *, year: bool = True) -> str:
+    """The install's local time; without the year on an 80-column terminal, where ROCm's
+    long names leave no room for it (JSON has the epoch seconds)."""
+    fmt = "%Y-%m-%d %H:%M" if year else "%m-%d %H:%M"
+    return time.strftime(fmt, time.localtime(when)) if when else "-"
 
 
 def origin_text(comp: Installed) -> str:
@@ -98,17 +103,21 @@ def print_prefix(inv: PrefixInventory, out: Console) -> None:
     state = ("verified" if info.verified else "complete, not verified" if info.complete
              else "incomplete")
     total = sum(c.size for c in inv.components)
-    out.print(f"  {escape(info.stack)} {escape(info.version)} for "
+    stack = "ROCm" if info.stack == "rocm" else info.stack
+    out.print(f"  {escape(stack)} {escape(info.version)} for "
               f"{escape(', '.join(info.targets))}; {state}; "
               f"{len(inv.components)} components, {format_bytes(total)}")
     table = Table(box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False, collapse_padding=True)
+    # every cell one word but the time, which wraps at its space when 80 columns are short
+    # (ROCm's "rocprofiler-register" and "rocm-6.4.3" need the room)
     for column in ("component", "ref", "commit", "patches", "size", "from", "installed"):
-        table.add_column(column, no_wrap=column != "ref", overflow="fold")
+        table.add_column(column, no_wrap=column != "installed")
     for comp in inv.components:
         patches = "?" if comp.patches is None else str(len(comp.patches))
         table.add_row(escape(comp.name), escape(comp.ref or "-"),
-                      (comp.commit or "-")[:10], patches,
-                      format_bytes(comp.size), origin_text(comp), when_text(comp.when))
+                      (comp.commit or "-")[:8], patches,
+                      format_bytes(comp.size), origin_text(comp),
+                      when_text(comp.when, year=out.width >= WIDE))
     out.print(table)
     if info.extra.get("workdir"):
         out.print(f"  built in {escape(str(info.extra['workdir']))}")
