@@ -50,10 +50,16 @@ def eta_seconds(elapsed: float, fraction: float | None, expected: float | None) 
 
 def step_eta(elapsed: float, fraction: float | None, expected: float | None) -> str:
     """The step's ETA text, asked at every redraw: a step past its estimate (no ninja pace
-    yet) says by how much, where the bar froze at "ETA 0s" (issue 32)."""
-    if (fraction is None or fraction < 0.1) and expected is not None and elapsed > expected:
-        return f"overrunning estimate by {format_span(elapsed - expected)}"
+    yet) says by how much ("19s over estimate"), where the bar froze at "ETA 0s" (issue 32)."""
+    if overruns(elapsed, fraction, expected):
+        assert expected is not None
+        return f"{format_span(elapsed - expected)} over estimate"  # short: fits beside a bar
     return format_eta(eta_seconds(elapsed, fraction, expected))
+
+
+def overruns(elapsed: float, fraction: float | None, expected: float | None) -> bool:
+    """The step ran past its estimate and ninja gives no pace to estimate from."""
+    return (fraction is None or fraction < 0.1) and expected is not None and elapsed > expected
 
 
 def format_span(seconds: float) -> str:
@@ -144,7 +150,11 @@ class LiveOutput(Output):
         if task == self._run_task:
             left = {k: eta_seconds(now - r.started, r.fraction, r.expected)
                     for k, r in running.items()}
-            return finish_clock(run_eta(self._expected, self._finished, left))
+            rest = run_eta(self._expected, self._finished, left)
+            if any(overruns(now - r.started, r.fraction, r.expected) for r in running.values()):
+                # a step past its estimate: the run's end is not known ("ETA 0s" froze)
+                return "ETA ?: a step overran"
+            return finish_clock(rest)
         for r in running.values():
             if r.task == task:
                 return step_eta(now - r.started, r.fraction, r.expected)
