@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 import textwrap
 from typing import TextIO
 
@@ -118,6 +119,13 @@ def report(exc: RocbuildError, stream: TextIO) -> int:
     if exc.tip:
         print(fit_terminal(f"TIP: {exc.tip}", stream), file=stream)
     return exc.exit_code
+
+
+def notice(text: str, stream: TextIO | None = None) -> None:
+    """One line of rocbuild's own to stderr (``rocbuild: note: …``, a warning), fitted to
+    the terminal as an error is (fit_terminal); whole in a pipe, for grep."""
+    stream = stream or sys.stderr
+    print(fit_terminal(text, stream), file=stream, flush=True)
 
 
 def fit_terminal(text: str, stream: TextIO) -> str:

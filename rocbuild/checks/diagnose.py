@@ -25,6 +25,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from rocbuild.model import commandline
+
 if sys.version_info >= (3, 11):
     import tomllib
 else:
@@ -108,7 +110,9 @@ def _fill(text: str, match: re.Match[str], context: Mapping[str, str]) -> str:
     text = _FIELD.sub(lambda m: groups.get(m.group(1), f"<{m.group(1)}>"), text)
     for key, value in context.items():
         text = text.replace(f"<{key}>", value)
-    return text
+    # the fix's `rocbuild build X` with the run's --recipes/--workdir/--prefix/...: the same
+    # command as the "continue with:" line, pasteable (issue 32)
+    return commandline.with_run_flags(text, context.get("command"))
 
 
 def clean(line: str) -> str:
@@ -119,7 +123,8 @@ def diagnose(lines: Sequence[str], *, context: Mapping[str, str] | None = None
              ) -> Diagnosis | None:
     """The first known failure (by table priority) found in ``lines``; the newest matching
     line of that pattern is reported. ``context`` fills ``<prefix>``, ``<component>`` and
-    ``<workdir>`` in the fix. None when nothing in the table matches."""
+    ``<workdir>`` in the fix, and its ``command`` (the run's continuation) gives each
+    `rocbuild build …` of the fix the run's flags. None when nothing in the table matches."""
     cleaned = [clean(line) for line in lines]
     for pattern in patterns():
         for line in reversed(cleaned):

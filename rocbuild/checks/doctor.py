@@ -247,8 +247,8 @@ def check_os(ctx: Context) -> Check:
     limited = LIMITED_OS.get((os_id, version)) or LIMITED_OS.get((os_id, version.split(".")[0]))
     if limited:
         return Check("os", WARN, f"{what}: works for many, but not official: {limited}",
-                     "for the tested path use Ubuntu 22.04 or 24.04 (the source articles "
-                     "recommend Ubuntu 22.04 LTS with its 5.15 kernel)")
+                     "for the tested path use Ubuntu 22.04 or 24.04, the systems AMD lists "
+                     "for ROCm 6.4 (https://rocm.docs.amd.com/projects/install-on-linux/en/docs-6.4.3/reference/system-requirements.html)")
     return Check("os", WARN, f"{what}: not a system ROCm 6.4 lists",
                  "the build may still work; for the tested path use Ubuntu 22.04 or 24.04")
 
@@ -369,8 +369,8 @@ def check_gpus(ctx: Context) -> Check:
 _PCIE_FIX = (
     "check it under load (amdgpu lowers the link speed when the GPU idles: run llama-bench and "
     "read current_link_speed again); if it stays low, set this slot to Gen3 instead of Auto in "
-    "the firmware setup, disable ASPM, and reseat the card or replace the riser. The source "
-    "article blames Auto/Gen4 negotiation and ASPM for MI50 links that retrain under load")
+    "the firmware setup, disable ASPM, and reseat the card or replace the riser: MI50 owners "
+    "report links that retrain under load with Auto/Gen4 negotiation and ASPM on")
 _WIDTH_FIX = ("move the card to a slot wired x16 (or check the slot's bifurcation setting); a "
               "riser with fewer lanes does this too")
 
@@ -399,9 +399,9 @@ def check_firmware(ctx: Context) -> Check:
     if ctx.host.path("sys/firmware/efi").is_dir():
         return Check("firmware", OK, "booted via UEFI (no CSM legacy boot)")
     return Check("firmware", WARN, "booted via legacy BIOS / CSM (no /sys/firmware/efi)",
-                 "switch the firmware to UEFI boot and disable CSM: the source article reports "
-                 "that CSM keeps the ROCm kernel driver from loading properly, and large BARs "
-                 "need UEFI; the system then boots from an EFI partition (grub-efi)")
+                 "switch the firmware to UEFI boot and disable CSM: Above 4G decoding and "
+                 "Resizable BAR, which let the driver map the whole VRAM, work only with UEFI "
+                 "boot; the system then boots from an EFI partition (grub-efi)")
 
 
 def check_aspm(ctx: Context) -> Check:
@@ -416,8 +416,9 @@ def check_aspm(ctx: Context) -> Check:
     policy = match.group(1)
     if policy in ("powersave", "powersupersave"):
         return Check("aspm", WARN, f"ASPM policy is {policy}: PCIe links enter low-power states",
-                     "set ASPM to Disabled in the firmware setup or boot with pcie_aspm=off; the "
-                     "source article ties ASPM to PCIe link retraining under load on MI50s")
+                     "set ASPM to Disabled in the firmware setup or boot with pcie_aspm=off: "
+                     "a link that leaves a low-power state retrains, which users of MI50s "
+                     "report as link errors and stalls under load")
     note = " (the firmware's settings)" if policy == "default" else ""
     return Check("aspm", OK, f"ASPM policy is {policy}{note}")
 
@@ -439,8 +440,8 @@ def check_bar(ctx: Context) -> Check:
             (fine if bar.size >= 4 * GIB else problems).append(text)
     if problems:
         return Check("bar", WARN, "small BAR: " + "; ".join(problems + fine),
-                     "enable Above 4G Decoding and Resizable BAR in the firmware setup (source "
-                     "article 002; needs UEFI boot). ROCm works with a small BAR, but the CPU "
+                     "enable Above 4G Decoding and Resizable BAR in the firmware setup (needs "
+                     "UEFI boot). ROCm works with a small BAR, but the CPU "
                      "then reaches VRAM only through that window (slower uploads, no large "
                      "peer-to-peer mappings)")
     if not fine:
@@ -459,8 +460,8 @@ def check_nouveau(ctx: Context) -> Check:
                                           "modeset=0\\n'",
                                           "tee /etc/modprobe.d/blacklist-nouveau.conf")
                  + " && " + privilege.as_root("update-initramfs -u")
-                 + ", then reboot (the source article advises disabling nouveau next to "
-                 "amdgpu)")
+                 + ", then reboot (nouveau claims display devices that amdgpu should drive "
+                 "when no NVIDIA card needs it)")
 
 
 def _swap_commands(gib: int) -> str:

@@ -78,8 +78,52 @@ def _flags_of(parser: argparse.ArgumentParser) -> list[str]:
                   | _GLOBAL_FLAGS)
 
 
+def unknown_top_flags(parser: argparse.ArgumentParser, argv: Sequence[str]) -> list[str]:
+    """The options before the command that the top parser does not know (``rocbuild
+    --verison``, ``rocbuild --jbos 4 plan``): argparse then reports only the missing command,
+    or takes the flag's value for the command, and the misspelt flag goes unnamed."""
+    known = {s for a in parser._actions for s in a.option_strings}
+    sub = _subparsers(parser)
+    found = []
+    for token in argv:
+        if sub is not None and token in sub.choices:
+            break
+        if token.startswith("-") and token != "-" and token.split("=", 1)[0] not in known:
+            found.append(token)
+    return found
+
+
+def unknown_flags_error(parser: argparse.ArgumentParser, flags: Sequence[str],
+                        command: str | None = None) -> ConfigError:
+    """One refusal naming each of ``flags`` (options before the ``command`` word, if any)."""
+    options = sorted({s for a in parser._actions for s in a.option_strings
+                      if s.startswith("--")} | _GLOBAL_FLAGS)
+    sub = _subparsers(parser)
+    parts = []
+    for word in flags:
+        name = word.split("=", 1)[0]
+        owners = [cmd for cmd, child in (sub.choices.items() if sub else ())
+                  if any(name in a.option_strings for a in child._actions)]
+        if command in owners:  # `rocbuild --json status`: the command's own, given before it
+            parts.append(f"'{word}' is an option of `rocbuild {command}`: give it after the "
+                         "command")
+        elif owners:  # `rocbuild --verbose`: some command's option
+            parts.append(f"'{word}' is an option of `rocbuild {owners[0]}`"
+                         + (f" (and {len(owners) - 1} more commands)" if len(owners) > 1
+                            else "") + ": give it after the command")
+        else:
+            close = _close(name, options)
+            parts.append(f"'{word}' is not an option of rocbuild"
+                         + (f" (did you mean '{close}'?)" if close else ""))
+    return ConfigError("; ".join(parts),
+                       tip="`rocbuild --help` lists the commands and the global options")
+
+
 def explain(parser: argparse.ArgumentParser, message: str, argv: Sequence[str]) -> ConfigError:
     """The ConfigError for argparse's ``message``, raised while parsing ``argv``."""
+    stray = unknown_top_flags(parser, argv)
+    if stray and ("required: COMMAND" in message or message.startswith("argument COMMAND")):
+        return unknown_flags_error(parser, stray)
     words, where = command_path(parser, argv)
     choice = _INVALID_CHOICE.match(message)
     sub = _subparsers(where)
@@ -100,6 +144,8 @@ def explain(parser: argparse.ArgumentParser, message: str, argv: Sequence[str]) 
         return ConfigError(f"{choice['arg']}: '{choice['value']}' is not one of "
                            f"{', '.join(choices)}.{hint}", tip=_help_tip(words))
     unknown = message.partition("unrecognized arguments: ")[2].split()
+    if unknown and stray and set(unknown) <= set(stray):  # given before the command
+        return unknown_flags_error(parser, stray, words[0] if words else None)
     if unknown:
         flags = _flags_of(where)
         parts = []

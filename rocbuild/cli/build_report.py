@@ -30,7 +30,8 @@ def _step(ctx: BuildContext, o: StepOutcome) -> dict[str, Any]:
     if o.result == "failed":
         found = diagnose([*o.tail, *o.message.splitlines()],
                          context={"prefix": str(ctx.stack.prefix), "component": o.component,
-                                  "workdir": str(ctx.stack.workdir)})
+                                  "workdir": str(ctx.stack.workdir),
+                                  "command": ctx.command or ""})
         doc["message"] = o.message
         doc["tail"] = o.tail[-20:]
         doc["cause"] = None if found is None else {"id": found.id, "cause": found.cause,

@@ -18,7 +18,7 @@ from rocbuild.bench.model import read_model
 from rocbuild.bench.runner import Limits
 from rocbuild.bench.session import choose_binaries, run_session
 from rocbuild.cli.ui import console
-from rocbuild.errors import ConfigError
+from rocbuild.errors import ConfigError, notice
 from rocbuild.model.graph import load_stack
 from rocbuild.model.settings import Settings
 from rocbuild.prefix.buildinfo import read_build_info
@@ -136,7 +136,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     host = read_host(args.gpu_root, os.environ, read_build_info(prefix))
 
     def echo(line: str) -> None:
-        print(line, file=sys.stderr, flush=True)
+        notice(line)
 
     if host.gpu is None:
         asked_cpu = "cpu" in binaries

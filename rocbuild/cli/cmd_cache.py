@@ -17,15 +17,16 @@ from rich.markup import escape
 from rich.table import Table
 
 from rocbuild.cli.output import Output
-from rocbuild.cli.ui import console
+from rocbuild.cli.ui import console, print_row
 from rocbuild.errors import BuildFailed, ConfigError
 from rocbuild.model import wording
-from rocbuild.model.graph import load_stack
+from rocbuild.model.graph import Component, load_stack
 from rocbuild.model.settings import Settings
 from rocbuild.model.steptable import steps_of
 from rocbuild.run.cache import cache, cache_prune, signing
 from rocbuild.run.cache.artifacts import ArtifactRefused, Manifest
 from rocbuild.run.cache.cache_store import CacheUnavailable, ProgressLine, fmt_size
+from rocbuild.run.engine import continuation
 from rocbuild.run.engine.build import BuildContext
 
 
@@ -109,6 +110,7 @@ def run_push(args: argparse.Namespace, settings: Settings) -> int:
     comps = [stack.components[n] for n in stack.order if n in wanted]
     staging = stack.work.push_staging
     failed = 0
+    missing: list[Component] = []
     ctx.ensure_ready()  # the workdir and prefix locks: nobody installs while the prefix is read
     try:
         for comp in comps:
@@ -116,8 +118,9 @@ def run_push(args: argparse.Namespace, settings: Settings) -> int:
             if not steps:  # reuses another checkout and builds nothing: nothing of its own
                 continue
             if not all(ctx.is_current(comp, step) for step in steps):
-                ctx.output.say(f"✘ {comp.name}: not built, or changed since it was built; run "
-                               f"`rocbuild build {comp.name}` first")
+                done = "fetched" if not comp.builds else "built"
+                ctx.output.say(f"✘ {comp.name}: not {done}, or changed since it was {done}")
+                missing.append(comp)
                 failed += 1
                 continue
             key = cache.component_key(stack, comp)
@@ -142,12 +145,17 @@ def run_push(args: argparse.Namespace, settings: Settings) -> int:
                 continue
             finally:
                 shutil.rmtree(staging, ignore_errors=True)
-            signed = f", signed by {signing.key_of(signature)}" if signature else ", unsigned"
+            signed = f", signed by {signing.key_name(signature)}" if signature else ", unsigned"
             ctx.output.say(f"✔ {comp.name}: {wording.count(len(manifest.files), 'file')}, "
                            f"{fmt_size(manifest.size)} packed to "
                            f"{fmt_size(manifest.archive_size)} ({key[:12]}{signed})")
     finally:
         ctx.release()
+    if missing:  # one command for all of them, with this run's flags (source-only ones are
+        # fetched by the build of what uses them: naming them would only add words)
+        names = [c.name for c in missing if c.builds] or [c.name for c in missing]
+        ctx.output.say("TIP: build them first, then push again: "
+                       + continuation.fallback(settings, names))
     return 1 if failed else 0
 
 
@@ -157,7 +165,7 @@ def _already(ctx: BuildContext, store: cache.FolderStore | cache.OciStore, name:
     no signature yet (one that has one keeps it: its signer made it)."""
     signature = store.read_signature(name, key)
     if key_file is None or signature:
-        how = f"signed by {signing.key_of(signature)}" if signature else "unsigned"
+        how = f"signed by {signing.key_name(signature)}" if signature else "unsigned"
         ctx.output.say(f"= {name}: already in {store.location} ({key[:12]}, {how})")
         return
     try:
@@ -172,7 +180,7 @@ def _already(ctx: BuildContext, store: cache.FolderStore | cache.OciStore, name:
     signature = signing.sign(existing, key_file)
     store.write_signature(manifest, signature)
     ctx.output.say(f"✔ {name}: already in {store.location} ({key[:12]}), now signed by "
-                   f"{signing.key_of(signature)}")
+                   f"{signing.key_name(signature)}")
 
 
 def _when(created: Any) -> str:
@@ -281,10 +289,14 @@ def run_prune(args: argparse.Namespace, settings: Settings) -> int:
 def run_keys_new(args: argparse.Namespace, settings: Settings) -> int:
     path = signing.new_key(args.name)
     public = path.with_name(path.name + ".pub")
-    print(f"made the key {path} (trusted on this machine)")
-    print(f"sign with:   rocbuild cache push --sign {args.name} --to …")
-    print(f"on the machines that install, trust it:  rocbuild cache keys trust {public}")
-    print(f"public key:  {public.read_text().strip()}")
+    out = console()
+    out.print(f"made the key {escape(str(path))} (trusted on this machine)")
+    out.print("sign with:", soft_wrap=True)  # commands to paste: each a whole line
+    out.print(f"  rocbuild cache push --sign {escape(args.name)} --to …", soft_wrap=True)
+    out.print("on the machines that install, trust it:")
+    out.print(f"  rocbuild cache keys trust {escape(str(public))}", soft_wrap=True)
+    out.print("public key:")
+    out.print(f"  {escape(public.read_text().strip())}", soft_wrap=True)
     return 0
 
 
@@ -299,12 +311,14 @@ def run_keys_list(args: argparse.Namespace, settings: Settings) -> int:
             fp = signing.Signer("", "", blob).fingerprint
         except (OSError, ValueError):
             fp = "unreadable"
-        out.print(f"  {escape(pub.stem):<20} {fp}")
+        print_row(out, f"  {escape(pub.stem):<20} {fp}", 23)
     signers = signing.read_signers(signing.signers_file())
     out.print(f"trusted signers ({escape(str(signing.signers_file()))}):" if signers else
               f"trusted signers: none ({escape(str(signing.signers_file()))})")
     for s in signers:
-        out.print(f"  {escape(s.principal):<20} {s.fingerprint} {escape(s.key_type)}")
+        # the type with the name, the fingerprint in its column: at 80 columns the type
+        # wrapped alone to the margin (issue 32)
+        print_row(out, f"  {escape(s.principal):<20} {escape(s.key_type)} {s.fingerprint}", 23)
     return 0
 
 
@@ -323,7 +337,8 @@ def run_keys_trust(args: argparse.Namespace, settings: Settings) -> int:
                           tip="give a .pub file or a line 'ssh-ed25519 AAAA… name'") from None
     name = args.name or _as_name(comment) or default_name or "signer"
     signer = signing.trust(text, name)
-    print(f"trusted {signer.principal} ({signer.fingerprint}) in {signing.signers_file()}")
+    console().print(f"trusted {escape(signer.principal)} ({signer.fingerprint}) in "
+                    f"{escape(str(signing.signers_file()))}")
     return 0
 
 

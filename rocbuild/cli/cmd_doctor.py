@@ -13,7 +13,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from rocbuild.checks import doctor, hostreqs
-from rocbuild.cli.ui import console
+from rocbuild.cli.ui import console, print_row
 from rocbuild.errors import ConfigError
 from rocbuild.model import cost, wording
 from rocbuild.model.graph import load_stack
@@ -63,9 +63,11 @@ def print_report(report: doctor.Report, out: Console) -> None:
     out.print(f"[bold]rocbuild doctor[/]{where}")
     for check in report.checks:
         label, style = _STYLE[check.status]
-        out.print(f"  [{style}]{label:<4}[/] {check.id:<12} {escape(check.summary)}")
+        # a continued finding stays under its text, as the fix lines do (it started at the
+        # margin, issue 32)
+        print_row(out, f"  [{style}]{label:<4}[/] {check.id:<12} {escape(check.summary)}", 20)
         if check.fix and check.status != doctor.OK:
-            out.print(f"  {'':<4} {'':<12} [dim]fix:[/] {escape(check.fix)}")
+            print_row(out, f"  {'':<4} {'':<12} [dim]fix:[/] {escape(check.fix)}", 25)
     failed = sum(c.status == doctor.FAIL for c in report.checks)
     warned = sum(c.status == doctor.WARN for c in report.checks)
     target = report.recommended_target

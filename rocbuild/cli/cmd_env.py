@@ -24,13 +24,16 @@ def register(sub: argparse._SubParsersAction, parents: list[argparse.ArgumentPar
         "env", parents=parents, help="print the prefix's environment file for a shell",
         description="Print env.sh (bash, zsh), env.fish, the Lmod or the Tcl modulefile as the "
                     "install step writes it into the prefix. It sets ROCM_PATH, HIP_PATH, "
-                    "HIP_PLATFORM, HIP_DEVICE_LIB_PATH and puts the prefix first in PATH, "
-                    "LD_LIBRARY_PATH and CMAKE_PREFIX_PATH; never HSA_OVERRIDE_GFX_VERSION.")
+                    "HIP_PLATFORM, HIP_DEVICE_LIB_PATH and puts the prefix first in PATH "
+                    "and CMAKE_PREFIX_PATH; never LD_LIBRARY_PATH (each installed program "
+                    "finds its libraries through its RUNPATH) and never "
+                    "HSA_OVERRIDE_GFX_VERSION.")
     parser.add_argument("--shell", choices=envfiles.SHELLS, default=None,
                         help="which file (default: your login shell, else bash)")
     parser.add_argument("--tune", action="store_true",
-                        help="add the runtime tuning variables from the source article "
-                             "(opt-in, each with a comment; measure them with llama-bench)")
+                        help="add runtime tuning variables of the HIP runtime (opt-in, each "
+                             "with a comment and AMD's documentation; measure them with "
+                             "llama-bench)")
     parser.set_defaults(func=run)
 
 

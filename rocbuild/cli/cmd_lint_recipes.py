@@ -17,7 +17,8 @@ from rich.table import Table
 
 from rocbuild.checks.lint import LintReport, lint_recipes, lint_sources
 from rocbuild.cli.ui import console
-from rocbuild.errors import EXIT_BAD_INPUT, EXIT_OK
+from rocbuild.errors import EXIT_BAD_INPUT, EXIT_OK, ConfigError
+from rocbuild.errors import report as report_error
 from rocbuild.model.settings import Settings
 from rocbuild.model.workdir import Workdir
 
@@ -52,10 +53,10 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         print_report(report)
     if args.sources is not None and not any(s.checked for s in report.sources):
         # a wrong folder must not read as "0 errors": nothing was compared at all
-        print(f"rocbuild: error: nothing could be checked: no component has a checkout in "
-              f"{sources}\nTIP: fetch first (`rocbuild build`, or stop it after the fetches) "
-              "or name the folder that holds the checkouts: --sources DIR", file=sys.stderr)
-        return EXIT_BAD_INPUT
+        return report_error(ConfigError(
+            f"nothing could be checked: no component has a checkout in {sources}",
+            tip="fetch first (`rocbuild build`, or stop it after the fetches) or name the "
+                "folder that holds the checkouts: --sources DIR"), sys.stderr)
     # findings are problems of the recipes, which are input (exit codes: 2 bad input)
     return EXIT_BAD_INPUT if report.errors else EXIT_OK
 

@@ -4,8 +4,13 @@ Every step the build's summary can show has a log here, as the step table names 
 (model/steptable.py): fetch ... install, the ``options`` check, the ``cache`` step and the
 run-wide ``python-venv`` (of any component, or as ``rocbuild logs python-venv``). Without
 STEP: the failed step if the component has a failure, else the last step (in build order)
-that has a log (one of fetch ... install when any has). Logs of an LLVM build run to
-hundreds of MB, so they are streamed, never read whole into memory.
+that has a log (one of fetch ... install when any has), and with ``-f`` the component's step
+that is running now. Logs of an LLVM build run to hundreds of MB, so they are streamed, never
+read whole into memory.
+
+``-f`` follows the log as ``tail -f`` does while the step runs (run/state/running.py says
+which steps a live build runs), and ends when the step ends, so `rocbuild logs -f llvm` in a
+second terminal needs no Ctrl-C.
 """
 
 from __future__ import annotations
@@ -13,16 +18,18 @@ from __future__ import annotations
 import argparse
 import shutil
 import sys
+import time
 from collections import deque
+from collections.abc import Callable
 from pathlib import Path
 
-from rocbuild.errors import ConfigError
+from rocbuild.errors import ConfigError, notice
 from rocbuild.model import steptable
 from rocbuild.model.graph import Component, load_stack
 from rocbuild.model.settings import Settings
 from rocbuild.model.steptable import RUN, log_path, steps_of, with_logs
 from rocbuild.model.workdir import Workdir
-from rocbuild.run.state import workdirs
+from rocbuild.run.state import running, workdirs
 from rocbuild.run.state.state import StateDir
 
 
@@ -45,6 +52,8 @@ def register(sub: argparse._SubParsersAction, parents: list[argparse.ArgumentPar
     parser.add_argument("step", nargs="?", metavar="STEP",
                         help=", ".join(k.name for k in steptable.STEPS))
     parser.add_argument("--tail", type=_count, metavar="N", help="only the last N lines")
+    parser.add_argument("-f", "--follow", action="store_true",
+                        help="keep printing what the running step writes, until it ends")
     parser.set_defaults(func=run)
 
 
@@ -62,19 +71,28 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     stack = load_stack(settings, [args.component])  # names the known ones when unknown
     viewed, note = workdirs.viewed_prefix(settings, stack.prefix)
     if note is not None:  # the logs of the last build in this workdir
-        print(f"rocbuild: note: {note}", file=sys.stderr)
+        notice(f"rocbuild: note: {note}")
         stack = load_stack(viewed, [args.component])
     comp = stack.components[args.component]
-    step = choose_step(stack.work, comp, args.step)
+    live = [step for (name, step) in running.steps(stack.workdir) if name == comp.name]
+    step = (args.step or (live[-1] if live and args.follow else None)
+            or choose_step(stack.work, comp, args.step))
+    if args.step is not None:
+        choose_step(stack.work, comp, args.step)  # refuses a step the component lacks
     # asking for a log that does not exist is a wrong request, not a failed step (exit 2)
     if step is None:
         raise ConfigError(f"no log for {comp.name} yet: none of its steps has run (logs are "
                           f"kept in {' and '.join(map(str, stack.work.logs(comp.name)))})",
                           tip="`rocbuild status` shows what has run; check --workdir")
     log = log_path(stack.work, comp.name, step)
+    if args.follow and (comp.name, step) in running.steps(stack.workdir):
+        follow(log, args.tail, lambda: (comp.name, step) in running.steps(stack.workdir))
+        return 0
     if not log.is_file():
         raise ConfigError(f"no log for {comp.name}: {step} yet ({log}): the step has not run",
                           tip=f"`rocbuild logs {comp.name}` shows the last step that ran")
+    if args.follow:  # nothing runs: the whole log, and why nothing more comes
+        notice(f"rocbuild: note: {comp.name}: {step} is not running; its log as it ended:")
     print_log(log, args.tail)
     return 0
 
@@ -103,6 +121,32 @@ def choose_step(work: Workdir, comp: Component, step: str | None) -> str | None:
     stamped = [s for s in with_log if s in own]
     chosen = stamped or with_log
     return chosen[-1] if chosen else None
+
+
+FOLLOW_POLL = 0.2  # seconds between looks at a followed log
+
+
+def follow(log: Path, tail: int | None, runs: Callable[[], bool]) -> None:
+    """``tail -f`` of ``log`` while ``runs()`` says its step runs: what is there (its last
+    ``tail`` lines), then each new piece as it is written; ends once the step ended and
+    everything it wrote was printed. The log may not exist yet for a step just started."""
+    while not log.is_file():
+        if not runs():
+            return
+        time.sleep(FOLLOW_POLL)
+    with log.open(encoding="utf-8", errors="replace") as f:
+        if tail is not None:
+            sys.stdout.writelines(deque(f, maxlen=tail))
+        while True:
+            running_now = runs()  # asked before reading: the last write is never missed
+            piece = f.read()
+            if piece:
+                sys.stdout.write(piece)
+                sys.stdout.flush()
+            elif not running_now:
+                return
+            else:
+                time.sleep(FOLLOW_POLL)
 
 
 def print_log(log: Path, tail: int | None) -> None:

@@ -56,6 +56,10 @@ def register(sub: argparse._SubParsersAction, parents: list[argparse.ArgumentPar
     parser.add_argument("--why", action="store_true",
                         help="under the table, each component's dependencies and the "
                              "arithmetic behind its job counts")
+    parser.add_argument("--tree", action="store_true",
+                        help="draw the dependency tree (with --json: as nested objects)")
+    parser.add_argument("--reverse", action="store_true",
+                        help="with --tree: what needs each component, not what it needs")
     parser.add_argument("--allow-unsigned", action="store_true",
                         help="with --cache: plan as `build --allow-unsigned` would (unsigned "
                              "and untrusted artifacts are then installed)")
@@ -74,6 +78,8 @@ def expected_seconds(rule: Rule, cpus: int) -> dict[str, float | None]:
 
 
 def run(args: argparse.Namespace, settings: Settings) -> int:
+    if args.tree or args.reverse:
+        return print_tree(args, settings)
     # plan shows the launchers a build would use on this host: probe them as a run does
     stack = launchtools.launching(load_stack(settings, args.components), settings)
     # each component's state from the workdir's stamps (done / failed / stale / pending)
@@ -111,6 +117,29 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         print_cost(plan, out)
         if changed is not None:
             out.print(escape(base_change_text(changed, plan)))
+    return 0
+
+
+def print_tree(args: argparse.Namespace, settings: Settings) -> int:
+    """`plan --tree [--reverse]`: the graph only; no probe, no state walk. --reverse loads
+    the whole stack, so a component's dependents outside what it needs are found too."""
+    from rocbuild.cli import plan_tree
+
+    stack = load_stack(settings, [] if args.reverse else args.components)
+    if args.reverse:
+        load_stack(settings, args.components)  # an unknown name: the same refusal as plan
+    children = plan_tree.edges(stack, reverse=args.reverse)
+    starts = plan_tree.roots(stack, children, args.components)
+    if args.json:
+        json.dump({"reverse": args.reverse, "tree": plan_tree.nested(children, starts)},
+                  sys.stdout, indent=2)
+        sys.stdout.write("\n")
+        return 0
+    out = console()
+    for line in plan_tree.lines(children, starts):
+        out.print(escape(line), no_wrap=True, overflow="ignore", crop=False)
+    if any(line.endswith(" (*)") for line in plan_tree.lines(children, starts)):
+        out.print("(*) drawn above")
     return 0
 
 

@@ -15,7 +15,7 @@ from typing import Any
 from rich.markup import escape
 
 from rocbuild.cli import clean
-from rocbuild.cli.ui import console
+from rocbuild.cli.ui import console, glue
 from rocbuild.errors import ConfigError
 from rocbuild.model.graph import load_stack
 from rocbuild.model.layout import INFO_DIR
@@ -75,8 +75,8 @@ def entry_json(found: FoundPrefix, active: Path | None,
                            "error": found.error}
     if info is not None:
         base = info.extra.get("base")
-        doc.update(title=buildinfo.title_of(info), version=info.version, series=info.series,
-                   targets=list(info.targets),
+        doc.update(stack=info.stack, title=buildinfo.title_of(info), version=info.version,
+                   series=info.series, targets=list(info.targets),
                    base=base.get("path") if isinstance(base, dict) else None,
                    complete=info.complete, verified=info.verified,
                    unproven=info.complete and not info.verified,
@@ -97,6 +97,19 @@ def _state(doc: dict[str, Any]) -> str:
     if doc.get("verified"):
         return "verified"
     return f"complete, unproven: {doc['unproven_why']}" if doc.get("complete") else "incomplete"
+
+
+def active_text(link: Path, active: Path | None, found: list[FoundPrefix]) -> str:
+    """What the stable link says about the list: it claimed "points at the one marked *"
+    when there was no link and no mark (issue 32)."""
+    if active is not None and any(f.path == active for f in found):
+        return f"{link} points at the one marked *"
+    if active is not None:
+        return f"{link} points at {active}, not one of these"
+    if link.exists():
+        return f"{link} is not a link, so none of these is active"
+    return (f"none is active: {link} does not exist; {glue('`rocbuild activate PREFIX`')} "
+            "makes it")
 
 
 def run(args: argparse.Namespace, settings: Settings) -> int:
@@ -134,7 +147,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         return 0
     # a list, not a table: a prefix path is long and must stay whole (to paste or grep), so
     # each prefix gets its own line and its facts the next ones
-    out.print(f"rocbuild prefixes ({escape(str(link))} points at the one marked *):")
+    out.print(f"rocbuild prefixes ({escape(active_text(link, active, found))}):")
     for where, doc in zip(found, docs, strict=True):
         facts = [f"{doc.get('title', 'ROCm')} {doc.get('version', '?')}",
                  ", ".join(doc.get("targets", [])) or "?",
@@ -142,7 +155,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         if doc.get("base"):
             facts.append(f"on the base {doc['base']}")
         if doc.get("finished"):
-            facts.append(f"finished {str(doc['finished'])[:16].replace('T', ' ')}")
+            facts.append(glue(f"finished {str(doc['finished'])[:16].replace('T', ' ')}"))
         out.print(f"{'*' if doc['active'] else ' '} {escape(doc['prefix'])}")
         out.print(f"    {escape('; '.join(facts))}")
         if doc.get("workdir"):

@@ -18,8 +18,8 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from rocbuild.cli.ui import console
-from rocbuild.errors import EXIT_OK, EXIT_STEP_FAILED
+from rocbuild.cli.ui import console, glue_commands
+from rocbuild.errors import EXIT_OK, EXIT_STEP_FAILED, notice
 from rocbuild.model import wording
 from rocbuild.model.graph import load_stack
 from rocbuild.model.resources import format_bytes
@@ -57,10 +57,15 @@ def register(sub: argparse._SubParsersAction, parents: list[argparse.ArgumentPar
 
 
 def run(args: argparse.Namespace, settings: Settings) -> int:
+    # a typo in --workdir read as "all pending" (issue 32); a new user's default is just new
+    if settings.source("workdir") != "default" and not settings.workdir.exists():
+        notice(f"rocbuild: note: the workdir {settings.workdir} does not exist "
+               f"({settings.source('workdir')}): nothing was built there; `rocbuild prefixes` "
+               "shows the workdir that filled each prefix")
     stack = load_stack(settings, args.components)
     viewed, note = workdirs.viewed_prefix(settings, stack.prefix)
     if note is not None:  # the last build in this workdir, when the default prefix has none
-        print(f"rocbuild: note: {note}", file=sys.stderr)
+        notice(f"rocbuild: note: {note}")
         settings, stack = viewed, load_stack(viewed, args.components)
     # read-only: nothing runs, so the rule's answers are kept for the whole report
     rule = Rule(stack, StateDir.of(stack), _answers=Answers())
@@ -72,10 +77,21 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     if args.json:
         json.dump(to_json(report), sys.stdout, indent=2)
         sys.stdout.write("\n")
+    elif nothing_built(report):  # the whole table would read "pending" 100 times
+        console().print(f"nothing built yet in {escape(str(report.workdir))}: "
+                        f"{wording.count(len(report.components), 'component')} pending; "
+                        "`rocbuild plan` shows them, `rocbuild build` starts")
     else:
         print_status(report, console(), list(args.components))
     # scripts: 1 when a step or the verify failed (exit codes in `rocbuild --help`)
     return EXIT_STEP_FAILED if report.failed else EXIT_OK
+
+
+def nothing_built(report: StatusReport) -> bool:
+    """No step of any component ran in this configuration (and no build runs now)."""
+    return (report.lock_holder is None and not report.run_failures and report.verify is None
+            and all(step.state == "pending" for c in report.components for step in c.steps)
+            and all(c.state == "pending" for c in report.components))
 
 
 def format_seconds(seconds: float | None) -> str:
@@ -223,7 +239,7 @@ def _print_failure(out: Console, name: str, failure: FailureStatus, *,
     found = failure.diagnosis
     if found is not None:
         out.print(f"  cause: {escape(found.cause)}")
-        out.print(f"  fix:   {escape(found.fix)}")
+        out.print(f"  fix:   {escape(glue_commands(found.fix))}")
         out.print(f"  seen:  {escape(found.matched_line)}")
     elif failure.tail:  # a check's message is the whole story: it has no tail
         out.print("  cause: not a known failure; the last lines of the log:")

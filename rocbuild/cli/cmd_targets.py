@@ -27,10 +27,22 @@ def register(sub: argparse._SubParsersAction, parents: list[argparse.ArgumentPar
     parser.set_defaults(func=run)
 
 
-def _order(name: str) -> tuple[int, str]:
-    """gfx600 < gfx906 < gfx1030: by the number, generic targets after their family."""
-    digits = re.match(r"gfx(\d+)", name)
-    return (int(digits.group(1)) if digits else 0, name)
+GENERIC = 99  # a generic target sorts after the processors of its family
+
+
+def _order(name: str) -> tuple[int, int, int, str]:
+    """gfx600 < gfx906 < gfx90a < gfx1030: by LLVM's processor number, which is a major
+    version (one or two digits), a minor digit and a stepping in hex (gfx90a is 9.0.10, after
+    9.0.6, not "90a" before "600"); a generic target after its family (gfx9-4-generic after
+    gfx942)."""
+    exact = re.fullmatch(r"gfx(\d+)([0-9a-f])([0-9a-f])", name)
+    if exact:
+        return (int(exact.group(1)), int(exact.group(2), 16), int(exact.group(3), 16), name)
+    generic = re.fullmatch(r"gfx(\d+)(?:-(\d+))?-generic", name)
+    if generic:
+        minor = int(generic.group(2)) if generic.group(2) else GENERIC
+        return (int(generic.group(1)), minor, GENERIC, name)
+    return (0, 0, 0, name)
 
 
 def products_of(processor: str) -> list[str]:

@@ -32,7 +32,7 @@ from rocbuild.checks.verify import (
     verify_prefix,
 )
 from rocbuild.cli.ui import console
-from rocbuild.errors import EXIT_OK, EXIT_VERIFY_FAILED, ConfigError
+from rocbuild.errors import EXIT_OK, EXIT_VERIFY_FAILED, ConfigError, notice
 from rocbuild.files import write_json_atomic
 from rocbuild.model import wording
 from rocbuild.model.graph import load_stack
@@ -227,7 +227,7 @@ def _smoke(args: argparse.Namespace, report: VerifyReport, prefix: Path,
     if not report.ok:
         return smoke.SmokeReport(skipped="smoke tests not run: fix the problems above first")
     return smoke.run_smoke(prefix, targets, args.model, root=args.gpu_root,
-                           echo=lambda line: print(line, file=sys.stderr, flush=True),
+                           echo=notice,
                            base=base)
 
 

@@ -20,7 +20,8 @@ EXAMPLES: dict[str, tuple[tuple[str, str], ...]] = {  # command -> (what it does
     "plan": (
         ("order, state, jobs, time and disk of each component", "rocbuild plan --target gfx906"),
         ("rocBLAS and what it needs, with the job arithmetic", "rocbuild plan rocblas --why"),
-        ("the exact commands a build runs", "rocbuild plan --commands > build.sh"),
+        ("what needs rocBLAS (the dependency tree, reversed)",
+         "rocbuild plan --tree --reverse rocblas"),
     ),
     "build": (
         ("the whole stack; run it again after any failure", "rocbuild build --target gfx906"),
@@ -33,9 +34,23 @@ EXAMPLES: dict[str, tuple[tuple[str, str], ...]] = {  # command -> (what it does
         ("one component and what it needs", "rocbuild status rocblas"),
         ("for scripts (exit 1 when a step failed)", "rocbuild status --json"),
     ),
+    "list": (
+        ("each prefix: components, commits, sizes, built or cached", "rocbuild list"),
+        ("one prefix, for scripts", "rocbuild list --prefix /opt/rocm-6.4-gfx906 --json"),
+    ),
+    "info": (
+        ("recipe, dependencies, dependents, state, files", "rocbuild info rocblas"),
+        ("the same for scripts", "rocbuild info rocblas --json"),
+    ),
     "logs": (
         ("the log of its last step that ran", "rocbuild logs rocblas"),
         ("the end of one step's log", "rocbuild logs llvm compile --tail 50"),
+        ("follow the running step, as tail -f", "rocbuild logs -f llvm"),
+    ),
+    "completion": (
+        ("tab completion in this bash", ". <(rocbuild completion bash)"),
+        ("for every fish session",
+         "rocbuild completion fish > ~/.config/fish/completions/rocbuild.fish"),
     ),
     "verify": (
         ("every library in the prefix has gfx906 code", "rocbuild verify --target gfx906"),

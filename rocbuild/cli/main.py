@@ -18,7 +18,14 @@ from typing import NoReturn
 
 from rocbuild import __version__, faults
 from rocbuild.cli import argerrors, help_text
-from rocbuild.errors import EXIT_BAD_INPUT, EXIT_INTERRUPTED, RocbuildError, fit_terminal, report
+from rocbuild.errors import (
+    EXIT_BAD_INPUT,
+    EXIT_INTERRUPTED,
+    RocbuildError,
+    fit_terminal,
+    notice,
+    report,
+)
 from rocbuild.model import settings
 from rocbuild.run.state import basememo, prefixmemo
 
@@ -28,6 +35,7 @@ COMMAND_MODULES = (
     "rocbuild.cli.cmd_plan",
     "rocbuild.cli.cmd_build",
     "rocbuild.cli.cmd_status",
+    "rocbuild.cli.cmd_list", "rocbuild.cli.cmd_info",
     "rocbuild.cli.cmd_logs",
     "rocbuild.cli.cmd_verify",
     "rocbuild.cli.cmd_bench",
@@ -42,6 +50,7 @@ COMMAND_MODULES = (
     "rocbuild.cli.cmd_config",
     "rocbuild.cli.cmd_recipes",
     "rocbuild.cli.cmd_uninstall",
+    "rocbuild.cli.cmd_completion",
 )
 
 
@@ -58,7 +67,8 @@ class Parser(argparse.ArgumentParser):
         global _root, _partial
         if _partial:  # the refusal is worded with every command (did-you-mean, the path)
             _root, _partial = build_parser(), False
-        if message.startswith("the following arguments are required: COMMAND"):
+        if message.startswith("the following arguments are required: COMMAND") and not \
+                argerrors.unknown_top_flags(_root or self, _argv or sys.argv[1:]):
             text = help_text.no_command(self).rstrip("\n")
             sys.stderr.write(fit_terminal(text, sys.stderr) + "\n")
             raise SystemExit(EXIT_BAD_INPUT)
@@ -123,11 +133,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not getattr(args, "needs_settings", True):  # `rocbuild help`: no config is read
             return int(args.func(args))
         for warning in settings.unknown_variables():
-            print(f"rocbuild: warning: {warning}", file=sys.stderr)
+            notice(f"rocbuild: warning: {warning}")
         # the workdir's last --base and --prefix
         resolved = prefixmemo.apply(basememo.apply(settings.resolve(flags)))
         for note in resolved.notes:
-            print(f"rocbuild: note: {note}", file=sys.stderr)
+            notice(f"rocbuild: note: {note}")
         return int(args.func(args, resolved))
     except RocbuildError as exc:
         return report(exc, sys.stderr)
@@ -143,6 +153,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stdout = None  # no flush of a closed pipe at exit
         return 0
     except KeyboardInterrupt:
-        print("rocbuild: interrupted; what finished is kept, run the same command again to "
-              "continue", file=sys.stderr)
+        notice("rocbuild: interrupted; what finished is kept, run the same command again to "
+               "continue")
         return EXIT_INTERRUPTED

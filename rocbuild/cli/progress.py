@@ -12,7 +12,16 @@ from dataclasses import dataclass
 from typing import TextIO
 
 from rich.console import Console
-from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
+from rich.progress import (
+    BarColumn,
+    Progress,
+    ProgressColumn,
+    Task,
+    TaskID,
+    TextColumn,
+    TimeElapsedColumn,
+)
+from rich.text import Text
 
 from rocbuild.cli import ui
 from rocbuild.cli.output import Output
@@ -37,6 +46,30 @@ def eta_seconds(elapsed: float, fraction: float | None, expected: float | None) 
     if expected is not None:
         return max(expected - elapsed, 0.0)
     return None
+
+
+def step_eta(elapsed: float, fraction: float | None, expected: float | None) -> str:
+    """The step's ETA text, asked at every redraw: a step past its estimate (no ninja pace
+    yet) says by how much ("19s over estimate"), where the bar froze at "ETA 0s" (issue 32)."""
+    if overruns(elapsed, fraction, expected):
+        assert expected is not None
+        return f"{format_span(elapsed - expected)} over estimate"  # short: fits beside a bar
+    return format_eta(eta_seconds(elapsed, fraction, expected))
+
+
+def overruns(elapsed: float, fraction: float | None, expected: float | None) -> bool:
+    """The step ran past its estimate and ninja gives no pace to estimate from."""
+    return (fraction is None or fraction < 0.1) and expected is not None and elapsed > expected
+
+
+def format_span(seconds: float) -> str:
+    """12s, 4m05s, 2h10m."""
+    if seconds < 60:
+        return f"{int(seconds)}s"
+    minutes = int(seconds // 60)
+    if minutes < 60:
+        return f"{minutes}m{int(seconds) % 60:02d}s"
+    return f"{minutes // 60}h{minutes % 60:02d}m"
 
 
 def format_eta(seconds: float | None) -> str:
@@ -74,6 +107,18 @@ class _Running:
     fraction: float | None = None
 
 
+class _EtaColumn(ProgressColumn):
+    """The ETA of a bar, computed when the bar is drawn (4 times a second): a step that
+    prints nothing (configure, a Tensile run) still counts down, and says when it overruns."""
+
+    def __init__(self, live: LiveOutput) -> None:
+        super().__init__()
+        self.live = live
+
+    def render(self, task: Task) -> Text:
+        return Text(self.live.eta_text(task.id))
+
+
 class LiveOutput(Output):
     """Output for a terminal: rocbuild's own lines scroll above a live panel of bars."""
 
@@ -82,7 +127,7 @@ class LiveOutput(Output):
         self.console = console or ui.console(stream)
         self.progress = Progress(TextColumn("{task.description}"), BarColumn(),
                                  TextColumn("{task.fields[counts]}"), TimeElapsedColumn(),
-                                 TextColumn("{task.fields[eta]}"), console=self.console,
+                                 _EtaColumn(self), console=self.console,
                                  transient=True, refresh_per_second=4)
         self._running: dict[tuple[str, str], _Running] = {}
         self._guard = threading.Lock()
@@ -98,30 +143,44 @@ class LiveOutput(Output):
         with self._guard:
             self._expected = dict(expected)
 
+    def eta_text(self, task: TaskID) -> str:
+        """What the ETA column shows for ``task`` now: the whole run's, or one step's."""
+        now = time.monotonic()
+        running = dict(self._running)  # drawn from rich's thread: a copy, no lock needed
+        if task == self._run_task:
+            left = {k: eta_seconds(now - r.started, r.fraction, r.expected)
+                    for k, r in running.items()}
+            rest = run_eta(self._expected, self._finished, left)
+            if any(overruns(now - r.started, r.fraction, r.expected) for r in running.values()):
+                # a step past its estimate: the run's end is not known ("ETA 0s" froze)
+                return "ETA ?: a step overran"
+            return finish_clock(rest)
+        for r in running.values():
+            if r.task == task:
+                return step_eta(now - r.started, r.fraction, r.expected)
+        return ""
+
     def _update_run(self) -> None:
         """The whole-run line above the steps (call with the guard held)."""
         if not self._expected:
             return
-        now = time.monotonic()
-        left = {k: eta_seconds(now - r.started, r.fraction, r.expected)
-                for k, r in self._running.items()}
-        text = finish_clock(run_eta(self._expected, self._finished, left))
         done = len(self._finished & set(self._expected))
         if self._run_task is None:
             self._run_task = self.progress.add_task("whole run", total=len(self._expected),
                                                     counts="", eta="")
         self.progress.update(self._run_task, completed=done,
-                             counts=f"{done}/{len(self._expected)} steps", eta=text)
+                             counts=f"{done}/{len(self._expected)} steps")
 
     def say(self, text: str) -> None:
-        self.progress.console.print(text, markup=False, highlight=False, soft_wrap=True)
+        # fitted: a step line wraps between words under its indent; the terminal broke
+        # "rese|rve" and "…/l|ogs" (issue 32)
+        self.progress.console.print(text, markup=False, highlight=False)
 
     def step_started(self, component: str, step: str, expected: float | None) -> None:
         with self._guard:
             if not self._running:
                 self.progress.start()
-            task = self.progress.add_task(f"{component}: {step}", total=None, counts="",
-                                          eta=format_eta(expected))
+            task = self.progress.add_task(f"{component}: {step}", total=None, counts="")
             self._running[(component, step)] = _Running(task, time.monotonic(), expected)
             self._update_run()
 
@@ -143,8 +202,6 @@ class LiveOutput(Output):
                 return
             done, total = counts
             running.fraction = done / total
-            eta = eta_seconds(time.monotonic() - running.started, running.fraction,
-                              running.expected)
             self.progress.update(running.task, completed=done, total=total,
-                                 counts=f"{done}/{total}", eta=format_eta(eta))
+                                 counts=f"{done}/{total}")
             self._update_run()

@@ -25,7 +25,9 @@ def _cell(text: str) -> str:
 def settings_page() -> str:
     lines = [NOTE, "", "# Settings", "",
              "Every setting has a flag (accepted before or after the command), a `ROCBUILD_*` "
-             "environment variable and a key in `rocbuild.toml`, in a `[rocbuild]` table. "
+             "environment variable and a key in `rocbuild.toml`, in a `[rocbuild]` table (a "
+             "file without that table is read as one: its keys at the top level; with it, no "
+             "other table is allowed). "
              "The file read is the nearest `rocbuild.toml` in the current directory or a "
              "directory above it, as cargo and git find theirs: up to the file system's root, "
              "but never above your home directory when you are inside it; else "

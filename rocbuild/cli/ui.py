@@ -27,23 +27,29 @@ if TYPE_CHECKING:  # the plan's model (roads, cost) loads for `plan`, not for ev
     from rocbuild.model.plan import Plan
 
 
+GLUE = "\u00a0"  # a no-break space: "finished{GLUE}2026-12-03" never wraps inside; prints " "
+
+
 class FittedConsole(Console):
     """rich's Console that fits its width and never breaks inside a word. Text wraps at
     spaces; a word longer than a line (a path, a command) stays whole on a line of its own,
-    where rich would fold it mid-word (and a terminal wrapping a longer line would too).
+    where rich would fold it mid-word (and a terminal wrapping a longer line would too). A
+    continued line keeps the indentation of its first line (``hang`` says otherwise: the
+    column of a row's value), and words joined by ``GLUE`` stay on one line ("finished
+    2026-12-03 18:45"; the glue prints as a plain space).
     Tables keep rich's own layout (their columns are sized to fit). ``soft_wrap=True`` keeps
     rich's meaning, the line left whole for the terminal to wrap: a command to paste (a copy
     of a soft-wrapped line is still one line) or a finding meant for grep."""
 
     def print(self, *objects: Any, **kwargs: Any) -> None:
         if kwargs.get("soft_wrap"):
-            super().print(*objects, **kwargs)
+            super().print(*(_unglued(o) for o in objects), **kwargs)
             return
         if not objects or not all(isinstance(o, (str, Text)) for o in objects) or \
                 kwargs.get("no_wrap") or "overflow" in kwargs:  # the caller chose the layout
-            super().print(*objects, **kwargs)
+            super().print(*(_unglued(o) for o in objects), **kwargs)
             return
-        hang = kwargs.pop("hang", 0)
+        hang = kwargs.pop("hang", None)
         sep = kwargs.pop("sep", " ")
         markup = kwargs.pop("markup", None)
         style = kwargs.pop("style", None)
@@ -52,11 +58,45 @@ class FittedConsole(Console):
         if style is not None:
             text.stylize(style)
         for line in text.split(allow_blank=True):
-            for i, piece in enumerate(line.divide(_word_breaks(line.plain, self.width, hang))):
+            plain = line.plain
+            lead = len(plain) - len(plain.lstrip(" "))
+            indent = lead if hang is None else hang
+            # glued words count as one: the glue is measured as a letter, printed as a space
+            breaks = _word_breaks(plain.replace(GLUE, "_"), self.width, indent)
+            for i, piece in enumerate(line.divide(breaks)):
                 piece.rstrip()
-                if i and hang:  # a continued row stays in its column, not at the margin
-                    piece = Text(" " * hang) + piece
+                piece.plain = piece.plain.replace(GLUE, " ")  # same length: styles stay
+                # a continued line stays in its column, not at the margin; a word too long
+                # for that (a path) goes under the line's own indent, or at the margin when
+                # it fits there (plan's 66-character recipes path made an 81-column row);
+                # one longer than any line keeps the column, as it overflows anyway
+                if i:
+                    room = self.width - cell_len(piece.plain)
+                    at = next((c for c in (indent, lead, 0) if c <= room), indent)
+                    piece = Text(" " * at) + piece if at else piece
                 super().print(piece, overflow="ignore", crop=False, **kwargs)
+
+
+def _unglued(obj: Any) -> Any:
+    """``obj`` with each GLUE a plain space, for output rich lays out itself."""
+    if isinstance(obj, str):
+        return obj.replace(GLUE, " ")
+    if isinstance(obj, Text):
+        copy = obj.copy()
+        copy.plain = copy.plain.replace(GLUE, " ")
+        return copy
+    return obj
+
+
+def glue(text: str) -> str:
+    """``text`` whose words stay together on one line of the fitted console."""
+    return text.replace(" ", GLUE)
+
+
+def glue_commands(text: str) -> str:
+    """``text`` with each `command` in backticks glued: a command in prose (a fix) is never
+    cut across lines, so it pastes as one; it gets a line of its own when it is long."""
+    return re.sub(r"`[^`]+`", lambda m: glue(m.group()), text)
 
 
 def print_row(out: Console, text: str, hang: int) -> None:
@@ -204,7 +244,8 @@ def print_build_summary(outcomes: Sequence[StepOutcome], stack: Stack, command: 
         for column in ("component", "step", "time", "jobs", "result"):
             table.add_column(column)
         for o in ran:
-            style = {"done": "green", "failed": "bold red"}.get(o.result, "")
+            style = {"done": "green", "failed": "bold red",
+                     "interrupted": "yellow"}.get(o.result, "")
             table.add_row(escape(o.component), o.step, f"{o.seconds:.1f}s",
                           str(o.jobs or "-"), f"[{style}]{o.result}[/]")
         out.print(heading)
@@ -227,17 +268,17 @@ def print_build_summary(outcomes: Sequence[StepOutcome], stack: Stack, command: 
             out.print(f"log: {escape(str(o.log))}")
         from rocbuild.checks.diagnose import diagnose  # the failure table, on a failure
 
+        command = command or f"rocbuild build {o.component}"
         found = diagnose([*o.tail, *o.message.splitlines()],
                          context={"prefix": str(stack.prefix), "component": o.component,
-                                  "workdir": str(stack.workdir)})
+                                  "workdir": str(stack.workdir), "command": command})
         if found is not None:
             out.print(f"[bold]cause:[/] {escape(found.cause)}")
-            out.print(f"[bold]fix:[/]   {escape(found.fix)}")
+            out.print(f"[bold]fix:[/]   {escape(glue_commands(found.fix))}")
         if o.tail:
             out.print(f"--- last {min(len(o.tail), 20)} lines ---")
             for line in o.tail[-20:]:
                 out.print(escape(line))
-        command = command or f"rocbuild build {o.component}"
         out.print(f"continue with: {escape(command)}", soft_wrap=True)  # to paste: one line
         out.print("(finished steps are kept; only this step and what follows run again)")
     if interrupted:

@@ -133,6 +133,8 @@ class Launch:
 
 
 def cache_dir_of(workdir: Path) -> Path:
+    """Where rocbuild kept the compiler cache before --ccache-dir (one per workdir): `clean`
+    still removes one left there."""
     return workdir / "cache" / "ccache"
 
 
@@ -166,11 +168,13 @@ def resolve(settings: Settings, workdir: Path, build_disk: int, tools: HostTools
     else:
         ccache = found
         state = f"on (ccache {version_text(version) if version else '?'})"
-    user_dir = env.get("CCACHE_DIR")
+    # --ccache-dir (flag, variable or config) first; else the user's own CCACHE_DIR, which
+    # rocbuild leaves as it is (no size limit set); else the per-user default
+    user_dir = env.get("CCACHE_DIR") if settings.source("ccache_dir") == "default" else None
     return Launch(
         ccache=ccache, ccache_state=state, mode=mode,
         distcc=tools.distcc if hosts else None, hosts=hosts,
-        cache_dir=Path(user_dir) if user_dir else cache_dir_of(workdir),
+        cache_dir=Path(user_dir) if user_dir else settings.ccache_dir,
         user_cache_dir=bool(user_dir), max_size=max(MIN_CACHE_SIZE, build_disk // 2),
         workdir=workdir, user_launcher=settings.launcher,
         user_launcher_source=settings.source("launcher") if settings.launcher else "")

@@ -168,6 +168,13 @@ def _default_workdir(env: Mapping[str, str]) -> Path:
     return Path(cache) / "rocbuild"
 
 
+def _default_ccache_dir(env: Mapping[str, str]) -> Path:
+    """One compiler cache per user, shared by every workdir (a second workdir of the same
+    recipes compiles from the first one's objects: CCACHE_BASEDIR is the workdir, so paths
+    inside it hash alike)."""
+    return _default_workdir(env) / "ccache"
+
+
 @dataclass(frozen=True)
 class Option:
     """One setting: its flag, environment variable and config key derive from ``name``;
@@ -226,6 +233,10 @@ OPTIONS: tuple[Option, ...] = (
            _parse_fraction, "F", default=0.5),
     Option("ccache", "compiler cache: on, off or auto (auto: on when ccache is installed)",
            parse_ccache_mode, "MODE", default="auto"),
+    Option("ccache_dir", "the compiler cache's folder, shared by every workdir (a CCACHE_DIR "
+           "in your environment is used when this is not set)", _parse_path, "DIR",
+           default_from_env=_default_ccache_dir,
+           default_doc="`$XDG_CACHE_HOME/rocbuild/ccache` (`~/.cache/rocbuild/ccache`)"),
     Option("launcher", "your own compiler launcher for every CMake component, instead of "
            "ccache (e.g. sccache; a CMake list for several words); a recipe that names its own "
            "CMAKE_<LANG>_COMPILER_LAUNCHER keeps it", parse_launcher, "PROGRAM", default=""),
@@ -259,6 +270,7 @@ class Settings:
     parallel: int | str  # a count, or AUTO
     swap_weight: float
     ccache: str  # on, off or auto (launchers.CCACHE_MODES)
+    ccache_dir: Path  # the compiler cache, one per user by default (not per workdir)
     launcher: str  # the user's own compiler launcher, "" for rocbuild's (launchers.py)
     distcc: str  # a DISTCC_HOSTS list, "" for none
     cache: str | None  # a folder or an http(s)/file URL (cache_store opens it)

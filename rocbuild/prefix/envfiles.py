@@ -52,24 +52,23 @@ class EnvVar:
     in_prefix: str | None = None
 
 
-# Runtime knobs from the source article 000 ("高级环境变量调优"), offered only with --tune.
-# The article's claims are quoted as claims; gfx906-facts.md §6 marks their effect on gfx906
-# as not verified, so they are A/B candidates for llama-bench, not defaults.
+# Runtime knobs of the HIP and ROCr runtimes, offered only with --tune. What each does is
+# AMD's documentation (TUNE_SOURCE); their effect on gfx906 is not measured, so they are A/B
+# candidates for llama-bench, not defaults.
+TUNE_SOURCE = "https://rocm.docs.amd.com/projects/HIP/en/docs-6.4.0/reference/env_variables.html"
 TUNE_VARIABLES: tuple[EnvVar, ...] = (
     EnvVar("HSA_FORCE_FINE_GRAIN_PCIE", "1", "set",
-           "fine-grained (coherent) host memory over PCIe; the article credits it for "
-           "multi-GPU and split-model transfers"),
+           "fine-grained (coherent) host memory over PCIe, for multi-GPU and split-model "
+           "transfers"),
     EnvVar("AMD_DIRECT_DISPATCH", "1", "set",
-           "HIP runtime submits kernels from the calling thread; the article says it cuts "
-           "launch latency"),
+           "HIP runtime submits kernels from the calling thread, to cut launch latency"),
     EnvVar("GPU_MAX_HW_QUEUES", "8", "set",
-           "hardware queues per device for the HIP runtime; the article suggests 8 for "
-           "concurrent (MoE) work"),
+           "hardware queues per device for the HIP runtime; 8 for concurrent (MoE) work"),
     EnvVar("HSA_ENABLE_SDMA", "1", "set",
            "use the SDMA copy engines (ROCr's default is already 1; set 0 to fall back to "
            "blit kernels when copies hang)"),
     EnvVar("HIP_FORCE_DEV_KERNARG", "1", "set",
-           "kernel arguments in device memory; the article lists it as a latency tweak"),
+           "kernel arguments in device memory, a latency tweak"),
 )
 
 
@@ -330,7 +329,8 @@ def render(spec: EnvSpec, shell: str, compiled: Path | None = None) -> str:
                            module_name=spec.module_name, stack_name=spec.name,
                            title=spec.display_title, summary=spec.display_summary,
                            rocbuild_version=__version__, variables=variables(spec),
-                           tune=spec.tune, tune_variables=TUNE_VARIABLES)
+                           tune=spec.tune, tune_variables=TUNE_VARIABLES,
+                           tune_source=TUNE_SOURCE)
 
 
 def write_env_files(spec: EnvSpec, say: Callable[[str], None] | None = None,

@@ -13,6 +13,7 @@ import io
 import json
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -101,7 +102,8 @@ def first(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FirstMachine]:
     pushed = run_cli("cache", "push", *chain.flags(), "--to", str(cache), "--sign", "alice",
                      env=env, expect=0)
     for name in (*COMPONENTS, "notes"):
-        assert re.search(rf"^(?:[\d:]+ )?✔ {name}: \d+ files?.*, signed by SHA256:",
+        # the key by its name, not a bare fingerprint (issue 32)
+        assert re.search(rf"^(?:[\d:]+ )?✔ {name}: \d+ files?.*, signed by alice \(SHA256:",
                          pushed.stdout, re.M), pushed.stdout
     assert len(list(cache.glob("*/*.sig"))) == 4
     again = run_cli("cache", "push", *chain.flags(), "--to", str(cache), env=env, expect=0)
@@ -150,6 +152,12 @@ def test_second_machine_installs_the_stack_from_a_cache_folder_without_compiling
     status = json.loads(run_cli("status", *flags, "--json", env=env, expect=0).stdout)
     assert {c["name"]: c["state"] for c in status["components"]} == dict.fromkeys(
         (*COMPONENTS, "notes"), "done")
+    # `rocbuild list` says each came from the cache, with its artifact (issue 32)
+    (listed,) = json.loads(run_cli("list", *flags, "--json", env=env,
+                                   expect=0).stdout)["prefixes"]
+    origins = {c["name"]: (c["origin"], bool(c["cache_key"])) for c in listed["components"]}
+    assert origins == dict.fromkeys((*COMPONENTS, "notes"), ("cache", True)), origins
+    assert " cache " in run_cli("list", *flags, env=env, expect=0).stdout
     again = run_cli("build", *flags, "--offline", "--quiet", "--no-verify", env=env, expect=0)
     assert "▶" not in again.stdout and "all 17 steps are current; nothing to do" in again.stdout
     without_cache = machine.second(work)  # a rerun without --cache sees a built stack too
@@ -232,8 +240,10 @@ def tamper(cache: Path, how: str) -> tuple[str, list[str]]:
         return "its signature by alice's key does not match its manifest", []
     if how == "unsigned":
         signature.unlink()
-        return ("cache: beta: cache refused: it is not signed; trust the signer's key with "
-                "`rocbuild cache keys trust KEY.pub`, or give --allow-unsigned"), []
+        # no signer to trust: say how to sign it (issue 32)
+        return ("cache: beta: cache refused: it is not signed; push it signed (`rocbuild "
+                "cache push --sign NAME`, with a key of `rocbuild cache keys new NAME` that "
+                "this machine trusts), or give --allow-unsigned"), []
     signature.unlink()
     if how == "archive":  # one file changed, and the archive's own checksum updated to match
         archive = cache / "beta" / manifest["archive"]["name"]
@@ -485,3 +495,23 @@ def test_plan_says_why_the_artifacts_a_cache_holds_are_not_this_builds(
                               f"another build: CPU aarch64 there, {os.uname().machine} here)"), \
         lines
     assert lines["gamma"].startswith("from cache ("), lines
+
+
+def test_push_with_nothing_built_names_one_build_command(tmp_path: Path) -> None:
+    """Issue 32: a push before the build suggested `rocbuild build X` per component, the
+    source-only ones too (which the build of their users fetches) and without the run's
+    flags. Now each is named once and one pasteable command builds what is missing."""
+    for tool in ("git", "cmake", "ninja"):
+        require_tool(tool)
+    chain = make_chain(tmp_path)
+    make_repo(chain.repos, "notes", {"README": "notes\n"})
+    chain.write_recipe("notes", f'kind = "source-only"\n[source]\ngit = "{FAKE_HOST}notes.git"\n'
+                                'ref = "v1"\n')
+    beta = chain.recipes / "beta.toml"
+    beta.write_text(beta.read_text().replace('depends = ["alpha"]', 'depends = ["alpha", "notes"]'))
+    pushed = run_cli("cache", "push", *chain.flags(), "--to", str(tmp_path / "c"), expect=1)
+    assert "✘ notes: not fetched" in pushed.stdout and "✘ beta: not built" in pushed.stdout
+    (tip,) = [line for line in pushed.stdout.splitlines() if "TIP: " in line]
+    command = shlex.split(tip.split("then push again: ", 1)[1])
+    assert command[:5] == ["rocbuild", "build", "alpha", "beta", "gamma"], tip
+    assert "notes" not in command and "--workdir" in command and "--recipes" in command, tip

@@ -55,7 +55,7 @@ def pushed(first: FirstMachine, tmp_path_factory: pytest.TempPathFactory) -> Pus
         out = run_cli("cache", "push", *first.chain.flags(), "--to", url, "--sign", "alice",
                       env=env, expect=0).stdout
         for name in (*COMPONENTS, "notes"):
-            assert re.search(rf"✔ {name}: \d+ files?.*signed by SHA256:", out), out
+            assert re.search(rf"✔ {name}: \d+ files?.*signed by \S+ \(SHA256:", out), out
         again = run_cli("cache", "push", *first.chain.flags(), "--to", url, env=env,
                         expect=0).stdout
         assert again.count("already in") == 4, again

@@ -34,6 +34,11 @@ def refused(*args: str, **kwargs: object) -> CliResult:
     (("help", "biuld"), "'biuld' is not a command. Did you mean 'build'?"),
     (("logs",), "rocbuild logs: missing COMPONENT"),
     (("gfx906",), "'gfx906' is a GPU target: give it as --target gfx906"),
+    # issue 32: a misspelt flag before the command was lost behind "no command given" or
+    # taken as the command ('3' is not a command)
+    (("--verison",), "'--verison' is not an option of rocbuild (did you mean '--version'?)"),
+    (("--jbos", "3", "plan"), "'--jbos' is not an option of rocbuild (did you mean '--jobs'?)"),
+    (("--json", "status"), "'--json' is an option of `rocbuild status`: give it after"),
 ])
 def test_argparse_refusals_name_the_word_and_the_nearest(argv: tuple[str, ...], says: str,
                                                           tmp_path: Path) -> None:

@@ -50,6 +50,11 @@ def counting_compiler(folder: Path, log: Path) -> Path:
     return script
 
 
+def user_ccache() -> Path:
+    """The default compiler cache: one per user (conftest points XDG_CACHE_HOME at tmp)."""
+    return Path(os.environ["XDG_CACHE_HOME"]) / "rocbuild" / "ccache"
+
+
 def delete_build_tree(workdir: Path, name: str) -> None:
     shutil.rmtree(workdir / "build" / name)
 
@@ -79,8 +84,9 @@ def test_a_build_from_a_deleted_build_tree_is_served_from_the_cache(
     assert "ccache" in plan.stdout and "auto: on (ccache" in plan.stdout, plan.explain()
     first = run_cli("build", *flags, "--no-verify", expect=0)
     assert real_compiles(log) == len(SOURCES), first.explain()
-    cache = tmp_path / "work" / "cache" / "ccache"
-    assert cache.is_dir(), "the cache lives under the workdir by default"
+    cache = user_ccache()
+    assert cache.is_dir(), "the cache is the user's, not the workdir's, by default"
+    assert not (tmp_path / "work" / "cache" / "ccache").exists()
     launcher = (tmp_path / "work" / "build" / "counted" / "CMakeCache.txt").read_text()
     assert "CMAKE_C_COMPILER_LAUNCHER:" in launcher and "ccache" in launcher
 
@@ -103,6 +109,33 @@ def test_a_build_from_a_deleted_build_tree_is_served_from_the_cache(
     delete_build_tree(tmp_path / "work", "counted")
     run_cli("build", *flags, "--no-verify", expect=0)
     assert real_compiles(log) == 3 * len(SOURCES), "a changed compiler must not hit"
+
+
+def test_a_second_workdir_compiles_from_the_first_ones_cache(
+        counted: tuple[list[str], Path], tmp_path: Path) -> None:
+    """Issue 32: the compiler cache is shared between workdirs (per user by default, or the
+    folder --ccache-dir names), so a second workdir of the same recipes does not compile
+    again; the per-step cache stats still count each workdir's own compiles."""
+    flags, log = counted
+    run_cli("build", *flags, "--no-verify", expect=0)
+    assert real_compiles(log) == len(SOURCES)
+    other = [*flags[:flags.index("--workdir")], "--workdir", str(tmp_path / "work2"),
+             *flags[flags.index("--workdir") + 2:flags.index("--prefix")],
+             "--prefix", str(tmp_path / "prefix2"), *flags[flags.index("--prefix") + 2:]]
+    second = run_cli("build", *other, "--no-verify", expect=0)
+    assert real_compiles(log) == len(SOURCES), second.explain()
+    assert "counted: ccache 100% hits (3/3)" in second.stdout, second.explain()
+    status = run_cli("status", *other, expect=0)
+    assert "last compile of counted: ccache 100% hits (3/3)" in status.stdout, status.explain()
+
+    # --ccache-dir: a cache of its own (here an empty one: everything compiles again there)
+    mine = tmp_path / "team-cache"
+    delete_build_tree(tmp_path / "work2", "counted")
+    plan = run_cli("plan", *other, "--ccache-dir", str(mine), expect=0)
+    assert f"cache {mine}" in " ".join(plan.stdout.split()), plan.explain()
+    third = run_cli("build", *other, "--ccache-dir", str(mine), "--no-verify", expect=0)
+    assert real_compiles(log) == 2 * len(SOURCES), third.explain()
+    assert (mine / "ccache.conf").exists() or any(mine.iterdir()), "the cache went elsewhere"
 
 
 def test_a_compiler_the_stack_rebuilds_hits_by_content(tmp_path: Path) -> None:
@@ -149,6 +182,7 @@ def test_ccache_off_puts_no_launcher_in_front(counted: tuple[list[str], Path],
         delete_build_tree(tmp_path / "work", "counted")
     assert real_compiles(log) == 2 * len(SOURCES)
     assert not (tmp_path / "work" / "cache" / "ccache").exists()
+    assert not user_ccache().exists()
 
 
 def test_ccache_on_with_a_too_old_ccache_stops_before_building(

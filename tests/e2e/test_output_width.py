@@ -11,6 +11,7 @@ import os
 import pty
 import re
 import select
+import shutil
 import struct
 import subprocess
 import sys
@@ -23,7 +24,7 @@ from rocbuild.cli import help_text
 from rocbuild.cli import main as cli
 from tests.cli import child_env, run_cli, too_wide
 from tests.conftest import require_tool
-from tests.support.chain import Chain
+from tests.support.chain import Chain, one_component_stack
 
 pytestmark = pytest.mark.e2e
 
@@ -161,3 +162,60 @@ def test_refusals_on_a_terminal_wrap_at_spaces(tmp_path: Path) -> None:
         assert max(len(line) for line in text.splitlines()) <= 80, text
         for word in words:
             assert word in " ".join(text.split()), (word, text)
+
+
+# --- issue 32: what was still cut at 80 columns in tmux -----------------------------------
+
+
+def test_doctor_continues_a_finding_under_its_text(tmp_path: Path) -> None:
+    """A finding longer than the line went on at column 0 (its fix line under its text)."""
+    hosts = Path(__file__).resolve().parents[1] / "data" / "hosts"
+    out = run_cli("doctor", "--root", str(hosts / "rdna2"), "--user", "x", cwd=tmp_path).stdout
+    body = out.splitlines()[1:-1]  # between the title and the totals
+    assert any(len(line) > 70 for line in body), out  # some finding did wrap
+    for line in body:
+        assert re.match(r"  (ok|warn|FAIL|skip)\s", line) or line.startswith(" " * 20), out
+    assert too_wide(out, 80) == [], out
+
+
+def test_prefixes_keys_and_plan_paths_fit_80_columns_in_a_pipe(chain: Chain,
+                                                               tmp_path: Path) -> None:
+    """`prefixes` broke "finished|2026-12-03"; `cache keys list` put "ssh-ed25519" alone at
+    the margin; plan's recipes path made a row 81 wide (all in a pipe, 80 columns)."""
+    require_tool("ssh-keygen")
+    run_cli("build", *chain.flags(), "--no-verify", expect=0)
+    shown = run_cli("prefixes", "--prefix", str(chain.prefix), expect=0).stdout
+    assert not re.search(r"finished$", shown, re.M) and not re.search(r"^\s*\d{4}-\d\d-\d\d",
+                                                                      shown, re.M), shown
+    assert "points at the one marked *" not in shown, shown  # no link, no mark (issue 32)
+    assert too_wide(shown, 80) == [], shown
+
+    run_cli("cache", "keys", "new", "a-rather-long-signer-name", expect=0)
+    keys = run_cli("cache", "keys", "list", expect=0).stdout
+    assert not re.search(r"^ssh-", keys, re.M), keys
+    assert too_wide(keys, 80) == [], keys
+
+    deep = tmp_path / ("r" * max(1, 70 - len(str(tmp_path)) - 9)) / "recipes"
+    deep.parent.mkdir(parents=True)
+    shutil.copytree(chain.recipes, deep)
+    assert len(str(deep)) > 80 - 15  # at the value's column (15) the row was too wide
+    plan = run_cli("plan", *chain.flags()[2:], "--recipes", str(deep), expect=0).stdout
+    assert too_wide(plan, 80) == [], plan
+    assert any(line.strip() == str(deep) for line in plan.splitlines()), plan
+
+
+def test_step_lines_and_notes_on_a_terminal_wrap_between_words(tmp_path: Path) -> None:
+    """On a terminal the build's step lines and `rocbuild: note:` lines were left to the
+    terminal, which cut them inside words ("rese|rve", "…/l|ogs")."""
+    for tool in ("git", "cmake", "ninja"):
+        require_tool(tool)
+    deep = tmp_path / ("w" * 40)
+    deep.mkdir()
+    broken = {"CMakeLists.txt": "cmake_minimum_required(VERSION 3.20)\nproject(a C)\n"
+                                "add_library(a a.c)\n", "a.c": "#error broken on purpose\n"}
+    flags = one_component_stack(deep, "a", broken)
+    text = in_a_pty(["build", *flags, "--no-verify"], 80, deep)
+    assert "compile.log" in text, text
+    assert too_wide(text, 80) == [], text
+    note = in_a_pty(["status", "--workdir", str(deep / "no-such-workdir")], 80, deep)
+    assert "rocbuild: note:" in note and too_wide(note, 80) == [], note

@@ -349,3 +349,20 @@ def test_logs(chain: Chain, capsys: pytest.CaptureFixture[str]) -> None:
     err = run_cli("logs", *chain.flags(), "beta", "link", expect=2).stderr
     assert "unknown step 'link' for beta" in err
     assert "fetch, patch, configure, compile, install" in err
+
+
+def test_status_before_any_build_is_one_line_and_names_a_missing_workdir(
+        chain: Chain, tmp_path: Path) -> None:
+    """Issue 32: before any build, status printed a table of 18 x 4 "pending" rows (108
+    lines); a mistyped --workdir read the same, without saying the folder does not exist."""
+    fresh = run_cli("status", *chain.flags(), expect=0)
+    assert fresh.stdout.split() == (f"nothing built yet in {chain.workdir}: 3 components "
+                                    "pending; `rocbuild plan` shows them, `rocbuild build` "
+                                    "starts").split(), fresh.explain()
+    typo = tmp_path / "no-such-workdir"
+    wrong = run_cli("status", "--workdir", str(typo), cwd=tmp_path, expect=0)
+    assert f"the workdir {typo} does not exist" in " ".join(wrong.stderr.split()), \
+        wrong.explain()
+    assert "nothing built yet" in wrong.stdout and "pending  " not in wrong.stdout, \
+        wrong.explain()
+    assert not typo.exists()  # status creates nothing

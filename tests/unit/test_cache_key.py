@@ -109,8 +109,8 @@ def test_choose_accepts_relocates_or_refuses(write_recipes, tmp_path: Path,
     strict = cache.choose(store, stack, StateDir.of(stack), stack.components["lib"],
                           cache.Trust(tmp_path / "allowed_signers"))
     assert strict.use == cache.REFUSED and strict.reason == (
-        "it is not signed; trust the signer's key with `rocbuild cache keys trust KEY.pub`, "
-        "or give --allow-unsigned")
+        "it is not signed; push it signed (`rocbuild cache push --sign NAME`, with a key of "
+        "`rocbuild cache keys new NAME` that this machine trusts), or give --allow-unsigned")
 
 
 def test_choose_refuses_an_artifact_of_another_commit_than_the_fetched_one(

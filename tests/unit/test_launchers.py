@@ -43,7 +43,7 @@ def test_ccache_goes_in_front_of_c_cxx_and_hip(write_recipes, tmp_path: Path) ->
     stack, launch = stack_for(write_recipes, tmp_path)
     assert launch.ccache_state == "on (ccache 4.7.5)"
     assert launchers.effective_settings(launch, stack.selected())["ccache"] == \
-        f"on (ccache 4.7.5), cache {tmp_path}/w/cache/ccache (max 24 GiB)"
+        f"on (ccache 4.7.5), cache {Path.home()}/.cache/rocbuild/ccache (max 24 GiB)"
     args = launchers.cmake_args(launch, stack.components["device"])
     assert args == [f"-DCMAKE_{lang}_COMPILER_LAUNCHER=/usr/bin/ccache"
                     for lang in ("C", "CXX", "HIP")]
@@ -54,7 +54,7 @@ def test_cache_env_is_keyed_for_a_rebuilt_compiler_and_a_recreated_tree(
     stack, launch = stack_for(write_recipes, tmp_path)
     env = launchers.step_env(launch, stack, stack.components["device"], {})
     work = str(tmp_path / "w")
-    assert env["CCACHE_DIR"] == f"{work}/cache/ccache"
+    assert env["CCACHE_DIR"] == f"{Path.home()}/.cache/rocbuild/ccache"  # per user (issue 32)
     assert env["CCACHE_BASEDIR"] == work and "CCACHE_DEPEND" not in env
     assert env["CCACHE_MAXSIZE"] == "24Gi"  # half of the stack's 48 GiB build-tree estimate
     assert env["CCACHE_STATSLOG"] == f"{work}/logs/device/ccache-stats.log"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import subprocess
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -32,6 +33,42 @@ def test_the_two_commands_suit_externally_managed_pythons_and_root_shells() -> N
         assert "python3 -m venv .venv" in command
         assert not re.search(r"(^|[&;]\s*)sudo\s", command)  # root shells have no sudo
         assert "$(command -v sudo) apt-get" in command
+
+
+def overnight_block() -> str:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = readme.split("## The overnight job", 1)[1].split("\n## ", 1)[0]
+    (block,) = sh_blocks(section)
+    return block
+
+
+def test_the_overnight_block_works_as_root_in_a_container(tmp_path: Path) -> None:
+    """Issue 32: the block used `sudo` and "$USER", which a root shell in a container has
+    neither of (the README promises that case). Its prefix lines run in a real bash with no
+    sudo on PATH and no USER, on a folder under tmp_path."""
+    block = overnight_block()
+    assert not re.search(r"(^|[\s&;(])sudo\s", block), block
+    assert "$USER" not in block, block
+    lines = block.split("rocbuild doctor", 1)[0].split("\n")
+    prefix_lines = "\n".join(lines[next(i for i, line in enumerate(lines) if "mkdir" in line):])
+    script = prefix_lines.replace("/opt/rocm-6.4-gfx906", str(tmp_path / "prefix"))
+    done = subprocess.run(["bash", "-e", "-c", script], capture_output=True, text=True,
+                          env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)})
+    assert done.returncode == 0, (script, done.stderr)
+    assert (tmp_path / "prefix").is_dir()
+
+
+def test_no_shell_block_of_the_readme_or_the_guide_needs_sudo_or_user() -> None:
+    """The neighbours of the overnight block (issue 32): every command a root shell in a
+    container pastes from the README or the guide runs there too."""
+    for page in (ROOT / "README.md", ROOT / "docs" / "guide.md"):
+        for block in sh_blocks(page.read_text(encoding="utf-8")):
+            for line in block.splitlines():
+                if line.lstrip().startswith("#") or "rocbuild activate" in line \
+                        or "sudo rocbuild" in line:
+                    continue  # activating /opt/rocm is the root's own step, said as such
+                assert not re.search(r"(^|[\s&;(])sudo\s", line), (page.name, line)
+                assert "$USER" not in line, (page.name, line)
 
 
 def test_the_readme_says_module_use_before_module_load() -> None:

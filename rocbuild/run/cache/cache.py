@@ -186,6 +186,9 @@ class Trust:
 
 ALLOW_UNSIGNED_TIP = ("trust the signer's key with `rocbuild cache keys trust KEY.pub`, or "
                       "give --allow-unsigned")
+# an artifact without a signature has no signer to trust (issue 32): it is signed when pushed
+UNSIGNED_TIP = ("push it signed (`rocbuild cache push --sign NAME`, with a key of `rocbuild "
+                "cache keys new NAME` that this machine trusts), or give --allow-unsigned")
 
 
 @dataclass(frozen=True)
@@ -251,7 +254,8 @@ def check_signature(store: Store, doc: dict[str, Any], component: str, key: str,
     if trust.allow_unsigned:
         return "", ("unsigned" if verdict.state == signing.UNSIGNED
                     else f"untrusted key {verdict.key}") + ", allowed by --allow-unsigned"
-    return f"{verdict.reason}; {ALLOW_UNSIGNED_TIP}", ""
+    tip = UNSIGNED_TIP if verdict.state == signing.UNSIGNED else ALLOW_UNSIGNED_TIP
+    return f"{verdict.reason}; {tip}", ""
 
 
 def choose(store: Store, stack: Stack, state: StateDir, comp: Component,

@@ -136,6 +136,23 @@ def key_of(signature: str | None) -> str:
         return ""
 
 
+def key_name(signature: str | None) -> str:
+    """The key a signature names, as users know it: "NAME (SHA256:…)", NAME being the
+    trusted signer's or one of this user's own keys (`cache keys new NAME`); else the
+    fingerprint alone ("" for none)."""
+    fp = key_of(signature)
+    if not fp:
+        return ""
+    names = [s.principal for s in read_signers(signers_file()) if s.fingerprint == fp]
+    for pub in sorted(keys_dir().glob("*.pub")) if not names else ():
+        try:
+            if Signer("", "", parse_public_key(pub.read_text())[1]).fingerprint == fp:
+                names.append(pub.stem)
+        except (OSError, ValueError):
+            continue
+    return f"{names[0]} ({fp})" if names else fp
+
+
 # --- the trust list --------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Signer:

@@ -20,6 +20,8 @@ SERVED = "served from cache"
 # a step that stood aside (the binary cache refused its artifact): no outcome is kept, the
 # component's own steps come next
 SKIPPED = "skipped"
+# a step that was running when the run was stopped (Ctrl-C, SIGTERM): the summary lists it
+INTERRUPTED = "interrupted"
 
 
 def step_logger(log: Path) -> Callable[[str], None]:
@@ -37,7 +39,7 @@ def step_logger(log: Path) -> Callable[[str], None]:
 class StepOutcome:
     component: str
     step: str
-    result: str  # DONE, FAILED, CURRENT, SERVED (or SKIPPED while the step runs)
+    result: str  # DONE, FAILED, CURRENT, SERVED, INTERRUPTED (SKIPPED while the step runs)
     seconds: float = 0.0
     jobs: int | None = None
     peak_rss: int = 0

@@ -23,7 +23,14 @@ from rocbuild.model.graph import Component
 from rocbuild.model.steptable import CHECK, RUN, STEP, StepKind
 from rocbuild.run.engine import stepbind
 from rocbuild.run.engine.build import BuildContext
-from rocbuild.run.engine.outcome import DONE, FAILED, SKIPPED, StepOutcome, step_logger
+from rocbuild.run.engine.outcome import (
+    DONE,
+    FAILED,
+    INTERRUPTED,
+    SKIPPED,
+    StepOutcome,
+    step_logger,
+)
 from rocbuild.run.state import running
 
 INTERNAL_ERROR = "rocbuild error:"  # how the step log marks an error inside rocbuild
@@ -71,6 +78,10 @@ def run_step(ctx: BuildContext, name: str, step: str) -> StepOutcome:
     except BaseException as exc:  # Ctrl-C, SIGTERM: the attempt ends here, and says so
         _end_line(log, f"interrupted ({type(exc).__name__}) after "
                        f"{time.monotonic() - started:.1f}s")
+        # the summary's table lists the step that was running, as interrupted (issue 32:
+        # it left it out, as if the run had stopped between steps)
+        outcome.result, outcome.seconds = INTERRUPTED, time.monotonic() - started
+        ctx.outcomes.append(outcome)
         raise
     _end_line(log, f"{proc.STEP_END} {outcome.result} after {time.monotonic() - started:.1f}s")
     if outcome.result != SKIPPED:

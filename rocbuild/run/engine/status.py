@@ -204,7 +204,7 @@ def _run_failures(ctx: Rule, command: str) -> list[tuple[str, FailureStatus]]:
         from rocbuild.checks.diagnose import diagnose  # a failure's cause: its table then
 
         found = diagnose([*tail, *str(failure.get("message") or "").splitlines()],
-                         context={"workdir": str(ctx.stack.workdir)})
+                         context={"workdir": str(ctx.stack.workdir), "command": command})
         out.append((kind.title, FailureStatus(kind.name, failure.get("when"),
                                               str(failure.get("message") or ""),
                                               failure.get("log"), tail, found, command)))
@@ -243,7 +243,7 @@ def _points_at(link: Path, prefix: Path) -> bool:
 def _component_status(walk: _Walk, comp: Component, command: str) -> ComponentStatus:
     ctx = walk.ctx
     failure = ctx.state.read_failure(comp.name)
-    found = _diagnose_failure(ctx, comp, failure) if failure is not None else None
+    found = _diagnose_failure(ctx, comp, failure, command) if failure is not None else None
     steps: list[StepStatus] = []
     for step in steps_of(comp):
         failed_here = failure if failure is not None and failure.get("step") == step else None
@@ -454,12 +454,12 @@ def _recipe_change(comp: Component, changed: set[str], rebuilt: list[str],
     return ["recipe options changed"]
 
 
-def _diagnose_failure(ctx: Rule, comp: Component, failure: Mapping[str, Any]
+def _diagnose_failure(ctx: Rule, comp: Component, failure: Mapping[str, Any], command: str
                       ) -> Diagnosis | None:
     tail = [str(line) for line in failure.get("tail") or []]
     message = str(failure.get("message") or "")
     context = {"prefix": str(ctx.stack.prefix), "component": comp.name,
-               "workdir": str(ctx.stack.workdir)}
+               "workdir": str(ctx.stack.workdir), "command": command}
     # The message holds rocbuild's own line, e.g. "... was killed by signal 9".
     from rocbuild.checks.diagnose import diagnose  # a failure's cause: its table then
 

@@ -1,0 +1,1 @@
+const char *hello(void) { return "hello from a stack of my own"; }

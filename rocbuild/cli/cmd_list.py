@@ -1,0 +1,123 @@
+"""`rocbuild list [COMPONENT...] [--json]`: what each prefix holds, as `spack find` does.
+
+Per prefix (the one `--prefix` names, else every prefix this user built, prefix/registry.py,
+and the configured one): each component's ref, commit, patches, installed size, whether it was
+built or served from the binary cache, and when; read from records only
+(prefix/inventory.py), so it runs in a second and never builds anything.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+from rich import box
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from rocbuild.cli.ui import console
+from rocbuild.errors import ConfigError
+from rocbuild.model.graph import load_stack
+from rocbuild.model.resources import format_bytes
+from rocbuild.model.settings import Settings
+from rocbuild.prefix import registry
+from rocbuild.prefix.buildinfo import info_path
+from rocbuild.prefix.inventory import Installed, PrefixInventory, inventory
+
+WIDE = 90  # columns from which the install time shows its year
+
+
+def register(sub: argparse._SubParsersAction, parents: list[argparse.ArgumentParser]) -> None:
+    parser = sub.add_parser(
+        "list", parents=parents, help="what each prefix holds: components, commits, sizes",
+        description="List the components installed in each prefix rocbuild built (only the "
+                    "one --prefix names, when given): ref, commit, patches, size, whether it "
+                    "was built here or served from the binary cache, and when.")
+    parser.add_argument("components", nargs="*", metavar="COMPONENT",
+                        help="only these components (default: all)")
+    parser.add_argument("--json", action="store_true", help="print a JSON document")
+    parser.set_defaults(func=run)
+
+
+def prefixes_to_list(settings: Settings) -> list[Path]:
+    """The prefix --prefix names, alone; else the configured prefix and every one in the
+    user's registry that still has a build-info file."""
+    if settings.prefix is not None:
+        return [Path(os.path.abspath(settings.prefix))]
+    found: list[Path] = []
+    with contextlib.suppress(ConfigError):  # broken recipes: the registry's still list
+        found.append(load_stack(settings).prefix)
+    found += registry.known_prefixes()
+    unique = dict.fromkeys(Path(os.path.abspath(p)) for p in found)
+    return [p for p in unique if info_path(p).exists()]
+
+
+def when_text(when: float | None, *, year: bool = True) -> str:
+    """The install's local time; without the year on an 80-column terminal, where ROCm's
+    long names leave no room for it (JSON has the epoch seconds)."""
+    fmt = "%Y-%m-%d %H:%M" if year else "%m-%d %H:%M"
+    return time.strftime(fmt, time.localtime(when)) if when else "-"
+
+
+def origin_text(comp: Installed) -> str:
+    if comp.origin == "cache":
+        return "cache"
+    return comp.origin or "?"
+
+
+def run(args: argparse.Namespace, settings: Settings) -> int:
+    wanted = set(args.components)
+    found = [inventory(p) for p in prefixes_to_list(settings)]
+    for inv in found:
+        inv.components[:] = [c for c in inv.components if not wanted or c.name in wanted]
+    if args.json:
+        json.dump({"prefixes": [inv.to_json() for inv in found]}, sys.stdout, indent=2)
+        sys.stdout.write("\n")
+        return 0
+    out = console()
+    if not found or all(inv.info is None and inv.error is None for inv in found):
+        where = (f"in {settings.prefix}" if settings.prefix is not None
+                 else f"in any prefix recorded in {registry.registry_path()}")
+        out.print(f"nothing installed {escape(where)} yet; `rocbuild build` fills one and "
+                  "`rocbuild plan` shows what it would build")
+        return 0
+    for i, inv in enumerate(found):
+        if i:
+            out.print("")
+        print_prefix(inv, out)
+    return 0
+
+
+def print_prefix(inv: PrefixInventory, out: Console) -> None:
+    out.print(f"[bold]{escape(str(inv.path))}[/]")
+    info = inv.info
+    if info is None:
+        out.print(f"  {escape(inv.error or 'no build-info file')}")
+        return
+    state = ("verified" if info.verified else "complete, not verified" if info.complete
+             else "incomplete")
+    total = sum(c.size for c in inv.components)
+    stack = "ROCm" if info.stack == "rocm" else info.stack
+    out.print(f"  {escape(stack)} {escape(info.version)} for "
+              f"{escape(', '.join(info.targets))}; {state}; "
+              f"{len(inv.components)} components, {format_bytes(total)}")
+    table = Table(box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False, collapse_padding=True)
+    # every cell one word but the time, which wraps at its space when 80 columns are short
+    # (ROCm's "rocprofiler-register" and "rocm-6.4.3" need the room)
+    for column in ("component", "ref", "commit", "patches", "size", "from", "installed"):
+        table.add_column(column, no_wrap=column != "installed")
+    for comp in inv.components:
+        patches = "?" if comp.patches is None else str(len(comp.patches))
+        table.add_row(escape(comp.name), escape(comp.ref or "-"),
+                      (comp.commit or "-")[:8], patches,
+                      format_bytes(comp.size), origin_text(comp),
+                      when_text(comp.when, year=out.width >= WIDE))
+    out.print(table)
+    if info.extra.get("workdir"):
+        out.print(f"  built in {escape(str(info.extra['workdir']))}")

@@ -1,0 +1,110 @@
+"""The inventory a Spack or EasyBuild user looks for first (issue 32): `rocbuild list` (what
+each prefix holds), `rocbuild info COMPONENT`, `plan --tree [--reverse]` and shell completion
+generated from the parser, each through the real CLI, text and --json."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.cli import run_cli
+from tests.conftest import require_tool
+from tests.support.chain import Chain
+
+pytestmark = pytest.mark.e2e
+
+
+def test_list_and_info_read_what_the_build_recorded(chain: Chain, tmp_path: Path) -> None:
+    flags = chain.flags()
+    before = run_cli("list", *flags, expect=0).stdout
+    assert "nothing installed" in before, before
+    run_cli("build", *flags, expect=0)
+    shown = run_cli("list", *flags, expect=0).stdout
+    assert str(chain.prefix) in shown and "verified" in shown, shown
+    rows = {line.split()[0]: line.split() for line in shown.splitlines()
+            if line.split()[:1] in (["alpha"], ["beta"], ["gamma"])}
+    assert sorted(rows) == ["alpha", "beta", "gamma"], shown
+    assert rows["beta"][1] == "v1" and rows["beta"][6] == "built", shown  # ref, origin
+    doc = json.loads(run_cli("list", *flags, "--json", expect=0).stdout)
+    (prefix,) = doc["prefixes"]
+    beta = next(c for c in prefix["components"] if c["name"] == "beta")
+    assert beta["origin"] == "built" and beta["files"] == 5 and beta["size"] > 0, beta
+    assert len(beta["commit"]) == 40 and beta["patches"] == [] and beta["installed"], beta
+    # every prefix this user built, without --prefix (the registry)
+    assert str(chain.prefix) in run_cli("list", "--workdir", str(chain.workdir),
+                                        cwd=tmp_path, expect=0).stdout
+
+    info = run_cli("info", "beta", *flags, expect=0).stdout
+    for fact in ("beta.toml", "depends on  alpha", "needed by   gamma", "state       done",
+                 "5 files", "lib/libbeta.so"):
+        assert fact in info, (fact, info)
+    doc = json.loads(run_cli("info", "beta", *flags, "--json", expect=0).stdout)
+    assert doc["depends"] == ["alpha"] and doc["needed_by"] == ["gamma"], doc
+    assert "lib/libbeta.so" in doc["installed"]["files"] and doc["state"] == "done", doc
+    refused = run_cli("info", "bet", *flags, expect=2)
+    assert "Did you mean 'beta'?" in refused.stderr, refused.explain()
+
+
+def test_plan_tree_forward_reverse_and_json(chain: Chain) -> None:
+    flags = chain.flags()
+    tree = run_cli("plan", "--tree", *flags, expect=0).stdout.splitlines()
+    assert tree == ["gamma", "└── beta", "    └── alpha"], tree
+    back = run_cli("plan", "--tree", "--reverse", "alpha", *flags, expect=0).stdout
+    assert back.splitlines() == ["alpha", "└── beta", "    └── gamma"], back
+    doc = json.loads(run_cli("plan", "--tree", "--json", "beta", *flags, expect=0).stdout)
+    assert doc["tree"] == [{"name": "beta", "children": [{"name": "alpha", "children": []}]}]
+
+
+def test_a_repeated_subtree_is_drawn_once(tmp_path: Path) -> None:
+    shown = run_cli("plan", "--tree", "--target", "gfx906", "--workdir", str(tmp_path / "w"),
+                    cwd=tmp_path, expect=0).stdout
+    assert "llvm (*)" in shown and "(*) drawn above" in shown, shown
+
+
+def complete_in_bash(script: Path, words: list[str]) -> list[str]:
+    """What bash's completion function offers for ``words`` (the last one being completed),
+    as a user's <TAB> runs it: COMP_WORDS/COMP_CWORD, then the function `complete` names."""
+    line = " ".join(words)
+    program = (f"source {script}\n"
+               f"COMP_WORDS=({' '.join(repr(w) for w in words)}); "
+               f"COMP_CWORD={len(words) - 1}; COMP_LINE={line!r}; COMP_POINT={len(line)}\n"
+               "func=$(complete -p rocbuild | sed -E 's/.*-F ([^ ]+).*/\\1/')\n"
+               '"$func" rocbuild "${COMP_WORDS[COMP_CWORD]}" "${COMP_WORDS[COMP_CWORD-1]}"\n'
+               'printf "%s\\n" "${COMPREPLY[@]}"\n')
+    done = subprocess.run(["bash", "--norc", "--noprofile", "-c", program],
+                          capture_output=True, text=True, check=True)
+    return done.stdout.split()
+
+
+def test_bash_completion_from_the_parser_completes_commands_and_flags(tmp_path: Path) -> None:
+    require_tool("bash")
+    script = tmp_path / "rocbuild.bash"
+    script.write_text(run_cli("completion", "bash", cwd=tmp_path, expect=0).stdout)
+    assert complete_in_bash(script, ["rocbuild", "bu"]) == ["build"]
+    assert sorted(complete_in_bash(script, ["rocbuild", "li"])) == ["lint-recipes", "list"]
+    # the global flags every command accepts, though each command's help hides them
+    assert complete_in_bash(script, ["rocbuild", "build", "--wor"]) == ["--workdir"]
+    assert complete_in_bash(script, ["rocbuild", "completion", ""]) == ["bash", "zsh", "fish"]
+
+
+def test_fish_and_zsh_completion_load_in_their_shells(tmp_path: Path) -> None:
+    require_tool("fish")
+    require_tool("zsh")
+    fish = tmp_path / "rocbuild.fish"
+    fish.write_text(run_cli("completion", "fish", cwd=tmp_path, expect=0).stdout)
+    done = subprocess.run(["fish", "--no-config", "-c",
+                           f"source {fish}; complete -C 'rocbuild bu'"],
+                          capture_output=True, text=True, check=True)
+    assert done.stdout.split("\t")[0] == "build", done
+    zdir = tmp_path / "zsh"
+    zdir.mkdir()
+    (zdir / "_rocbuild").write_text(run_cli("completion", "zsh", cwd=tmp_path, expect=0).stdout)
+    done = subprocess.run(["zsh", "-f", "-c", f"fpath=({zdir} $fpath); autoload -U compinit; "
+                           "compinit -u; autoload -U _rocbuild; whence -w _rocbuild"],
+                          capture_output=True, text=True, check=True)
+    assert "_rocbuild: function" in done.stdout, done
+    refused = run_cli("completion", "tcsh", cwd=tmp_path, expect=2)
+    assert "not one of bash, zsh, fish" in refused.stderr, refused.explain()

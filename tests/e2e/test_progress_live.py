@@ -1,0 +1,111 @@
+"""What a build shows while it runs and when it is stopped (issue 32): on a terminal the bar of
+a step that runs past its estimate says "…s over estimate" (it froze at "ETA 0s"), and
+after Ctrl-C the summary's table lists the step that was running as interrupted (it left it
+out). The step waits for a file the test creates, so nothing here depends on timing."""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import pty
+import select
+import signal
+import struct
+import subprocess
+import sys
+import termios
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.cli import child_env, run_cli
+from tests.conftest import require_tool
+from tests.support.chain import one_component_stack
+
+pytestmark = pytest.mark.e2e
+
+PROJECT = {"CMakeLists.txt": textwrap.dedent("""\
+    cmake_minimum_required(VERSION 3.20)
+    project(slow NONE)
+    set(SLOW_UNTIL "" CACHE STRING "a file the build waits for (empty: no wait)")
+    if(SLOW_UNTIL)
+      add_custom_target(wait ALL COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/wait.sh ${SLOW_UNTIL})
+    endif()
+    install(FILES CMakeLists.txt DESTINATION share/slow)
+    """), "wait.sh": 'while [ ! -e "$1" ]; do sleep 0.1; done\n'}
+HANG_GUARD = 180  # seconds: only a hung build reaches it
+
+
+def slow_stack(tmp_path: Path) -> tuple[list[str], Path, Path]:
+    """A component built once quickly (its compile's recorded time is a fraction of a
+    second), then set to wait in its next compile for the file returned."""
+    for tool in ("git", "cmake", "ninja"):
+        require_tool(tool)
+    flags = one_component_stack(tmp_path, "slow", PROJECT, "[cmake]\n")
+    run_cli("build", *flags, "--quiet", "--no-verify", expect=0)
+    go = tmp_path / "go"
+    recipe = tmp_path / "recipes" / "slow.toml"
+    recipe.write_text(recipe.read_text() + f'args = ["-DSLOW_UNTIL={go}"]\n')
+    return flags, go, tmp_path / "work" / "state" / "steps-running" / "slow.compile.json"
+
+
+def test_a_step_past_its_estimate_says_so_on_a_terminal(tmp_path: Path) -> None:
+    flags, go, _ = slow_stack(tmp_path)
+    main, child = pty.openpty()
+    fcntl.ioctl(child, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 80, 0, 0))
+    env = child_env({"TERM": "xterm"})
+    env.pop("COLUMNS", None)
+    build = subprocess.Popen([sys.executable, "-m", "rocbuild", "build", *flags, "--no-verify"],
+                             stdin=child, stdout=child, stderr=child, env=env, cwd=tmp_path,
+                             start_new_session=True)
+    os.close(child)
+    seen = b""
+    deadline = time.monotonic() + HANG_GUARD
+    try:
+        while build.poll() is None or select.select([main], [], [], 0)[0]:
+            assert time.monotonic() < deadline, seen.decode(errors="replace")[-3000:]
+            if select.select([main], [], [], 0.2)[0]:
+                try:
+                    seen += os.read(main, 65536)
+                except OSError:  # the child closed the terminal
+                    break
+            if b"s over estimate" in seen and b"ETA ?: a step overran" in seen:
+                go.touch()  # seen: the step may end
+    finally:
+        go.touch()
+        with contextlib.suppress(ProcessLookupError):
+            build.wait(timeout=HANG_GUARD)
+        os.close(main)
+    text = seen.decode(errors="replace")
+    assert build.returncode == 0, text[-3000:]
+    assert "slow: compile" in text and "s over estimate" in text, text[-3000:]
+    assert "ETA ?: a step overran" in text, text[-3000:]  # the whole run's line
+
+
+def test_after_ctrl_c_the_summary_lists_the_running_step_as_interrupted(
+        tmp_path: Path) -> None:
+    flags, go, marker = slow_stack(tmp_path)
+    build = subprocess.Popen([sys.executable, "-m", "rocbuild", "build", *flags, "--quiet",
+                              "--no-verify"], env=child_env(), cwd=tmp_path,
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                             stdin=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + HANG_GUARD
+        while not marker.exists():
+            assert build.poll() is None and time.monotonic() < deadline, "compile never ran"
+            time.sleep(0.05)
+        build.send_signal(signal.SIGINT)  # Ctrl-C
+        out, _ = build.communicate(timeout=HANG_GUARD)
+    finally:
+        go.touch()
+        if build.poll() is None:
+            build.kill()
+            build.wait()
+    assert build.returncode == 130, out
+    compile_rows = [line for line in out.splitlines()
+                    if line.startswith("│") and " compile " in line]
+    assert compile_rows and "interrupted" in compile_rows[0], out
+    assert "Traceback" not in out
