@@ -17,7 +17,9 @@ wheels=perf/wheels
 python=${PYTHON:-python3}
 work=$(mktemp -d "${TMPDIR:-/tmp}/rocbuild-bigvenv-XXXXXX")
 trap 'rm -rf "$work"' EXIT
-wants=("doit==0.37.*" gitpython zstandard)
+# jinja2, psutil and rich too: a venv made from another venv's python (the device's
+# /opt/torch/.venv) does not see that venv's packages through --system-site-packages
+wants=("doit==0.37.*" gitpython zstandard jinja2 psutil rich)
 ninja_ok() {  # the ninja on PATH is a jobserver client (>= 1.13)
     "$python" - <<'PY'
 import re, shutil, subprocess, sys
