@@ -4,7 +4,7 @@
 # from the wheels in perf/wheels/ (filled beforehand where PyPI is reachable:
 # docs/development.md, "The big machine"), and ggml from perf/wheels/ggml-src.tar.gz.
 #
-#   bash perf/bigmachine.sh [--runs 1] [--parallel auto] [--skip-one]
+#   bash perf/bigmachine.sh [--runs 1] [--parallel auto] [--skip-one | --skip-four]
 #
 # The wheels go into a venv (--system-site-packages) through pip --no-index; where this
 # Python cannot make one (Ubuntu without python3-venv), they are unpacked onto PYTHONPATH

@@ -104,7 +104,13 @@ def through_rocbuild(recipes: Path, repos: Path, root: Path, names: Sequence[str
                          f"\n{done.stderr[-2000:]}")
     said = [line.split(" ", 1)[-1] for line in done.stdout.splitlines()
             if re.search(r"--parallel auto:|job pool:|: \d+ jobs?:", line)]
-    return "\n      ".join(said[:3])
+    # where rocbuild's time went, step by step (its summary line and the steps' end lines)
+    steps = re.findall(r"✔ \S+: (\w+) \((\d+\.\d+)s\)", done.stdout)
+    total = re.search(r"rocbuild: \d+ steps run.*", done.stdout)
+    if steps and len(names) == 1:
+        said.append("steps: " + ", ".join(f"{s} {t}s" for s, t in steps)
+                    + (f"; {total.group(0)}" if total else ""))
+    return "\n      ".join(said[:4])
 
 
 Side = Callable[[Path], "str | None"]
@@ -142,6 +148,7 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=1)
     parser.add_argument("--parallel", default="auto", help="rocbuild's --parallel for the four")
     parser.add_argument("--skip-one", action="store_true", help="only the four components")
+    parser.add_argument("--skip-four", action="store_true", help="only the one component")
     args = parser.parse_args()
     if (args.source is None) == (args.source_tar is None):
         parser.error("give --source or --source-tar")
@@ -163,17 +170,18 @@ def main() -> int:
         print(f"ggml {commit[:12]} (CPU; tests, examples and GGML_CCACHE off), {cpus} CPUs, "
               f"ninja {ninja} on PATH, Python {sys.version.split()[0]}, {ggml.load()}",
               flush=True)
-        four = compare("four", args.runs, base,
-                       lambda r: by_hand(served, NAMES, r, None),
-                       lambda r: through_rocbuild(recipes, repos, r, NAMES,
-                                                  ["--parallel", args.parallel], pycache))
+        four = None if args.skip_four else compare(
+            "four", args.runs, base, lambda r: by_hand(served, NAMES, r, None),
+            lambda r: through_rocbuild(recipes, repos, r, NAMES, ["--parallel", args.parallel],
+                                       pycache))
         one = None
         if not args.skip_one:
             one = compare("one", args.runs, base,
                           lambda r: by_hand(served, NAMES[:1], r, cpus),
                           lambda r: through_rocbuild(recipes, repos, r, NAMES[:1],
                                                      ["--jobs", str(cpus)], pycache))
-        print(f"RATIOS four-parallel-vs-sequential-by-hand {four:.3f}"
+        print("RATIOS"
+              + (f" four-parallel-vs-sequential-by-hand {four:.3f}" if four is not None else "")
               + (f"  one-vs-by-hand-at-{cpus}-jobs {one:.3f}" if one is not None else "")
               + f"  {ggml.load()}")
     return 0
