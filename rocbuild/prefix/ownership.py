@@ -25,14 +25,13 @@ from rocbuild.model import buildsystems, layout
 from rocbuild.model.graph import Component
 from rocbuild.model.paths import resolves_within, within
 from rocbuild.model.recipes import Recipe
-from rocbuild.prefix import buildinfo
+from rocbuild.prefix import buildinfo, transaction
 from rocbuild.prefix.realpaths import RealPaths
 
 Logger = Callable[[str], None]
 RECORDS = Path(buildinfo.INFO_DIR) / "installed"
-# the unpack folders of a cache install (run/cache/artifacts.py):
-# ``<prefix>/.rocbuild-unpack-<pid>-*``
-STAGING_NAME = ".rocbuild-unpack"
+# the unpack folders of a cache install (transaction.py): ``<prefix>/.rocbuild-unpack-<pid>-*``
+STAGING_NAME = transaction.STAGING_NAME
 EXTRA_TMP_SUFFIX = ".rocbuild-tmp"  # an extra is written to ``.<name>.rocbuild-tmp`` first
 
 

@@ -197,11 +197,13 @@ def finish_install(ctx: BuildContext, comp: Component, log: Callable[[str], None
 
 
 def remove_previous_install(ctx: BuildContext, comp: Component,
-                            log: Callable[[str], None]) -> None:
+                            log: Callable[[str], None],
+                            before_remove: Callable[[Path], None] = lambda _: None) -> None:
     """Remove what this component installed last time before installing again: CMake
     skips a file whose time matches to the second ("Up-to-date"), so a quick rebuild could
     keep the old library, and files a new version no longer installs would linger and
-    shadow the right ones. Only files inside the prefix are touched."""
+    shadow the right ones. Only files inside the prefix are touched; ``before_remove`` sees
+    each one first (a cache install saves it for a rollback)."""
     installed = buildsystems.of(comp).installed_files(comp) if comp.builds else None
     if installed is None:  # never installed (a source-only component never is)
         return
@@ -217,6 +219,7 @@ def remove_previous_install(ctx: BuildContext, comp: Component,
             log(f"kept {path}: through a link it is {real}, another component's file")
             continue
         if inside and (path.is_symlink() or path.is_file()):
+            before_remove(path)
             path.unlink()
             removed += 1
     log(f"removed {wording.count(removed, 'file')} of the previous install of {comp.name}")
