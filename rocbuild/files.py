@@ -82,6 +82,6 @@ def read_regular(path: Path) -> bytes:
 def read_json(path: Path) -> dict[str, Any] | None:
     try:
         doc = json.loads(read_regular(path).decode("utf-8"))
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):  # deeply nested ("[" * 100000): unreadable
         return None
     return doc if isinstance(doc, dict) else None

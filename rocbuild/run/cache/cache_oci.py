@@ -28,7 +28,7 @@ from typing import Any
 
 from rocbuild.errors import CacheUnavailable
 from rocbuild.run.cache import oci
-from rocbuild.run.cache.artifacts import Manifest, Progress
+from rocbuild.run.cache.artifacts import ArtifactRefused, Manifest, Progress
 from rocbuild.run.cache.cache_store import index_entry
 
 ARTIFACT_TYPE = "application/vnd.rocbuild.artifact.v1"
@@ -65,18 +65,22 @@ class OciStore:
         found = self.client.get_manifest(tag_for(component, key))
         if found is None:
             return None
+        # whatever is wrong with one tag is that artifact's (ArtifactRefused: the others
+        # still serve), as a damaged manifest in a folder store is
+        tag = tag_for(component, key)
         try:
             outer = json.loads(found[0])
             config = outer["config"]
             if config.get("mediaType") != CONFIG_TYPE:
-                raise CacheUnavailable(f"{self.location}: the tag {tag_for(component, key)} "
-                                       "is not a rocbuild artifact",
-                                       tip="push to a repository of its own")
+                raise ArtifactRefused(f"the tag {tag} in {self.location} is not a rocbuild "
+                                      "artifact")
             doc = json.loads(self.client.get_blob(str(config["digest"])))
-        except (ValueError, KeyError, TypeError, AttributeError):
-            raise CacheUnavailable(f"{self.location}: the artifact {tag_for(component, key)} "
-                                   "has an unreadable manifest",
-                                   tip=f"push {component} again") from None
+        except oci.BlobDamaged as exc:
+            raise ArtifactRefused(f"its manifest (the config blob of {tag}) cannot be used: "
+                                  f"{exc}") from None
+        except (ValueError, KeyError, TypeError, AttributeError, RecursionError):
+            raise ArtifactRefused(f"its manifest (the config blob of {tag} in {self.location}) "
+                                  "is not a readable JSON document") from None
         if not isinstance(doc, dict):
             doc = {}
         self._artifacts[(component, key)] = (outer, doc)

@@ -60,6 +60,11 @@ class RegistryError(CacheUnavailable):
     """A registry answered with an error the cache cannot work around."""
 
 
+class BlobDamaged(RegistryError):
+    """One blob came back other than its digest says, or broke off: that artifact's
+    trouble (a changed config blob in a shared repository), not the whole registry's."""
+
+
 @dataclass(frozen=True)
 class Reference:
     """``oci://host[:port]/repository`` (https; plain http for a loopback host) or
@@ -400,10 +405,14 @@ class Client:
         """A small blob (a config), checked against its digest."""
         resp = self._expect(self.request("GET", f"{self.base}/blobs/{digest}"), (200,),
                             f"reading the blob {digest[:19]}")
-        data = resp.read()
+        try:
+            data = resp.read()
+        except (OSError, http.client.HTTPException) as exc:  # IncompleteRead: a dropped line
+            raise BlobDamaged(f"{self.ref.host}: the connection broke off while reading the "
+                              f"blob {digest[:19]}… ({type(exc).__name__})") from None
         if digest_of(data) != digest:
-            raise RegistryError(f"{self.ref.host}: the blob {digest[:19]}… does not match its "
-                                "digest")
+            raise BlobDamaged(f"{self.ref.host}: the blob {digest[:19]}… does not match its "
+                              "digest")
         return data
 
     def open_blob(self, digest: str, offset: int) -> tuple[Iterator[bytes], int]:
