@@ -296,3 +296,64 @@ def test_a_cache_install_killed_at_any_rename_is_undone_by_the_next_run(
     print(f"cache install of gamma: {kills} kill points, each undone to the same prefix")
     run_cli("build", *signed.flags(work, signed.cache), env=signed.env, expect=0)
     assert signed.chain.run_gamma() == "gamma 11"
+
+
+def test_a_deeply_nested_manifest_in_a_folder_store_refuses_only_its_artifact(
+        signed: Signed, tmp_path: Path) -> None:
+    """Anyone who may write to a shared cache folder replaces beta's manifest with "[" *
+    100000: beta is built, the others come from the cache, no RecursionError traceback."""
+    shutil.rmtree(signed.chain.prefix, ignore_errors=True)
+    cache = tmp_path / "cache"
+    shutil.copytree(signed.cache, cache)
+    (manifest_file,) = (cache / "beta").glob("*.json")
+    manifest_file.write_text("[" * 100000)
+    work = tmp_path / "work-b"
+    built = run_cli("build", *signed.flags(work, cache, online=True), env=signed.env)
+    assert "Traceback" not in built.stdout + built.stderr, built.explain()
+    assert built.returncode == 0, built.explain()
+    assert f"its manifest {manifest_file} is not a readable JSON document" in built.stdout
+    assert [n for n in ("alpha", "beta", "gamma")
+            if (work / "logs" / n / "compile.log").exists()] == ["beta"]
+
+
+# `cache push` killed by SIGKILL when it renames the signature's temp file into the store
+KILL_AT_SIG = """
+import os, signal, sys
+real = os.replace
+def replace(src, dst, *args, **kwargs):
+    if str(dst).endswith(".sig") and sys.argv[1] in str(dst):
+        os.kill(os.getpid(), signal.SIGKILL)
+    return real(src, dst, *args, **kwargs)
+os.replace = replace
+from rocbuild.cli.main import main
+sys.exit(main(sys.argv[2:]))
+"""
+
+
+def test_temp_files_of_a_killed_push_are_cleared_and_live_ones_kept(signed: Signed,
+                                                                    tmp_path: Path) -> None:
+    """A push killed between writing a signature and renaming it leaves its temp file in the
+    shared folder; the next push removes it (this host's, a dead process's) and keeps the
+    temp files of a live push and of another host."""
+    import socket
+
+    cache = tmp_path / "cache"
+    shutil.copytree(signed.cache, cache)
+    for sig in (cache / "gamma").glob("*.sig"):  # gamma is pushed again, signed
+        sig.with_suffix(".json").unlink()
+        sig.unlink()
+    flags = [*signed.chain.flags(), "--to", str(cache), "--sign", "alice"]
+    done = subprocess.run([sys.executable, "-c", KILL_AT_SIG, "gamma", "cache", "push", *flags],
+                          env=child_env(signed.env), capture_output=True, text=True, timeout=300)
+    assert done.returncode == -signal.SIGKILL, done.stdout + done.stderr
+    (left,) = (cache / "gamma").glob(".*.sig.*.tmp")
+    host = re.sub(r"[^A-Za-z0-9_]", "_", socket.gethostname())
+    live = cache / "gamma" / f".x.sig.{host}-{os.getpid()}.tmp"  # this test's: alive
+    other = cache / "gamma" / ".x.sig.otherhost-1.tmp"
+    for keep in (live, other):
+        keep.write_text("partial")
+    pushed = run_cli("cache", "push", *flags, env=signed.env, expect=0)
+    assert f"removed a temp file a killed push left in the cache: {left}" in pushed.stdout, \
+        pushed.explain()
+    assert not left.exists() and live.exists() and other.exists()
+    assert "✔ gamma" in pushed.stdout, pushed.explain()
