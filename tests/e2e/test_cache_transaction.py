@@ -337,6 +337,9 @@ def test_temp_files_of_a_killed_push_are_cleared_and_live_ones_kept(signed: Sign
     temp files of a live push and of another host."""
     import socket
 
+    # machine A's prefix back (other tests share its path), so its build is current
+    run_cli("build", *signed.chain.flags(), "--cache", str(signed.cache), "--quiet",
+            "--no-verify", env=signed.env, expect=0)
     cache = tmp_path / "cache"
     shutil.copytree(signed.cache, cache)
     for sig in (cache / "gamma").glob("*.sig"):  # gamma is pushed again, signed
