@@ -42,6 +42,7 @@ from rocbuild.files import write_text_atomic
 from rocbuild.model import buildsystems, launchers, layout, wording
 from rocbuild.model.graph import Component, Stack, portable_text, sha256_text
 from rocbuild.model.paths import within
+from rocbuild.prefix import ownership
 from rocbuild.prefix.transaction import Transaction
 from rocbuild.run.cache import artifacts, signing
 from rocbuild.run.cache.artifacts import ArtifactRefused, Manifest, Relocation
@@ -104,6 +105,13 @@ def installed_paths(stack: Stack, comp: Component) -> list[str]:
                           "installed is unknown", tip=f"run `rocbuild build {comp.name}` first")
     prefix = stack.prefix
     out = []
+    # what the install left beyond its manifest (an install(CODE) link or generated file,
+    # ownership.left_by_install): the artifact holds exactly what the prefix got
+    record = ownership.read_record(prefix, comp.name)
+    if record is not None and record is not ownership.DAMAGED:
+        listed = {os.path.normpath(p) for p in map(str, installed)}
+        installed = [*installed, *(prefix / rel for rel in record["files"]
+                                   if os.path.normpath(prefix / rel) not in listed)]
     for path in installed:
         path = Path(os.path.normpath(path))  # a manifest line may hold '..'
         if not within(path, prefix):
@@ -111,7 +119,7 @@ def installed_paths(stack: Stack, comp: Component) -> list[str]:
                               "artifact holds only files inside the prefix")
         out.append(path.relative_to(prefix).as_posix())
     out.extend(rel for rel, _ in (*comp.install_links, *comp.install_files))
-    return out
+    return sorted(set(out))
 
 
 def source_commit(state: StateDir, comp: Component) -> str | None:

@@ -16,6 +16,7 @@ component instead.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -89,19 +90,28 @@ def install_from_cache(ctx: BuildContext, comp: Component, log_file: Path,
     the run: a refused artifact is reported, the step stands aside (SKIPPED: no outcome) and
     the component's normal steps, which come next, build it."""
     from rocbuild.run.cache import cache
-    from rocbuild.run.cache.artifacts import ArtifactRefused
-    from rocbuild.run.cache.cache_store import ProgressLine
 
     name = comp.name
     choice = served(ctx)[name]
     store = cache.open_cache(ctx.settings.cache)
     assert store is not None and choice.manifest is not None
     log = step_logger(log_file)
-    prefix = ctx.stack.prefix
     ctx.output.say(f"  {name}: {choice.describe()}, key {choice.key[:12]}")
     # the build tree's record of the install (install_manifest.txt) is rewritten too
     record = buildsystems.of(comp).installed_record(comp) if comp.builds else None
     old_record = _read(record)
+    with ownership.INSTALLING:  # one install into the prefix at a time (--parallel)
+        _install(ctx, comp, choice, store, log, outcome, record, old_record)
+
+
+def _install(ctx: BuildContext, comp: Component, choice: cache.Choice, store: cache.AnyStore,
+             log: Callable[[str], None], outcome: StepOutcome, record: Path | None,
+             old_record: str | None) -> None:
+    from rocbuild.run.cache import cache
+    from rocbuild.run.cache.artifacts import ArtifactRefused
+    from rocbuild.run.cache.cache_store import ProgressLine
+
+    name, prefix = comp.name, ctx.stack.prefix
     txn = Transaction.begin(prefix)
     try:
         # every file of the prefix this step writes besides the artifact's: saved first
