@@ -338,6 +338,7 @@ def test_temp_files_of_a_killed_push_are_cleared_and_live_ones_kept(signed: Sign
     import socket
 
     # machine A's prefix back (other tests share its path), so its build is current
+    shutil.rmtree(signed.chain.prefix, ignore_errors=True)
     run_cli("build", *signed.chain.flags(), "--cache", str(signed.cache), "--quiet",
             "--no-verify", env=signed.env, expect=0)
     cache = tmp_path / "cache"
