@@ -125,7 +125,7 @@ def _entries(folder: Path) -> list[dict[str, str | None]]:
     for line in lines:
         try:
             doc = json.loads(line)
-        except ValueError:  # the last line of a kill: its change never began
+        except (ValueError, RecursionError):  # the last line of a kill: its change never began
             continue
         if isinstance(doc, dict) and isinstance(doc.get("rel"), str):
             out.append(doc)

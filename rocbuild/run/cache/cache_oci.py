@@ -104,7 +104,7 @@ class OciStore:
         try:
             doc = json.loads(found[0])
             return [d for d in doc.get("manifests", []) if isinstance(d, dict)]
-        except (ValueError, AttributeError):
+        except (ValueError, AttributeError, RecursionError):
             raise CacheUnavailable(f"{self.location}: the tag {INDEX_TAG} is not readable",
                                    tip="push a component again to rewrite it") from None
 
@@ -113,8 +113,8 @@ class OciStore:
         for desc in self._index():
             try:
                 entry = json.loads((desc.get("annotations") or {}).get(ENTRY, "{}"))
-            except ValueError:
-                continue
+            except (ValueError, AttributeError, TypeError, RecursionError):
+                continue  # anyone who may push can write an index entry: one is skipped
             if isinstance(entry, dict):
                 out.append({**entry, "digest": desc.get("digest")})
         return out
@@ -200,7 +200,7 @@ class OciStore:
 def _entry_of(desc: dict[str, Any]) -> dict[str, Any]:
     try:
         entry = json.loads((desc.get("annotations") or {}).get(ENTRY, "{}"))
-    except ValueError:
+    except (ValueError, AttributeError, TypeError, RecursionError):
         return {}
     return entry if isinstance(entry, dict) else {}
 

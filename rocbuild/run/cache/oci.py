@@ -143,7 +143,7 @@ def credentials_for(host: str, env: Mapping[str, str] | None = None) -> Credenti
         return None
     try:
         config = json.loads(path.read_text())
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError, RecursionError) as exc:
         raise ConfigError(f"{path}: not a readable Docker config ({exc})",
                           tip=f"fix {path}, or set {AUTH_ENV}=USER:SECRET") from None
     auths = config.get("auths") or {}
@@ -172,7 +172,7 @@ def _from_helper(helper: str, host: str) -> Credentials | None:
     done = proc.run_capture([program, "get"], input=host, timeout=30.0)
     try:
         doc = json.loads(done.stdout) if done is not None and done.ok else {}
-    except ValueError:
+    except (ValueError, RecursionError):
         return None
     if not isinstance(doc, dict) or not doc.get("Secret"):
         return None
@@ -331,7 +331,7 @@ class Client:
         try:
             doc = json.loads(data)
             token = doc.get("token") or doc.get("access_token")
-        except (ValueError, AttributeError):
+        except (ValueError, AttributeError, RecursionError):
             token = None
         if not token:
             raise RegistryError(f"the token service of {self.ref.host} sent no token")
@@ -390,7 +390,10 @@ class Client:
                 return out
             self._expect(resp, (200,), "listing the tags")
             link = resp.header("Link")
-            out.extend((json.loads(resp.read()) or {}).get("tags") or [])
+            try:
+                out.extend((json.loads(resp.read()) or {}).get("tags") or [])
+            except (ValueError, AttributeError, TypeError, RecursionError):
+                raise RegistryError(f"{self.ref.host}: the tag list is not readable") from None
             found = re.match(r"\s*<([^>]+)>", link) if link else None
             url = urllib.parse.urljoin(url, found[1]) if found else None
         return out
@@ -589,7 +592,7 @@ def _error_text(body: bytes) -> str:
     try:
         errors = json.loads(body).get("errors") or []
         text = "; ".join(f"{e.get('code')}: {e.get('message')}" for e in errors)
-    except (ValueError, AttributeError):
+    except (ValueError, AttributeError, TypeError, RecursionError):
         text = ""
     return f" ({text})" if text else ""
 
