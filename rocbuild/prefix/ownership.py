@@ -51,6 +51,23 @@ def record_path(prefix: Path, component: str) -> Path:
     return prefix / RECORDS / f"{component}.json"
 
 
+def stale_install(prefix: Path, component: str) -> str | None:
+    """Why what the component's last install left is no longer in the prefix as it was
+    (``stale_entry`` of each recorded entry; None: all is), or that its record is damaged."""
+    record = read_record(prefix, component)
+    if record is DAMAGED:
+        return f"its record of installed files ({record_path(prefix, component)}) is damaged"
+    entries = (record or {}).get("entries") or {}
+    try:
+        recorded_ns = record_path(prefix, component).stat().st_mtime_ns
+    except OSError:
+        recorded_ns = 0
+    for rel, want in entries.items():
+        if isinstance(want, dict) and (why := stale_entry(prefix, rel, want, recorded_ns)):
+            return why
+    return None
+
+
 def read_record(prefix: Path, component: str) -> dict[str, Any] | None:
     """The component's ownership record when it is sound (a JSON object whose "files" and
     "extras" are lists of paths); None when there is none; DAMAGED when something else is
@@ -235,9 +252,9 @@ def left_by_install(prefix: Path, before: Snapshot) -> set[str]:
 
 
 def describe_entry(path: Path) -> dict[str, Any] | None:
-    """What a record keeps of one installed path: a link's target, a file's size, mode,
-    sha256 and the inode and ctime it had (a later check hashes it again only when those
-    changed); None when nothing (or a folder) is there."""
+    """What a record keeps of one installed path: a link's target, a file's size, mode and
+    sha256 (the same for the same install: a record is byte for byte reproducible); None
+    when nothing (or a folder) is there."""
     try:
         st = path.lstat()
     except OSError:
@@ -251,14 +268,16 @@ def describe_entry(path: Path) -> dict[str, Any] | None:
         for chunk in iter(lambda: f.read(1 << 20), b""):
             digest.update(chunk)
     return {"type": "file", "size": st.st_size, "mode": stat.S_IMODE(st.st_mode),
-            "sha256": digest.hexdigest(), "ino": st.st_ino, "ctime_ns": st.st_ctime_ns}
+            "sha256": digest.hexdigest()}
 
 
-def stale_entry(prefix: Path, rel: str, want: Mapping[str, Any]) -> str | None:
+def stale_entry(prefix: Path, rel: str, want: Mapping[str, Any],
+                recorded_ns: int = 0) -> str | None:
     """Why ``prefix/rel`` is no longer what the install left (None: it is). Type, size,
-    mode and link target are compared always; the sha256 only when the inode or ctime moved
-    (a truncated library with its mtime put back has another size; the same size with other
-    bytes has another ctime, which no one can set back)."""
+    mode and link target are compared always; the sha256 only when the file's ctime is
+    later than ``recorded_ns`` (when the record was written): a truncated library with its
+    mtime put back has another size, and the same size with other bytes has a new ctime,
+    which no one can set back."""
     path = prefix / rel
     try:
         st = path.lstat()
@@ -275,7 +294,7 @@ def stale_entry(prefix: Path, rel: str, want: Mapping[str, Any]) -> str | None:
     if stat.S_IMODE(st.st_mode) != want.get("mode"):
         return f"{rel} has the mode {stat.S_IMODE(st.st_mode):04o}, the install left " \
                f"{int(want.get('mode') or 0):04o}"
-    if (st.st_ino, st.st_ctime_ns) != (want.get("ino"), want.get("ctime_ns")):
+    if st.st_ctime_ns > recorded_ns:
         now = describe_entry(path)
         if now is None or now.get("sha256") != want.get("sha256"):
             return f"{rel} was changed after the install (another sha256)"
@@ -360,8 +379,12 @@ def finish_install(prefix: Path, comp: Component, others: Iterable[str], log: Lo
     install left in the prefix besides its manifest (``left_by_install``)."""
     extras = {rel for rel, _ in (*comp.install_links, *comp.install_files)}
     _remove_dropped_extras(prefix, comp, extras, log)
-    mine = _manifest(comp, prefix) | extras | set(left)
+    mine = _manifest(comp, prefix) | extras
     real = RealPaths(prefix)
+    # what the install left beyond them, as the prefix spells it (real folders): a file the
+    # manifest names through a link is the manifest's entry already
+    named = {real.of(rel) for rel in mine}
+    mine |= {rel for rel in left if rel not in named}
     by_real: dict[str, str] = {}
     for rel in sorted(mine):
         where = real.of(rel)

@@ -346,12 +346,8 @@ def _prefix_there(rule: Rule, comp: Component, step: str, stamp: dict[str, Any])
         return False
     # and each is still what the install left: a library truncated by a full disk (its
     # mtime kept, so CMake's install would skip it as "Up-to-date"), a 0-byte file
-    record = ownership.read_record(prefix, comp.name)
-    if record is ownership.DAMAGED:
-        return False  # never "owns nothing"; the run repairs it first (ownership.py)
-    entries = (record or {}).get("entries") or {}
-    return not any(ownership.stale_entry(prefix, rel, want) for rel, want in entries.items()
-                   if isinstance(want, dict))
+    # (a damaged record is never "owns nothing": the run repairs it first, ownership.py)
+    return ownership.stale_install(prefix, comp.name) is None
 
 
 OUTPUTS: Mapping[str, OutputCheck] = {IN_CHECKOUT: _checkout_there, IN_TREE: _tree_there,
