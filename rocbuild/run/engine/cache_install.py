@@ -130,8 +130,6 @@ def _install(ctx: BuildContext, comp: Component, choice: cache.Choice, store: ca
                 txn.save(where)
         actions.install_extras(ctx, comp, log)  # the recipe's links and files, for this prefix
         actions.finish_install(ctx, comp, log)  # inside the prefix, no clash; recorded
-        for step in steps_of(comp):  # in order: each stamp's inputs name the one before
-            _stamp(ctx, comp, step, choice)
     except (ArtifactRefused, CacheUnavailable, BuildFailed, OSError) as exc:
         # not a failure of the run: the prefix is as it was, and the component's own steps
         # come next and build it (so no outcome either; the summary then lists those steps)
@@ -146,6 +144,10 @@ def _install(ctx: BuildContext, comp: Component, choice: cache.Choice, store: ca
         _restore(record, old_record)
         raise
     txn.commit()
+    # the stamps only once the prefix holds the component for good: a kill before the commit
+    # is undone by the next run, which must then find the component not built
+    for step in steps_of(comp):  # in order: each stamp's inputs name the one before
+        _stamp(ctx, comp, step, choice)
 
 
 def _read(path: Path | None) -> str | None:
