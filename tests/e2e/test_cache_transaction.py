@@ -361,3 +361,34 @@ def test_temp_files_of_a_killed_push_are_cleared_and_live_ones_kept(signed: Sign
         pushed.explain()
     assert not left.exists() and live.exists() and other.exists()
     assert "✔ gamma" in pushed.stdout, pushed.explain()
+
+
+def test_a_deeply_nested_manifest_over_http_refuses_only_its_artifact(signed: Signed,
+                                                                     tmp_path: Path) -> None:
+    """The same over an HTTP cache (`python -m http.server` on loopback)."""
+    shutil.rmtree(signed.chain.prefix, ignore_errors=True)
+    cache = tmp_path / "cache"
+    shutil.copytree(signed.cache, cache)
+    (manifest_file,) = (cache / "beta").glob("*.json")
+    manifest_file.write_text("[" * 100000)
+    server = subprocess.Popen(
+        [sys.executable, "-u", "-m", "http.server", "0", "--bind", "127.0.0.1",
+         "--directory", str(cache)], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+        text=True)
+    try:
+        assert server.stdout is not None
+        port = re.search(r"port (\d+)", server.stdout.readline())
+        assert port
+        work = tmp_path / "work-b"
+        flags = signed.flags(work, cache, online=True)
+        flags[flags.index(str(cache))] = f"http://127.0.0.1:{port[1]}/"
+        built = run_cli("build", *flags, env=signed.env)
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+    assert "Traceback" not in built.stdout + built.stderr, built.explain()
+    assert built.returncode == 0, built.explain()
+    assert f"{manifest_file.name} is not a readable JSON document" in built.stdout, \
+        built.explain()
+    assert [n for n in ("alpha", "beta", "gamma")
+            if (work / "logs" / n / "compile.log").exists()] == ["beta"]
