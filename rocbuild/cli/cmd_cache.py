@@ -25,7 +25,7 @@ from rocbuild.model.settings import Settings
 from rocbuild.model.steptable import steps_of
 from rocbuild.run.cache import cache, cache_prune, signing
 from rocbuild.run.cache.artifacts import ArtifactRefused, Manifest
-from rocbuild.run.cache.cache_store import CacheUnavailable, ProgressLine, fmt_size
+from rocbuild.run.cache.cache_store import CacheUnavailable, FolderStore, ProgressLine, fmt_size
 from rocbuild.run.engine import continuation
 from rocbuild.run.engine.build import BuildContext
 
@@ -112,6 +112,9 @@ def run_push(args: argparse.Namespace, settings: Settings) -> int:
     failed = 0
     missing: list[Component] = []
     ctx.ensure_ready()  # the workdir and prefix locks: nobody installs while the prefix is read
+    if isinstance(store, FolderStore):  # what a killed push left there
+        for path in store.clear_temps():
+            ctx.output.say(f"removed a temp file a killed push left in the cache: {path}")
     try:
         for comp in comps:
             steps = steps_of(comp)

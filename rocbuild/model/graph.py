@@ -506,6 +506,7 @@ def _render_component(stack: Stack, recipe: Recipe, done: Mapping[str, Component
                          for path, target in recipe.install_links.items()))
     files = tuple(sorted((path, r(text, f"install.files.{path}"))
                          for path, text in recipe.install_files.items()))
+    inputcheck.links_chain_inside(where, stack.prefix, links, files)
     reserved_roots = layout.reserved_roots(stack.recipes.stack.name)
     for kind, paths in (("links", links), ("files", files)):
         for path, _ in paths:

@@ -17,7 +17,7 @@ from pathlib import Path, PurePosixPath
 
 from rocbuild.errors import ConfigError
 from rocbuild.model import layout
-from rocbuild.model.paths import within
+from rocbuild.model.paths import resolve_links, within
 
 # what exec accepts: one string at most MAX_ARG_STRLEN (32 pages), all of them ~2 MiB
 MAX_ARG_BYTES = 128 * 1024 - 1
@@ -181,6 +181,33 @@ def link_target_inside(where: str, key: str, prefix: Path, rel: str, target: str
                     f"{prefix} (it resolves to {os.path.normpath(resolved)})",
                     f"point '{key}' in {where} at a path inside the prefix, e.g. a relative one")
     return target
+
+
+def links_chain_inside(where: str, prefix: Path, links: Sequence[tuple[str, str]],
+                       files: Sequence[tuple[str, str]] = ()) -> None:
+    """The recipe's links followed together, as they will be once all are written: each
+    one's path and target, and each [install.files] path, stay inside the prefix (``share/up
+    = ".."`` is inside, and so is ``share/esc = "up/../.."`` read alone; through ``share/up``
+    it is the prefix's parent)."""
+    table = dict(links)
+    roots = (str(prefix),)
+    for kind, entries in (("links", links), ("files", files)):
+        for rel, _ in entries:
+            key = f'install.{kind}."{rel}"'
+            if not resolve_links(rel, table.get, roots):
+                raise _fail(where, key, f"the path {rel!r} leads outside the prefix {prefix} "
+                            "through the recipe's own [install.links]",
+                            f"fix '{key}' or the links on its way in {where}")
+            if kind == "links":
+                target = table[rel]
+                start = target if target.startswith("/") else \
+                    os.path.join(os.path.dirname(rel), target)
+                if resolve_links(start, table.get, roots, follow_last=True) is None:
+                    raise _fail(where, key, f"the link target {target!r} leads outside the "
+                                f"prefix {prefix} through the recipe's other [install.links] "
+                                "(they are followed as the system will, once all are written)",
+                                f"point '{key}' in {where} at a path inside the prefix "
+                                "without a link on the way that climbs out")
 
 
 def install_prefix_inside(where: str, key: str, prefix: Path, install_prefix: Path) -> Path:

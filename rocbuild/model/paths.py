@@ -15,6 +15,7 @@ them may import (docs/architecture.md, Layers).
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 StrPath = str | Path
@@ -31,3 +32,48 @@ def resolves_within(path: StrPath, root: StrPath) -> bool:
     """``path`` is ``root`` or below it after following every link of both; reads the file
     system as it is when asked and creates nothing."""
     return within(os.path.realpath(path), os.path.realpath(root))
+
+
+MAX_LINK_HOPS = 40  # as the kernel's own limit on following links (ELOOP)
+
+
+def resolve_links(rel: str, links: Callable[[str], str | None], roots: tuple[str, ...] = (),
+                  follow_last: bool = False) -> str | None:
+    """The prefix-relative path ``rel`` really names, after following every link on the way
+    (and the last part too when ``follow_last``), or None when it leads outside the prefix
+    (a ``..`` above it, an absolute target outside every one of ``roots``, a loop).
+
+    ``links(path)`` answers for a prefix-relative path: its link target, or None when it is
+    not a link. It may answer from the file system, from links not written yet (an artifact's,
+    a recipe's [install.links]) or both, so a chain (``share/up -> ..`` then ``share/esc ->
+    up/../..``) is followed the way the kernel will follow it once every link is in place,
+    not one link at a time. ``roots`` are the absolute spellings of the prefix an absolute
+    target may start with. The result is '' for the prefix itself."""
+    parts = [p for p in rel.split("/") if p not in ("", ".")]
+    done: list[str] = []
+    hops = 0
+    while parts:
+        part = parts.pop(0)
+        if part in ("", "."):
+            continue
+        if part == "..":
+            if not done:
+                return None
+            done.pop()
+            continue
+        here = "/".join([*done, part])
+        target = links(here) if (parts or follow_last) else None
+        if target is None:
+            done.append(part)
+            continue
+        hops += 1
+        if hops > MAX_LINK_HOPS:
+            return None
+        if target.startswith("/"):
+            root = next((r for r in roots if within(target, r)), None)
+            if root is None:
+                return None
+            target = os.path.relpath(os.path.normpath(target), os.path.normpath(root))
+            done = []
+        parts = [p for p in target.split("/") if p not in ("", ".")] + parts
+    return "/".join(done)

@@ -15,9 +15,14 @@ the way is replaced, never written through). Knows nothing of doit.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
-from collections.abc import Callable, Iterable
+import shutil
+import stat
+import threading
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path, PurePosixPath
+from typing import Any
 
 from rocbuild.errors import BuildFailed
 from rocbuild.files import read_json, write_json_atomic
@@ -25,25 +30,66 @@ from rocbuild.model import buildsystems, layout
 from rocbuild.model.graph import Component
 from rocbuild.model.paths import resolves_within, within
 from rocbuild.model.recipes import Recipe
-from rocbuild.prefix import buildinfo
+from rocbuild.prefix import buildinfo, transaction
 from rocbuild.prefix.realpaths import RealPaths
 
 Logger = Callable[[str], None]
 RECORDS = Path(buildinfo.INFO_DIR) / "installed"
-# the unpack folders of a cache install (run/cache/artifacts.py):
-# ``<prefix>/.rocbuild-unpack-<pid>-*``
-STAGING_NAME = ".rocbuild-unpack"
+# the unpack folders of a cache install (transaction.py): ``<prefix>/.rocbuild-unpack-<pid>-*``
+STAGING_NAME = transaction.STAGING_NAME
 EXTRA_TMP_SUFFIX = ".rocbuild-tmp"  # an extra is written to ``.<name>.rocbuild-tmp`` first
+
+
+RECORD_FORMAT = 2  # 2: with "entries" (type, size, sha256, mode, link target per path)
+# one install into the prefix at a time (doit's --parallel runs steps in threads): what an
+# install left is read off the prefix before and after it (``snapshot``), so no other
+# install may write meanwhile
+INSTALLING = threading.Lock()
 
 
 def record_path(prefix: Path, component: str) -> Path:
     return prefix / RECORDS / f"{component}.json"
 
 
+def stale_install(prefix: Path, component: str) -> str | None:
+    """Why what the component's last install left is no longer in the prefix as it was
+    (``stale_entry`` of each recorded entry; None: all is), or that its record is damaged."""
+    record = read_record(prefix, component)
+    if record is DAMAGED:
+        return f"its record of installed files ({record_path(prefix, component)}) is damaged"
+    entries = (record or {}).get("entries") or {}
+    try:
+        recorded_ns = record_path(prefix, component).stat().st_mtime_ns
+    except OSError:
+        recorded_ns = 0
+    for rel, want in entries.items():
+        if isinstance(want, dict) and (why := stale_entry(prefix, rel, want, recorded_ns)):
+            return why
+    return None
+
+
+def read_record(prefix: Path, component: str) -> dict[str, Any] | None:
+    """The component's ownership record when it is sound (a JSON object whose "files" and
+    "extras" are lists of paths); None when there is none; DAMAGED when something else is
+    in its place (emptied, garbage, ``[]``, a FIFO, a folder): never "owns nothing"."""
+    path = record_path(prefix, component)
+    if not (path.exists() or path.is_symlink()):
+        return None
+    doc = read_json(path) if not path.is_symlink() else None
+    if doc is None or not all(isinstance(doc.get(k, []), list) and
+                              all(isinstance(f, str) for f in doc.get(k, []))
+                              for k in ("files", "extras")) or "files" not in doc \
+            or not isinstance(doc.get("entries", {}), dict):
+        return DAMAGED
+    return doc
+
+
+DAMAGED: dict[str, Any] = {"damaged": True}
+
+
 def _recorded(prefix: Path, component: str, key: str) -> set[str]:
-    doc = read_json(record_path(prefix, component)) or {}
-    items = doc.get(key)
-    return {f for f in items if isinstance(f, str)} if isinstance(items, list) else set()
+    doc = read_record(prefix, component) or {}
+    return set(doc.get(key, []))
 
 
 def installed_by(prefix: Path, component: str) -> set[str]:
@@ -174,6 +220,87 @@ def links_out_of(prefix: Path) -> list[Path]:
     return found
 
 
+Snapshot = dict[str, tuple[int, int, int, int, str]]
+
+
+def snapshot(prefix: Path) -> Snapshot:
+    """Every file and link of the prefix (rocbuild's own folder and unpack folders left out)
+    with what changes when it is written: inode, size, mtime and ctime (ns), link target."""
+    out: Snapshot = {}
+    for folder, dirs, files in os.walk(prefix):  # never follows links
+        if folder == str(prefix):
+            dirs[:] = [d for d in dirs if d != buildinfo.INFO_DIR
+                       and not d.startswith(STAGING_NAME)]
+        for name in (*files, *[d for d in dirs if os.path.islink(os.path.join(folder, d))]):
+            path = os.path.join(folder, name)
+            try:
+                st = os.lstat(path)
+                link = os.readlink(path) if stat.S_ISLNK(st.st_mode) else ""
+            except OSError:
+                continue
+            out[os.path.relpath(path, prefix)] = (st.st_ino, st.st_size, st.st_mtime_ns,
+                                                  st.st_ctime_ns, link)
+    return out
+
+
+def left_by_install(prefix: Path, before: Snapshot) -> set[str]:
+    """The prefix-relative files and links that are new or were written since ``before``:
+    what an install left, those its build system's manifest does not list included (CMake's
+    ``install(CODE …)``/``install(SCRIPT …)`` making a link or a generated file)."""
+    after = snapshot(prefix)
+    return {rel for rel, facts in after.items() if before.get(rel) != facts}
+
+
+def describe_entry(path: Path) -> dict[str, Any] | None:
+    """What a record keeps of one installed path: a link's target, a file's size, mode and
+    sha256 (the same for the same install: a record is byte for byte reproducible); None
+    when nothing (or a folder) is there."""
+    try:
+        st = path.lstat()
+    except OSError:
+        return None
+    if stat.S_ISLNK(st.st_mode):
+        return {"type": "link", "link": os.readlink(path)}
+    if not stat.S_ISREG(st.st_mode):
+        return None
+    digest = hashlib.sha256()
+    with path.open("rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            digest.update(chunk)
+    return {"type": "file", "size": st.st_size, "mode": stat.S_IMODE(st.st_mode),
+            "sha256": digest.hexdigest()}
+
+
+def stale_entry(prefix: Path, rel: str, want: Mapping[str, Any],
+                recorded_ns: int = 0) -> str | None:
+    """Why ``prefix/rel`` is no longer what the install left (None: it is). Type, size,
+    mode and link target are compared always; the sha256 only when the file's ctime is
+    later than ``recorded_ns`` (when the record was written): a truncated library with its
+    mtime put back has another size, and the same size with other bytes has a new ctime,
+    which no one can set back."""
+    path = prefix / rel
+    try:
+        st = path.lstat()
+    except OSError:
+        return f"{rel} is missing"
+    if want.get("type") == "link":
+        if not stat.S_ISLNK(st.st_mode) or os.readlink(path) != want.get("link"):
+            return f"{rel} is no longer the link to {want.get('link')}"
+        return None
+    if not stat.S_ISREG(st.st_mode):
+        return f"{rel} is no longer a file"
+    if st.st_size != want.get("size"):
+        return f"{rel} is {st.st_size} bytes, the install left {want.get('size')}"
+    if stat.S_IMODE(st.st_mode) != want.get("mode"):
+        return f"{rel} has the mode {stat.S_IMODE(st.st_mode):04o}, the install left " \
+               f"{int(want.get('mode') or 0):04o}"
+    if st.st_ctime_ns > recorded_ns:
+        now = describe_entry(path)
+        if now is None or now.get("sha256") != want.get("sha256"):
+            return f"{rel} was changed after the install (another sha256)"
+    return None
+
+
 def begin_install(prefix: Path, comp: Component) -> None:
     """Before files are removed or replaced: no link in the prefix may lead out of it, and a
     complete prefix stops claiming to be complete."""
@@ -242,17 +369,22 @@ def _remove_dropped_extras(prefix: Path, comp: Component, wanted: set[str], log:
 
 
 def finish_install(prefix: Path, comp: Component, others: Iterable[str], log: Logger,
-                   reserved: tuple[str, ...] = ()) -> None:
+                   reserved: tuple[str, ...] = (), left: Iterable[str] = ()) -> None:
     """After ``cmake --install`` and the extras: drop extras the recipe no longer declares,
     refuse a path outside the prefix, one of rocbuild's own files (``reserved``), two entries
     that are one file, and an overwrite of another component's files (unless declared), all
     compared where the paths really land (through links in the prefix), then record what
     this one installed, as its manifest and recipe name the entries. ``others`` are the
-    components whose records count (the stack's other components)."""
+    components whose records count (the stack's other components); ``left``: what the
+    install left in the prefix besides its manifest (``left_by_install``)."""
     extras = {rel for rel, _ in (*comp.install_links, *comp.install_files)}
     _remove_dropped_extras(prefix, comp, extras, log)
     mine = _manifest(comp, prefix) | extras
     real = RealPaths(prefix)
+    # what the install left beyond them, as the prefix spells it (real folders): a file the
+    # manifest names through a link is the manifest's entry already
+    named = {real.of(rel) for rel in mine}
+    mine |= {rel for rel in left if rel not in named}
     by_real: dict[str, str] = {}
     for rel in sorted(mine):
         where = real.of(rel)
@@ -287,5 +419,38 @@ def finish_install(prefix: Path, comp: Component, others: Iterable[str], log: Lo
                 tip=f"if {comp.name} is meant to replace them, add install.overwrites = "
                     f"[\"{other}\"] to {comp.recipe.file}; otherwise change one of the two "
                     "recipes so they install different files")
+    entries = {rel: e for rel in sorted(mine) if (e := describe_entry(prefix / rel))}
     write_json_atomic(record_path(prefix, comp.name),
-                      {"component": comp.name, "files": sorted(mine), "extras": sorted(extras)})
+                      {"component": comp.name, "format": RECORD_FORMAT, "files": sorted(mine),
+                       "extras": sorted(extras), "entries": entries})
+
+
+def repair_records(prefix: Path, comps: Iterable[Component], say: Logger) -> list[str]:
+    """Rebuild every damaged ownership record (``read_record``) from what the build tree
+    and the prefix show: the build system's manifest and the recipe's extras that are there.
+    Without a manifest the record is removed and the component's install is not current
+    (its output check fails), so it is installed again. Returns the repaired components."""
+    repaired = []
+    for comp in comps:
+        if read_record(prefix, comp.name) is not DAMAGED:
+            continue
+        path = record_path(prefix, comp.name)
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path)
+        else:
+            path.unlink()
+        repaired.append(comp.name)
+        installed = buildsystems.of(comp).installed_files(comp) if comp.builds else None
+        if installed is None:
+            say(f"{comp.name}: its record of installed files ({path}) was damaged and its "
+                "build tree has no install record: removed; it is installed again")
+            continue
+        extras = {rel for rel, _ in (*comp.install_links, *comp.install_files)
+                  if (prefix / rel).is_symlink() or (prefix / rel).exists()}
+        files = {os.path.relpath(p, prefix) for p in installed if within(p, prefix)} | extras
+        write_json_atomic(path, {"component": comp.name, "format": RECORD_FORMAT,
+                                 "files": sorted(files), "extras": sorted(extras),
+                                 "rebuilt": True})
+        say(f"{comp.name}: its record of installed files ({path}) was damaged; rebuilt from "
+            f"{buildsystems.of(comp).installed_record(comp)} ({len(files)} paths)")
+    return repaired

@@ -140,6 +140,14 @@ CASES = [
          names=("install.links",)),
     Case("link-target-absolute", recipe(tail='[cmake]\n[install.links]\n"out" = "/tmp"\n'),
          names=("install.links",)),
+    # each link inside when read alone; followed together (issue 33), the second leaves
+    Case("link-chain-outside", recipe(tail='[cmake]\n[install.links]\n"share/up" = ".."\n'
+                                           '"share/esc" = "up/../.."\n'),
+         names=('install.links."share/esc"', "through the recipe's other [install.links]")),
+    Case("file-through-link-chain", recipe(tail='[cmake]\n[install.links]\n"share/up" = ".."\n'
+                                                '"share/esc" = "up/.."\n[install.files]\n'
+                                                '"share/esc/x.txt" = "x"\n'),
+         names=("install.links",)),
     Case("install-prefix-outside", recipe(tail='[cmake]\ninstall_prefix = "/usr/local"\n'),
          names=("cmake.install_prefix",)),
     Case("install-prefix-dotdot", recipe(tail='[cmake]\ninstall_prefix = "{{ prefix }}/../x"\n'),

@@ -247,6 +247,94 @@ def test_an_upload_cut_off_mid_chunk_goes_on_from_what_the_registry_has(
     assert sha256_file(pulled) == manifest.archive_sha256
 
 
+def _beta_config(reg: Registry) -> tuple[OciStore, str, dict]:
+    """beta's tag, its OCI manifest, and the digest of its config blob (the rocbuild
+    manifest)."""
+    from rocbuild.run.cache.cache_oci import tag_for
+
+    store, manifest, _ = beta_store(reg)
+    tag = tag_for("beta", manifest.key)
+    found = store.client.get_manifest(tag)
+    assert found is not None
+    return store, tag, json.loads(found[0])
+
+
+@pytest.mark.parametrize("how", ["changed-bytes", "deeply-nested", "dropped-connection"])
+def test_an_unsigned_writer_breaks_one_config_blob_and_only_that_artifact_is_refused(
+        machine: FirstMachine, reg: Registry, second_env: dict[str, str], tmp_path: Path,
+        how: str) -> None:
+    """Anyone who may push to the repository (no signing key needed) changes beta's config
+    blob in place, or points beta's tag at a config of "[" * 100000, or the connection drops
+    in the middle of reading it: beta is refused and built, alpha and gamma still come from
+    the registry, and no traceback (issue 33: RecursionError, IncompleteRead, and the whole
+    cache given up for a changed blob)."""
+    import contextlib
+
+    from rocbuild.run.cache import oci
+
+    store, tag, outer = _beta_config(reg)
+    digest = outer["config"]["digest"]
+    url = reg.url(REPO)
+    proxy: contextlib.AbstractContextManager[str] = contextlib.nullcontext(reg.host)
+    if how == "changed-bytes":
+        blob = reg.blob_file(digest)
+        blob.write_bytes(blob.read_bytes().replace(b'"beta"', b'"bEta"', 1))
+        expected = "does not match its digest"
+    elif how == "deeply-nested":
+        outer["config"]["digest"] = store.client.push_bytes(b"[" * 100000)
+        outer["config"]["size"] = 100000
+        store.client.put_manifest(tag, json.dumps(outer).encode(), oci.MANIFEST_TYPE)
+        expected = "is not a readable JSON document"
+    else:
+        proxy = dropping_proxy(reg, digest, 300, tmp_path / "proxy.log")  # headers + a bit
+        expected = "the connection broke off while reading the blob"
+    with proxy as host:
+        if how == "dropped-connection":
+            url = f"oci://{host}/{REPO}"
+        work = tmp_path / "work-b"
+        built = run_cli("build", *machine.second(work, "--cache", url, online=True),
+                        "--quiet", "--no-verify", env=second_env)
+    assert "Traceback" not in built.stdout + built.stderr, built.explain()
+    assert built.returncode == 0, built.explain()
+    assert "beta: cache refused: its manifest" in built.stdout, built.explain()
+    assert expected in built.stdout, built.explain()
+    assert compiled(work) == ["beta"]
+    assert machine.chain.run_gamma() == "gamma 11"
+
+
+def test_an_upload_whose_chunk_failed_continues_the_same_session(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A chunk answered 503 by a proxy (the registry never saw it): the session's own record
+    (GET -> Range) says how much the registry holds, and the upload goes on in the same
+    session from there: no new POST, the first chunk not sent again (issue 33: this path
+    never ran against the reference registry before)."""
+    from rocbuild.run.cache import oci
+
+    monkeypatch.setattr(oci, "UPLOAD_CHUNK", 1 << 20)
+    monkeypatch.setattr(oci, "RETRY_PAUSE", 0.0)
+    prefix = tmp_path / "prefix"
+    (prefix / "lib").mkdir(parents=True)
+    (prefix / "lib" / "big.bin").write_bytes(os.urandom(3 << 20))  # 3 chunks and a bit
+    archive = tmp_path / "x.tar.zst"
+    files = pack(prefix, ["lib/big.bin"], archive, level=1)
+    manifest = Manifest(component="x", key="k" * 64, inputs={}, targets=("gfx906",),
+                        prefix=str(prefix), commit="c" * 40, ref_kind="tag", rocbuild="0",
+                        files=tuple(files), archive_sha256=sha256_file(archive),
+                        archive_size=archive.stat().st_size)
+    log = tmp_path / "proxy.log"
+    with registry(tmp_path / "registry") as reg, \
+            dropping_proxy(reg, "", 2, log, method="PATCH-503") as proxy:
+        OciStore(f"oci://{proxy}/{REPO}").push(manifest, archive)
+        pulled = tmp_path / "pulled" / manifest.archive_name
+        pull_archive(OciStore(reg.url(REPO)), manifest, pulled)
+    lines = [line.split(" ", 1)[0] for line in log.read_text().splitlines()
+             if "/blobs/uploads/" in line]
+    # one session: chunk 1, chunk 2 refused, its state asked for, chunk 2 again, 3, 4, PUT
+    assert lines[:8] == ["POST", "PATCH", "PATCH", "GET", "PATCH", "PATCH", "PATCH", "PUT"], \
+        log.read_text()
+    assert sha256_file(pulled) == manifest.archive_sha256
+
+
 def test_a_registry_that_is_down_means_building_and_saying_so(
         machine: FirstMachine, second_env: dict[str, str], tmp_path: Path) -> None:
     url = f"oci://127.0.0.1:{free_port()}/{REPO}"  # nothing listens there

@@ -218,7 +218,9 @@ def _cache_points(work: Path, prefix: Path) -> list[tuple[str, Callable[[], bool
         if name == "blob":
             points.append(("blob: download", lambda: any(
                 (work / "cache" / "artifacts").glob("*.partial"))))
-            points.append(("blob: unpack folder", lambda: bool(_staging(prefix))))
+            # the transaction's folder is made before the download; its staged files after
+            points.append(("blob: unpack folder", lambda: any(
+                prefix.glob(".rocbuild-unpack-*/staged/*"))))
         points.append((f"{name}: ownership record",
                        exists(prefix / ".rocbuild" / "installed" / f"{name}.json")))
         for step in ("fetch", "patch", "configure", "compile", "install"):
@@ -265,8 +267,8 @@ def test_an_unpack_folder_left_by_a_kill_is_removed_by_a_source_build(
     argv = [sys.executable, "-m", "rocbuild", "build",
             *machine.flags(work, "--cache", str(machine.cache)), "--quiet", "--no-verify",
             "blob"]
-    killed, _rc, output = _run_until(argv, lambda: bool(_staging(machine.chain.prefix)),
-                                     tmp_path, machine.env)
+    killed, _rc, output = _run_until(argv, lambda: any(
+        machine.chain.prefix.glob(".rocbuild-unpack-*/staged/*")), tmp_path, machine.env)
     assert killed and _staging(machine.chain.prefix), output
     again = run_cli("build", *machine.flags(work), "--quiet", "--no-verify", "blob",
                     env=machine.env, expect=0)

@@ -60,6 +60,11 @@ def installed_tree(prefix: Path) -> dict[str, str]:
                 tree[str(path.relative_to(prefix))] = "build-info (times differ)"
             elif path.name == "own-files.json":  # sha256 of the env files, which hold the prefix
                 tree[str(path.relative_to(prefix))] = "own-files record"
+            elif path.parent.name == "installed":  # the sha256 and sizes of files holding the
+                doc = json.loads(data)  # prefix (and ELF files) follow its path: paths only
+                tree[str(path.relative_to(prefix))] = json.dumps(
+                    [doc["files"], doc["extras"], {k: (e["type"], e.get("mode"))
+                                                   for k, e in doc["entries"].items()}])
             else:
                 tree[str(path.relative_to(prefix))] = data.replace(
                     str(prefix).encode(), b"<prefix>").decode(errors="replace")

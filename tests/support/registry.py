@@ -194,6 +194,7 @@ DROPPING_PROXY = textwrap.dedent("""\
     log_path, method = sys.argv[4], sys.argv[5]
     dropped = threading.Event()
     lock = threading.Lock()
+    patches = []
 
     def pump(src, dst, limit=None):
         sent = 0
@@ -229,11 +230,28 @@ DROPPING_PROXY = textwrap.dedent("""\
         with lock:
             with open(log_path, "a") as log:
                 log.write(lines[0] + " | " + (ranged[0] if ranged else "-") + "\\n")
-            wanted = (lines[0].startswith("PATCH ") if method == "PATCH" else
+            wanted = (lines[0].startswith("PATCH ") if method.startswith("PATCH") else
                       lines[0].startswith("GET ") and digest in lines[0])
-            if wanted and not dropped.is_set():
+            if wanted and not dropped.is_set() and method != "PATCH-503":
                 dropped.set()
                 limit = cut
+        if method == "PATCH-503" and lines[0].startswith("PATCH "):
+            with lock:
+                patches.append(lines[0])
+                refuse = len(patches) == cut  # the cut-th PATCH, never passed on
+            if refuse:
+                size = int(next(l.split(":", 1)[1] for l in lines
+                                if l.lower().startswith("content-length:")))
+                body = len(head.split(b"\\r\\n\\r\\n", 1)[1])
+                while body < size:
+                    data = client.recv(65536)
+                    if not data:
+                        break
+                    body += len(data)
+                client.sendall(b"HTTP/1.1 503 Service Unavailable\\r\\nContent-Length: 0\\r\\n"
+                               b"Connection: close\\r\\n\\r\\n")
+                client.close()
+                return
         up = socket.create_connection(("127.0.0.1", upstream_port))
         if method == "PATCH" and limit is not None:  # the head and part of the body only
             up.sendall(head[:limit])
@@ -260,7 +278,8 @@ def dropping_proxy(reg: Registry, digest: str, cut: int, log: Path,
                    method: str = "GET") -> Iterator[str]:
     """A proxy to ``reg`` that cuts the first download of ``digest`` after ``cut`` bytes of
     its response (``method`` PATCH: the first upload chunk after ``cut`` bytes of the
-    request); yields its host:port."""
+    request; PATCH-503: the ``cut``-th upload chunk is answered 503 and never reaches the
+    registry); yields its host:port."""
     proc = subprocess.Popen([sys.executable, "-u", "-c", DROPPING_PROXY,
                              reg.host.rsplit(":", 1)[1], digest, str(cut), str(log), method],
                             stdout=subprocess.PIPE, text=True)

@@ -247,3 +247,38 @@ def test_the_prefix_is_found_across_a_read_boundary_and_stale_staging_is_removed
     stale.mkdir()
     unpack(archive, entries, prefix, Relocation(str(prefix), str(prefix)))
     assert not stale.exists()
+
+
+def test_an_archive_that_unpacks_past_its_manifests_total_is_cut_off(tmp_path: Path) -> None:
+    """A member of 5 bytes carrying a PAX header of 4 MiB: nothing in the manifest accounts
+    for those bytes, so the stream is cut at the manifest's total (plus headers) and the
+    artifact refused, before tarfile reads the rest (issue 33's bomb, through a header)."""
+    import hashlib
+
+    archive = tmp_path / "x.tar.zst"
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        info = tarfile.TarInfo("share/a")
+        info.size, info.pax_headers = 5, {"comment": "z" * (4 << 20)}
+        tar.addfile(info, io.BytesIO(b"five\n"))
+    archive.write_bytes(zstandard.ZstdCompressor().compress(buf.getvalue()))
+    entry = FileEntry("share/a", "file", size=5, sha256=hashlib.sha256(b"five\n").hexdigest())
+    prefix = tmp_path / "prefix"
+    with pytest.raises(ArtifactRefused, match="holds more than its manifest says"):
+        unpack(archive, [entry], prefix, Relocation(str(prefix), str(prefix)))
+    assert sorted(p.name for p in prefix.iterdir()) == []  # no staging folder left either
+
+
+def test_links_are_followed_together_as_the_system_will() -> None:
+    from rocbuild.model.paths import resolve_links
+
+    links = {"share/up": "..", "share/esc": "up/../..", "share/l": "../include",
+             "loop": "loop", "abs": "/opt/p/lib"}.get
+    assert resolve_links("share/l/x.h", links) == "include/x.h"
+    assert resolve_links("share/up/lib/x", links) == "lib/x"
+    assert resolve_links("share/esc/x", links) is None  # the prefix's parent
+    assert resolve_links("share/esc", links, follow_last=True) is None
+    assert resolve_links("share/esc", links) == "share/esc"  # the link itself, not followed
+    assert resolve_links("loop/x", links) is None  # ELOOP
+    assert resolve_links("abs/x", links, roots=("/opt/p",)) == "lib/x"
+    assert resolve_links("abs/x", links, roots=("/opt/q",)) is None

@@ -18,19 +18,18 @@ import hashlib
 import os
 import posixpath
 import re
-import shutil
 import tarfile
-import tempfile
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
 import zstandard
 
-from rocbuild.model import wording
-from rocbuild.model.paths import resolves_within, within
-from rocbuild.prefix.ownership import STAGING_NAME  # leftovers.py finds them by it
+from rocbuild.model import layout, wording
+from rocbuild.model.paths import resolve_links, within
+from rocbuild.prefix import transaction
+from rocbuild.prefix.transaction import Transaction
 
 MANIFEST_FORMAT = 1
 ARCHIVE_SUFFIX = ".tar.zst"
@@ -275,58 +274,185 @@ def relocation_problems(entries: Iterable[FileEntry], old_prefix: str) -> list[s
 
 
 @contextlib.contextmanager
-def _open_tar(f: IO[bytes]) -> Iterator[tarfile.TarFile]:
-    """The tar reader over a zstd stream (read once, front to back)."""
-    reader = zstandard.ZstdDecompressor().stream_reader(f)
-    with tarfile.open(fileobj=reader, mode="r|") as tar:
+def _open_tar(f: IO[bytes], limit: int) -> Iterator[tarfile.TarFile]:
+    """The tar reader over a zstd stream (read once, front to back, at most ``limit``
+    bytes unpacked)."""
+    reader = _Bounded(zstandard.ZstdDecompressor().stream_reader(f), limit)
+    with tarfile.open(fileobj=reader, mode="r|") as tar:  # type: ignore[call-overload]
         yield tar
 
 
-def unpack(archive: Path, entries: list[FileEntry], prefix: Path, relocation: Relocation,
-           log: Callable[[str], None] = lambda _: None) -> list[str]:
-    """Install ``archive`` into ``prefix``: each member checked against its manifest entry
-    (type, size, sha256, link target), the whole archive staged inside the prefix and checked
-    before anything is moved into place. Text files holding the old prefix are rewritten when
-    relocating. Returns the installed paths (relative). Raises ArtifactRefused."""
+class _Bounded:
+    """The decompressed stream, cut at ``limit`` bytes: a tar never holds more than its
+    manifest's files plus their headers, so a small archive that inflates to gigabytes (a
+    decompression bomb) is refused once it passes what the signed manifest says, not after
+    it filled the disk."""
+
+    def __init__(self, raw: Any, limit: int) -> None:
+        self.raw, self.limit, self.read_so_far = raw, limit, 0
+
+    def read(self, size: int = -1) -> bytes:
+        data = self.raw.read(size if size >= 0 else self.limit + 1)
+        self.read_so_far += len(data)
+        if self.read_so_far > self.limit:
+            raise ArtifactRefused(f"the archive holds more than its manifest says (over "
+                                  f"{self.limit} bytes unpacked): nothing more is read")
+        return bytes(data)
+
+
+def _tar_limit(entries: Iterable[FileEntry]) -> int:
+    """The most bytes a tar of ``entries`` can take: each file's data in 512-byte blocks, a
+    header (and a PAX header naming a long path or link) per entry, and the end blocks."""
+    total = 64 << 10
+    for e in entries:
+        total += -(-e.size // 512) * 512 + 2048 + 2 * (len(e.path) + len(e.link))
+    return total
+
+
+@dataclass(frozen=True)
+class Staged:
+    """An artifact unpacked into a transaction's folder and checked in full: the real
+    prefix-relative path each entry lands on (every link on the way followed, those of the
+    prefix and those of the artifact), nothing of the prefix touched yet."""
+
+    destinations: Mapping[str, str]  # manifest path -> real prefix-relative path
+    entries: Mapping[str, FileEntry]
+    folder: Path
+    relocation: Relocation
+    archive_name: str
+
+
+def destinations(by_path: Mapping[str, FileEntry], prefix: Path, relocation: Relocation,
+                 held: Collection[str] = (), reserved: tuple[str, ...] = ()) -> dict[str, str]:
+    """Where each entry of an artifact really lands in ``prefix``, with the artifact's own
+    links counted as placed: a link ``share/l -> ../include`` makes ``share/l/x.h`` the file
+    ``include/x.h``. Raises ArtifactRefused for an entry (or a link's target) that leads out
+    of the prefix, into rocbuild's own files (``reserved``), onto a file of another component
+    (``held``, real paths), onto a folder, below a file, or onto what another entry writes."""
+    def links(rel: str) -> str | None:
+        if rel in by_path:  # the artifact's entry replaces what is there now
+            entry = by_path[rel]
+            return entry.link if entry.type == "link" else None
+        path = prefix / rel
+        return os.readlink(path) if path.is_symlink() else None
+
+    roots = tuple(dict.fromkeys((relocation.old, relocation.new, os.path.realpath(prefix))))
+    out: dict[str, str] = {}
+    taken: dict[str, str] = {}
+    for path, entry in sorted(by_path.items()):
+        real = resolve_links(path, links, roots)
+        if not real:
+            raise ArtifactRefused(f"'{path}' would be written outside the prefix through a "
+                                  "link (of the prefix or of the artifact)")
+        where = f"'{path}'" if real == path else f"'{path}' (= '{real}' through a link)"
+        if layout.reserved_by(real, reserved):
+            raise ArtifactRefused(f"{where} is one of rocbuild's own files in the prefix")
+        if real in held:
+            raise ArtifactRefused(f"{where} is a file another component installed")
+        if real in taken:
+            raise ArtifactRefused(f"{where} and '{taken[real]}' are one file")
+        if entry.type == "link":
+            target = entry.link if entry.link.startswith("/") else \
+                posixpath.join(posixpath.dirname(real), entry.link)
+            lands = resolve_links(target, links, roots, follow_last=True)
+            if lands is None:
+                raise ArtifactRefused(f"the link {where} -> '{entry.link}' leads outside the "
+                                      "prefix (through the links of the prefix and the "
+                                      "artifact)")
+            if lands == "" or layout.reserved_by(lands, reserved):
+                raise ArtifactRefused(f"the link {where} -> '{entry.link}' leads to rocbuild's "
+                                      "own files or the prefix's top folder")
+        taken[real] = path
+        out[path] = real
+    for path, real in out.items():
+        disk = prefix / real
+        if disk.is_dir() and not disk.is_symlink():
+            raise ArtifactRefused(f"cannot install '{path}': a folder is in the way ({real})")
+        parent = posixpath.dirname(real)
+        while parent:
+            if parent in taken or ((prefix / parent).exists() and
+                                   not (prefix / parent).is_dir()):
+                raise ArtifactRefused(f"cannot install '{path}': '{parent}' on its way is a "
+                                      "file")
+            parent = posixpath.dirname(parent)
+    return out
+
+
+def stage(archive: Path, entries: list[FileEntry], prefix: Path, relocation: Relocation,
+          folder: Path, held: Collection[str] = (), reserved: tuple[str, ...] = ()) -> Staged:
+    """Unpack ``archive`` into ``folder`` (inside the prefix's file system) and check all of
+    it before a byte of the prefix changes: the manifest's paths (``destinations``), each
+    member's type, size (from its header, before its data is read) and sha256, and no more
+    bytes than the manifest adds up to. Raises ArtifactRefused."""
     by_path = {e.path: e for e in check_entries(entries, relocation.old)}
     if relocation.needed and (problems := relocation_problems(entries, relocation.old)):
         raise ArtifactRefused(f"cannot relocate from {relocation.old} to {relocation.new}: "
                               + "; ".join(problems[:3]))
-    prefix.mkdir(parents=True, exist_ok=True)
-    _remove_stale_staging(prefix)
-    # one folder per unpack (components may install at the same time with --parallel), in
-    # the prefix so that moving a checked file into place is a rename
-    staging = Path(tempfile.mkdtemp(prefix=f"{STAGING_NAME}-{os.getpid()}-", dir=prefix))
-    try:
-        seen = _stage(archive, by_path, staging)
-        missing = sorted(set(by_path) - seen)
-        if missing:
-            raise ArtifactRefused(f"the archive lacks {len(missing)} file(s) of its manifest, "
-                                  f"e.g. '{missing[0]}'")
-        ordered = sorted(by_path.values(), key=lambda e: (e.type == "file", e.path))
-        for entry in ordered:  # links first: a file may be installed through a linked folder
-            _place(entry, staging, prefix, relocation)
-            if entry.type == "file" and entry.mode & _PRIVILEGE_BITS:
+    where = destinations(by_path, prefix, relocation, held, reserved)
+    staged = folder / "staged"
+    staged.mkdir(exist_ok=True)
+    seen = _stage(archive, by_path, staged, _tar_limit(by_path.values()))
+    missing = sorted(set(by_path) - seen)
+    if missing:
+        raise ArtifactRefused(f"the archive lacks {len(missing)} file(s) of its manifest, "
+                              f"e.g. '{missing[0]}'")
+    return Staged(where, by_path, staged, relocation, archive.name)
+
+
+def place(staged: Staged, txn: Transaction, log: Callable[[str], None]) -> list[str]:
+    """Move a staged artifact into the prefix, each entry saved in ``txn`` before it is
+    replaced (a rename per file: the staging folder is on the prefix's file system). Returns
+    the installed paths as the manifest names them."""
+    relocation = staged.relocation
+    for path in sorted(staged.entries):
+        entry, real = staged.entries[path], staged.destinations[path]
+        dest = txn.prefix / real
+        txn.save(real)
+        dest.parent.mkdir(parents=True, exist_ok=True)  # real folders: every link followed
+        stand_in = staged.folder / _staged_name(entry)
+        if entry.type == "link":
+            target = entry.link
+            if relocation.needed:
+                target = relocation.rewrite(target.encode()).decode()
+            stand_in = stand_in.with_name(stand_in.name + ".link")
+            os.symlink(target, stand_in)
+        else:
+            if relocation.needed and entry.holds_prefix == "text":
+                stand_in.write_bytes(relocation.rewrite(stand_in.read_bytes()))
+            os.chmod(stand_in, entry.mode & 0o777)  # never setuid, setgid or sticky
+            if entry.mode & _PRIVILEGE_BITS:
                 log(f"{entry.path}: setuid/setgid bits removed (mode {entry.mode:04o} in the "
                     f"artifact, {entry.mode & 0o777:04o} installed): a program from a cache "
                     "never runs with its owner's rights, as tar does it for a non-root user")
-        log(f"installed {wording.count(len(ordered), 'file')} from {archive.name}")
-        return [e.path for e in ordered]
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
+        os.replace(stand_in, dest)  # replaces a file or link there, never writes through it
+    log(f"installed {wording.count(len(staged.entries), 'file')} from {staged.archive_name}")
+    return sorted(staged.entries)
 
 
-def _remove_stale_staging(prefix: Path) -> None:
-    """Staging folders of a killed run (another pid; the prefix lock says that run is over)."""
-    for path in prefix.glob(f"{STAGING_NAME}-*"):
-        if not path.name.startswith(f"{STAGING_NAME}-{os.getpid()}-"):
-            shutil.rmtree(path, ignore_errors=True)
+def unpack(archive: Path, entries: list[FileEntry], prefix: Path, relocation: Relocation,
+           log: Callable[[str], None] = lambda _: None, held: Collection[str] = (),
+           reserved: tuple[str, ...] = ()) -> list[str]:
+    """Install ``archive`` into ``prefix`` as one transaction: ``stage`` (everything checked),
+    then ``place``; any error undoes every change. Text files holding the old prefix are
+    rewritten when relocating. Returns the installed paths (relative). Raises
+    ArtifactRefused."""
+    transaction.recover(prefix, log, keep_pid=os.getpid())  # a killed run's, undone first
+    txn = Transaction.begin(prefix)
+    try:
+        paths = place(stage(archive, entries, prefix, relocation, txn.folder, held, reserved),
+                      txn, log)
+    except BaseException:
+        txn.rollback()
+        raise
+    txn.commit()
+    return paths
 
 
-def _stage(archive: Path, by_path: Mapping[str, FileEntry], staging: Path) -> set[str]:
+def _stage(archive: Path, by_path: Mapping[str, FileEntry], staging: Path,
+           limit: int) -> set[str]:
     seen: set[str] = set()
     try:
-        with archive.open("rb") as f, _open_tar(f) as tar:
+        with archive.open("rb") as f, _open_tar(f, limit) as tar:
             for member in tar:
                 entry = by_path.get(member.name)
                 if entry is None or member.name in seen:
@@ -341,6 +467,10 @@ def _stage(archive: Path, by_path: Mapping[str, FileEntry], staging: Path) -> se
                 if not member.isfile():
                     raise ArtifactRefused(f"'{member.name}' in the archive is not a "
                                           "regular file")
+                if member.size != entry.size:  # before a byte of it is unpacked
+                    raise ArtifactRefused(f"'{member.name}' in the archive is {member.size} "
+                                          f"bytes, its manifest says {entry.size}: the archive "
+                                          "was changed or damaged; nothing of it is unpacked")
                 _stage_file(tar, member, entry, staging)
     except (tarfile.TarError, zstandard.ZstdError, EOFError) as exc:
         raise ArtifactRefused(f"the archive {archive.name} is damaged: {exc}") from None
@@ -366,29 +496,3 @@ def _stage_file(tar: tarfile.TarFile, member: tarfile.TarInfo, entry: FileEntry,
 
 def _staged_name(entry: FileEntry) -> str:
     return hashlib.sha256(entry.path.encode()).hexdigest()
-
-
-def _place(entry: FileEntry, staging: Path, prefix: Path, relocation: Relocation) -> None:
-    dest = prefix / entry.path
-    # a link already in the prefix could lead out: checked before any folder is made, so a
-    # refused entry leaves nothing behind out there either
-    if not resolves_within(dest.parent, prefix):
-        raise ArtifactRefused(f"'{entry.path}' would be written outside {prefix} through a "
-                              "link in the prefix")
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    if dest.is_symlink() or dest.is_file():
-        dest.unlink()
-    elif dest.exists():
-        raise ArtifactRefused(f"cannot install '{entry.path}': a folder is in the way")
-    if entry.type == "link":
-        target = entry.link
-        if relocation.needed:
-            target = relocation.rewrite(target.encode()).decode()
-        dest.symlink_to(target)
-        return
-    staged = staging / _staged_name(entry)
-    if relocation.needed and entry.holds_prefix == "text":
-        data = relocation.rewrite(staged.read_bytes())
-        staged.write_bytes(data)
-    os.chmod(staged, entry.mode & 0o777)  # never setuid, setgid or sticky (see unpack)
-    os.replace(staged, dest)

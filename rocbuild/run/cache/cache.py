@@ -38,9 +38,12 @@ from typing import TYPE_CHECKING, Any, Union
 
 from rocbuild import __version__
 from rocbuild.errors import BuildFailed, ConfigError
+from rocbuild.files import write_text_atomic
 from rocbuild.model import buildsystems, launchers, layout, wording
 from rocbuild.model.graph import Component, Stack, portable_text, sha256_text
 from rocbuild.model.paths import within
+from rocbuild.prefix import ownership
+from rocbuild.prefix.transaction import Transaction
 from rocbuild.run.cache import artifacts, signing
 from rocbuild.run.cache.artifacts import ArtifactRefused, Manifest, Relocation
 from rocbuild.run.cache.cache_store import (
@@ -102,6 +105,13 @@ def installed_paths(stack: Stack, comp: Component) -> list[str]:
                           "installed is unknown", tip=f"run `rocbuild build {comp.name}` first")
     prefix = stack.prefix
     out = []
+    # what the install left beyond its manifest (an install(CODE) link or generated file,
+    # ownership.left_by_install): the artifact holds exactly what the prefix got
+    record = ownership.read_record(prefix, comp.name)
+    if record is not None and record is not ownership.DAMAGED:
+        listed = {os.path.normpath(p) for p in map(str, installed)}
+        installed = [*installed, *(prefix / rel for rel in record["files"]
+                                   if os.path.normpath(prefix / rel) not in listed)]
     for path in installed:
         path = Path(os.path.normpath(path))  # a manifest line may hold '..'
         if not within(path, prefix):
@@ -109,7 +119,7 @@ def installed_paths(stack: Stack, comp: Component) -> list[str]:
                               "artifact holds only files inside the prefix")
         out.append(path.relative_to(prefix).as_posix())
     out.extend(rel for rel, _ in (*comp.install_links, *comp.install_files))
-    return out
+    return sorted(set(out))
 
 
 def source_commit(state: StateDir, comp: Component) -> str | None:
@@ -315,13 +325,18 @@ def choose(store: Store, stack: Stack, state: StateDir, comp: Component,
                   signed=signed)
 
 
-def install(store: Store, stack: Stack, choice: Choice, log: Callable[[str], None],
-            progress: artifacts.Progress | None = None) -> list[str]:
-    """Pull the chosen artifact into the workdir's artifact folder, check and unpack it into
-    the prefix and write the component's record of installed files as its build system would
-    (CMake's install_manifest.txt; so the install check, status and a later rebuild's removal
-    of old files treat it like a build). Raises
-    ArtifactRefused (the caller then builds the component)."""
+def install(store: Store, stack: Stack, choice: Choice, txn: Transaction,
+            log: Callable[[str], None], progress: artifacts.Progress | None = None,
+            held: Collection[str] = (),
+            before_place: Callable[[], None] = lambda: None) -> list[str]:
+    """Pull the chosen artifact into the workdir's artifact folder, stage and check all of it
+    in ``txn``'s folder (nothing onto ``held``, the real paths of other components' files,
+    nor onto rocbuild's own), call ``before_place`` (the removal of the component's previous
+    install: only once its artifact is known good), then place it in the prefix, each
+    replaced entry saved in ``txn`` (the caller commits or rolls back), and write the
+    component's record of installed files as its build system would (CMake's
+    install_manifest.txt; so the install check, status and a later rebuild's removal of old
+    files treat it like a build). Raises ArtifactRefused (the caller then builds it)."""
     manifest = choice.manifest
     assert manifest is not None and choice.usable
     comp = stack.components[choice.component]
@@ -330,19 +345,20 @@ def install(store: Store, stack: Stack, choice: Choice, log: Callable[[str], Non
     pull_archive(store, manifest, local, progress)
     relocation = Relocation(manifest.prefix, str(stack.prefix))
     try:
-        paths = artifacts.unpack(local, list(manifest.files), stack.prefix, relocation, log)
-    finally:  # installed or refused, the copy is not needed again (the stack is a few GiB)
+        staged = artifacts.stage(local, list(manifest.files), stack.prefix, relocation,
+                                 txn.folder, held,
+                                 layout.reserved_roots(stack.recipes.stack.name))
+    finally:  # staged or refused, the copy is not needed again (the stack is a few GiB)
         local.unlink(missing_ok=True)
+    before_place()
+    paths = artifacts.place(staged, txn, log)
     if not comp.builds:
         return paths
     comp.build_dir.mkdir(parents=True, exist_ok=True)
     extras = {rel for rel, _ in (*comp.install_links, *comp.install_files)}
     listed = [stack.prefix / p for p in sorted(paths) if p not in extras]
     system = buildsystems.of(comp)  # its record, in its own form (CMake's manifest)
-    record = system.installed_record(comp)
-    tmp = record.with_name(f".{record.name}.tmp")
-    tmp.write_text(system.record_text(listed))
-    tmp.replace(record)
+    write_text_atomic(system.installed_record(comp), system.record_text(listed))
     return paths
 
 

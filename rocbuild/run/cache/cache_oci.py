@@ -29,7 +29,7 @@ from typing import Any
 from rocbuild.errors import CacheUnavailable
 from rocbuild.files import parse_json
 from rocbuild.run.cache import oci
-from rocbuild.run.cache.artifacts import Manifest, Progress
+from rocbuild.run.cache.artifacts import ArtifactRefused, Manifest, Progress
 from rocbuild.run.cache.cache_store import index_entry
 
 ARTIFACT_TYPE = "application/vnd.rocbuild.artifact.v1"
@@ -66,18 +66,22 @@ class OciStore:
         found = self.client.get_manifest(tag_for(component, key))
         if found is None:
             return None
+        # whatever is wrong with one tag is that artifact's (ArtifactRefused: the others
+        # still serve), as a damaged manifest in a folder store is
+        tag = tag_for(component, key)
         try:
             outer = parse_json(found[0])
             config = outer["config"]
             if config.get("mediaType") != CONFIG_TYPE:
-                raise CacheUnavailable(f"{self.location}: the tag {tag_for(component, key)} "
-                                       "is not a rocbuild artifact",
-                                       tip="push to a repository of its own")
+                raise ArtifactRefused(f"the tag {tag} in {self.location} is not a rocbuild "
+                                      "artifact")
             doc = parse_json(self.client.get_blob(str(config["digest"])))
+        except oci.BlobDamaged as exc:
+            raise ArtifactRefused(f"its manifest (the config blob of {tag}) cannot be used: "
+                                  f"{exc}") from None
         except (ValueError, KeyError, TypeError, AttributeError):
-            raise CacheUnavailable(f"{self.location}: the artifact {tag_for(component, key)} "
-                                   "has an unreadable manifest",
-                                   tip=f"push {component} again") from None
+            raise ArtifactRefused(f"its manifest (the config blob of {tag} in {self.location}) "
+                                  "is not a readable JSON document") from None
         if not isinstance(doc, dict):
             doc = {}
         self._artifacts[(component, key)] = (outer, doc)
@@ -101,7 +105,7 @@ class OciStore:
         try:
             doc = parse_json(found[0])
             return [d for d in doc.get("manifests", []) if isinstance(d, dict)]
-        except (ValueError, AttributeError):
+        except (ValueError, AttributeError, RecursionError):
             raise CacheUnavailable(f"{self.location}: the tag {INDEX_TAG} is not readable",
                                    tip="push a component again to rewrite it") from None
 
@@ -110,8 +114,8 @@ class OciStore:
         for desc in self._index():
             try:
                 entry = parse_json((desc.get("annotations") or {}).get(ENTRY, "{}"))
-            except ValueError:
-                continue
+            except (ValueError, AttributeError, TypeError):
+                continue  # anyone who may push can write an index entry: one is skipped
             if isinstance(entry, dict):
                 out.append({**entry, "digest": desc.get("digest")})
         return out
@@ -197,7 +201,7 @@ class OciStore:
 def _entry_of(desc: dict[str, Any]) -> dict[str, Any]:
     try:
         entry = parse_json((desc.get("annotations") or {}).get(ENTRY, "{}"))
-    except ValueError:
+    except (ValueError, AttributeError, TypeError):
         return {}
     return entry if isinstance(entry, dict) else {}
 

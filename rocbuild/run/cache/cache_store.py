@@ -19,8 +19,10 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import http.client
+import json
 import os
 import re
+import socket
 import time
 import urllib.error
 import urllib.parse
@@ -29,13 +31,13 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Protocol
 
-from rocbuild import files
+from rocbuild import faults, files
 from rocbuild.errors import CacheUnavailable, ConfigError
-from rocbuild.files import parse_json, write_text_atomic
+from rocbuild.files import parse_json
 from rocbuild.model.resources import format_bytes
 from rocbuild.run.cache.artifacts import ArtifactRefused, Manifest, Progress, sha256_file
 from rocbuild.run.cache.signing import key_of
-from rocbuild.run.state.state import read_json, write_json_atomic
+from rocbuild.run.state.state import read_json
 
 INDEX = "index.json"
 INDEX_FORMAT = 1
@@ -168,8 +170,8 @@ class FolderStore:
 
     def write_signature(self, manifest: Manifest, signature: str) -> None:
         """Sign an artifact that is in the folder already (and show the key in the index)."""
-        write_text_atomic(self.root / signature_path(manifest.component, manifest.key),
-                          signature)
+        self._write(self.root / signature_path(manifest.component, manifest.key),
+                    signature.encode())
         self._add_to_index(manifest, signature)
 
     def index(self) -> list[dict[str, Any]]:
@@ -190,6 +192,49 @@ class FolderStore:
                 yield from iter(lambda: f.read(_CHUNK), b"")
 
         return chunks(), offset
+
+    def clear_temps(self) -> list[Path]:
+        """Remove the temp files a killed push left in the folder (``.<name>.<host>-<pid>.tmp``,
+        or ``.<name>.<pid>.tmp`` of an older rocbuild): only this host's, only of a process that
+        is gone. Another push's temp file (alive, or another host's: a shared folder) stays."""
+        removed = []
+        here = _host()
+        for path in sorted([*self.root.glob(".*.tmp"), *self.root.glob("*/.*.tmp")]):
+            found = _TMP_RE.match(path.name)
+            if found is None or path.is_dir():
+                continue
+            host, pid = found.group("host"), int(found.group("pid"))
+            if host is not None and host != here:
+                continue
+            if host is None:  # an older name without the host: only when long untouched
+                with contextlib.suppress(OSError):
+                    if time.time() - path.lstat().st_mtime < LEGACY_TEMP_AGE:
+                        continue
+            if pid == os.getpid() or _pid_exists(pid):
+                continue
+            with contextlib.suppress(FileNotFoundError):
+                path.unlink()
+                removed.append(path)
+        return removed
+
+    def _write(self, path: Path, data: bytes) -> None:
+        """Atomically, with a temp name that says which host and process wrote it (a shared
+        folder: clear_temps must tell a dead push's leftovers from a live one's)."""
+        tmp = _temp_name(path)
+        with faults.writing(path):
+            try:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                with tmp.open("wb") as f:
+                    f.write(data)
+                    f.flush()
+                    os.fsync(f.fileno())
+                os.replace(tmp, path)
+            finally:
+                with contextlib.suppress(OSError):
+                    tmp.unlink()
+
+    def _write_json(self, path: Path, doc: Any) -> None:
+        self._write(path, (json.dumps(doc, indent=1) + "\n").encode())
 
     @contextlib.contextmanager
     def _locked(self) -> Iterator[None]:
@@ -213,7 +258,7 @@ class FolderStore:
         folder = self.root / manifest.component
         folder.mkdir(parents=True, exist_ok=True)
         final = self.root / archive_path(manifest.component, manifest.key)
-        tmp = final.with_name(f".{final.name}.{os.getpid()}.tmp")
+        tmp = _temp_name(final)
         total, done = manifest.archive_size, 0
         with archive.open("rb") as src, tmp.open("wb") as out:
             for chunk in iter(lambda: src.read(_CHUNK), b""):
@@ -226,11 +271,11 @@ class FolderStore:
         os.replace(tmp, final)
         sig = self.root / signature_path(manifest.component, manifest.key)
         if signature:  # before the manifest, which is what makes the artifact visible
-            write_text_atomic(sig, signature)
+            self._write(sig, signature.encode())
         else:
             sig.unlink(missing_ok=True)
-        write_json_atomic(self.root / manifest_path(manifest.component, manifest.key),
-                          manifest.to_json())
+        self._write_json(self.root / manifest_path(manifest.component, manifest.key),
+                         manifest.to_json())
         self._add_to_index(manifest, signature)
 
     def _add_to_index(self, manifest: Manifest, signature: str | None) -> None:
@@ -240,8 +285,8 @@ class FolderStore:
                                                                   manifest.key)]
             entries.append(index_entry(manifest, signature))
             entries.sort(key=lambda e: (str(e.get("component")), -float(e.get("created", 0))))
-            write_json_atomic(self.root / INDEX, {"rocbuild_cache": INDEX_FORMAT,
-                                                  "artifacts": entries})
+            self._write_json(self.root / INDEX, {"rocbuild_cache": INDEX_FORMAT,
+                                                 "artifacts": entries})
 
 
     def remove(self, entries: list[dict[str, Any]]) -> list[str]:
@@ -257,9 +302,32 @@ class FolderStore:
         with self._locked():
             kept = [e for e in self.index()
                     if (str(e.get("component")), str(e.get("key"))) not in gone]
-            write_json_atomic(self.root / INDEX, {"rocbuild_cache": INDEX_FORMAT,
-                                                  "artifacts": kept})
+            self._write_json(self.root / INDEX, {"rocbuild_cache": INDEX_FORMAT,
+                                                 "artifacts": kept})
         return []
+
+
+# ``.<name>.<host>-<pid>.tmp`` (this rocbuild) or ``.<name>.<pid>.tmp`` (an older one)
+_TMP_RE = re.compile(r"^\.(?P<name>.+?)\.(?:(?P<host>[A-Za-z0-9_-]+)-)?(?P<pid>\d+)\.tmp$")
+LEGACY_TEMP_AGE = 3600.0  # seconds: a live push keeps writing its temp file
+
+
+def _host() -> str:
+    return re.sub(r"[^A-Za-z0-9_]", "_", socket.gethostname()) or "_"
+
+
+def _temp_name(final: Path) -> Path:
+    return final.with_name(f".{final.name}.{_host()}-{os.getpid()}.tmp")
+
+
+def _pid_exists(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError):  # another user's process: it exists
+        return True
+    return True
 
 
 def index_entry(manifest: Manifest, signature: str | None = None) -> dict[str, Any]:
@@ -299,15 +367,19 @@ class HttpStore:
             raise CacheUnavailable(f"cannot reach the cache {self.location}: {reason}",
                                    tip="check the URL and the server, or build without "
                                        "--cache") from None
-        except ValueError:
+        except (ValueError, RecursionError):  # RecursionError: "[" * 100000
             raise _NotJson(self._url(rel)) from None
+        except http.client.HTTPException as exc:  # IncompleteRead: the line dropped mid-way
+            raise _NotJson(f"{self._url(rel)} (the connection broke off: "
+                           f"{type(exc).__name__})") from None
         return doc if isinstance(doc, dict) else None
 
     def read_manifest(self, component: str, key: str) -> dict[str, Any] | None:
         try:
             return self._get_json(manifest_path(component, key))
         except _NotJson as exc:  # this artifact's fault: the others may still serve
-            raise ArtifactRefused(f"its manifest {exc} is not a JSON document") from None
+            raise ArtifactRefused(f"its manifest {exc} is not a readable JSON document") \
+                from None
 
     def read_signature(self, component: str, key: str) -> str | None:
         url = self._url(signature_path(component, key))
@@ -318,9 +390,9 @@ class HttpStore:
             if exc.code == 404:
                 return None
             raise CacheUnavailable(f"{url}: HTTP {exc.code} {exc.reason}") from None
-        except (urllib.error.URLError, OSError) as exc:
+        except (urllib.error.URLError, OSError, http.client.HTTPException) as exc:
             raise CacheUnavailable(f"cannot reach the cache {self.location}: "
-                                   f"{getattr(exc, 'reason', exc)}") from None
+                                   f"{getattr(exc, 'reason', exc)!r}") from None
 
     def index(self) -> list[dict[str, Any]]:
         try:

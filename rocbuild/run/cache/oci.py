@@ -60,6 +60,11 @@ class RegistryError(CacheUnavailable):
     """A registry answered with an error the cache cannot work around."""
 
 
+class BlobDamaged(RegistryError):
+    """One blob came back other than its digest says, or broke off: that artifact's
+    trouble (a changed config blob in a shared repository), not the whole registry's."""
+
+
 @dataclass(frozen=True)
 class Reference:
     """``oci://host[:port]/repository`` (https; plain http for a loopback host) or
@@ -326,7 +331,7 @@ class Client:
         try:
             doc = parse_json(data)
             token = doc.get("token") or doc.get("access_token")
-        except (ValueError, AttributeError):
+        except (ValueError, AttributeError, RecursionError):
             token = None
         if not token:
             raise RegistryError(f"the token service of {self.ref.host} sent no token")
@@ -387,7 +392,7 @@ class Client:
             link = resp.header("Link")
             try:
                 tags = (parse_json(resp.read()) or {}).get("tags") or []
-            except (ValueError, AttributeError):
+            except (ValueError, AttributeError, TypeError):
                 raise RegistryError(f"{self.ref.host}: the tag list is not the JSON object "
                                     "a registry sends") from None
             out.extend(t for t in tags if isinstance(t, str))
@@ -405,10 +410,14 @@ class Client:
         """A small blob (a config), checked against its digest."""
         resp = self._expect(self.request("GET", f"{self.base}/blobs/{digest}"), (200,),
                             f"reading the blob {digest[:19]}")
-        data = resp.read()
+        try:
+            data = resp.read()
+        except (OSError, http.client.HTTPException) as exc:  # IncompleteRead: a dropped line
+            raise BlobDamaged(f"{self.ref.host}: the connection broke off while reading the "
+                              f"blob {digest[:19]}… ({type(exc).__name__})") from None
         if digest_of(data) != digest:
-            raise RegistryError(f"{self.ref.host}: the blob {digest[:19]}… does not match its "
-                                "digest")
+            raise BlobDamaged(f"{self.ref.host}: the blob {digest[:19]}… does not match its "
+                              "digest")
         return data
 
     def open_blob(self, digest: str, offset: int) -> tuple[Iterator[bytes], int]:
@@ -585,7 +594,7 @@ def _error_text(body: bytes) -> str:
     try:
         errors = parse_json(body).get("errors") or []
         text = "; ".join(f"{e.get('code')}: {e.get('message')}" for e in errors)
-    except (ValueError, AttributeError):
+    except (ValueError, AttributeError, TypeError, RecursionError):
         text = ""
     return f" ({text})" if text else ""
 

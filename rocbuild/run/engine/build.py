@@ -20,6 +20,7 @@ from rocbuild.model import resources
 from rocbuild.model.graph import Component, Stack
 from rocbuild.model.settings import Settings
 from rocbuild.model.steptable import log_path
+from rocbuild.prefix import ownership
 from rocbuild.run.engine import leftovers, outcome, schedule
 from rocbuild.run.engine.jobs import JobBudget
 from rocbuild.run.engine.jobserver import JobPool
@@ -107,6 +108,10 @@ class BuildContext:
         leftovers.clean(self.stack.workdir, self.output.say)  # git locks, .old, stamp temps
         if prefix_locked:  # unpack folders and temp files of a killed install
             leftovers.clean_prefix(self.stack.prefix, self.output.say)
+            # a damaged record of installed files protects nothing: rebuilt before any
+            # install of this run could overwrite what it should have listed
+            ownership.repair_records(self.stack.prefix, [
+                self.stack.components[n] for n in self.stack.order], self.output.say)
 
     def release(self) -> None:
         if self._children is not None:

@@ -17,13 +17,19 @@ component instead.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from rocbuild.errors import BuildFailed, CacheUnavailable
+from rocbuild.files import write_text_atomic
+from rocbuild.model import buildsystems
 from rocbuild.model.graph import Component
+from rocbuild.model.layout import INFO_DIR, INFO_FILE
 from rocbuild.model.steptable import steps_of
 from rocbuild.prefix import ownership, prefixguard
+from rocbuild.prefix.realpaths import RealPaths
+from rocbuild.prefix.transaction import Transaction
 from rocbuild.run.engine import actions
 from rocbuild.run.engine.build import BuildContext
 from rocbuild.run.engine.outcome import SKIPPED, StepOutcome, step_logger
@@ -90,8 +96,6 @@ def install_from_cache(ctx: BuildContext, comp: Component, log_file: Path,
     the run: a refused artifact is reported, the step stands aside (SKIPPED: no outcome) and
     the component's normal steps, which come next, build it."""
     from rocbuild.run.cache import cache
-    from rocbuild.run.cache.artifacts import ArtifactRefused
-    from rocbuild.run.cache.cache_store import ProgressLine
 
     name = comp.name
     choice = served(ctx)[name]
@@ -99,22 +103,75 @@ def install_from_cache(ctx: BuildContext, comp: Component, log_file: Path,
     assert store is not None and choice.manifest is not None
     log = step_logger(log_file)
     ctx.output.say(f"  {name}: {choice.describe()}, key {choice.key[:12]}")
+    # the build tree's record of the install (install_manifest.txt) is rewritten too
+    record = buildsystems.of(comp).installed_record(comp) if comp.builds else None
+    old_record = _read(record)
+    with ownership.INSTALLING:  # one install into the prefix at a time (--parallel)
+        _install(ctx, comp, choice, store, log, outcome, record, old_record)
+
+
+def _install(ctx: BuildContext, comp: Component, choice: cache.Choice, store: cache.AnyStore,
+             log: Callable[[str], None], outcome: StepOutcome, record: Path | None,
+             old_record: str | None) -> None:
+    from rocbuild.run.cache import cache
+    from rocbuild.run.cache.artifacts import ArtifactRefused
+    from rocbuild.run.cache.cache_store import ProgressLine
+
+    name, prefix = comp.name, ctx.stack.prefix
+    txn = Transaction.begin(prefix)
     try:
-        prefixguard.claim(ctx.stack.prefix)  # rocbuild's from its first install on
-        ownership.begin_install(ctx.stack.prefix, comp)  # no link out; not complete meanwhile
-        actions.remove_previous_install(ctx, comp, log)
-        cache.install(store, ctx.stack, choice, log,
-                      ProgressLine(ctx.output.say, f"{name}: pulling"))
+        # every file of the prefix this step writes besides the artifact's: saved first
+        txn.save(f"{INFO_DIR}/{INFO_FILE}")  # marked incomplete meanwhile
+        txn.save(ownership.record_path(prefix, name).relative_to(prefix).as_posix())
+        prefixguard.claim(prefix)  # rocbuild's from its first install on
+        ownership.begin_install(prefix, comp)  # no link out; not complete meanwhile
+        held = ownership.claimed_by_others(prefix, comp, ctx.stack.order)
+        cache.install(store, ctx.stack, choice, txn, log,
+                      ProgressLine(ctx.output.say, f"{name}: pulling"), held,
+                      before_place=lambda: actions.remove_previous_install(
+                          ctx, comp, log, before_remove=txn.save_path))
+        real = RealPaths(prefix)
+        for rel, _ in (*comp.install_links, *comp.install_files):
+            if (where := real.of(rel)) is not None:
+                txn.save(where)
         actions.install_extras(ctx, comp, log)  # the recipe's links and files, for this prefix
         actions.finish_install(ctx, comp, log)  # inside the prefix, no clash; recorded
-        for step in steps_of(comp):  # in order: each stamp's inputs name the one before
-            _stamp(ctx, comp, step, choice)
     except (ArtifactRefused, CacheUnavailable, BuildFailed, OSError) as exc:
-        # not a failure of the run: the component's own steps come next and build it (so no
-        # outcome either; the summary then lists those steps)
-        log(f"refused: {exc}")
+        # not a failure of the run: the prefix is as it was, and the component's own steps
+        # come next and build it (so no outcome either; the summary then lists those steps)
+        txn.rollback()
+        _restore(record, old_record)
+        log(f"refused: {exc}; the prefix is as it was before")
         ctx.output.say(f"✘ {name}: the cached artifact is refused: {exc}; building it instead")
         outcome.result = SKIPPED
+        return
+    except BaseException:
+        txn.rollback()
+        _restore(record, old_record)
+        raise
+    txn.commit()
+    # the stamps only once the prefix holds the component for good: a kill before the commit
+    # is undone by the next run, which must then find the component not built
+    for step in steps_of(comp):  # in order: each stamp's inputs name the one before
+        _stamp(ctx, comp, step, choice)
+
+
+def _read(path: Path | None) -> str | None:
+    try:
+        return path.read_text(encoding="utf-8", errors="replace") if path is not None else None
+    except OSError:
+        return None
+
+
+def _restore(path: Path | None, text: str | None) -> None:
+    """The build tree's install record back as it was (it is outside the prefix)."""
+    if path is None:
+        return
+    if text is None:
+        if path.is_symlink() or path.is_file():
+            path.unlink()
+    else:
+        write_text_atomic(path, text)
 
 
 def _stamp(ctx: BuildContext, comp: Component, step: str, choice: cache.Choice) -> None:

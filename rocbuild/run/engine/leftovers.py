@@ -25,6 +25,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from rocbuild.model.workdir import CONFIGS_DIR, STATE, Workdir
+from rocbuild.prefix import transaction
 from rocbuild.prefix.ownership import EXTRA_TMP_SUFFIX, STAGING_NAME
 from rocbuild.run.sources import patches
 
@@ -130,10 +131,7 @@ def clean_prefix(prefix: Path, say: Say) -> None:
     """Remove what a killed run left in the prefix (call with the prefix lock held)."""
     if not prefix.is_dir():
         return
-    for folder in sorted(prefix.glob(STAGING_NAME + "-*")):
-        if folder.is_dir() and not folder.is_symlink():
-            shutil.rmtree(folder, ignore_errors=True)
-            say(f"removed an unpack folder a killed cache install left: {folder}")
+    transaction.recover(prefix, say)  # a killed cache install's changes undone, in full
     temps = [entry for folder in _own_folders(prefix) for entry in sorted(folder.iterdir())
              if _ATOMIC_TMP_RE.match(entry.name)]
     temps += sorted(_extra_temps(prefix))

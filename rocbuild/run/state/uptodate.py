@@ -49,6 +49,7 @@ from rocbuild.model.steptable import (
     StepKind,
     steps_of,
 )
+from rocbuild.prefix import ownership
 from rocbuild.run.sources import patches, sources
 from rocbuild.run.state import clockskew
 from rocbuild.run.state.state import StateDir
@@ -342,9 +343,14 @@ def _prefix_there(rule: Rule, comp: Component, step: str, stamp: dict[str, Any])
     if installed is None:
         return False
     prefix = rule.stack.prefix
-    return all(p.exists() or p.is_symlink() for p in installed) and all(
-        (prefix / rel).is_symlink() or (prefix / rel).exists()
-        for rel, _ in (*comp.install_links, *comp.install_files))
+    if not (all(p.exists() or p.is_symlink() for p in installed) and all(
+            (prefix / rel).is_symlink() or (prefix / rel).exists()
+            for rel, _ in (*comp.install_links, *comp.install_files))):
+        return False
+    # and each is still what the install left: a library truncated by a full disk (its
+    # mtime kept, so CMake's install would skip it as "Up-to-date"), a 0-byte file
+    # (a damaged record is never "owns nothing": the run repairs it first, ownership.py)
+    return ownership.stale_install(prefix, comp.name) is None
 
 
 OUTPUTS: Mapping[str, OutputCheck] = {IN_CHECKOUT: _checkout_there, IN_TREE: _tree_there,
