@@ -509,19 +509,11 @@ def check_disk(ctx: Context) -> Check:
     wants = [("workdir", needs.workdir, needs.disk_workdir)]
     if needs.prefix is not None:
         wants.append(("prefix", needs.prefix, needs.disk_prefix))
-    by_fs: dict[int, list[tuple[str, Path, int]]] = {}
-    free_of: dict[int, int] = {}
-    for label, path, amount in wants:
-        fs, free = host.free_space(path)
-        by_fs.setdefault(fs, []).append((label, path, amount))
-        free_of[fs] = free
     short, parts = [], []
-    for fs, items in by_fs.items():
-        need = sum(amount for _, _, amount in items)
-        names = " and ".join(f"{label} {path}" for label, path, _ in items)
-        text = f"{names}: {format_bytes(free_of[fs])} free, about {format_bytes(need)} needed"
+    for use in hostreqs.disk_by_filesystem(wants, host.free_space):
+        text = f"{use.names}: {format_bytes(use.free)} free, about {format_bytes(use.need)} needed"
         parts.append(text)
-        if free_of[fs] < need:
+        if use.short:
             short.append(text)
     if short:
         return Check("disk", WARN, "; ".join(parts),

@@ -348,6 +348,43 @@ def free_space(path: Path) -> tuple[int, int]:
     return os.stat(probe).st_dev, stats.f_bavail * stats.f_frsize
 
 
+@dataclass(frozen=True)
+class DiskUse:
+    """The places (label, path) on one filesystem, its free bytes and what they all need."""
+
+    places: tuple[tuple[str, Path], ...]
+    base: Path  # the nearest existing folder of the first place: where free space is measured
+    free: int
+    need: int
+
+    @property
+    def short(self) -> bool:
+        return self.free < self.need
+
+    @property
+    def names(self) -> str:
+        return " and ".join(f"{label} {path}" for label, path in self.places)
+
+
+def disk_by_filesystem(wants: Sequence[tuple[str, Path, int]],
+                       measure: Callable[[Path], tuple[int, int]] = free_space
+                       ) -> list[DiskUse]:
+    """Each filesystem of ``wants`` (label, path, bytes needed) with the sum of what its places
+    need against its free space: the one disk rule of doctor and preflight. A workdir and a
+    prefix on one disk share its free space, so each checked alone could pass while both do
+    not fit."""
+    groups: dict[int, list[tuple[str, Path, int]]] = {}
+    free_of: dict[int, int] = {}
+    for label, path, amount in wants:
+        fs, free = measure(path)
+        groups.setdefault(fs, []).append((label, path, amount))
+        free_of[fs] = free
+    return [DiskUse(tuple((label, path) for label, path, _ in items),
+                    nearest_existing(items[0][1]), free_of[fs],
+                    sum(amount for _, _, amount in items))
+            for fs, items in groups.items()]
+
+
 def _read_only(path: Path) -> bool:
     try:
         return bool(os.statvfs(path).f_flag & os.ST_RDONLY)

@@ -544,3 +544,22 @@ def test_plain_doit_reports_bad_input_like_the_cli(tmp_path: Path, variable: str
     lines = result.stderr.splitlines()
     assert message in lines[0] and lines[0].startswith("rocbuild: error: "), result.explain()
     assert lines[1].startswith("TIP: ") and len(lines) == 2, result.explain()
+
+
+@needs_mount
+def test_preflight_sums_workdir_and_prefix_on_one_disk(tmp_path: Path) -> None:
+    """Preflight checked the workdir and the prefix each against all the free space: on one
+    10 MiB disk that holds either (8 MiB of build, 2 MiB of install) but not both, it passed
+    and the night failed later. It now sums them per filesystem, as doctor does."""
+    for tool in ("git", "cmake", "ninja"):
+        require_tool(tool)
+    flags = one_component_stack(tmp_path, "a", {"CMakeLists.txt": "project(a NONE)\n"},
+                                '[cmake]\n[resources]\ndisk = "8MiB"\nsource_disk = "1KiB"\n')
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    where = ["--workdir", str(disk / "work"), "--prefix", str(disk / "prefix")]
+    result = _run_in_mount(f"mount -t tmpfs -o size=10m tmpfs {disk}",
+                           ["build", *flags, *where, "--no-verify"], tmp_path)
+    assert result.returncode == 2, result.explain()
+    assert "preflight found 1 problem" in result.stderr, result.explain()
+    assert f"workdir {disk / 'work'} and prefix {disk / 'prefix'}" in result.stderr

@@ -1,0 +1,32 @@
+"""Each host rule has one implementation: a second one (the way preflight's disk check once
+drifted from doctor's) fails here. Each entry: a pattern that only the rule's own code may
+contain, and the modules allowed to contain it."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[2] / "rocbuild"
+
+RULES = {
+    # free disk: measured by hostreqs.free_space, compared per filesystem by
+    # hostreqs.disk_by_filesystem (doctor and preflight); stepfaults only names the room left
+    "disk": (r"f_bavail|\bfree_space\(", {"checks/hostreqs.py", "run/engine/stepfaults.py"}),
+}
+
+
+def _holders(pattern: str) -> set[str]:
+    found = set()
+    for path in PACKAGE.rglob("*.py"):
+        if re.search(pattern, path.read_text()):
+            found.add(path.relative_to(PACKAGE).as_posix())
+    return found
+
+
+@pytest.mark.parametrize("rule", sorted(RULES))
+def test_one_implementation(rule: str) -> None:
+    pattern, allowed = RULES[rule]
+    assert _holders(pattern) <= allowed, f"{rule}: a second implementation"
