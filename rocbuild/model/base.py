@@ -211,14 +211,7 @@ def fetch_sources(base: Base, readers: Mapping[str, str]) -> Base:
 
 
 def base_runpath(base: Base | None) -> list[str]:
-    """The base's lib dirs for the install RUNPATH steps.py gives every component: absolute
-    (the base does not move with the prefix) and after the prefix's own entries."""
+    """The base's lib dirs for the install RUNPATH every component gets
+    (``buildsystems.install_runpath``): absolute (the base does not move with the prefix) and
+    after the prefix's own entries."""
     return [] if base is None else [str(d) for d in base.lib_dirs]
-
-
-def rpath_args(base: Base | None) -> list[str]:
-    """On a base, every installed file also keeps in its RUNPATH the folders outside the
-    project it was linked against (the base's lib/), after its install RPATH: CMake's
-    INSTALL_RPATH_USE_LINK_PATH. This covers projects that set CMAKE_INSTALL_RPATH themselves
-    (a normal variable hides rocbuild's cache entry), so no env.sh is needed to reach the base."""
-    return [] if base is None else ["-DCMAKE_INSTALL_RPATH_USE_LINK_PATH=ON"]

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from rocbuild.errors import ConfigError
-from rocbuild.model import buildsystems, cmakecode, inputcheck, launchers, layout, patchseries
+from rocbuild.model import buildsystems, inputcheck, launchers, layout, patchseries
 from rocbuild.model.base import Base, fetch_sources, load_base, within
 from rocbuild.model.patchseries import Patch
 from rocbuild.model.recipes import Recipe, RecipeSet, load_recipes, unknown_component
@@ -459,17 +459,8 @@ def _render_component(stack: Stack, recipe: Recipe, done: Mapping[str, Component
         context["ref"] = ref  # e.g. llama.cpp's build number comes from its release tag
     args = tuple(r(a, f"{table}.args[{i}]") for i, a in enumerate(recipe.cmake_args))
     inputcheck.arg_list(where, f"{table}.args", args)
-    reserved = buildsystems.for_kind(recipe.kind).reserved if recipe.builds else ()
-    for i, arg in enumerate(args):
-        if reserved and arg.startswith(reserved):
-            raise ConfigError(f"{recipe.file}: key '{table}.args[{i}]': '{arg}' is set by "
-                              "rocbuild itself (generator, source, build folder, install "
-                              "prefix)", tip=f"remove it from {recipe.file}")
-        if recipe.kind == "cmake" and cmakecode.mode(arg):  # -P runs a script instead
-            raise ConfigError(f"{recipe.file}: key '{table}.args[{i}]': '{arg}' puts CMake in "
-                              f"another mode ({cmakecode.mode(arg)}) instead of configuring "
-                              "the source; cmake.args are configure options (-D...)",
-                              tip=f"remove it from {recipe.file}")
+    if recipe.builds:
+        buildsystems.for_kind(recipe.kind).check_args(recipe.file, f"{table}.args", args)
     env = tuple(sorted((k, inputcheck.no_nul(where, f"env.{k}", r(v, f"env.{k}")))
                        for k, v in recipe.env.items()))
     build_type = inputcheck.no_nul(where, f"{table}.build_type",

@@ -7,10 +7,10 @@ table."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from rocbuild.model.buildsystems import BuildSystem, Commands
+from rocbuild.model.buildsystems import BuildSystem, Commands, Lint, refuse_reserved
 from rocbuild.model.graph import Component, Stack
 
 RECORD = "installed.txt"
@@ -20,6 +20,10 @@ class Make(BuildSystem):
     kind = "make"
     table = "make"
     keys = ("args",)  # VAR=value, given to configure (it writes them into config.mk)
+    reserved = ("--prefix=",)
+    lacks: Mapping[str, str] = {
+        "runpath_args": "not yet: the project's Makefile links without a RUNPATH",
+        "launcher_args": "not yet: the project's Makefile compiles without a launcher"}
 
     def configure(self, stack: Stack, comp: Component, jobs: Mapping[str, int] | None
                   ) -> Commands:
@@ -40,6 +44,12 @@ class Make(BuildSystem):
                  str(comp.install_prefix)],
                 ["sh", "-c", 'cd "$1" && find . ! -type d | sed "s|^\\.|$2|" > "$3"', "record",
                  staged, str(comp.install_prefix), str(self.installed_record(comp))]]
+
+    def check_args(self, file: Path, key: str, args: Sequence[str]) -> None:
+        refuse_reserved(file, key, args, self.reserved)
+
+    def lint(self, stacks: Sequence[Stack], comp_name: str) -> Lint:
+        return []  # VAR=value has nothing to check beyond the option check
 
     def installed_record(self, comp: Component) -> Path:
         return comp.build_dir / RECORD
