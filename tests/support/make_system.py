@@ -10,7 +10,14 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from rocbuild.model.buildsystems import BuildSystem, Commands, Lint, refuse_reserved
+from rocbuild.model import launchers
+from rocbuild.model.buildsystems import (
+    BuildSystem,
+    Commands,
+    Lint,
+    install_runpath,
+    refuse_reserved,
+)
 from rocbuild.model.graph import Component, Stack
 
 RECORD = "installed.txt"
@@ -21,14 +28,12 @@ class Make(BuildSystem):
     table = "make"
     keys = ("args",)  # VAR=value, given to configure (it writes them into config.mk)
     reserved = ("--prefix=",)
-    lacks: Mapping[str, str] = {
-        "runpath_args": "not yet: the project's Makefile links without a RUNPATH",
-        "launcher_args": "not yet: the project's Makefile compiles without a launcher"}
 
     def configure(self, stack: Stack, comp: Component, jobs: Mapping[str, int] | None
                   ) -> Commands:
         return [["sh", str(comp.source_dir / "configure"), f"--prefix={comp.install_prefix}",
-                 *comp.cmake_args]]
+                 *comp.cmake_args, *self.runpath_args(stack, comp),
+                 *self.launcher_args(stack, comp)]]
 
     def build(self, stack: Stack, comp: Component, jobs: int) -> Commands:
         return [["make", "-C", str(comp.build_dir), "-f", str(comp.source_dir / "Makefile"),
@@ -44,6 +49,19 @@ class Make(BuildSystem):
                  str(comp.install_prefix)],
                 ["sh", "-c", 'cd "$1" && find . ! -type d | sed "s|^\\.|$2|" > "$3"', "record",
                  staged, str(comp.install_prefix), str(self.installed_record(comp))]]
+
+    def runpath_args(self, stack: Stack, comp: Component) -> list[str]:
+        """RUNPATH=<entries>, which the project's Makefile links with (-Wl,-rpath); make
+        would expand $ORIGIN, so it is written $$ORIGIN."""
+        if not comp.recipe.runpath:
+            return []
+        entries = install_runpath(stack, comp).replace(";", ":")
+        return [f"RUNPATH={entries.replace('$', '$$')}"]
+
+    def launcher_args(self, stack: Stack, comp: Component) -> list[str]:
+        """LAUNCHER=<the C launcher>, which the project's Makefile puts before $(CC)."""
+        launcher = launchers.choices(stack.launch, comp)["C"].launcher
+        return [f"LAUNCHER={launcher.replace(';', ' ')}"] if launcher else []
 
     def check_args(self, file: Path, key: str, args: Sequence[str]) -> None:
         refuse_reserved(file, key, args, self.reserved)
