@@ -14,7 +14,6 @@ docs/architecture.md, Facts (KFD detection, HSA_OVERRIDE_GFX_VERSION, shadowing 
 
 from __future__ import annotations
 
-import math
 import os
 import re
 import shutil
@@ -463,15 +462,6 @@ def check_nouveau(ctx: Context) -> Check:
                  "amdgpu)")
 
 
-def _swap_commands(gib: int) -> str:
-    path = "/swapfile-rocbuild"
-    keep = privilege.pipe_to_root(f"echo '{path} none swap sw 0 0'", "tee -a /etc/fstab")
-    return (privilege.as_root(f"fallocate -l {gib}G {path}", f"chmod 600 {path}",
-                              f"mkswap {path}", f"swapon {path}")
-            + f"  (keep it across reboots: {keep}; on btrfs use "
-            f"`{privilege.as_root('btrfs filesystem mkswapfile')}` instead of fallocate)")
-
-
 def check_memory(ctx: Context) -> Check:
     host, needs = ctx.host, ctx.needs
     info = read_meminfo(host)
@@ -484,7 +474,7 @@ def check_memory(ctx: Context) -> Check:
         snap = hostload.snapshot(host.root)
         available, swap_free = snap.mem_available, snap.swap_free
     weight, reserve, need = needs.swap_weight, resources.DEFAULT_RESERVE, needs.link_mem
-    budget = available + swap_free * weight - reserve
+    budget = resources.memory_budget(available, swap_free, weight)
     what = (f"{format_bytes(available)} of {format_bytes(total)} RAM available, swap "
             f"{format_bytes(swap_free)} free of {format_bytes(swap_total)}")
     job = f"one LLVM link job needs {format_bytes(need)}"
@@ -493,13 +483,11 @@ def check_memory(ctx: Context) -> Check:
     if weight <= 0:
         return Check("memory", WARN, f"{what}: {job}, and --swap-weight 0 counts no swap",
                      "close memory-hungry programs before the build, or raise --swap-weight")
-    swap_needed = math.ceil(max(need + reserve - available, 0) / weight)
-    add_gib = max(1, math.ceil((swap_needed - swap_free) / GIB))
     status = FAIL if total + swap_total < need else WARN
     return Check("memory", status,
                  f"{what}: {job} (+{format_bytes(reserve)} reserve, swap counted at ×{weight:g}); "
                  f"short by {format_bytes(need - budget)}",
-                 f"add a {add_gib} GiB swapfile: {_swap_commands(add_gib)}")
+                 resources.swap_advice(need, available, swap_free, weight))
 
 
 def check_disk(ctx: Context) -> Check:

@@ -22,7 +22,7 @@ import glob
 import hashlib
 import json
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Container, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -126,6 +126,24 @@ def stales_users(recipe: Recipe) -> bool:
     return recipe.builds and not recipe.build_time_only
 
 
+def why_built(recipe: Recipe, deps: Iterable[str], taken: Container[str],
+              recipes: Mapping[str, Recipe], missing: Sequence[str]) -> str | None:
+    """Why the base does not provide ``recipe``'s component (None: it does): the one rule of
+    the base road, used by ``load_base`` on a real base and by ``roads.assumed_taken``'s
+    estimate. ``deps`` are its direct dependencies, ``taken`` what the base provides so far
+    (in build order), ``missing`` what the base lacks of its [base] table. A required
+    component is the base's whatever is built (``load_base`` refuses a base lacking it); a
+    dependency that is built makes the base's copy stale unless ``stales_users`` says not."""
+    if recipe.base_required:
+        return None
+    if missing:
+        return "base lacks " + ", ".join(missing)
+    built = [d for d in deps if d not in taken and stales_users(recipes[d])]
+    if built:
+        return f"depends on {', '.join(built)}, which is built"
+    return None
+
+
 def _check(root: Path, recipe: Recipe, targets: Sequence[TargetId]
            ) -> tuple[list[Path], list[str]]:
     """(files found, what is missing) for one recipe's [base] table."""
@@ -171,15 +189,11 @@ def load_base(path: Path, series: str, recipes: Mapping[str, Recipe],
         if missing and recipe.base_required:
             lacking.append(f"{name} ({', '.join(missing)})")
             continue
-        built = [d for d in deps[name] if d not in taken and stales_users(recipes[d])]
-        if recipe.base_required:  # present (else refused above): the base's, whatever is built
+        why = why_built(recipe, deps[name], taken, recipes, missing)
+        if why is None:
             taken[name] = Taken(name, tuple(found))
-        elif missing:
-            not_taken[name] = NotTaken(name, "base lacks " + ", ".join(missing))
-        elif built:
-            not_taken[name] = NotTaken(name, f"depends on {', '.join(built)}, which is built")
         else:
-            taken[name] = Taken(name, tuple(found))
+            not_taken[name] = NotTaken(name, why)
     if lacking:
         raise ConfigError(f"base {path} (ROCm {version}) lacks what the build needs from it: "
                           + "; ".join(lacking),

@@ -24,7 +24,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from rocbuild.model import privilege
-from rocbuild.model.resources import DEFAULT_RESERVE, GIB, HostSnapshot, JobCount, format_gib
+from rocbuild.model.resources import (
+    GIB,
+    HostSnapshot,
+    JobCount,
+    format_gib,
+    memory_budget,
+)
 
 if TYPE_CHECKING:  # graph imports this module; only the type is needed here
     from rocbuild.model.graph import Component, Stack
@@ -406,7 +412,7 @@ def split_jobs(launch: Launch | None, comp: Component, counts: Mapping[str, JobC
     held = local * int(mem.get("compile_mem", GIB))
     if "link" in counts and "link_mem" in mem:
         held += counts["link"].jobs * int(mem["link_mem"])
-    budget = host.mem_available + host.swap_free * swap_weight - DEFAULT_RESERVE - held
+    budget = memory_budget(host.mem_available, host.swap_free, swap_weight) - held
     by_memory = max(int(budget // PREPROCESS_MEM), 0)
     remote = min(slots, by_memory)
     total = local + remote

@@ -56,7 +56,7 @@ def jobs_for(host: HostSnapshot, mem_per_job: int, *, swap_weight: float = 0.5,
              reserve: int = DEFAULT_RESERVE, cap: int | None = None) -> JobCount:
     """How many jobs of ``mem_per_job`` fit now: (available + swap × weight − reserve) / per job,
     capped by CPUs and ``cap`` (``--jobs``); never below 1. The reason says which limit won."""
-    budget = host.mem_available + host.swap_free * swap_weight - reserve
+    budget = memory_budget(host.mem_available, host.swap_free, swap_weight, reserve)
     by_memory = max(1, int(budget // max(mem_per_job, 1)))
     memory_text = (f"{host.mem_reason} {format_gib(host.mem_available)} + swap "
                    f"{format_gib(host.swap_free)} × {swap_weight:g} − {format_gib(reserve)} "
@@ -88,7 +88,7 @@ def job_counts(memory_per_job: dict[str, float] | Mapping[str, float], host: Hos
               for kind, key in JOB_MEMORY_KEYS.items()}
     if "link_mem" in memory_per_job:
         link_mem = int(memory_per_job["link_mem"])
-        budget = max(host.mem_available + host.swap_free * swap_weight - DEFAULT_RESERVE, 0)
+        budget = max(memory_budget(host.mem_available, host.swap_free, swap_weight), 0)
         link = jobs_for(host, link_mem, swap_weight=swap_weight, cap=cap,
                         reserve=int(DEFAULT_RESERVE + budget / 2))
         held = link.jobs * link_mem
@@ -101,12 +101,28 @@ def job_counts(memory_per_job: dict[str, float] | Mapping[str, float], host: Hos
     return counts
 
 
-def swap_advice(per_job: int, host: HostSnapshot, swap_weight: float = 0.5) -> str:
-    """The swapfile that lets one job of ``per_job`` bytes run, with the commands. Job sizing
-    counts swap at ``swap_weight``, so the file is sized to cover the shortfall at that weight."""
-    shortfall = max(per_job + DEFAULT_RESERVE - host.mem_available, 0)
-    size_gib = max(4, math.ceil(shortfall / max(swap_weight, 0.1) / GIB))
-    return (f"add a {size_gib} GiB swapfile: "
-            + privilege.as_root(f"fallocate -l {size_gib}G /swapfile", "chmod 600 /swapfile",
-                                "mkswap /swapfile", "swapon /swapfile")
-            + " (add '/swapfile none swap sw 0 0' to /etc/fstab to keep it)")
+def memory_budget(mem_available: int, swap_free: int, swap_weight: float,
+                  reserve: int = DEFAULT_RESERVE) -> float:
+    """Bytes that jobs may take now: ``mem_available`` + ``swap_free`` × ``swap_weight`` −
+    ``reserve``. The one budget of job sizing (``jobs_for``), the distcc split
+    (launchers.split_jobs) and doctor's memory check, so none promises what another refuses."""
+    return mem_available + swap_free * swap_weight - reserve
+
+
+SWAPFILE = "/swapfile-rocbuild"  # a name of its own: never an existing /swapfile
+
+
+def swap_advice(need: int, mem_available: int, swap_free: int, swap_weight: float) -> str:
+    """"add a N GiB swapfile: <commands>": the smallest whole GiB of swap (at least 1) that
+    brings ``memory_budget`` to ``need`` at ``swap_weight`` (at least 0.1), with the commands
+    that make it and keep it. The one swap advice of doctor and of a compile that died of
+    memory with one job."""
+    weight = max(swap_weight, 0.1)
+    swap_needed = math.ceil(max(need + DEFAULT_RESERVE - mem_available, 0) / weight)
+    gib = max(1, math.ceil((swap_needed - swap_free) / GIB))
+    keep = privilege.pipe_to_root(f"echo '{SWAPFILE} none swap sw 0 0'", "tee -a /etc/fstab")
+    return (f"add a {gib} GiB swapfile: "
+            + privilege.as_root(f"fallocate -l {gib}G {SWAPFILE}", f"chmod 600 {SWAPFILE}",
+                                f"mkswap {SWAPFILE}", f"swapon {SWAPFILE}")
+            + f"  (keep it across reboots: {keep}; on btrfs use "
+            f"`{privilege.as_root('btrfs filesystem mkswapfile')}` instead of fallocate)")

@@ -15,6 +15,12 @@ RULES = {
     # free disk: measured by hostreqs.free_space, compared per filesystem by
     # hostreqs.disk_by_filesystem (doctor and preflight); stepfaults only names the room left
     "disk": (r"f_bavail|\bfree_space\(", {"checks/hostreqs.py", "run/engine/stepfaults.py"}),
+    # memory jobs may take: resources.memory_budget (job sizing, the distcc split, doctor)
+    "memory budget": (r"swap_free \* |swap_free\*", {"model/resources.py"}),
+    # swap advice: resources.swap_advice (doctor, a compile that died of memory)
+    "swap advice": (r"mkswap", {"model/resources.py"}),
+    # the base road: base.why_built (load_base on a real base, roads.assumed_taken's estimate)
+    "base road": (r"stales_users\(", {"model/base.py"}),
 }
 
 
