@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rocbuild.checks import hostload, hostreqs, launchtools
+from rocbuild.checks import hostload, hostreqs, launchtools, privilege
 from rocbuild.checks.gpu import (
     Gpu,
     decode_gfx_target_version,
@@ -32,7 +32,7 @@ from rocbuild.checks.gpu import (
     override_spelling,
     recommended_targets,
 )
-from rocbuild.model import launchers, privilege, resources
+from rocbuild.model import launchers, resources
 from rocbuild.model.layout import info_path
 from rocbuild.model.resources import GIB, format_bytes
 from rocbuild.model.targets import TargetId
@@ -487,7 +487,7 @@ def check_memory(ctx: Context) -> Check:
     return Check("memory", status,
                  f"{what}: {job} (+{format_bytes(reserve)} reserve, swap counted at ×{weight:g}); "
                  f"short by {format_bytes(need - budget)}",
-                 resources.swap_advice(need, available, swap_free, weight))
+                 hostload.swap_advice(need, available, swap_free, weight))
 
 
 def check_disk(ctx: Context) -> Check:

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from rocbuild import proc
-from rocbuild.model import privilege
+from rocbuild.checks import privilege
 from rocbuild.model.graph import Stack, prefix_problem
 
 FAIL, WARN = "fail", "warn"

@@ -10,6 +10,7 @@ only the stack's default set; the run's stack is the closure of what doit was as
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -17,6 +18,7 @@ from typing import Any
 
 from doit import get_var
 
+from rocbuild.checks import hostload
 from rocbuild.cli import ui
 from rocbuild.cli.cmd_build import reports
 from rocbuild.cli.output import Output
@@ -43,7 +45,8 @@ def _loader(settings: Settings) -> Callable[[list[str] | None], tuple[Stack, Sta
 def namespace_from_environment() -> dict[str, Any]:
     flags = {"target": get_var("target", None), "jobs": get_var("jobs", None)}
     try:
-        settings = basememo.apply(resolve({k: v for k, v in flags.items() if v is not None}))
+        settings = basememo.apply(resolve({k: v for k, v in flags.items() if v is not None},
+                                          os.environ, Path.cwd(), hostload.usable_cpus()[0]))
         default = load_stack(settings)
         # the folders rocbuild never installs into, as for `rocbuild build` (plain doit has
         # no --allow-existing-prefix: an existing folder is the user's choice here)

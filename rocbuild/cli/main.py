@@ -11,11 +11,14 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 from typing import NoReturn
 
 from rocbuild import __version__, faults
+from rocbuild.checks import hostload
 from rocbuild.cli import argerrors, help_text
 from rocbuild.errors import EXIT_BAD_INPUT, EXIT_INTERRUPTED, RocbuildError, fit_terminal, report
 from rocbuild.model import settings
@@ -117,9 +120,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if not getattr(args, "needs_settings", True):  # `rocbuild help`: no config is read
             return int(args.func(args))
-        for warning in settings.unknown_variables():
+        for warning in settings.unknown_variables(os.environ):
             print(f"rocbuild: warning: {warning}", file=sys.stderr)
-        resolved = basememo.apply(settings.resolve(flags))  # the workdir's last --base
+        resolved = basememo.apply(settings.resolve(  # the workdir's last --base
+            flags, os.environ, Path.cwd(), hostload.usable_cpus()[0]))
         for note in resolved.notes:
             print(f"rocbuild: note: {note}", file=sys.stderr)
         return int(args.func(args, resolved))

@@ -15,15 +15,12 @@ any fingerprint.
 from __future__ import annotations
 
 import dataclasses
-import os
 import re
-import shutil
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from rocbuild.model import privilege
 from rocbuild.model.resources import (
     GIB,
     HostSnapshot,
@@ -40,8 +37,6 @@ if TYPE_CHECKING:  # graph imports this module; only the type is needed here
 # statistics, came with ccache 4.4 (ccache NEWS, "Ccache 4.4"); Debian 12 ships 4.7.5 and
 # Ubuntu 22.04 4.5.1.
 MIN_CCACHE = (4, 4)
-CCACHE_INSTALL = privilege.apt_install("ccache")
-DISTCC_INSTALL = privilege.apt_install("distcc")
 MIN_CACHE_SIZE = 5 * GIB  # ccache's own default max_size
 # what preprocessing one remote compile costs here (cpp of a large C++ unit, plus ccache);
 # a rocbuild estimate: remote slots are only used while this much memory is left
@@ -132,6 +127,9 @@ class Launch:
     workdir: Path
     user_launcher: str = ""  # the `launcher` setting: the user's own, for every component
     user_launcher_source: str = ""  # where it came from ("config /x/rocbuild.toml", ...)
+    env_tool: str = "/usr/bin/env"  # HostTools.env_tool
+    distcc_install: str = "apt-get install -y distcc"  # HostTools.distcc_install
+    user_max_size: bool = False  # CCACHE_MAXSIZE was in the user's environment
 
     @property
     def remote_slots(self) -> int:
@@ -150,14 +148,16 @@ class HostTools:
     ccache: str | None = None  # the ccache program's path
     ccache_version: tuple[int, ...] | None = None
     distcc: str | None = None  # only looked for when --distcc names hosts
+    env_tool: str = "/usr/bin/env"  # the env program (clears CCACHE_PREFIX for HIP compiles)
+    distcc_install: str = "apt-get install -y distcc"  # the command, written for this host
 
 
 def resolve(settings: Settings, workdir: Path, build_disk: int, tools: HostTools,
-            env: Mapping[str, str] | None = None) -> Launch:
+            env: Mapping[str, str]) -> Launch:
     """The launchers for a run. ``build_disk`` is the recipes' build-tree estimate for the
     whole stack: the cache is sized to half of it (ccache compresses objects, and a build
-    tree also holds the linked libraries the cache never stores), at least ccache's 5 GB."""
-    env = os.environ if env is None else env
+    tree also holds the linked libraries the cache never stores), at least ccache's 5 GB.
+    ``env`` is the user's environment (CCACHE_DIR, CCACHE_MAXSIZE)."""
     mode = settings.ccache
     hosts = settings.distcc
     found, version = tools.ccache, tools.ccache_version
@@ -179,7 +179,9 @@ def resolve(settings: Settings, workdir: Path, build_disk: int, tools: HostTools
         cache_dir=Path(user_dir) if user_dir else cache_dir_of(workdir),
         user_cache_dir=bool(user_dir), max_size=max(MIN_CACHE_SIZE, build_disk // 2),
         workdir=workdir, user_launcher=settings.launcher,
-        user_launcher_source=settings.source("launcher") if settings.launcher else "")
+        user_launcher_source=settings.source("launcher") if settings.launcher else "",
+        env_tool=tools.env_tool, distcc_install=tools.distcc_install,
+        user_max_size="CCACHE_MAXSIZE" in env)
 
 
 def build_disk(stack: Stack) -> int:
@@ -193,7 +195,7 @@ def attach(stack: Stack, settings: Settings, tools: HostTools,
     """``stack`` with the launchers of a run on this host (Stack.launch); load_stack leaves
     them out, so loading a stack probes nothing."""
     return dataclasses.replace(stack, launch=resolve(settings, stack.workdir,
-                                                     build_disk(stack), tools, env))
+                                                     build_disk(stack), tools, env or {}))
 
 
 def distributes(launch: Launch, comp: Component) -> bool:
@@ -268,8 +270,7 @@ def _rocbuild_launchers(launch: Launch | None, comp: Component) -> list[tuple[st
         return [(lang, launch.distcc) for lang in ("C", "CXX")]
     out = [(lang, launch.ccache) for lang in ("C", "CXX")]
     if comp.recipe.distribute:  # CCACHE_PREFIX=distcc may be in this component's environment
-        env_tool = shutil.which("env") or "/usr/bin/env"
-        out.append(("HIP", f"{env_tool};CCACHE_PREFIX=;{launch.ccache}"))
+        out.append(("HIP", f"{launch.env_tool};CCACHE_PREFIX=;{launch.ccache}"))
     else:
         out.append(("HIP", launch.ccache))
     return out
@@ -348,8 +349,7 @@ def compiler_in_prefix(stack: Stack, comp: Component) -> bool:
     return any(Path(path).is_relative_to(stack.prefix) for path in named if path)
 
 
-def step_env(launch: Launch | None, stack: Stack, comp: Component,
-             base: Mapping[str, str]) -> dict[str, str]:
+def step_env(launch: Launch | None, stack: Stack, comp: Component) -> dict[str, str]:
     """The variables rocbuild sets for ``comp``'s steps (the caller merges them)."""
     if launch is None:
         return {}
@@ -360,7 +360,7 @@ def step_env(launch: Launch | None, stack: Stack, comp: Component,
     else:
         if not launch.user_cache_dir:
             env["CCACHE_DIR"] = str(launch.cache_dir)
-            if "CCACHE_MAXSIZE" not in base:
+            if not launch.user_max_size:
                 env["CCACHE_MAXSIZE"] = f"{max(launch.max_size // GIB, 1)}Gi"
         # relative paths under the workdir: a recreated or moved build tree still hits
         env["CCACHE_BASEDIR"] = str(launch.workdir)
@@ -440,7 +440,7 @@ def effective_settings(launch: Launch | None, selected: list[Component]) -> dict
     if launch.hosts:
         names = [c.name for c in selected if c.builds and c.recipe.distribute]
         if launch.distcc is None:
-            out["distcc"] = f"off (distcc is not installed: {DISTCC_INSTALL})"
+            out["distcc"] = f"off (distcc is not installed: {launch.distcc_install})"
         else:
             out["distcc"] = (f"{launch.remote_slots} remote slots for "
                              f"{', '.join(names) or 'no selected component'} (recipes with "

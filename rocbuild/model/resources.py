@@ -7,11 +7,8 @@ read by checks/hostload.py; this module only computes with a HostSnapshot.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass
-
-from rocbuild.model import privilege
 
 GIB = 1 << 30
 DEFAULT_RESERVE = GIB  # memory left for the desktop, the shell and rocbuild itself
@@ -107,22 +104,3 @@ def memory_budget(mem_available: int, swap_free: int, swap_weight: float,
     ``reserve``. The one budget of job sizing (``jobs_for``), the distcc split
     (launchers.split_jobs) and doctor's memory check, so none promises what another refuses."""
     return mem_available + swap_free * swap_weight - reserve
-
-
-SWAPFILE = "/swapfile-rocbuild"  # a name of its own: never an existing /swapfile
-
-
-def swap_advice(need: int, mem_available: int, swap_free: int, swap_weight: float) -> str:
-    """"add a N GiB swapfile: <commands>": the smallest whole GiB of swap (at least 1) that
-    brings ``memory_budget`` to ``need`` at ``swap_weight`` (at least 0.1), with the commands
-    that make it and keep it. The one swap advice of doctor and of a compile that died of
-    memory with one job."""
-    weight = max(swap_weight, 0.1)
-    swap_needed = math.ceil(max(need + DEFAULT_RESERVE - mem_available, 0) / weight)
-    gib = max(1, math.ceil((swap_needed - swap_free) / GIB))
-    keep = privilege.pipe_to_root(f"echo '{SWAPFILE} none swap sw 0 0'", "tee -a /etc/fstab")
-    return (f"add a {gib} GiB swapfile: "
-            + privilege.as_root(f"fallocate -l {gib}G {SWAPFILE}", f"chmod 600 {SWAPFILE}",
-                                f"mkswap {SWAPFILE}", f"swapon {SWAPFILE}")
-            + f"  (keep it across reboots: {keep}; on btrfs use "
-            f"`{privilege.as_root('btrfs filesystem mkswapfile')}` instead of fallocate)")

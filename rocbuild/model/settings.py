@@ -240,11 +240,10 @@ def known_variables() -> list[str]:
     return sorted([o.env for o in OPTIONS] + list(EXTRA_VARIABLES))
 
 
-def unknown_variables(env: Mapping[str, str] | None = None) -> list[str]:
+def unknown_variables(env: Mapping[str, str]) -> list[str]:
     """One warning per ``ROCBUILD_*`` variable rocbuild does not read, with the closest name
     (a misspelt workdir variable would otherwise be ignored in silence, where a misspelt
     config key is refused)."""
-    env = os.environ if env is None else env
     known = known_variables()
     return [f"environment variable {name} is not a rocbuild setting and is ignored."
             + suggest(name, known) + " (`rocbuild help options` lists them)"
@@ -316,10 +315,13 @@ def resolve(
     flags: Mapping[str, Any],
     env: Mapping[str, str] | None = None,
     cwd: Path | None = None,
+    cpus: int | None = None,
 ) -> Settings:
-    """Resolve every option from flags (argparse dest -> raw value), environment, config file
-    and defaults. Raises ConfigError naming the flag, variable or file key that is wrong."""
-    env = os.environ if env is None else env
+    """Resolve every option from flags (argparse dest -> raw value), ``env`` (the user's
+    environment; None: none), the config file and defaults; with ``cpus`` (this host's,
+    checks/hostload.py ``usable_cpus``) the counts are checked against ``bounds``. Raises
+    ConfigError naming the flag, variable or file key that is wrong."""
+    env = {} if env is None else env
     cwd = Path.cwd() if cwd is None else cwd
     config_path = find_config_file(cwd, env)
     config = _read_config_file(config_path) if config_path else {}
@@ -359,7 +361,8 @@ def resolve(
         if option.name == "target":
             notes += [f"{where}: {note}" for item in items for part in str(item).split(",")
                       if (note := product_note(part))]
-    bounds.check(values, sources)  # counts a host cannot run are typos: exit 2, not threads
+    if cpus is not None:  # counts a host cannot run are typos: exit 2, not threads
+        bounds.check(values, sources, cpus)
     return Settings(**values, sources=sources, notes=tuple(notes))
 
 

@@ -37,16 +37,16 @@ def env_overrides(stack: Stack, component: Component) -> dict[str, str]:
                  "HIP_PLATFORM": "amd"}
     if stack.base is not None:  # hipcc's HIP is the base's, whatever the user's shell says
         overrides["HIP_PATH"] = str(stack.rocm_root)
-    overrides.update(launchers.step_env(stack.launch, stack, component, os.environ))
+    overrides.update(launchers.step_env(stack.launch, stack, component))
     overrides.update(component.env)
     return overrides
 
 
-def step_env(stack: Stack, component: Component,
-             base: Mapping[str, str] | None = None) -> dict[str, str]:
-    """The environment a build step really runs in: ``base`` (default: ours) plus
-    ``env_overrides``, with ``$PATH`` at the end of a value replaced by the base's PATH."""
-    env = dict(os.environ if base is None else base)
+def step_env(stack: Stack, component: Component, base: Mapping[str, str]) -> dict[str, str]:
+    """The environment a build step really runs in: ``base`` (the caller's: rocbuild's own
+    environment for a run) plus ``env_overrides``, with ``$PATH`` at the end of a value
+    replaced by the base's PATH."""
+    env = dict(base)
     for key, value in env_overrides(stack, component).items():
         if value.endswith(":$PATH"):
             value = os.pathsep.join(p for p in (value[: -len(":$PATH")], env.get("PATH", ""))

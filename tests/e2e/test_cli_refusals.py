@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from rocbuild.model import privilege
+from rocbuild.checks import privilege
 from tests.cli import CliResult, run_cli
 
 pytestmark = pytest.mark.e2e

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from rocbuild.checks import privilege
 from rocbuild.cli.main import main
-from rocbuild.model import privilege
 from tests.cli import REPO, run_cli
 from tests.conftest import require_tool
 from tests.support.chain import Chain

@@ -52,7 +52,7 @@ def test_ccache_goes_in_front_of_c_cxx_and_hip(write_recipes, tmp_path: Path) ->
 def test_cache_env_is_keyed_for_a_rebuilt_compiler_and_a_recreated_tree(
         write_recipes, tmp_path: Path) -> None:
     stack, launch = stack_for(write_recipes, tmp_path)
-    env = launchers.step_env(launch, stack, stack.components["device"], {})
+    env = launchers.step_env(launch, stack, stack.components["device"])
     work = str(tmp_path / "w")
     assert env["CCACHE_DIR"] == f"{work}/cache/ccache"
     assert env["CCACHE_BASEDIR"] == work and "CCACHE_DEPEND" not in env
@@ -78,7 +78,7 @@ def test_compilers_are_hashed_by_content_only_where_the_stack_rebuilds_them(
     stack = load_stack(settings)
     launch = launchers.resolve(settings, stack.workdir, 48 * GIB,
                                launchtools.find(settings, which=TOOLS.get), env={})
-    checks = {name: launchers.step_env(launch, stack, stack.components[name], {})
+    checks = {name: launchers.step_env(launch, stack, stack.components[name])
               .get("CCACHE_COMPILERCHECK") for name in ("system", "rebuilt", "by_env",
                                                          "base_clang")}
     assert checks == {"system": None, "rebuilt": "content", "by_env": "content",
@@ -87,11 +87,11 @@ def test_compilers_are_hashed_by_content_only_where_the_stack_rebuilds_them(
 
 def test_the_users_ccache_dir_and_size_are_kept(write_recipes, tmp_path: Path) -> None:
     stack, launch = stack_for(write_recipes, tmp_path, env={"CCACHE_DIR": "/srv/cc"})
-    env = launchers.step_env(launch, stack, stack.components["device"], {})
+    env = launchers.step_env(launch, stack, stack.components["device"])
     assert "CCACHE_DIR" not in env and "CCACHE_MAXSIZE" not in env
     assert launch.cache_dir == Path("/srv/cc")
-    stack, launch = stack_for(write_recipes, tmp_path)
-    env = launchers.step_env(launch, stack, stack.components["device"], {"CCACHE_MAXSIZE": "9G"})
+    stack, launch = stack_for(write_recipes, tmp_path, env={"CCACHE_MAXSIZE": "9G"})
+    env = launchers.step_env(launch, stack, stack.components["device"])
     assert "CCACHE_MAXSIZE" not in env
 
 
@@ -102,7 +102,7 @@ def test_the_prefix_toolchain_files_are_hashed(write_recipes, tmp_path: Path) ->
     (bitcode / "ocml.bc").write_bytes(b"BC")
     (tmp_path / "p" / "lib" / "llvm" / "bin").mkdir(parents=True)
     (tmp_path / "p" / "lib" / "llvm" / "bin" / "clang++.cfg").write_text("@rocm.cfg\n")
-    env = launchers.step_env(launch, stack, stack.components["device"], {})
+    env = launchers.step_env(launch, stack, stack.components["device"])
     assert env["CCACHE_EXTRAFILES"] == (f"{tmp_path}/p/lib/llvm/bin/clang++.cfg:"
                                         f"{bitcode}/ocml.bc")
 
@@ -127,7 +127,7 @@ def test_a_bases_toolchain_files_are_hashed_in_both_bitcode_layouts(
     (base / "lib/llvm/bin/clang++.cfg").write_text("@rocm.cfg\n")
     stack, launch = stack_for(write_recipes, tmp_path, prefix=str(tmp_path / "p"),
                               base=str(base))
-    env = launchers.step_env(launch, stack, stack.components["device"], {})
+    env = launchers.step_env(launch, stack, stack.components["device"])
     assert env["CCACHE_EXTRAFILES"].split(":") == [
         f"{base}/lib/llvm/bin/clang++.cfg", f"{legacy}/ockl.bc", f"{legacy}/ocml.bc",
         f"{resource}/ocml.bc"]
@@ -137,26 +137,26 @@ def test_off_means_no_launcher_and_a_disabled_cache(write_recipes, tmp_path: Pat
     stack, launch = stack_for(write_recipes, tmp_path, ccache="off")
     assert launch.ccache is None and launch.ccache_state == "off (flag --ccache)"
     assert launchers.cmake_args(launch, stack.components["device"]) == []
-    assert launchers.step_env(launch, stack, stack.components["device"], {}) == \
+    assert launchers.step_env(launch, stack, stack.components["device"]) == \
         {"CCACHE_DISABLE": "1"}
     stack, launch = stack_for(write_recipes, tmp_path, tools={})
     assert launch.ccache_state == "off (ccache is not installed)"
     said: list[str] = []
     assert launchtools.preflight_problems(launch, said.append) == []
-    assert launchers.CCACHE_INSTALL in said[0]
+    assert launchtools.ccache_install() in said[0]
     stack, launch = stack_for(write_recipes, tmp_path, tools={}, ccache="on")
     assert launchtools.preflight_problems(launch, said.append) == [
-        ("--ccache on, but ccache is not installed", launchers.CCACHE_INSTALL)]
+        ("--ccache on, but ccache is not installed", launchtools.ccache_install())]
 
 
 def test_distcc_sits_behind_ccache_for_distributable_recipes_only(
         write_recipes, tmp_path: Path) -> None:
     stack, launch = stack_for(write_recipes, tmp_path, distcc="box1/8  box2:4000")
     host, device = stack.components["host"], stack.components["device"]
-    env = launchers.step_env(launch, stack, host, {})
+    env = launchers.step_env(launch, stack, host)
     assert env["CCACHE_PREFIX"] == "/usr/bin/distcc" and env["DISTCC_HOSTS"] == "box1/8 box2:4000"
     assert env["DISTCC_FALLBACK"] == "1" and env["DISTCC_LOG"].endswith("logs/host/distcc.log")
-    assert "CCACHE_PREFIX" not in launchers.step_env(launch, stack, device, {})
+    assert "CCACHE_PREFIX" not in launchers.step_env(launch, stack, device)
     # HIP device compiles stay local: their launcher clears the prefix
     hip = [a for a in launchers.cmake_args(launch, host) if "HIP" in a]
     assert hip[0].endswith(";CCACHE_PREFIX=;/usr/bin/ccache")

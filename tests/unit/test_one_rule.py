@@ -17,8 +17,10 @@ RULES = {
     "disk": (r"f_bavail|\bfree_space\(", {"checks/hostreqs.py", "run/engine/stepfaults.py"}),
     # memory jobs may take: resources.memory_budget (job sizing, the distcc split, doctor)
     "memory budget": (r"swap_free \* |swap_free\*", {"model/resources.py"}),
-    # swap advice: resources.swap_advice (doctor, a compile that died of memory)
-    "swap advice": (r"mkswap", {"model/resources.py"}),
+    # swap advice: hostload.swap_advice (doctor, a compile that died of memory)
+    "swap advice": (r"mkswap", {"checks/hostload.py"}),
+    # the CPU count: hostload.usable_cpus (affinity and cgroup quota: job sizing, the bounds)
+    "cpu count": (r"sched_getaffinity|cpu_count\(", {"checks/hostload.py"}),
     # the base road: base.why_built (load_base on a real base, roads.assumed_taken's estimate)
     "base road": (r"stales_users\(", {"model/base.py"}),
 }

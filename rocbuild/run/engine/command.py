@@ -3,6 +3,7 @@ shown through the run's sink and its process registered with the run (proc.run_l
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -22,7 +23,7 @@ def run_tool(ctx: BuildContext, comp: Component | None, step: str, argv: list[st
     """Run ``argv`` for ``step`` of ``comp`` (None: a run-wide step, in rocbuild's own
     environment); BuildFailed naming the step when it fails."""
     name = comp.name if comp is not None else (label or step)
-    env = step_env(ctx.stack, comp) if comp is not None else None
+    env = step_env(ctx.stack, comp, os.environ) if comp is not None else None
     cwd = comp.build_dir if comp is not None and comp.build_dir.is_dir() else None
     ctx.output.command(name, step, argv)
     result = proc.run_logged(

@@ -126,7 +126,7 @@ def compile_with_retries(ctx: BuildContext, comp: Component, log: Path, outcome:
                           ("compile_mem", "link_mem", "tensile_mem")) or GIB
             raise BuildFailed(
                 f"{comp.name}: compile died of memory even with 1 job",
-                tip=resources.swap_advice(per_job, (host := ctx.host_snapshot()).mem_available,
+                tip=hostload.swap_advice(per_job, (host := ctx.host_snapshot()).mem_available,
                                           host.swap_free, ctx.settings.swap_weight)
                 + f"; then `rocbuild build {comp.name}`")
         jobs = max(1, jobs // 2)

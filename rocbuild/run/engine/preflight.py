@@ -57,7 +57,7 @@ def check_disk(ctx: BuildContext) -> list[Problem]:
 def host_findings(ctx: BuildContext) -> list[hostreqs.Finding]:
     """The prefix, the tools and every system package, exactly as `doctor` checks them."""
     selected = ctx.stack.selected()
-    env = step_env(ctx.stack, selected[0]) if selected else dict(os.environ)
+    env = step_env(ctx.stack, selected[0], os.environ) if selected else dict(os.environ)
     probe = hostreqs.Probe(path=env.get("PATH", os.defpath), env=env,
                            run=hostreqs.kept_run_tool(ctx.stack.work.probes))
     user = os.environ.get("USER") or "$USER"
