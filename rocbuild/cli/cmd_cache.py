@@ -104,7 +104,7 @@ def run_push(args: argparse.Namespace, settings: Settings) -> int:
     store = cache.writable_store(target)
     key_file = signing.key_path(args.sign) if args.sign else None
     stack = load_stack(settings, args.components)
-    ctx = BuildContext(stack=stack, settings=settings, output=Output(sys.stdout))
+    ctx = BuildContext.start(stack=stack, settings=settings, output=Output(sys.stdout))
     wanted = args.components or list(stack.order)
     comps = [stack.components[n] for n in stack.order if n in wanted]
     staging = stack.work.push_staging

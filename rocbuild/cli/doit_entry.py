@@ -56,7 +56,7 @@ def namespace_from_environment() -> dict[str, Any]:
     except RocbuildError as exc:  # same one-line message and exit code as the CLI
         raise SystemExit(report(exc, sys.stderr)) from None
     output = Output(sys.stdout)
-    ctx = BuildContext(stack=every, settings=settings, output=output,
+    ctx = BuildContext.start(stack=every, settings=settings, output=output,
                        command=continuation.doit_command_line(sys.argv[1:], settings,
                                                               Path.cwd()))
     default_tasks = tuple(f"{tasks.BUILD}:{name}" for name in default.order)

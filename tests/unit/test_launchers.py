@@ -265,7 +265,9 @@ def test_loading_a_stack_probes_nothing_and_the_run_resolves_launchers(
                        cwd=tmp_path)
     stack = load_stack(settings)
     assert stack.launch is None and asked == []
-    ctx = BuildContext(stack=stack, settings=settings, output=None)  # type: ignore[arg-type]
+    quiet = BuildContext(stack=stack, settings=settings, output=None)  # type: ignore[arg-type]
+    assert quiet.stack.launch is None and asked == []  # a constructor probes nothing
+    ctx = BuildContext.start(stack=stack, settings=settings, output=None)  # type: ignore[arg-type]
     assert ctx.stack.launch is not None and asked == ["/usr/bin/ccache"]
     assert ctx.stack.launch.ccache_state == "on (ccache 4.7.5)"
     launched = ctx.stack

@@ -70,8 +70,14 @@ class BuildContext:
     # checkouts this run's fetch made anew: nothing in them to look for until the patch step
     fresh_checkouts: set[str] = field(default_factory=set, repr=False)
 
-    def __post_init__(self) -> None:
-        self.stack = self._launched(self.stack)
+    @classmethod
+    def start(cls, stack: Stack, settings: Settings, output: Sink, **fields: Any
+              ) -> BuildContext:
+        """The context of a run that starts now: ``stack`` gets this host's compiler
+        launchers (``_launched``). The constructor itself probes nothing."""
+        ctx = cls(stack=stack, settings=settings, output=output, **fields)
+        ctx.stack = ctx._launched(stack)
+        return ctx
 
     def _launched(self, stack: Stack) -> Stack:
         """The run starts: its stack gets this host's compiler launchers (probed once per
