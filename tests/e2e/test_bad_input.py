@@ -199,6 +199,16 @@ CASES = [
          names=("cmake.args[0]", "asks for a width")),
     Case("center-huge", recipe(tail="[cmake]\nargs = [\"{{ 'x' | center(10**9) }}\"]\n"),
          names=("cmake.args[0]", "a width of 1000000000")),
+    # 50 MB each without their bounds: then caught only after building it, by another rule
+    Case("replace-huge",
+         recipe(tail="[cmake]\nargs = [\"{{ ('x' * 1000).replace('x', 'y' * 50000) }}\"]\n"),
+         names=("cmake.args[0]", "the replacement would build more than")),
+    Case("join-huge",
+         recipe(tail="[cmake]\nargs = [\"{{ ('x' * 1000).join(['y'] * 50000) }}\"]\n"),
+         names=("cmake.args[0]", "joining would build more than")),
+    Case("join-filter-huge",
+         recipe(tail="[cmake]\nargs = [\"{{ (['y'] * 50000) | join('x' * 1000) }}\"]\n"),
+         names=("cmake.args[0]", "joining would build more than")),
     Case("loop-forever", recipe(tail='[cmake]\nargs = ["{% for i in range(100000) %}{% for j in '
                                      'range(100000) %}{% endfor %}{% endfor %}"]\n'),
          names=("cmake.args[0]", "ran longer than")),
@@ -219,7 +229,9 @@ CASES = [
     Case("parallel-huge", flags=("--parallel", "1000000000"),
          names=("flag --parallel: 1000000000 is more than this host can use",)),
     Case("jobs-huge", flags=("--jobs", "99999999"), names=("flag --jobs: 99999999",)),
-    Case("distcc-slots-huge", flags=("--distcc", "box/100000"), names=("flag --distcc",)),
+    # the per-host bound, not the total of remote slots (which 100000 is over too)
+    Case("distcc-slots-huge", flags=("--distcc", "box/100000"),
+         names=("flag --distcc: 'box/100000' is more than this host can use: at most 1024",)),
     Case("parallel-in-config", config="[rocbuild]\nparallel = 1000000000\n",
          names=("rocbuild.toml", "is more than this host can use")),
     # workdirs that cannot be one
