@@ -46,6 +46,7 @@ from rocbuild.model.steptable import (
     IN_TREE,
     OWN,
     StepKind,
+    Where,
     steps_of,
 )
 from rocbuild.run.sources import patches, sources
@@ -344,5 +345,5 @@ def _prefix_there(rule: Rule, comp: Component, step: str, stamp: dict[str, Any])
         for rel, _ in (*comp.install_links, *comp.install_files))
 
 
-OUTPUTS: Mapping[str, OutputCheck] = {IN_CHECKOUT: _checkout_there, IN_TREE: _tree_there,
-                                 IN_PREFIX: _prefix_there}
+OUTPUTS: Mapping[Where, OutputCheck] = {IN_CHECKOUT: _checkout_there, IN_TREE: _tree_there,
+                                     IN_PREFIX: _prefix_there}
