@@ -202,7 +202,7 @@ def load_base(path: Path, series: str, recipes: Mapping[str, Recipe],
     return Base(path=path, version=version, taken=taken, not_taken=not_taken)
 
 
-def within(base: Base, names: Iterable[str]) -> Base:
+def restricted_to(base: Base, names: Iterable[str]) -> Base:
     """``base`` as one run sees it: what it takes and builds among ``names`` (the closure of
     what was asked for), with the key still over everything the base provides."""
     keep = set(names)

@@ -15,7 +15,7 @@ from typing import Any
 
 from rocbuild.errors import ConfigError
 from rocbuild.model import buildsystems, inputcheck, launchers, layout, patchseries
-from rocbuild.model.base import Base, fetch_sources, load_base, within
+from rocbuild.model.base import Base, fetch_sources, load_base, restricted_to
 from rocbuild.model.patchseries import Patch
 from rocbuild.model.recipes import Recipe, RecipeSet, load_recipes, unknown_component
 from rocbuild.model.render import render
@@ -335,7 +335,7 @@ def load_stack(settings: Settings, requested: Iterable[str] = ()) -> Stack:
         # loads the whole set), and its content key is the same for every request
         every = build_order(recipes, sorted(recipes.recipes))
         try:
-            rocm_base = within(load_base(settings.base, spec.series, recipes.recipes, every,
+            rocm_base = restricted_to(load_base(settings.base, spec.series, recipes.recipes, every,
                                          {n: direct_deps(recipes.recipes[n]) for n in every},
                                          targets), order)
         except ConfigError as exc:

@@ -227,7 +227,7 @@ def recipe_launchers(comp: Component) -> dict[str, str]:
 
 
 @dataclass(frozen=True)
-class Choice:
+class LauncherChoice:
     """Who decides a language's compiler launcher for one component, and what it is."""
 
     launcher: str  # "" for none
@@ -237,28 +237,28 @@ class Choice:
         return f"{self.launcher} ({self.source})" if self.launcher else "none"
 
 
-def choices(launch: Launch | None, comp: Component) -> dict[str, Choice]:
+def choices(launch: Launch | None, comp: Component) -> dict[str, LauncherChoice]:
     """Per language, the launcher the component is configured with: the recipe's own
     CMAKE_<LANG>_COMPILER_LAUNCHER (the recipe's word wins, as for RUNPATH), else the user's
     `launcher` setting, else rocbuild's ccache (with distcc behind it where distributed)."""
     own = recipe_launchers(comp)
     ours = dict(_rocbuild_launchers(launch, comp))
-    out: dict[str, Choice] = {}
+    out: dict[str, LauncherChoice] = {}
     for lang in LANGUAGES:
         if lang in own:
-            out[lang] = Choice(own[lang], f"recipe {comp.recipe.file}")
+            out[lang] = LauncherChoice(own[lang], f"recipe {comp.recipe.file}")
         elif launch is not None and launch.user_launcher:
-            out[lang] = Choice(launch.user_launcher, launch.user_launcher_source)
+            out[lang] = LauncherChoice(launch.user_launcher, launch.user_launcher_source)
         elif lang in ours:
-            out[lang] = Choice(ours[lang], "rocbuild")
+            out[lang] = LauncherChoice(ours[lang], "rocbuild")
         else:
-            out[lang] = Choice("", "none")
+            out[lang] = LauncherChoice("", "none")
     return out
 
 
 def _rocbuild_launchers(launch: Launch | None, comp: Component) -> list[tuple[str, str]]:
     """rocbuild's own launchers by language. With distcc, ccache stays first and runs distcc
-    itself (CCACHE_PREFIX, set by ``step_env``), as ccache's manual recommends ("Using ccache
+    itself (CCACHE_PREFIX, set by ``launcher_env``), as ccache's manual recommends ("Using ccache
     with other compiler wrappers"), so the real compiler is what ccache hashes. HIP device
     compiles never go to distcc: their launcher clears CCACHE_PREFIX."""
     if launch is None:
@@ -349,7 +349,7 @@ def compiler_in_prefix(stack: Stack, comp: Component) -> bool:
     return any(Path(path).is_relative_to(stack.prefix) for path in named if path)
 
 
-def step_env(launch: Launch | None, stack: Stack, comp: Component) -> dict[str, str]:
+def launcher_env(launch: Launch | None, stack: Stack, comp: Component) -> dict[str, str]:
     """The variables rocbuild sets for ``comp``'s steps (the caller merges them)."""
     if launch is None:
         return {}

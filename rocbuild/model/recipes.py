@@ -358,7 +358,7 @@ def _require(file: Path, data: Mapping[str, Any], key: str, what: str) -> Any:
     return data[key]
 
 
-def load_stack(folder: Path) -> StackSpec:
+def load_stack_spec(folder: Path) -> StackSpec:
     file = folder / STACK_FILE
     if not file.is_file():
         raise ConfigError(f"{folder}: no {STACK_FILE} here, so this is not a recipes folder",
@@ -498,7 +498,7 @@ def load_recipes(folder: Path) -> RecipeSet:
     if not folder.is_dir():
         raise ConfigError(f"{folder}: recipes folder not found",
                           tip="point --recipes (or ROCBUILD_RECIPES) at a folder with stack.toml")
-    stack = load_stack(folder)
+    stack = load_stack_spec(folder)
     recipes = {f.stem: load_recipe(f) for f in sorted(folder.glob("*.toml"))
                if f.name != STACK_FILE}
     names = sorted(recipes)

@@ -72,7 +72,7 @@ def jobs_for(host: HostSnapshot, mem_per_job: int, *, swap_weight: float = 0.5,
 JOB_MEMORY_KEYS = {"compile": "compile_mem", "link": "link_mem", "tensile": "tensile_mem"}
 
 
-def job_counts(memory_per_job: dict[str, float] | Mapping[str, float], host: HostSnapshot, *,
+def jobs_by_kind(memory_per_job: dict[str, float] | Mapping[str, float], host: HostSnapshot, *,
                swap_weight: float, cap: int | None) -> dict[str, JobCount]:
     """Jobs for every kind of work; a kind without its own figure is sized like compiling.
 

@@ -37,7 +37,7 @@ def env_overrides(stack: Stack, component: Component) -> dict[str, str]:
                  "HIP_PLATFORM": "amd"}
     if stack.base is not None:  # hipcc's HIP is the base's, whatever the user's shell says
         overrides["HIP_PATH"] = str(stack.rocm_root)
-    overrides.update(launchers.step_env(stack.launch, stack, component))
+    overrides.update(launchers.launcher_env(stack.launch, stack, component))
     overrides.update(component.env)
     return overrides
 

@@ -38,3 +38,19 @@ def _holders(pattern: str) -> set[str]:
 def test_one_implementation(rule: str) -> None:
     pattern, allowed = RULES[rule]
     assert _holders(pattern) <= allowed, f"{rule}: a second implementation"
+
+
+# names that were defined twice with two meanings (issue 35): each is defined once now
+ONCE = ("load_stack", "within", "job_counts", "step_env", "Choice", "Verdict")
+
+
+def test_names_that_collided_are_defined_once() -> None:
+    import ast
+
+    where: dict[str, list[str]] = {name: [] for name in ONCE}
+    for path in PACKAGE.rglob("*.py"):
+        for node in ast.parse(path.read_text()).body:
+            name = getattr(node, "name", None)
+            if name in where:
+                where[name].append(path.relative_to(PACKAGE).as_posix())
+    assert {n: w for n, w in where.items() if len(w) > 1} == {}

@@ -253,7 +253,7 @@ def sign(doc: Mapping[str, Any], key: Path) -> str:
 
 # --- checking ------------------------------------------------------------------------------
 @dataclass(frozen=True)
-class Verdict:
+class SignatureVerdict:
     """What a signature says about a manifest: ``state`` is GOOD, UNSIGNED, UNTRUSTED or BAD;
     ``signer`` the trusted name (GOOD) and ``key`` the key's fingerprint when known."""
 
@@ -270,16 +270,16 @@ class Verdict:
         return f"{self.signer} ({self.key})" if self.signer else self.key
 
 
-def verify(doc: Mapping[str, Any], signature: str | None, allowed: Path) -> Verdict:
+def verify(doc: Mapping[str, Any], signature: str | None, allowed: Path) -> SignatureVerdict:
     """Check ``signature`` over ``doc`` against the trust list ``allowed``."""
     if not signature:
-        return Verdict(UNSIGNED, reason="it is not signed")
+        return SignatureVerdict(UNSIGNED, reason="it is not signed")
     try:
         info = parse_signature(signature)
     except ValueError as exc:
-        return Verdict(BAD, reason=f"its signature is malformed ({exc})")
+        return SignatureVerdict(BAD, reason=f"its signature is malformed ({exc})")
     if info.namespace != NAMESPACE:
-        return Verdict(BAD, key=info.fingerprint,
+        return SignatureVerdict(BAD, key=info.fingerprint,
                        reason=f"its signature was made for '{info.namespace}', not for "
                               "rocbuild artifacts")
     tool = _ssh_keygen()
@@ -292,20 +292,20 @@ def verify(doc: Mapping[str, Any], signature: str | None, allowed: Path) -> Verd
             valid = proc.run_capture([tool, "-Y", "check-novalidate", "-n", NAMESPACE,
                                       "-s", str(sig_file)], input=message, timeout=_TIMEOUT)
             if valid is None or not valid.ok:
-                return Verdict(BAD, key=info.fingerprint,
+                return SignatureVerdict(BAD, key=info.fingerprint,
                                reason="its signature does not match its manifest (the "
                                       "manifest was changed, or the signature is another's)")
-            return Verdict(UNTRUSTED, key=info.fingerprint,
+            return SignatureVerdict(UNTRUSTED, key=info.fingerprint,
                            reason=f"it is signed by the {info.key_type} key {info.fingerprint}"
                                   ", which you do not trust")
         checked = proc.run_capture([tool, "-Y", "verify", "-f", str(allowed), "-I", principal,
                                     "-n", NAMESPACE, "-s", str(sig_file)], input=message,
                                    timeout=_TIMEOUT)
     if checked is None or not checked.ok:
-        return Verdict(BAD, signer=principal, key=info.fingerprint,
+        return SignatureVerdict(BAD, signer=principal, key=info.fingerprint,
                        reason=f"its signature by {principal}'s key does not match its manifest "
                               "(the manifest was changed, or the signature is another's)")
-    return Verdict(GOOD, signer=principal, key=info.fingerprint)
+    return SignatureVerdict(GOOD, signer=principal, key=info.fingerprint)
 
 
 def _trusted_principal(tool: str, sig_file: Path, allowed: Path,

@@ -79,12 +79,12 @@ def job_counts(ctx: BuildContext, comp: Component) -> dict[str, resources.JobCou
     cap = ctx.settings.jobs
     recorded = job_cap(ctx.stack.workdir, comp.name)
     if recorded is not None and (cap is None or recorded < cap):
-        counts = resources.job_counts(comp.recipe.resources, ctx.host_snapshot(),
+        counts = resources.jobs_by_kind(comp.recipe.resources, ctx.host_snapshot(),
                                       swap_weight=ctx.settings.swap_weight, cap=recorded)
         return {k: resources.JobCount(c.jobs, c.reason.replace(
                     f"--jobs {recorded}", f"cap {recorded} after an OOM kill"))
                 for k, c in counts.items()}
-    counts = resources.job_counts(comp.recipe.resources, ctx.host_snapshot(),
+    counts = resources.jobs_by_kind(comp.recipe.resources, ctx.host_snapshot(),
                                   swap_weight=ctx.settings.swap_weight, cap=cap)
     return launchers.split_jobs(ctx.stack.launch, comp, counts, ctx.host_snapshot(),
                                 swap_weight=ctx.settings.swap_weight, cap=cap)
