@@ -387,29 +387,35 @@ def run_logged(argv: Sequence[str], *, log: Path | None = None, cwd: Path | None
 
 @dataclass(frozen=True)
 class Captured:
-    """What a quick probe printed. ``returncode`` is None when it timed out (killed)."""
+    """What a quick probe printed, always (as ``run_logged``'s RunResult): ``timed_out`` when
+    it was killed at its timeout (``returncode`` is then the signal's, negative), not
+    ``started`` when it could not start (``returncode`` 127, why in ``stderr``)."""
 
-    returncode: int | None
+    returncode: int
     stdout: str
     stderr: str
+    timed_out: bool = False
+    started: bool = True
 
     @property
     def ok(self) -> bool:
-        return self.returncode == 0
+        return self.returncode == 0 and not self.timed_out
 
     @property
-    def timed_out(self) -> bool:
-        return self.returncode is None
+    def answered(self) -> bool:
+        """It ran to its end (its exit code, ``ok`` or not, is the program's answer)."""
+        return self.started and not self.timed_out
 
 
 def run_capture(argv: Sequence[str], *, timeout: float | None = 30.0, cwd: Path | None = None,
                 env: Mapping[str, str] | None = None, input: str | None = None,
                 merge_stderr: bool = False, registry: ChildRegistry | None = None,
-                echo: LineSink | None = None, grace: float = 5.0) -> Captured | None:
+                echo: LineSink | None = None, grace: float = 5.0) -> Captured:
     """Run a short command and keep its output in memory (version checks, ``git status``):
-    same session and kill rules as ``run_logged``. None when it cannot start. On timeout the
-    group gets SIGTERM, ``grace`` seconds to go (its output still read), then SIGKILL; the
-    result has returncode None and what it printed until then."""
+    same session and kill rules as ``run_logged``. A program that cannot start gives a
+    Captured that is not ``started``. On timeout the group gets SIGTERM, ``grace`` seconds to
+    go (its output still read), then SIGKILL; the result is ``timed_out`` with what it
+    printed until then."""
     argv = [str(a) for a in argv]
     if echo is not None:
         echo(f"+ {shlex.join(argv)}")
@@ -417,8 +423,8 @@ def run_capture(argv: Sequence[str], *, timeout: float | None = 30.0, cwd: Path 
         proc = _start(argv, cwd=cwd, env=env,
                       stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
                       stderr=subprocess.STDOUT if merge_stderr else subprocess.PIPE, text=True)
-    except OSError:
-        return None
+    except OSError as exc:
+        return Captured(127, "", f"cannot run {argv[0]}: {exc.strerror or exc}", started=False)
     if registry is not None:
         registry.add(proc, argv)
     try:
@@ -433,7 +439,7 @@ def run_capture(argv: Sequence[str], *, timeout: float | None = 30.0, cwd: Path 
             except subprocess.TimeoutExpired:
                 _signal_tree(proc, _descendants(proc) or kids, signal.SIGKILL)
                 out, err = proc.communicate()
-            return Captured(None, out or "", err or "")
+            return Captured(proc.returncode, out or "", err or "", timed_out=True)
     except BaseException:
         kill_tree(proc, grace)
         raise
@@ -454,7 +460,7 @@ def _file_key(path: str) -> list[Any] | None:
 
 
 def run_probe(argv: Sequence[str], *, memo: Path | None, reads: Sequence[Path] = (),
-              timeout: float = 30.0) -> Captured | None:
+              timeout: float = 30.0) -> Captured:
     """``run_capture`` for a read-only probe whose answer depends only on the program (an
     absolute path) and the files in ``reads`` (dpkg-query: its status database): the answer
     is kept in the JSON file ``memo``, keyed by the command line and each file's
@@ -476,7 +482,7 @@ def run_probe(argv: Sequence[str], *, memo: Path | None, reads: Sequence[Path] =
             return Captured(int(answer["returncode"]), str(answer["stdout"]),
                             str(answer["stderr"]))
     done = run_capture(argv, timeout=timeout)
-    if done is not None and done.returncode is not None and memo.parent.is_dir():
+    if done.answered and memo.parent.is_dir():
         kept[command] = {"files": files, "returncode": done.returncode, "stdout": done.stdout,
                          "stderr": done.stderr}
         with contextlib.suppress(OSError):  # a full disk costs the next run one probe

@@ -101,7 +101,7 @@ def run_tool(argv: Sequence[str]) -> tuple[int, str] | None:
     """Run a read-only query (``cmake --version``, ``dpkg-query``): (exit code, stdout), or
     None when it cannot start or hangs. Non-zero exits still return their output."""
     done = proc.run_capture(argv, timeout=30)
-    if done is None or done.returncode is None:
+    if not done.answered:
         return None
     return done.returncode, done.stdout
 
@@ -117,7 +117,7 @@ def kept_run_tool(memo: Path) -> RunTool:
     def run(argv: Sequence[str]) -> tuple[int, str] | None:
         reads = PROBE_READS.get(Path(argv[0]).name, ())
         done = proc.run_probe(argv, memo=memo, reads=reads)
-        if done is None or done.returncode is None:
+        if not done.answered:
             return None
         return done.returncode, done.stdout
 

@@ -166,7 +166,7 @@ def _from_helper(helper: str, host: str) -> Credentials | None:
         return None
     done = proc.run_capture([program, "get"], input=host, timeout=30.0)
     try:
-        doc = json.loads(done.stdout) if done is not None and done.ok else {}
+        doc = json.loads(done.stdout) if done.ok else {}
     except ValueError:
         return None
     if not isinstance(doc, dict) or not doc.get("Secret"):

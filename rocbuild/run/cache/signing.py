@@ -232,9 +232,8 @@ def new_key(name: str, env: Mapping[str, str] | None = None) -> Path:
     folder.mkdir(parents=True, exist_ok=True, mode=0o700)
     made = proc.run_capture([_ssh_keygen(), "-q", "-t", "ed25519", "-N", "", "-C", name,
                              "-f", str(path)], timeout=_TIMEOUT)
-    if made is None or not made.ok:
-        raise BuildFailed(f"ssh-keygen could not make {path}: "
-                          f"{(made.stderr if made else 'it did not start').strip()}")
+    if not made.ok:
+        raise BuildFailed(f"ssh-keygen could not make {path}: {made.stderr.strip()}")
     trust(path.with_name(name + ".pub").read_text(), name, env)
     return path
 
@@ -243,8 +242,8 @@ def sign(doc: Mapping[str, Any], key: Path) -> str:
     """The armored signature of the manifest ``doc`` made with the private key ``key``."""
     made = proc.run_capture([_ssh_keygen(), "-q", "-Y", "sign", "-n", NAMESPACE, "-f", str(key)],
                             input=canonical(doc), timeout=_TIMEOUT)
-    if made is None or not made.ok or "BEGIN SSH SIGNATURE" not in made.stdout:
-        why = (made.stderr.strip() if made else "ssh-keygen did not start") or "no signature"
+    if not made.ok or "BEGIN SSH SIGNATURE" not in made.stdout:
+        why = made.stderr.strip() or "no signature"
         raise BuildFailed(f"cannot sign with {key}: {why}",
                           tip="a key with a passphrase signs from ssh-agent: `ssh-add KEY`, "
                               "then --sign KEY.pub")
@@ -291,7 +290,7 @@ def verify(doc: Mapping[str, Any], signature: str | None, allowed: Path) -> Sign
         if principal is None:
             valid = proc.run_capture([tool, "-Y", "check-novalidate", "-n", NAMESPACE,
                                       "-s", str(sig_file)], input=message, timeout=_TIMEOUT)
-            if valid is None or not valid.ok:
+            if not valid.ok:
                 return SignatureVerdict(BAD, key=info.fingerprint,
                                reason="its signature does not match its manifest (the "
                                       "manifest was changed, or the signature is another's)")
@@ -301,7 +300,7 @@ def verify(doc: Mapping[str, Any], signature: str | None, allowed: Path) -> Sign
         checked = proc.run_capture([tool, "-Y", "verify", "-f", str(allowed), "-I", principal,
                                     "-n", NAMESPACE, "-s", str(sig_file)], input=message,
                                    timeout=_TIMEOUT)
-    if checked is None or not checked.ok:
+    if not checked.ok:
         return SignatureVerdict(BAD, signer=principal, key=info.fingerprint,
                        reason=f"its signature by {principal}'s key does not match its manifest "
                               "(the manifest was changed, or the signature is another's)")
@@ -314,6 +313,6 @@ def _trusted_principal(tool: str, sig_file: Path, allowed: Path,
         return None
     found = proc.run_capture([tool, "-Y", "find-principals", "-s", str(sig_file),
                               "-f", str(allowed)], timeout=_TIMEOUT)
-    if found is None or not found.ok or not found.stdout.strip():
+    if not found.ok or not found.stdout.strip():
         return None
     return found.stdout.split()[0]

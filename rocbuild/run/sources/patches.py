@@ -35,8 +35,6 @@ def _git(checkout: Path, args: Sequence[str], env: dict[str, str] | None = None,
     killed with its group like every child (registered with the run where one is given)."""
     done = proc.run_capture(["git", "-C", str(checkout), *args], timeout=LOCAL_GIT_TIMEOUT,
                             env=env, input=input, registry=registry)
-    if done is None:
-        return proc.Captured(127, "", "cannot run git")
     if done.timed_out:  # callers read a non-zero code; say why in git's own words' place
         return proc.Captured(124, done.stdout, f"{done.stderr}\ngit {args[0]} in {checkout} "
                              f"was ended after {LOCAL_GIT_TIMEOUT:.0f} s")

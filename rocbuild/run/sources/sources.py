@@ -103,7 +103,7 @@ def _local(repo_dir: Path, args: Sequence[str],
     env = {**os.environ, "LC_ALL": "C", "LANGUAGE": "C", **_git_env()}
     done = proc.run_capture(["git", "-C", str(repo_dir), *args], timeout=LOCAL_GIT_TIMEOUT,
                             env=env, registry=registry)
-    return done if done is not None else proc.Captured(127, "", "cannot run git")
+    return done
 
 
 def _local_ok(repo_dir: Path, args: Sequence[str],
