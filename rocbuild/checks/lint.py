@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from rocbuild.model import buildsystems
-from rocbuild.model.buildsystems.cmake import CMAKE, is_cmake_file
+from rocbuild.model.buildsystems.cmake import is_cmake_file
 from rocbuild.model.graph import Component, Stack, load_stack
 from rocbuild.model.recipes import load_recipes
 from rocbuild.model.settings import Settings
@@ -174,11 +174,6 @@ class BuildFileWords:
         if system.kind not in self._by_kind:
             self._by_kind[system.kind] = CMakeWords(system.is_build_file)
         return self._by_kind[system.kind]
-
-
-def is_read(name: str, words: set[str]) -> bool:
-    """Does a CMake file mention ``name`` as a whole word (buildsystems/cmake.py)?"""
-    return CMAKE.reads_option(name, words)
 
 
 def options_to_prove(stacks: Sequence[Stack], comp_name: str) -> list[str]:

@@ -36,8 +36,6 @@ from rocbuild.run.sources import sources
 from rocbuild.run.state import workdirs
 from rocbuild.run.state.state import StateDir
 
-KINDS = ("build", "sources", "caches", "prefix")
-
 
 @dataclass(frozen=True)
 class Item:

@@ -68,7 +68,6 @@ STACK_SCHEMA: _Schema = {
     },
 }
 
-RESOURCE_KEYS = ("compile_mem", "link_mem", "tensile_mem", "disk", "source_disk", "cpu_hours")
 BUILD_TABLE = "<build>"  # a key path under the build system's own table ([cmake] for cmake)
 
 

@@ -383,14 +383,6 @@ def open_store(text: str) -> FolderStore | HttpStore:
     return FolderStore(Path(os.path.expanduser(text)).absolute())
 
 
-def writable_folder(text: str) -> FolderStore:
-    store = open_store(text)
-    if not isinstance(store, FolderStore):
-        raise ConfigError(f"cannot push to {text}: an HTTP cache is read-only",
-                          tip="push to the folder the server serves (--to DIR)")
-    return store
-
-
 class ProgressLine:
     """Progress of one transfer as a line every few seconds (and at the end): a few GiB move
     through here, and the user should see that it moves."""

@@ -50,7 +50,6 @@ TIMEOUT = 60.0
 RETRIES = 3  # a broken transfer is continued this many times (then the caller gives up)
 RETRY_PAUSE = 0.5
 AUTH_ENV = "ROCBUILD_REGISTRY_AUTH"
-_TAG_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._-]{0,127}$")
 _REPO_RE = re.compile(r"^[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*(?:/[a-z0-9]+(?:(?:[._]|__|-+)"
                       r"[a-z0-9]+)*)*$")
 _LOOPBACK = ("localhost", "127.0.0.1", "::1", "[::1]")
@@ -89,10 +88,6 @@ class Reference:
         else:
             web = "https"
         return cls(web, host, repo, text)
-
-
-def valid_tag(tag: str) -> bool:
-    return bool(_TAG_RE.match(tag))
 
 
 def digest_of(data: bytes) -> str:
