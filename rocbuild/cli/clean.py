@@ -29,8 +29,8 @@ from pathlib import Path
 
 from rocbuild.model import launchers
 from rocbuild.model.graph import Component, Stack
+from rocbuild.model.layout import info_path
 from rocbuild.prefix import registry
-from rocbuild.prefix.buildinfo import info_path
 from rocbuild.prefix.envfiles import SHELLS, relative_path, spec_for
 from rocbuild.run.sources import sources
 from rocbuild.run.state import workdirs

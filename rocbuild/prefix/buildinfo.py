@@ -23,7 +23,7 @@ from rocbuild import __version__
 from rocbuild.errors import ConfigError
 from rocbuild.files import read_regular, write_text_atomic
 from rocbuild.model.graph import Stack
-from rocbuild.model.layout import INFO_DIR, INFO_FILE, info_path  # noqa: F401 - re-exported
+from rocbuild.model.layout import info_path
 from rocbuild.prefix import registry
 
 PREFIX_FILE_MODE = 0o644  # files rocbuild writes into the prefix are read by every user

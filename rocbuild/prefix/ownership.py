@@ -29,7 +29,7 @@ from rocbuild.prefix import buildinfo
 from rocbuild.prefix.realpaths import RealPaths
 
 Logger = Callable[[str], None]
-RECORDS = Path(buildinfo.INFO_DIR) / "installed"
+RECORDS = Path(layout.INFO_DIR) / "installed"
 # the unpack folders of a cache install (run/cache/artifacts.py):
 # ``<prefix>/.rocbuild-unpack-<pid>-*``
 STAGING_NAME = ".rocbuild-unpack"

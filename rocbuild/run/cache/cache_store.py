@@ -31,11 +31,10 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from rocbuild.errors import CacheUnavailable, ConfigError
-from rocbuild.files import write_text_atomic
+from rocbuild.files import read_json, write_json_atomic, write_text_atomic
 from rocbuild.model.resources import format_bytes
 from rocbuild.run.cache.artifacts import ArtifactRefused, Manifest, Progress, sha256_file
 from rocbuild.run.cache.signing import key_of
-from rocbuild.run.state.state import read_json, write_json_atomic
 
 INDEX = "index.json"
 INDEX_FORMAT = 1

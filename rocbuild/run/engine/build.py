@@ -19,14 +19,11 @@ from rocbuild.checks import hostload, launchtools
 from rocbuild.model import resources
 from rocbuild.model.graph import Component, Stack
 from rocbuild.model.settings import Settings
-from rocbuild.model.steptable import log_path
 from rocbuild.run.engine import leftovers, outcome
 from rocbuild.run.engine.jobs import JobBudget
 from rocbuild.run.engine.outcome import StepOutcome
 from rocbuild.run.state.state import StateDir, prefix_lock
 from rocbuild.run.state.uptodate import Answers, Rule
-
-__all__ = ["BuildContext", "Sink", "StepOutcome", "log_path"]
 
 
 class Sink(Protocol):

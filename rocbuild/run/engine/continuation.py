@@ -17,9 +17,9 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from rocbuild.files import read_json, write_json_atomic
 from rocbuild.model.settings import OPTIONS, Settings
 from rocbuild.model.workdir import Workdir
-from rocbuild.run.state.state import read_json, write_json_atomic
 
 PATH_FLAGS = ("--recipes", "--workdir", "--prefix")
 RECORD = "last-build.json"

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 from rich.console import Console
 
+from rocbuild.files import write_json_atomic
 from rocbuild.model import buildsystems
 from rocbuild.model.graph import Stack
 from rocbuild.model.steptable import steps_of
@@ -23,7 +24,6 @@ from rocbuild.prefix import buildinfo, envfiles, ownership
 from rocbuild.run.engine.build import BuildContext
 from rocbuild.run.engine.outcome import CURRENT, SERVED
 from rocbuild.run.engine.status import verify_record_path
-from rocbuild.run.state.state import write_json_atomic
 
 if TYPE_CHECKING:  # the checks are imported when verify runs (a no-op build skips them)
     from rocbuild.checks.verify import VerifyReport

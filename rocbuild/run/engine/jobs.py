@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 from rocbuild.checks import hostload
 from rocbuild.errors import BuildFailed
+from rocbuild.files import read_json, write_json_atomic
 from rocbuild.model import buildsystems, launchers, resources
 from rocbuild.model.graph import Component
 from rocbuild.model.resources import GIB
@@ -24,7 +25,6 @@ from rocbuild.model.workdir import Workdir
 from rocbuild.run.engine.command import run_all
 from rocbuild.run.engine.outcome import StepOutcome, step_logger
 from rocbuild.run.state import launchstats
-from rocbuild.run.state.state import read_json, write_json_atomic
 
 if TYPE_CHECKING:
     from rocbuild.run.engine.build import BuildContext

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rocbuild.errors import ConfigError
+from rocbuild.files import read_json
 from rocbuild.model import steptable
 from rocbuild.model.graph import Component, default_request
 from rocbuild.model.settings import Settings
@@ -32,7 +33,6 @@ from rocbuild.run.engine import continuation
 from rocbuild.run.engine.jobs import job_cap_path
 from rocbuild.run.state import running
 from rocbuild.run.state.running import RunningStep
-from rocbuild.run.state.state import read_json
 from rocbuild.run.state.uptodate import Rule
 
 DONE, FAILED, PENDING, STALE, RUNNING = "done", "failed", "pending", "stale", "running"

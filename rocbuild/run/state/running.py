@@ -17,9 +17,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from rocbuild.files import read_regular
+from rocbuild.files import read_json, read_regular, write_json_atomic
 from rocbuild.model.workdir import Workdir
-from rocbuild.run.state.state import read_json, write_json_atomic
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from rocbuild.errors import BusyError, ConfigError
-from rocbuild.files import read_json, write_json_atomic, write_text_atomic  # noqa: F401
+from rocbuild.files import read_json, write_json_atomic
 from rocbuild.model.graph import Stack
 from rocbuild.model.workdir import Workdir
 
