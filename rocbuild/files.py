@@ -22,7 +22,7 @@ def write_text_atomic(path: Path, text: str, mode: int | None = None) -> None:
     permissions whatever the umask (files in the prefix are read by every user). The one
     atomic writer: state, build-info, env files, activation state and bench reports. A file
     that already holds ``text`` (a regular file, with ``mode``) is left as it is: a no-op
-    run rewrote its env files and records with an fsync each (issue 25)."""
+    run rewrote its env files and records with an fsync each (perf/noop.py)."""
     if _holds(path, text, mode):
         return
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")

@@ -77,7 +77,7 @@ class ChildRegistry:
         if self.folder is None:
             return
         self.folder.mkdir(parents=True, exist_ok=True)
-        import psutil  # loaded when a child is watched or killed (issue 25: not per command)
+        import psutil  # loaded when a child is watched or killed (not per command: perf/noop.py)
 
         try:
             started = psutil.Process(proc.pid).create_time()
@@ -112,7 +112,7 @@ class ChildRegistry:
         left = sorted(self.folder.glob("*.json")) if self.folder is not None else []
         if not left:  # the usual case: the last run ended its children
             return killed
-        import psutil  # loaded when a child is watched or killed (issue 25: not per command)
+        import psutil  # loaded when a child is watched or killed (not per command: perf/noop.py)
 
         for file in left:
             try:
@@ -134,7 +134,7 @@ class ChildRegistry:
 
 
 def _descendants(proc: Popen) -> list[psutil.Process]:
-    import psutil  # loaded when a child is watched or killed (issue 25: not per command)
+    import psutil  # loaded when a child is watched or killed (not per command: perf/noop.py)
 
     try:
         return psutil.Process(proc.pid).children(recursive=True)
@@ -144,7 +144,7 @@ def _descendants(proc: Popen) -> list[psutil.Process]:
 
 def _signal_tree(proc: Popen, kids: Sequence[psutil.Process], signum: int) -> None:
     """``signum`` to the child's process group and to any descendant that left it."""
-    import psutil  # loaded when a child is watched or killed (issue 25: not per command)
+    import psutil  # loaded when a child is watched or killed (not per command: perf/noop.py)
 
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, signum)
@@ -156,7 +156,7 @@ def _signal_tree(proc: Popen, kids: Sequence[psutil.Process], signum: int) -> No
 def kill_tree(proc: Popen, grace: float = 5.0) -> None:
     """SIGTERM the child's process group and any descendant that left it, then SIGKILL what
     is still alive after ``grace`` seconds."""
-    import psutil  # loaded when a child is watched or killed (issue 25: not per command)
+    import psutil  # loaded when a child is watched or killed (not per command: perf/noop.py)
 
     kids = _descendants(proc)
     _signal_tree(proc, kids, signal.SIGTERM)
@@ -189,7 +189,7 @@ class _PeakSampler(threading.Thread):
         self._stop_event = threading.Event()
 
     def run(self) -> None:
-        import psutil  # loaded when a child is watched or killed (issue 25: not per command)
+        import psutil  # loaded when a child is watched or killed (not per command: perf/noop.py)
 
         try:
             root = psutil.Process(self.pid)
@@ -465,7 +465,7 @@ def run_probe(argv: Sequence[str], *, memo: Path | None, reads: Sequence[Path] =
     absolute path) and the files in ``reads`` (dpkg-query: its status database): the answer
     is kept in the JSON file ``memo``, keyed by the command line and each file's
     ``_file_key``, and given again while none of them changed, so a rerun does not start
-    `cmake --version` and friends once more (issue 25). ``memo`` is written only where its
+    `cmake --version` and friends once more (perf/noop.py). ``memo`` is written only where its
     folder exists (a `plan` of a fresh workdir creates nothing); a probe that could not
     start or timed out is not kept."""
     argv = [str(a) for a in argv]

@@ -77,7 +77,7 @@ def load_patterns(file: Path = DATA_FILE) -> tuple[Pattern, ...]:
 @functools.cache
 def patterns() -> tuple[Pattern, ...]:
     """The shipped table, read and compiled when first needed: most commands never diagnose
-    a log, and compiling every regex cost each of them several ms at import (issue 25)."""
+    a log, and compiling every regex cost each of them several ms at import (perf/noop.py)."""
     return load_patterns()
 
 

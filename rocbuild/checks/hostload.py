@@ -101,7 +101,7 @@ def usable_cpus(root: Path = Path("/")) -> tuple[int, str]:
 def snapshot(root: Path = Path("/")) -> HostSnapshot:
     """What this host can give a build right now."""
     cpus, cpu_reason = usable_cpus(root)
-    import psutil  # loaded when the host is measured (issue 25: not per command)
+    import psutil  # loaded when the host is measured (not per command: perf/noop.py)
 
     vm, sw = psutil.virtual_memory(), psutil.swap_memory()
     mem, swap, mem_reason = int(vm.available), int(sw.free), "memory"

@@ -248,7 +248,7 @@ def _run(argv: Sequence[str], cwd: Path, env: Mapping[str, str], timeout: float,
          echo: Callable[[str], None]) -> tuple[int | None, str]:
     """(exit code or None on timeout, combined output). The child gets its own session so a
     timeout stops hipcc's clang children too. SIGTERM first and a long grace period: killing
-    a GPU-busy process on gfx906 with SIGKILL has hung amdgpu (gfx906-facts.md 3.4)."""
+    a GPU-busy process on gfx906 with SIGKILL has hung amdgpu (docs/architecture.md, Facts)."""
     done = proc.run_capture(argv, timeout=timeout, cwd=cwd, env=env, merge_stderr=True,
                             grace=120, echo=echo)
     if not done.started:

@@ -213,7 +213,7 @@ def _print_failure(out: Console, name: str, failure: FailureStatus, *,
         when = time.strftime(" at %Y-%m-%d %H:%M", time.localtime(failure.when))
     out.print(f"\n[bold red]FAILED[/] {escape(name)}: {escape(failure.step)}{when}")
     # a path or command longer than the width stays whole on its own line (ui.console)
-    # the whole message: git's cause lines follow its first line (issue 10 #5)
+    # the whole message: git's cause lines follow its first line
     for line in failure.message.splitlines()[:MESSAGE_LINES]:
         out.print(f"  {escape(line)}")
     found = failure.diagnosis

@@ -68,7 +68,7 @@ class Parser(argparse.ArgumentParser):
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     """The whole command line, or with ``only`` one subcommand's parser: each cmd_*.py
     imports what its command runs (doit, GitPython, the bench and check modules), so
-    `rocbuild status` does not pay for importing `build` and `bench` (issue 25). An error
+    `rocbuild status` does not pay for importing `build` and `bench` (perf/noop.py). An error
     or help that needs the other commands builds the whole parser (``Parser.error``)."""
     # the global options, shown in full by `rocbuild --help` and `rocbuild help options`;
     # each subcommand accepts them too but lists only its own (plus a pointer to these)

@@ -368,7 +368,7 @@ def launcher_env(launch: Launch | None, stack: Stack, comp: Component) -> dict[s
         # costs a real build nothing measurable (ggml: CPU time with ccache on 1.00-1.02x
         # off), but it hashes the command line instead of the preprocessed source, so a -D
         # that every object gets and few files read misses everywhere (ggml: 0/25 hits
-        # instead of 24/25 after GGML_SCHED_MAX_COPIES changed; issue 25)
+        # instead of 24/25 after GGML_SCHED_MAX_COPIES changed; perf/ccache.py)
         if compiler_in_prefix(stack, comp):
             # a compiler the stack builds is rebuilt with a new mtime and the same content:
             # hash it by content, so a rebuilt LLVM still hits (a system compiler keeps

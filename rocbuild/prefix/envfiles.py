@@ -52,8 +52,8 @@ class EnvVar:
 
 
 # Runtime knobs from the source article 000 ("高级环境变量调优"), offered only with --tune.
-# The article's claims are quoted as claims; gfx906-facts.md §6 marks their effect on gfx906
-# as not verified, so they are A/B candidates for llama-bench, not defaults.
+# The article's claims are quoted as claims; their effect on gfx906 is not verified
+# (docs/architecture.md, Facts), so they are A/B candidates for llama-bench, not defaults.
 TUNE_VARIABLES: tuple[EnvVar, ...] = (
     EnvVar("HSA_FORCE_FINE_GRAIN_PCIE", "1", "set",
            "fine-grained (coherent) host memory over PCIe; the article credits it for "
@@ -236,7 +236,7 @@ def quote_tcl(value: str) -> str:
 def _environment(compiled: Path | None = None) -> jinja2.Environment:
     """The templates' environment; ``compiled``: a folder where jinja2 keeps each template's
     compiled code (checked against the template's text), so a run does not compile the four
-    templates again (a no-op build spent most of its finish phase there, issue 25)."""
+    templates again (a no-op build spent most of its finish phase there: perf/noop.py)."""
     cache = None
     if compiled is not None:
         with contextlib.suppress(OSError):  # no folder: compile as before

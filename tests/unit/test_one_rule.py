@@ -54,3 +54,9 @@ def test_names_that_collided_are_defined_once() -> None:
             if name in where:
                 where[name].append(path.relative_to(PACKAGE).as_posix())
     assert {n: w for n, w in where.items() if len(w) > 1} == {}
+
+
+def test_docstrings_cite_nothing_outside_the_repository() -> None:
+    """Facts are cited from docs/architecture.md's Facts section (docs/development.md,
+    Docstrings), never from notes that are not in the repository or an issue number."""
+    assert _holders(r"gfx906-facts|anchors\.md|DESIGN\.md|\bissue \d+") == set()

@@ -182,7 +182,7 @@ def apply_series(component: str, checkout: Path, commit: str, patches: Sequence[
             and _head(checkout) == commit:
         # nothing to apply to a tree that is the commit already (a rerun of the step):
         # status showed the work tree and index equal to HEAD, so the reset would change
-        # nothing; it takes a quarter of a second on ggml, seconds on llvm-project (issue 25)
+        # nothing; it takes a quarter of a second on ggml, seconds on llvm-project (perf/noop.py)
         log(f"{checkout} is {commit} with no edits and no patches: nothing to reset")
         return {"changed": {}, "created": {}}, saved
     created |= {path for patch in patches for path in _created_by(checkout, patch)}

@@ -203,7 +203,7 @@ def checkout_commit(checkout: Path) -> str | None:
     """The commit checked out in ``checkout`` (None when it is not a git checkout or has no
     commit). Read from .git as git itself resolves HEAD (a detached HEAD, or a branch's ref
     file or packed-refs line): every up-to-date question about a fetch asks this, and a
-    GitPython Repo started a `git cat-file` process for each (issue 25). Anything unusual (a
+    GitPython Repo started a `git cat-file` process for each (perf/noop.py). Anything unusual (a
     .git file, a symbolic ref to a symbolic ref) is left to GitPython."""
     dot_git = checkout / ".git"
     if not dot_git.exists():

@@ -34,7 +34,7 @@ def _folder(workdir: Path) -> Path:
 
 
 def _started(pid: int) -> float | None:
-    import psutil  # loaded when a child is watched or killed (issue 25: not per command)
+    import psutil  # loaded when a child is watched or killed (not per command: perf/noop.py)
 
     try:
         return psutil.Process(pid).create_time()
@@ -112,7 +112,7 @@ def lock_holder(workdir: Path) -> int | None:
         return None
     if pid <= 0 or not _exists(pid):  # the usual case: the last holder is gone
         return None
-    import psutil  # loaded when a child is watched or killed (issue 25: not per command)
+    import psutil  # loaded when a child is watched or killed (not per command: perf/noop.py)
 
     try:
         process = psutil.Process(pid)
