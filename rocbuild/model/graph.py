@@ -42,7 +42,7 @@ class Component:
     checkout_dir: Path
     source_dir: Path
     build_dir: Path
-    cmake_args: tuple[str, ...]
+    build_args: tuple[str, ...]
     build_type: str
     env: tuple[tuple[str, str], ...]
     patches: tuple[Patch, ...]
@@ -453,11 +453,11 @@ def _render_component(stack: Stack, recipe: Recipe, done: Mapping[str, Component
         fetch_url = inputcheck.git_url(where, "source.git (after --mirror rules)",
                                        rewrite_url(url, settings.mirror))
     table = recipe.table  # [cmake] for cmake: the build system's options
-    inputcheck.arg_list(where, f"{table}.args", recipe.cmake_args)
+    inputcheck.arg_list(where, f"{table}.args", recipe.build_args)
     inputcheck.arg_list(where, f"{table}.job_args", recipe.job_args)
     if ref is not None:
         context["ref"] = ref  # e.g. llama.cpp's build number comes from its release tag
-    args = tuple(r(a, f"{table}.args[{i}]") for i, a in enumerate(recipe.cmake_args))
+    args = tuple(r(a, f"{table}.args[{i}]") for i, a in enumerate(recipe.build_args))
     inputcheck.arg_list(where, f"{table}.args", args)
     if recipe.builds:
         buildsystems.for_kind(recipe.kind).check_args(recipe.file, f"{table}.args", args)
@@ -487,6 +487,8 @@ def _render_component(stack: Stack, recipe: Recipe, done: Mapping[str, Component
         raise ConfigError(
             f"{patches[0].path.parent}: '{recipe.name}' reuses the checkout of '{owner}', so its "
             f"patches belong in patches/{owner}/", tip=f"move the files to patches/{owner}/")
+    # "cmake_args" is the key earlier rocbuilds hashed (Component.build_args today): renamed,
+    # every stamp and artifact key would change and everything would be built again
     fingerprint_doc = {
         "name": recipe.name, "kind": recipe.kind, "url": url, "ref": ref,
         "submodules": recipe.source.submodules, "checkout": owner, "subdir": subdir,
@@ -506,7 +508,7 @@ def _render_component(stack: Stack, recipe: Recipe, done: Mapping[str, Component
         recipe=recipe, depends=deps, checkout=owner, url=url,
         fetch_url=fetch_url, ref=ref,
         submodules=recipe.source.submodules, checkout_dir=checkout_dir, source_dir=source_dir,
-        build_dir=build_dir, cmake_args=args, build_type=build_type, env=env, patches=patches,
+        build_dir=build_dir, build_args=args, build_type=build_type, env=env, patches=patches,
         fingerprint=fingerprint, portable_fingerprint=sha256_text(portable_doc),
         install_prefix=install_prefix, install_links=links,
         install_files=files, job_args=recipe.job_args, context=context)

@@ -219,7 +219,7 @@ def recipe_launchers(comp: Component) -> dict[str, str]:
         match = _LAUNCHER_ENV.match(key)
         if match and value:
             found[match.group(1)] = value
-    for arg in comp.cmake_args:
+    for arg in comp.build_args:
         match = _LAUNCHER_ARG.match(arg)
         if match:
             found[match.group(1)] = match.group(2)
@@ -344,7 +344,7 @@ def compiler_in_prefix(stack: Stack, comp: Component) -> bool:
     """Whether a compiler ``comp`` names (its recipe's -DCMAKE_<LANG>_COMPILER or CC, CXX,
     HIPCXX, FC) lives in the prefix, which the stack rebuilds (LLVM's clang, hipcc, the
     amdclang++ links); a --base's or the system's compilers change only with an upgrade."""
-    named = [m.group(1) for arg in comp.cmake_args if (m := _COMPILER_ARG.match(arg))]
+    named = [m.group(1) for arg in comp.build_args if (m := _COMPILER_ARG.match(arg))]
     named += [value for key, value in comp.env if key in COMPILER_VARIABLES]
     return any(Path(path).is_relative_to(stack.prefix) for path in named if path)
 

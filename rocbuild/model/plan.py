@@ -143,7 +143,7 @@ def to_json(plan: Plan) -> dict[str, Any]:
             "cache": p.cache or None,
             "download": p.download,  # bytes, when the binary cache serves it
             # files whose CMake code the configure runs (cmakecode.py: shown, not refused)
-            "cmake_code": cmakecode.code_files(c.cmake_args),
+            "cmake_code": cmakecode.code_files(c.build_args),
             "build_dir": str(c.build_dir) if c.builds else None,
         })
     return {

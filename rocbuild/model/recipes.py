@@ -155,7 +155,7 @@ class Recipe:
     # (BuildSystem.keys): args (rendered), build_type, install_prefix (when not the stack
     # prefix), job_args (rendered with `jobs` when the step starts; never fingerprinted),
     # distribute (its compiles may go to --distcc hosts; never fingerprinted)
-    cmake_args: tuple[str, ...] = _key("<build>.args", "strlist", ())
+    build_args: tuple[str, ...] = _key("<build>.args", "strlist", ())
     build_type: str = _key("<build>.build_type", "str", "Release")
     install_prefix: str = _key("<build>.install_prefix", "str", "")
     job_args: tuple[str, ...] = _key("<build>.job_args", "strlist", ())

@@ -32,7 +32,7 @@ class Make(BuildSystem):
     def configure(self, stack: Stack, comp: Component, jobs: Mapping[str, int] | None
                   ) -> Commands:
         return [["sh", str(comp.source_dir / "configure"), f"--prefix={comp.install_prefix}",
-                 *comp.cmake_args, *self.runpath_args(stack, comp),
+                 *comp.build_args, *self.runpath_args(stack, comp),
                  *self.launcher_args(stack, comp)]]
 
     def build(self, stack: Stack, comp: Component, jobs: int) -> Commands:
@@ -80,7 +80,7 @@ class Make(BuildSystem):
         return [Path(line) for line in text.splitlines() if line]
 
     def option_names(self, stack: Stack, comp: Component) -> list[str]:
-        return [arg.split("=", 1)[0] for arg in comp.cmake_args if "=" in arg]
+        return [arg.split("=", 1)[0] for arg in comp.build_args if "=" in arg]
 
     def is_build_file(self, name: str) -> bool:
         return name in ("Makefile", "configure") or name.endswith(".mk")

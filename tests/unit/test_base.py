@@ -192,7 +192,7 @@ def test_a_taken_source_only_component_that_a_build_reads_is_fetched(
     assert stack.base.not_taken["headers"].reason == (
         "fetched (source only): reader is built from it")
     checkout = stack.components["headers"].source_dir
-    assert f"-DHEADERS_DIR={checkout}" in stack.components["reader"].cmake_args
+    assert f"-DHEADERS_DIR={checkout}" in stack.components["reader"].build_args
 
 
 def test_the_estimated_road_keeps_the_build_time_only_rule(write_recipes,

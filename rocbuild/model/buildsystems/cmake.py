@@ -92,7 +92,7 @@ def configure_argv(stack: Stack, component: Component, jobs: Mapping[str, int] |
     own or opts out (install.runpath = false, with a reason)."""
     prefix_path = ";".join(str(p) for p in stack.search_prefixes)  # the prefix, then a --base
     recipe_args: list[str] = []
-    for arg in component.cmake_args:
+    for arg in component.build_args:
         if arg.startswith("-DCMAKE_PREFIX_PATH="):  # the recipe's paths come after the prefix
             prefix_path += ";" + arg.split("=", 1)[1]
         else:
@@ -132,7 +132,7 @@ def _lint_targets(stacks: Sequence[Stack], comp_name: str) -> Lint:
     for stack in stacks:
         expected = {str(t) for t in stack.targets}
         comp = stack.components[comp_name]
-        defines = cmake_defines([*comp.cmake_args, *comp.render_job_args(LINT_JOBS)])
+        defines = cmake_defines([*comp.build_args, *comp.render_job_args(LINT_JOBS)])
         for name, value in defines:
             if name in TARGET_VARIABLES and name not in reported and \
                     _target_entries(value) != expected:
@@ -179,7 +179,7 @@ class CMake(BuildSystem):
     def runpath_args(self, stack: Stack, comp: Component) -> list[str]:
         """CMAKE_INSTALL_RPATH, unless the recipe sets its own or opts out, and on a --base
         INSTALL_RPATH_USE_LINK_PATH (``rpath_args``)."""
-        own = _sets_rpath([a for a in comp.cmake_args
+        own = _sets_rpath([a for a in comp.build_args
                            if not a.startswith("-DCMAKE_PREFIX_PATH=")])
         runpath = ([f"-DCMAKE_INSTALL_RPATH={install_runpath(stack, comp)}"]
                    if comp.recipe.runpath and not own else [])
@@ -223,7 +223,7 @@ class CMake(BuildSystem):
         """The recipe's own -D options (args and job_args), without CMake's CMAKE_*
         variables (documented by CMake, read by CMake itself) and without what rocbuild adds."""
         names: list[str] = []
-        for name, _ in cmake_defines([*comp.cmake_args, *comp.render_job_args(NAME_JOBS)]):
+        for name, _ in cmake_defines([*comp.build_args, *comp.render_job_args(NAME_JOBS)]):
             if not name.startswith("CMAKE_") and name not in names:
                 names.append(name)
         return names
@@ -255,7 +255,7 @@ class CMake(BuildSystem):
         # only the recipe's own options: a project without targets (rocm-cmake) never reads
         # the RUNPATH rocbuild passes to every project, which is no mistake of the recipe's
         unused = [name for name in unused_cmake_variables(log_text)
-                  if any(a.startswith((f"-D{name}=", f"-D{name}:")) for a in comp.cmake_args)]
+                  if any(a.startswith((f"-D{name}=", f"-D{name}:")) for a in comp.build_args)]
         if not unused:
             return []
         return [f"CMake did not use {', '.join(unused)}: the recipe passes options this "
