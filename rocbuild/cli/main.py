@@ -13,9 +13,9 @@ import argparse
 import importlib
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from rocbuild import __version__, faults
 from rocbuild.checks import hostload
@@ -51,17 +51,40 @@ _partial = False  # _root holds only the chosen command (build_parser's ``only``
 
 class Parser(argparse.ArgumentParser):
     """argparse whose refusals read like every other rocbuild error: ``rocbuild: error:``,
-    what is wrong with a did-you-mean, a ``TIP:`` line, exit 2 (argerrors.py words them)."""
+    what is wrong with a did-you-mean, a ``TIP:`` line, exit 2 (argerrors.py words them from
+    argparse's hooks: ``_check_value``, the leftover words of ``parse_known_args``)."""
+
+    def _check_value(self, action: argparse.Action, value: Any) -> None:
+        # argparse's own check of a value against ``choices``: the action and the value go
+        # up as they are, not as an English message
+        if action.choices is not None and value not in action.choices:
+            raise argerrors.BadChoice(action, value)
+        super()._check_value(action, value)
+
+    def parse_args(self, args: Sequence[str] | None = None,  # type: ignore[override]
+                   namespace: argparse.Namespace | None = None) -> argparse.Namespace:
+        try:
+            parsed, unknown = self.parse_known_args(args, namespace)
+        except argerrors.BadChoice as error:
+            bad = error  # ``error`` is unbound once the except block ends (mypy: in a closure)
+            self._refuse(lambda root, argv: argerrors.bad_choice(root, bad, argv))
+        if unknown:
+            self._refuse(lambda root, argv: argerrors.unrecognized(root, unknown, argv))
+        return parsed
 
     def error(self, message: str) -> NoReturn:
-        global _root, _partial
-        if _partial:  # the refusal is worded with every command (did-you-mean, the path)
-            _root, _partial = build_parser(), False
         if message.startswith("the following arguments are required: COMMAND"):
             text = help_text.no_command(self).rstrip("\n")
             sys.stderr.write(fit_terminal(text, sys.stderr) + "\n")
             raise SystemExit(EXIT_BAD_INPUT)
-        exc = argerrors.explain(_root or self, message, _argv or sys.argv[1:])
+        self._refuse(lambda root, argv: argerrors.explain(root, message, argv))
+
+    def _refuse(self, explain: Callable[[argparse.ArgumentParser, list[str]], RocbuildError]
+                ) -> NoReturn:
+        global _root, _partial
+        if _partial:  # the refusal is worded with every command (did-you-mean, the path)
+            _root, _partial = build_parser(), False
+        exc = explain(_root or self, _argv or sys.argv[1:])
         raise SystemExit(report(exc, sys.stderr))
 
 
