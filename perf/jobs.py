@@ -13,7 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from rocbuild.model.recipes import load_recipes
-from rocbuild.model.resources import GIB, HostSnapshot, job_counts
+from rocbuild.model.resources import GIB, HostSnapshot, jobs_by_kind
 
 HOSTS = (("16 cores / 32 GiB RAM / 8 GiB swap", 16, 32, 8),
          ("8 cores / 16 GiB RAM / 4 GiB swap", 8, 16, 4))
@@ -34,12 +34,12 @@ def main() -> int:
         for component, kind, key in WORK:
             resources = recipes[component].resources
             per_job = int(resources.get(key, resources["compile_mem"]))
-            chosen = job_counts(resources, host, swap_weight=0.5, cap=None)[kind].jobs
+            chosen = jobs_by_kind(resources, host, swap_weight=0.5, cap=None)[kind].jobs
             naive = cpus * per_job
             print(f"  {component + ' ' + kind:<18}{per_job / GIB:>7.1f}G{chosen:>10}"
                   f"{chosen * per_job / GIB:>8.1f}G   {naive / GIB:>11.1f}G"
                   f"{naive / budget:>10.2f}")
-        llvm = job_counts(recipes["llvm"].resources, host, swap_weight=0.5, cap=None)
+        llvm = jobs_by_kind(recipes["llvm"].resources, host, swap_weight=0.5, cap=None)
         res = recipes["llvm"].resources
         both = llvm["compile"].jobs * res["compile_mem"] + llvm["link"].jobs * res["link_mem"]
         naive_both = cpus * res["link_mem"]  # -j$(nproc) at the end of an LLVM build: all links

@@ -1,6 +1,6 @@
 """`python -m rocbuild` and the `rocbuild` console script. ``run`` first holds back Ctrl-C,
 SIGTERM and SIGHUP while the CLI is imported (the first ~0.4 s), then makes each end the
-command as Ctrl-C does (issue 31: a signal during the imports printed a traceback, or killed
+command as Ctrl-C does (a signal during the imports printed a traceback, or killed
 Python by the signal, where docs/exit-codes.md promises exit 130 and one line). A signal
 that came during the imports is acted on right after them. Nothing heavy is imported here."""
 

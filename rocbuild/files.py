@@ -24,9 +24,9 @@ def write_text_atomic(path: Path, text: str, mode: int | None = None, *,
     permissions whatever the umask (files in the prefix are read by every user). The one
     atomic writer: state, build-info, env files, activation state and bench reports. A file
     that already holds ``text`` (a regular file, with ``mode``) is left as it is: a no-op
-    run rewrote its env files and records with an fsync each (issue 25). ``durable=False``
+    run rewrote its env files and records with an fsync each. ``durable=False``
     leaves out the fsync, for a record that means nothing after a power loss (a running
-    step names a live process: issue 34); the rename still makes it whole or absent."""
+    step names a live process); the rename still makes it whole or absent."""
     if _holds(path, text, mode):
         return
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
@@ -112,7 +112,7 @@ def open_own(path: Path, flags: int, mode: int = 0o644) -> int:
     a run's process, a download in progress), opened with ``flags`` (O_WRONLY, O_APPEND,
     O_TRUNC ...) and created when missing. It is never written through a link nor opened as
     a FIFO: a link, FIFO, socket or folder in its place is removed and the file created
-    afresh (issue 31)."""
+    afresh."""
     for attempt in (1, 2):
         try:
             fd = os.open(path, flags | os.O_CREAT | _NOT_FOLLOWED, mode)
@@ -141,7 +141,7 @@ def _remove_in_place(path: Path) -> None:
 def parse_json(data: str | bytes) -> Any:
     """``json.loads`` whose every refusal is a ValueError: a document nested thousands of
     levels deep (the parser's RecursionError) is as damaged as a truncated one, whether it
-    is a state file, a manifest or an OCI config a registry sent (issue 31)."""
+    is a state file, a manifest or an OCI config a registry sent."""
     try:
         return json.loads(data)
     except RecursionError:

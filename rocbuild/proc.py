@@ -215,7 +215,7 @@ class ChildRegistry:
         ticks = _start_ticks(proc.pid)
         self._tell_watchdog(f"+ {proc.pid} {ticks}\n")
         self.folder.mkdir(parents=True, exist_ok=True)
-        import psutil  # loaded when a child is watched or killed (issue 25: not per command)
+        import psutil  # loaded when a child is watched or killed (not per command: perf/noop.py)
 
         try:
             started = psutil.Process(proc.pid).create_time()
@@ -225,7 +225,7 @@ class ChildRegistry:
                "argv": [redact(str(a)) for a in argv], "create_time": started,
                "owner": os.getpid(), "owner_ticks": _start_ticks(os.getpid())}
         fd = files.open_own(self.folder / f"{proc.pid}.json", os.O_WRONLY | os.O_TRUNC)
-        with os.fdopen(fd, "w", encoding="utf-8") as f:  # never through a link (issue 31)
+        with os.fdopen(fd, "w", encoding="utf-8") as f:  # never through a link
             f.write(json.dumps(doc))
 
     def remove(self, proc: Popen) -> None:
@@ -310,7 +310,7 @@ class ChildRegistry:
 
 
 def _descendants(proc: Popen) -> list[psutil.Process]:
-    import psutil  # loaded when a child is watched or killed (issue 25: not per command)
+    import psutil  # loaded when a child is watched or killed (not per command: perf/noop.py)
 
     try:
         return psutil.Process(proc.pid).children(recursive=True)
@@ -320,7 +320,7 @@ def _descendants(proc: Popen) -> list[psutil.Process]:
 
 def _signal_tree(proc: Popen, kids: Sequence[psutil.Process], signum: int) -> None:
     """``signum`` to the child's process group and to any descendant that left it."""
-    import psutil  # loaded when a child is watched or killed (issue 25: not per command)
+    import psutil  # loaded when a child is watched or killed (not per command: perf/noop.py)
 
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, signum)
@@ -332,7 +332,7 @@ def _signal_tree(proc: Popen, kids: Sequence[psutil.Process], signum: int) -> No
 def kill_tree(proc: Popen, grace: float = 5.0) -> None:
     """SIGTERM the child's process group and any descendant that left it, then SIGKILL what
     is still alive after ``grace`` seconds."""
-    import psutil  # loaded when a child is watched or killed (issue 25: not per command)
+    import psutil  # loaded when a child is watched or killed (not per command: perf/noop.py)
 
     kids = _descendants(proc)
     _signal_tree(proc, kids, signal.SIGTERM)
@@ -365,7 +365,7 @@ class _PeakSampler(threading.Thread):
         self._stop_event = threading.Event()
 
     def run(self) -> None:
-        import psutil  # loaded when a child is watched or killed (issue 25: not per command)
+        import psutil  # loaded when a child is watched or killed (not per command: perf/noop.py)
 
         try:
             root = psutil.Process(self.pid)
@@ -575,29 +575,35 @@ def run_logged(argv: Sequence[str], *, log: Path | None = None, cwd: Path | None
 
 @dataclass(frozen=True)
 class Captured:
-    """What a quick probe printed. ``returncode`` is None when it timed out (killed)."""
+    """What a quick probe printed, always (as ``run_logged``'s RunResult): ``timed_out`` when
+    it was killed at its timeout (``returncode`` is then the signal's, negative), not
+    ``started`` when it could not start (``returncode`` 127, why in ``stderr``)."""
 
-    returncode: int | None
+    returncode: int
     stdout: str
     stderr: str
+    timed_out: bool = False
+    started: bool = True
 
     @property
     def ok(self) -> bool:
-        return self.returncode == 0
+        return self.returncode == 0 and not self.timed_out
 
     @property
-    def timed_out(self) -> bool:
-        return self.returncode is None
+    def answered(self) -> bool:
+        """It ran to its end (its exit code, ``ok`` or not, is the program's answer)."""
+        return self.started and not self.timed_out
 
 
 def run_capture(argv: Sequence[str], *, timeout: float | None = 30.0, cwd: Path | None = None,
                 env: Mapping[str, str] | None = None, input: str | None = None,
                 merge_stderr: bool = False, registry: ChildRegistry | None = None,
-                echo: LineSink | None = None, grace: float = 5.0) -> Captured | None:
+                echo: LineSink | None = None, grace: float = 5.0) -> Captured:
     """Run a short command and keep its output in memory (version checks, ``git status``):
-    same session and kill rules as ``run_logged``. None when it cannot start. On timeout the
-    group gets SIGTERM, ``grace`` seconds to go (its output still read), then SIGKILL; the
-    result has returncode None and what it printed until then."""
+    same session and kill rules as ``run_logged``. A program that cannot start gives a
+    Captured that is not ``started``. On timeout the group gets SIGTERM, ``grace`` seconds to
+    go (its output still read), then SIGKILL; the result is ``timed_out`` with what it
+    printed until then."""
     argv = [str(a) for a in argv]
     if echo is not None:
         echo(redact(f"+ {shlex.join(argv)}"))
@@ -605,8 +611,8 @@ def run_capture(argv: Sequence[str], *, timeout: float | None = 30.0, cwd: Path 
         proc = _start(argv, cwd=cwd, env=env,
                       stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
                       stderr=subprocess.STDOUT if merge_stderr else subprocess.PIPE, text=True)
-    except OSError:
-        return None
+    except OSError as exc:
+        return Captured(127, "", f"cannot run {argv[0]}: {exc.strerror or exc}", started=False)
     if registry is not None:
         registry.add(proc, argv)
     try:
@@ -621,7 +627,7 @@ def run_capture(argv: Sequence[str], *, timeout: float | None = 30.0, cwd: Path 
             except subprocess.TimeoutExpired:
                 _signal_tree(proc, _descendants(proc) or kids, signal.SIGKILL)
                 out, err = proc.communicate()
-            return Captured(None, out or "", err or "")
+            return Captured(proc.returncode, out or "", err or "", timed_out=True)
     except BaseException:
         kill_tree(proc, grace)
         raise
@@ -642,12 +648,12 @@ def _file_key(path: str) -> list[Any] | None:
 
 
 def run_probe(argv: Sequence[str], *, memo: Path | None, reads: Sequence[Path] = (),
-              timeout: float = 30.0) -> Captured | None:
+              timeout: float = 30.0) -> Captured:
     """``run_capture`` for a read-only probe whose answer depends only on the program (an
     absolute path) and the files in ``reads`` (dpkg-query: its status database): the answer
     is kept in the JSON file ``memo``, keyed by the command line and each file's
     ``_file_key``, and given again while none of them changed, so a rerun does not start
-    `cmake --version` and friends once more (issue 25). ``memo`` is written only where its
+    `cmake --version` and friends once more (perf/noop.py). ``memo`` is written only where its
     folder exists (a `plan` of a fresh workdir creates nothing); a probe that could not
     start or timed out is not kept."""
     argv = [str(a) for a in argv]
@@ -664,7 +670,7 @@ def run_probe(argv: Sequence[str], *, memo: Path | None, reads: Sequence[Path] =
             return Captured(int(answer["returncode"]), str(answer["stdout"]),
                             str(answer["stderr"]))
     done = run_capture(argv, timeout=timeout)
-    if done is not None and done.returncode is not None and memo.parent.is_dir():
+    if done.answered and memo.parent.is_dir():
         kept[command] = {"files": files, "returncode": done.returncode, "stdout": done.stdout,
                          "stderr": done.stderr}
         with contextlib.suppress(OSError):  # a full disk costs the next run one probe

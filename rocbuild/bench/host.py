@@ -2,12 +2,12 @@
 recorded trees), and the warnings for setups known to cost throughput.
 
 - ``power_dpm_force_performance_level``: an MI50 left at ``auto`` stayed at about half its
-  shader clock during decode (gfx906-facts.md §3.4); the issue's MI50 study measured 8.3x on
+  shader clock during decode (docs/architecture.md, Facts); an MI50 study measured 8.3x on
   prompt processing and 2.5x on generation between ``auto`` and ``high``.
 - the PCIe link: amdgpu lowers it when the GPU idles, so only a reading taken *during* a run
   says whether it trained below what card and slot allow (doctor's pcie check says the same).
 - ``mem_info_vram_used``: read between runs so one backend's leftovers do not squeeze the next.
-- HSA_OVERRIDE_GFX_VERSION on a gfx906 stack relabels a native ISA (gfx906-facts.md §2.4).
+- HSA_OVERRIDE_GFX_VERSION on a gfx906 stack relabels a native ISA (docs/architecture.md, Facts).
 """
 
 from __future__ import annotations

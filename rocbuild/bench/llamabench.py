@@ -1,6 +1,6 @@
 """llama-bench: the command line for one run, and what its output says really ran.
 
-Flags as llama-bench documents them (tools/llama-bench/README.md, gfx906-facts.md §4):
+Flags as llama-bench documents them (tools/llama-bench/README.md):
 ``-m -p -n -d -b -ub -ngl -fa -r -o json``; ``-nkvo`` and ``-nopo`` keep a CPU run off the
 GPU (``no_kv_offload``, ``no_op_offload`` appear in the JSON of the recorded b6900-era runs).
 
@@ -30,7 +30,7 @@ _JSON_BACKEND = {"hip": "ROCm", "vulkan": "Vulkan"}
 # stderr device lines. HIP: ggml-cuda's init in a HIP build prints
 #   ggml_cuda_init: found 1 ROCm devices:
 #     Device 0: AMD Instinct MI60 / MI50, gfx906:sramecc+:xnack- (0x906), VMM: no, ...
-# and "ggml_cuda_init: failed to initialize ROCm: ..." without one (gfx906-facts.md §1, §2.1).
+# and "ggml_cuda_init: failed to initialize ROCm: ..." without one (docs/architecture.md, Facts).
 # Vulkan (recorded): "ggml_vulkan: Found 1 Vulkan devices:" then "ggml_vulkan: 0 = NAME (...)
 # | uma: 0 | ...", or "ggml_vulkan: No devices found."
 _HIP_FOUND = re.compile(r"ggml_cuda_init: found (\d+) ROCm devices")

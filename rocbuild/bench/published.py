@@ -1,6 +1,6 @@
 """Published figures shown beside the user's when model and settings match.
 
-One entry today, as quoted in issue 14 (not re-measured by rocbuild): llama-2-7b Q4_0 on one
+One entry today, as published (not re-measured by rocbuild): llama-2-7b Q4_0 on one
 Instinct MI50 with ``-ngl 99 -fa 1``, ROCm 6.4.4, from the kyuz0/mi50-gfx906-toolboxes
 README. A match needs the same model family and quantisation, the same test and settings,
 and a gfx906 GPU: anything else would compare different work.

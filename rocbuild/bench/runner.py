@@ -2,7 +2,7 @@
 
 Stopping a run (time limit or Ctrl-C) sends SIGINT to its process group, then SIGTERM, and
 if it still has not exited, leaves it and says so: never SIGKILL. A GPU process killed
-that way has hung amdgpu on gfx906 until a cold power cycle (gfx906-facts.md §3.4), which
+that way has hung amdgpu on gfx906 until a cold power cycle (docs/architecture.md, Facts), which
 is why ``proc.kill_tree`` (SIGKILL after a grace period, right for build tools) is not used.
 After each run the next waits until the GPU's VRAM use is back to its idle reading.
 """

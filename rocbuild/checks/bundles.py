@@ -493,8 +493,8 @@ def bundler_lister(bundler: Path) -> BundleLister:
             tmp.flush()
             argv = [str(bundler), "--list", "--type=o", f"--input={tmp.name}"]
             done = proc.run_capture(argv, timeout=300)
-            if done is None or done.returncode is None:
-                why = "it cannot start" if done is None else "it timed out after 300 s"
+            if not done.answered:
+                why = "it cannot start" if not done.started else "it timed out after 300 s"
                 raise DecodeError(f"{bundler} could not run: {why}")
         if done.returncode != 0:
             why = (done.stderr.strip().splitlines() or [f"exit {done.returncode}"])[-1]

@@ -79,7 +79,7 @@ def load_patterns(file: Path = DATA_FILE) -> tuple[Pattern, ...]:
 @functools.cache
 def patterns() -> tuple[Pattern, ...]:
     """The shipped table, read and compiled when first needed: most commands never diagnose
-    a log, and compiling every regex cost each of them several ms at import (issue 25)."""
+    a log, and compiling every regex cost each of them several ms at import (perf/noop.py)."""
     return load_patterns()
 
 
@@ -111,7 +111,7 @@ def _fill(text: str, match: re.Match[str], context: Mapping[str, str]) -> str:
     for key, value in context.items():
         text = text.replace(f"<{key}>", value)
     # the fix's `rocbuild build X` with the run's --recipes/--workdir/--prefix/...: the same
-    # command as the "continue with:" line, pasteable (issue 32)
+    # command as the "continue with:" line, pasteable
     return commandline.with_run_flags(text, context.get("command"))
 
 

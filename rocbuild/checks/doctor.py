@@ -14,7 +14,6 @@ docs/architecture.md, Facts (KFD detection, HSA_OVERRIDE_GFX_VERSION, shadowing 
 
 from __future__ import annotations
 
-import math
 import os
 import re
 import shutil
@@ -23,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rocbuild.checks import hostload, hostreqs, launchtools
+from rocbuild.checks import hostload, hostreqs, launchtools, privilege
 from rocbuild.checks.gpu import (
     Gpu,
     decode_gfx_target_version,
@@ -33,7 +32,7 @@ from rocbuild.checks.gpu import (
     override_spelling,
     recommended_targets,
 )
-from rocbuild.model import launchers, privilege, resources
+from rocbuild.model import launchers, resources
 from rocbuild.model.layout import info_path
 from rocbuild.model.resources import GIB, format_bytes
 from rocbuild.model.targets import TargetId
@@ -464,15 +463,6 @@ def check_nouveau(ctx: Context) -> Check:
                  "when no NVIDIA card needs it)")
 
 
-def _swap_commands(gib: int) -> str:
-    path = "/swapfile-rocbuild"
-    keep = privilege.pipe_to_root(f"echo '{path} none swap sw 0 0'", "tee -a /etc/fstab")
-    return (privilege.as_root(f"fallocate -l {gib}G {path}", f"chmod 600 {path}",
-                              f"mkswap {path}", f"swapon {path}")
-            + f"  (keep it across reboots: {keep}; on btrfs use "
-            f"`{privilege.as_root('btrfs filesystem mkswapfile')}` instead of fallocate)")
-
-
 def check_memory(ctx: Context) -> Check:
     host, needs = ctx.host, ctx.needs
     info = read_meminfo(host)
@@ -485,7 +475,7 @@ def check_memory(ctx: Context) -> Check:
         snap = hostload.snapshot(host.root)
         available, swap_free = snap.mem_available, snap.swap_free
     weight, reserve, need = needs.swap_weight, resources.DEFAULT_RESERVE, needs.link_mem
-    budget = available + swap_free * weight - reserve
+    budget = resources.memory_budget(available, swap_free, weight)
     what = (f"{format_bytes(available)} of {format_bytes(total)} RAM available, swap "
             f"{format_bytes(swap_free)} free of {format_bytes(swap_total)}")
     job = f"one LLVM link job needs {format_bytes(need)}"
@@ -494,13 +484,11 @@ def check_memory(ctx: Context) -> Check:
     if weight <= 0:
         return Check("memory", WARN, f"{what}: {job}, and --swap-weight 0 counts no swap",
                      "close memory-hungry programs before the build, or raise --swap-weight")
-    swap_needed = math.ceil(max(need + reserve - available, 0) / weight)
-    add_gib = max(1, math.ceil((swap_needed - swap_free) / GIB))
     status = FAIL if total + swap_total < need else WARN
     return Check("memory", status,
                  f"{what}: {job} (+{format_bytes(reserve)} reserve, swap counted at ×{weight:g}); "
                  f"short by {format_bytes(need - budget)}",
-                 f"add a {add_gib} GiB swapfile: {_swap_commands(add_gib)}")
+                 hostload.swap_advice(need, available, swap_free, weight))
 
 
 def check_disk(ctx: Context) -> Check:
@@ -510,19 +498,11 @@ def check_disk(ctx: Context) -> Check:
     wants = [("workdir", needs.workdir, needs.disk_workdir)]
     if needs.prefix is not None:
         wants.append(("prefix", needs.prefix, needs.disk_prefix))
-    by_fs: dict[int, list[tuple[str, Path, int]]] = {}
-    free_of: dict[int, int] = {}
-    for label, path, amount in wants:
-        fs, free = host.free_space(path)
-        by_fs.setdefault(fs, []).append((label, path, amount))
-        free_of[fs] = free
     short, parts = [], []
-    for fs, items in by_fs.items():
-        need = sum(amount for _, _, amount in items)
-        names = " and ".join(f"{label} {path}" for label, path, _ in items)
-        text = f"{names}: {format_bytes(free_of[fs])} free, about {format_bytes(need)} needed"
+    for use in hostreqs.disk_by_filesystem(wants, host.free_space):
+        text = f"{use.names}: {format_bytes(use.free)} free, about {format_bytes(use.need)} needed"
         parts.append(text)
-        if free_of[fs] < need:
+        if use.short:
             short.append(text)
     if short:
         return Check("disk", WARN, "; ".join(parts),

@@ -31,7 +31,7 @@ _BDF_RE = re.compile(r"^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$")
 # CHIP_DIMGREY_CAVEFISH); the ASIC -> gfx_target_version step is KFD's (kfd_device.c:
 # Vega10 90000, Vega20 90006, Arcturus 90008, Aldebaran 90010, Navi21 100300, Navi22 100301,
 # Navi23 100302). Names are pci.ids (2023.04.10) entries. Which Vega 20 id is which board is
-# not settled (gfx906-facts.md §2.1: 66a1 is what MI50s report; 66af is the Radeon VII), and
+# not settled (docs/architecture.md, Facts), and
 # it does not matter here: all seven are gfx906. Newer GPUs (RDNA3 on) are matched by the
 # kernel through IP discovery, not by id, so they are deliberately absent: load the driver.
 PCI_TABLE: dict[int, tuple[str, str]] = {
@@ -87,7 +87,7 @@ def decode_gfx_target_version(value: int) -> str | None:
 
     libhsakmt splits the number as major = v/10000 % 100, minor = v/100 % 100,
     stepping = v % 100, and the ISA name prints minor and stepping as one hex digit each
-    (gfx906-facts.md §2.2). 0 (a CPU node) or a field above 15 is not a GPU ISA: None.
+    (docs/architecture.md, Facts). 0 (a CPU node) or a field above 15 is not a GPU ISA: None.
     """
     if value <= 0:
         return None
@@ -384,7 +384,7 @@ def kfd_present(root: Path) -> bool:
 def _gpu_from_node(root: Path, node: int) -> Gpu | None:
     node_dir = root / KFD_NODES / str(node)
     props = parse_properties(read_text(node_dir / "properties"))
-    # CPU nodes have no SIMDs and gfx_target_version 0 (gfx906-facts.md §2.2)
+    # CPU nodes have no SIMDs and gfx_target_version 0 (docs/architecture.md, Facts)
     if not props.get("simd_count") or not props.get("gfx_target_version"):
         return None
     version = props["gfx_target_version"]

@@ -14,6 +14,8 @@ import re
 import time
 from pathlib import Path
 
+from rocbuild.checks import privilege
+from rocbuild.model import resources
 from rocbuild.model.resources import HostSnapshot
 
 
@@ -82,17 +84,24 @@ def cgroup_memory_room(root: Path) -> tuple[int | None, int | None]:
     return mem_room, swap_room
 
 
-def snapshot(root: Path = Path("/")) -> HostSnapshot:
-    """What this host can give a build right now."""
+def usable_cpus(root: Path = Path("/")) -> tuple[int, str]:
+    """(CPUs this process may use, why): the affinity mask (taskset, cpusets), lowered to a
+    cgroup CPU quota. The one CPU count of job sizing and of the bounds on --jobs,
+    --parallel and --distcc (model/bounds.py gets it from the CLI)."""
     try:
         affinity = len(os.sched_getaffinity(0))
     except AttributeError:  # pragma: no cover - non-Linux
         affinity = os.cpu_count() or 1
-    cpus, cpu_reason = affinity, f"{affinity} CPUs"
     quota = cgroup_cpu_quota(root)
-    if quota is not None and math.ceil(quota) < cpus:
-        cpus, cpu_reason = max(1, math.ceil(quota)), f"{math.ceil(quota)} CPUs (cgroup quota)"
-    import psutil  # loaded when the host is measured (issue 25: not per command)
+    if quota is not None and math.ceil(quota) < affinity:
+        return max(1, math.ceil(quota)), f"{math.ceil(quota)} CPUs (cgroup quota)"
+    return affinity, f"{affinity} CPUs"
+
+
+def snapshot(root: Path = Path("/")) -> HostSnapshot:
+    """What this host can give a build right now."""
+    cpus, cpu_reason = usable_cpus(root)
+    import psutil  # loaded when the host is measured (not per command: perf/noop.py)
 
     vm, sw = psutil.virtual_memory(), psutil.swap_memory()
     mem, swap, mem_reason = int(vm.available), int(sw.free), "memory"
@@ -163,3 +172,22 @@ def kernel_oom_kills_since(start_usec: int, kmsg: Path = KMSG) -> list[str]:
     finally:
         os.close(fd)
     return found
+
+
+SWAPFILE = "/swapfile-rocbuild"  # a name of its own: never an existing /swapfile
+
+
+def swap_advice(need: int, mem_available: int, swap_free: int, swap_weight: float) -> str:
+    """"add a N GiB swapfile: <commands>": the smallest whole GiB of swap (at least 1) that
+    brings ``resources.memory_budget`` to ``need`` at ``swap_weight`` (at least 0.1), with
+    the commands that make it and keep it, written for this host (``privilege``). The one
+    swap advice of doctor and of a compile that died of memory with one job."""
+    weight = max(swap_weight, 0.1)
+    swap_needed = math.ceil(max(need + resources.DEFAULT_RESERVE - mem_available, 0) / weight)
+    gib = max(1, math.ceil((swap_needed - swap_free) / resources.GIB))
+    keep = privilege.pipe_to_root(f"echo '{SWAPFILE} none swap sw 0 0'", "tee -a /etc/fstab")
+    return (f"add a {gib} GiB swapfile: "
+            + privilege.as_root(f"fallocate -l {gib}G {SWAPFILE}", f"chmod 600 {SWAPFILE}",
+                                f"mkswap {SWAPFILE}", f"swapon {SWAPFILE}")
+            + f"  (keep it across reboots: {keep}; on btrfs use "
+            f"`{privilege.as_root('btrfs filesystem mkswapfile')}` instead of fallocate)")

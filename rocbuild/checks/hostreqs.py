@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from rocbuild import proc
-from rocbuild.model import privilege
+from rocbuild.checks import privilege
 from rocbuild.model.graph import Stack, prefix_problem
 
 FAIL, WARN = "fail", "warn"
@@ -101,7 +101,7 @@ def run_tool(argv: Sequence[str]) -> tuple[int, str] | None:
     """Run a read-only query (``cmake --version``, ``dpkg-query``): (exit code, stdout), or
     None when it cannot start or hangs. Non-zero exits still return their output."""
     done = proc.run_capture(argv, timeout=30)
-    if done is None or done.returncode is None:
+    if not done.answered:
         return None
     return done.returncode, done.stdout
 
@@ -117,7 +117,7 @@ def kept_run_tool(memo: Path) -> RunTool:
     def run(argv: Sequence[str]) -> tuple[int, str] | None:
         reads = PROBE_READS.get(Path(argv[0]).name, ())
         done = proc.run_probe(argv, memo=memo, reads=reads)
-        if done is None or done.returncode is None:
+        if not done.answered:
             return None
         return done.returncode, done.stdout
 
@@ -346,6 +346,43 @@ def free_space(path: Path) -> tuple[int, int]:
     probe = nearest_existing(path)
     stats = os.statvfs(probe)
     return os.stat(probe).st_dev, stats.f_bavail * stats.f_frsize
+
+
+@dataclass(frozen=True)
+class DiskUse:
+    """The places (label, path) on one filesystem, its free bytes and what they all need."""
+
+    places: tuple[tuple[str, Path], ...]
+    base: Path  # the nearest existing folder of the first place: where free space is measured
+    free: int
+    need: int
+
+    @property
+    def short(self) -> bool:
+        return self.free < self.need
+
+    @property
+    def names(self) -> str:
+        return " and ".join(f"{label} {path}" for label, path in self.places)
+
+
+def disk_by_filesystem(wants: Sequence[tuple[str, Path, int]],
+                       measure: Callable[[Path], tuple[int, int]] = free_space
+                       ) -> list[DiskUse]:
+    """Each filesystem of ``wants`` (label, path, bytes needed) with the sum of what its places
+    need against its free space: the one disk rule of doctor and preflight. A workdir and a
+    prefix on one disk share its free space, so each checked alone could pass while both do
+    not fit."""
+    groups: dict[int, list[tuple[str, Path, int]]] = {}
+    free_of: dict[int, int] = {}
+    for label, path, amount in wants:
+        fs, free = measure(path)
+        groups.setdefault(fs, []).append((label, path, amount))
+        free_of[fs] = free
+    return [DiskUse(tuple((label, path) for label, path, _ in items),
+                    nearest_existing(items[0][1]), free_of[fs],
+                    sum(amount for _, _, amount in items))
+            for fs, items in groups.items()]
 
 
 def _read_only(path: Path) -> bool:

@@ -9,15 +9,15 @@ for which language, the step environment, the job split) are model/launchers.py'
 from __future__ import annotations
 
 import functools
+import os
 import shutil
 from collections.abc import Callable
 from pathlib import Path
 
 from rocbuild import proc
+from rocbuild.checks import privilege
 from rocbuild.model.graph import Stack
 from rocbuild.model.launchers import (
-    CCACHE_INSTALL,
-    DISTCC_INSTALL,
     MIN_CCACHE,
     HostTools,
     Launch,
@@ -27,6 +27,15 @@ from rocbuild.model.launchers import (
 )
 from rocbuild.model.settings import Settings
 from rocbuild.model.workdir import Workdir
+
+
+def ccache_install() -> str:
+    """The command that installs ccache, written for this host (``privilege.apt_install``)."""
+    return privilege.apt_install("ccache")
+
+
+def distcc_install() -> str:
+    return privilege.apt_install("distcc")
 
 
 @functools.lru_cache(maxsize=8)
@@ -46,12 +55,13 @@ def find(settings: Settings, which: Callable[[str], str | None] | None = None) -
         ccache=ccache,
         ccache_version=(ccache_version(ccache, Workdir.shared(settings.workdir).probes)
                         if ccache and settings.ccache != "off" else None),
-        distcc=which("distcc") if settings.distcc else None)
+        distcc=which("distcc") if settings.distcc else None,
+        env_tool=which("env") or "/usr/bin/env", distcc_install=distcc_install())
 
 
 def launching(stack: Stack, settings: Settings) -> Stack:
     """``stack`` with this host's launchers resolved (what a run configures and compiles with)."""
-    return attach(stack, settings, find(settings))
+    return attach(stack, settings, find(settings), os.environ)
 
 
 def ccache_check(path: str | None, version: tuple[int, ...] | None) -> tuple[str, str, str | None]:
@@ -59,12 +69,12 @@ def ccache_check(path: str | None, version: tuple[int, ...] | None) -> tuple[str
     need = version_text(MIN_CCACHE)
     if path is None:
         return ("warn", "ccache is not installed: every rebuild compiles everything again",
-                CCACHE_INSTALL)
+                ccache_install())
     if version is None:
         return ("warn", f"cannot read the version of {path}", f"run `{path} --version`")
     if version < MIN_CCACHE:
         return ("warn", f"ccache {version_text(version)} is older than {need} (no stats log): "
-                        "rocbuild builds without it", f"{CCACHE_INSTALL} (from a newer release) "
+                        "rocbuild builds without it", f"{ccache_install()} (from a newer release) "
                         f"or install ccache >= {need} from ccache.dev")
     return ("ok", f"ccache {version_text(version)}: rebuilds are served from the cache", None)
 
@@ -77,11 +87,11 @@ def preflight_problems(launch: Launch | None, say: Callable[[str], None]
         return []
     problems = []
     if launch.ccache is None and launch.mode == "on":
-        problems.append((f"--ccache on, but {launch.ccache_state[5:-1]}", CCACHE_INSTALL))
+        problems.append((f"--ccache on, but {launch.ccache_state[5:-1]}", ccache_install()))
     elif launch.ccache is None and launch.mode == "auto":
         say(f"preflight: compiler cache {launch.ccache_state}; rebuilds will compile "
-            f"everything again ({CCACHE_INSTALL})")
+            f"everything again ({ccache_install()})")
     if launch.hosts and launch.distcc is None:
         problems.append((f"--distcc '{launch.hosts}', but distcc is not installed",
-                         DISTCC_INSTALL))
+                         distcc_install()))
     return problems

@@ -11,29 +11,18 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from rocbuild.model import buildsystems
-from rocbuild.model.buildsystems.cmake import (
-    CMAKE,
-    cmake_defines,
-    configure_argv,
-    is_cmake_file,
-    unused_cmake_variables,  # noqa: F401 - the configure log's reader, where lint's tests look
-)
+from rocbuild.model.buildsystems.cmake import is_cmake_file
 from rocbuild.model.graph import Component, Stack, load_stack
 from rocbuild.model.recipes import load_recipes
 from rocbuild.model.settings import Settings
 from rocbuild.model.targets import parse_target_list
 
-# Job counts only fill job_args (speed, never output); fixed so every rendering is the same.
-LINT_JOBS: Mapping[str, int] = {"compile": 4, "link": 2, "tensile": 4}
 TWO_TARGETS = "gfx906,gfx90a"
-# Variables whose value must be the chosen GPU targets, never a hard-coded list.
-TARGET_VARIABLES = ("GPU_TARGETS", "AMDGPU_TARGETS", "CMAKE_HIP_ARCHITECTURES",
-                    "Tensile_ARCHITECTURE")
 RESOURCE_ESTIMATES = ("disk", "cpu_hours")  # what the README's disk/time table is built from
 
 _WORD_RE = re.compile(rb"[A-Za-z0-9_]+")
@@ -110,16 +99,6 @@ def render_stacks(settings: Settings) -> list[Stack]:
     return stacks
 
 
-def _argv(stack: Stack, comp: Component) -> list[str]:
-    return configure_argv(stack, comp, LINT_JOBS)
-
-
-def _recipe_options(stack: Stack, comp: Component) -> list[tuple[str, str]]:
-    """The -D options the recipe itself passes (args and job_args), not the engine's."""
-    defines = cmake_defines([*comp.cmake_args, *comp.render_job_args(LINT_JOBS)])
-    return [(n, v) for n, v in defines if n != "CMAKE_PREFIX_PATH"]
-
-
 # --- static checks -------------------------------------------------------------------------
 def _check_recipe_data(comp: Component) -> list[Finding]:
     recipe, out = comp.recipe, []
@@ -136,40 +115,6 @@ def _check_recipe_data(comp: Component) -> list[Finding]:
     return out
 
 
-def _check_duplicates(stack: Stack, comp: Component) -> list[Finding]:
-    seen: dict[str, str] = {}
-    out = []
-    for name, value in cmake_defines(_argv(stack, comp)):
-        if name in seen:
-            out.append(Finding("warning", comp.name,
-                               f"-D{name} is given twice ({seen[name]!r} and {value!r}); "
-                               "CMake keeps the last one"))
-        seen[name] = value
-    return out
-
-
-def _target_entries(value: str) -> set[str]:
-    return {t for t in re.split(r"[;,\s]+", value) if t}
-
-
-def _check_targets(stacks: Sequence[Stack], comp_name: str) -> list[Finding]:
-    """A target variable must list exactly the chosen targets in every rendering; one that
-    does not follow the target list was written by hand and would build the wrong code."""
-    out, reported = [], set()
-    for stack in stacks:
-        expected = {str(t) for t in stack.targets}
-        for name, value in _recipe_options(stack, stack.components[comp_name]):
-            if name in TARGET_VARIABLES and name not in reported and \
-                    _target_entries(value) != expected:
-                reported.add(name)
-                out.append(Finding(
-                    "warning", comp_name,
-                    f"-D{name}={value} does not follow the chosen targets "
-                    f"({','.join(sorted(expected))}); write it as "
-                    "{{ targets | join(';') }}"))
-    return out
-
-
 def lint_recipes(settings: Settings, stacks: Sequence[Stack] | None = None) -> LintReport:
     """Render every recipe for the default and a two-target list and collect warnings."""
     stacks = stacks or render_stacks(settings)
@@ -177,9 +122,9 @@ def lint_recipes(settings: Settings, stacks: Sequence[Stack] | None = None) -> L
     findings: list[Finding] = []
     for comp in base.selected():
         findings += _check_recipe_data(comp)
-        if comp.builds and comp.recipe.kind == CMAKE.kind:  # checks of -D options
-            findings += _check_duplicates(base, comp)
-            findings += _check_targets(stacks, comp.name)
+        if comp.builds:  # the build system's checks of the recipe's arguments
+            findings += [Finding(level, comp.name, message) for level, message
+                         in buildsystems.of(comp).lint(stacks, comp.name)]
     return LintReport(components=base.order,
                       targets=tuple(",".join(map(str, s.targets)) for s in stacks),
                       findings=tuple(findings))
@@ -229,11 +174,6 @@ class BuildFileWords:
         if system.kind not in self._by_kind:
             self._by_kind[system.kind] = CMakeWords(system.is_build_file)
         return self._by_kind[system.kind]
-
-
-def is_read(name: str, words: set[str]) -> bool:
-    """Does a CMake file mention ``name`` as a whole word (buildsystems/cmake.py)?"""
-    return CMAKE.reads_option(name, words)
 
 
 def options_to_prove(stacks: Sequence[Stack], comp_name: str) -> list[str]:

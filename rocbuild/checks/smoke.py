@@ -248,12 +248,12 @@ def _run(argv: Sequence[str], cwd: Path, env: Mapping[str, str], timeout: float,
          echo: Callable[[str], None]) -> tuple[int | None, str]:
     """(exit code or None on timeout, combined output). The child gets its own session so a
     timeout stops hipcc's clang children too. SIGTERM first and a long grace period: killing
-    a GPU-busy process on gfx906 with SIGKILL has hung amdgpu (gfx906-facts.md 3.4)."""
+    a GPU-busy process on gfx906 with SIGKILL has hung amdgpu (docs/architecture.md, Facts)."""
     done = proc.run_capture(argv, timeout=timeout, cwd=cwd, env=env, merge_stderr=True,
                             grace=120, echo=echo)
-    if done is None:
+    if not done.started:
         return 127, f"cannot run {argv[0]}: not found or not executable"
-    return done.returncode, done.stdout
+    return (None if done.timed_out else done.returncode), done.stdout
 
 
 def run_test(test: SmokeTest, workdir: Path, env: Mapping[str, str],

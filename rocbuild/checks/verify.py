@@ -7,7 +7,7 @@ reads only the first, so a library where one TU lacks gfx906 looks fine to it an
 run time with "invalid device function"). This module walks every bundle (``bundles.py``
 streams them: a section is never read whole) and checks each one against the requested
 targets with the loader's target-ID rules. It also checks the rocBLAS/Tensile file set per
-target (gfx906-facts.md section 5) and, for a prefix, the linkage of every host ELF file
+target (docs/architecture.md, Facts) and, for a prefix, the linkage of every host ELF file
 (``linkage.py``: each DT_NEEDED resolves with a bare environment, and nothing the stack
 installs resolves to a copy outside the prefix).
 

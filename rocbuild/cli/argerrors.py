@@ -1,24 +1,34 @@
 """argparse's refusals in rocbuild's words: what is wrong, the closest valid word, a TIP.
 
 argparse ends a bad command line with a bare ``prog: error: message`` (no did-you-mean, no
-next step). ``Parser.error`` (cli/main.py) hands the message here and prints the ConfigError
-this returns like every other refusal: ``rocbuild: error: …`` then ``TIP: …``, exit 2.
+next step). cli/main.py's ``Parser`` takes what went wrong from argparse's own hooks, never
+from the English of its messages: a value outside an argument's choices from
+``_check_value`` (``BadChoice``: the action and the value), the words no argument took from
+``parse_known_args`` (``unrecognized``); the messages argparse builds itself (a missing
+argument, a value of the wrong type) are shown as argparse words them. Each ConfigError made
+here is printed like every other refusal: ``rocbuild: error: …`` then ``TIP: …``, exit 2.
 """
 
 from __future__ import annotations
 
 import argparse
 import difflib
-import re
 from collections.abc import Sequence
 
 from rocbuild.errors import ConfigError
 from rocbuild.model.settings import OPTIONS
 from rocbuild.model.targets import looks_like_target
 
-_INVALID_CHOICE = re.compile(r"argument (?P<arg>\S+): invalid choice: '?(?P<value>.*?)'? "
-                             r"\(choose from (?P<choices>.*)\)$")
 _GLOBAL_FLAGS = {o.flag for o in OPTIONS}  # each takes a value
+
+
+class BadChoice(Exception):
+    """A value outside ``action.choices`` (raised from ``Parser._check_value``): not an
+    argparse.ArgumentError, so argparse does not turn it into English text on its way up."""
+
+    def __init__(self, action: argparse.Action, value: object) -> None:
+        super().__init__(f"{value!r} is not a choice of {action.dest}")
+        self.action, self.value = action, value
 
 
 def _close(word: str, choices: Sequence[str]) -> str | None:
@@ -119,17 +129,18 @@ def unknown_flags_error(parser: argparse.ArgumentParser, flags: Sequence[str],
                        tip="`rocbuild --help` lists the commands and the global options")
 
 
-def explain(parser: argparse.ArgumentParser, message: str, argv: Sequence[str]) -> ConfigError:
-    """The ConfigError for argparse's ``message``, raised while parsing ``argv``."""
+def bad_choice(parser: argparse.ArgumentParser, bad: BadChoice, argv: Sequence[str]
+               ) -> ConfigError:
+    """The ConfigError for a value outside an argument's choices: a command, or an option's
+    value, with the closest valid one."""
     stray = unknown_top_flags(parser, argv)
-    if stray and ("required: COMMAND" in message or message.startswith("argument COMMAND")):
-        return unknown_flags_error(parser, stray)
+    if stray and isinstance(bad.action, argparse._SubParsersAction):
+        return unknown_flags_error(parser, stray)  # `--jbos 3 plan`: '3' taken for the command
     words, where = command_path(parser, argv)
-    choice = _INVALID_CHOICE.match(message)
+    value = str(bad.value)
     sub = _subparsers(where)
-    if choice and sub is not None and choice["arg"] in (sub.metavar, sub.dest):
+    if isinstance(bad.action, argparse._SubParsersAction) and sub is not None:
         names = sorted(sub.choices)
-        value = choice["value"]
         close = _close(value, names)
         scope = " ".join(["rocbuild", *words])
         hint = f" Did you mean '{close}'?" if close else ""
@@ -137,30 +148,46 @@ def explain(parser: argparse.ArgumentParser, message: str, argv: Sequence[str]) 
             hint = f" '{value}' is a GPU target: give it as --target {value}"
         return ConfigError(f"'{value}' is not a command of {scope}.{hint}",
                            tip=f"`{scope} --help` lists the commands")
-    if choice:
-        choices = [c.strip().strip("'") for c in choice["choices"].split(",")]
-        close = _close(choice["value"], choices)
-        hint = f" Did you mean '{close}'?" if close else ""
-        return ConfigError(f"{choice['arg']}: '{choice['value']}' is not one of "
-                           f"{', '.join(choices)}.{hint}", tip=_help_tip(words))
-    unknown = message.partition("unrecognized arguments: ")[2].split()
-    if unknown and stray and set(unknown) <= set(stray):  # given before the command
+    choices = [str(c) for c in bad.action.choices or ()]
+    name = "/".join(bad.action.option_strings) or bad.action.metavar or bad.action.dest
+    close = _close(value, choices)
+    hint = f" Did you mean '{close}'?" if close else ""
+    return ConfigError(f"{name}: '{value}' is not one of {', '.join(choices)}.{hint}",
+                       tip=_help_tip(words))
+
+
+def unrecognized(parser: argparse.ArgumentParser, unknown: Sequence[str], argv: Sequence[str]
+                 ) -> ConfigError:
+    """The ConfigError for the words of ``argv`` no argument took (``unknown``): an option
+    with the closest known one, a second GPU target, or an unexpected word. The one place
+    that words a misspelt option."""
+    words, where = command_path(parser, argv)
+    stray = unknown_top_flags(parser, argv)
+    if stray and set(unknown) <= set(stray):  # given before the command
         return unknown_flags_error(parser, stray, words[0] if words else None)
-    if unknown:
-        flags = _flags_of(where)
-        parts = []
-        for word in unknown:
-            if word.startswith("-"):
-                close = _close(word.split("=", 1)[0], flags)
-                parts.append(f"'{word}' is not an option here"
-                             + (f" (did you mean '{close}'?)" if close else ""))
-            elif looks_like_target(word):
-                parts.append(f"'{word}' looks like a second GPU target: to build for several "
-                             "targets, separate them with commas (--target gfx906,gfx90a)")
-            else:
-                parts.append(f"'{word}' is an unexpected argument")
-        command = " ".join(["rocbuild", *words])
-        return ConfigError(f"{command}: " + "; ".join(parts), tip=_help_tip(words))
+    flags = _flags_of(where)
+    parts = []
+    for word in unknown:
+        if word.startswith("-"):
+            close = _close(word.split("=", 1)[0], flags)
+            parts.append(f"'{word}' is not an option here"
+                         + (f" (did you mean '{close}'?)" if close else ""))
+        elif looks_like_target(word):
+            parts.append(f"'{word}' looks like a second GPU target: to build for several "
+                         "targets, separate them with commas (--target gfx906,gfx90a)")
+        else:
+            parts.append(f"'{word}' is an unexpected argument")
+    command = " ".join(["rocbuild", *words])
+    return ConfigError(f"{command}: " + "; ".join(parts), tip=_help_tip(words))
+
+
+def explain(parser: argparse.ArgumentParser, message: str, argv: Sequence[str]) -> ConfigError:
+    """The ConfigError for a message argparse worded itself (a missing argument, a value of
+    the wrong type), raised while parsing ``argv``."""
+    stray = unknown_top_flags(parser, argv)
+    if stray and "required: COMMAND" in message:  # `rocbuild --verison`: no command left
+        return unknown_flags_error(parser, stray)
+    words, _ = command_path(parser, argv)
     required = message.partition("the following arguments are required: ")[2]
     if required:
         return ConfigError(f"{' '.join(['rocbuild', *words])}: missing {required}",

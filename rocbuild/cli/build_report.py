@@ -10,10 +10,10 @@ from __future__ import annotations
 from typing import Any
 
 from rocbuild.checks.diagnose import diagnose
-from rocbuild.run.engine.build import BuildContext, StepOutcome
-from rocbuild.run.engine.outcome import CURRENT, SERVED
+from rocbuild.files import read_json
+from rocbuild.run.engine.build import BuildContext
+from rocbuild.run.engine.outcome import CURRENT, SERVED, StepOutcome
 from rocbuild.run.engine.status import verify_record_path
-from rocbuild.run.state.state import read_json
 
 SCHEMA = 1
 MEANING = {0: "success", 1: "a build step failed", 2: "bad input", 3: "busy",

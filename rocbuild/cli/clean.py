@@ -32,15 +32,13 @@ from pathlib import Path
 from rocbuild import proc
 from rocbuild.model import gitcache, launchers
 from rocbuild.model.graph import Component, Stack
+from rocbuild.model.layout import info_path
 from rocbuild.model.workdir import CONFIGS_DIR, Workdir, read_registry
 from rocbuild.prefix import registry
-from rocbuild.prefix.buildinfo import info_path
 from rocbuild.prefix.envfiles import SHELLS, relative_path, spec_for
 from rocbuild.run.sources import sources
 from rocbuild.run.state import workdirs
 from rocbuild.run.state.state import StateDir
-
-KINDS = ("build", "sources", "caches", "prefix")
 
 
 @dataclass(frozen=True)

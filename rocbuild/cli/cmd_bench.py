@@ -19,10 +19,10 @@ from rocbuild.bench.runner import Limits
 from rocbuild.bench.session import choose_binaries, run_session
 from rocbuild.cli.ui import console
 from rocbuild.errors import ConfigError, notice
+from rocbuild.files import write_text_atomic
 from rocbuild.model.graph import load_stack
 from rocbuild.model.settings import Settings
 from rocbuild.prefix.buildinfo import read_build_info
-from rocbuild.run.state.state import write_text_atomic
 
 
 def _whole(text: str, least: int) -> int:

@@ -102,7 +102,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     whole = load_stack(settings) if args.components else stack
     prefixguard.check(stack.prefix, allow_existing=args.allow_existing_prefix,
                       workdir=stack.workdir)
-    ctx = BuildContext(stack=stack, settings=settings, output=make_output(args),
+    ctx = BuildContext.start(stack=stack, settings=settings, output=make_output(args),
                        offline=args.offline,
                        command=continuation.command_line(getattr(args, "argv", []), settings))
     ctx.output.say(f"rocbuild: {wording.count(len(stack.order), 'component')} for "

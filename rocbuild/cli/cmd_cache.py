@@ -105,7 +105,7 @@ def run_push(args: argparse.Namespace, settings: Settings) -> int:
     store = cache.writable_store(target)
     key_file = signing.key_path(args.sign) if args.sign else None
     stack = load_stack(settings, args.components)
-    ctx = BuildContext(stack=stack, settings=settings, output=Output(sys.stdout))
+    ctx = BuildContext.start(stack=stack, settings=settings, output=Output(sys.stdout))
     wanted = args.components or list(stack.order)
     comps = [stack.components[n] for n in stack.order if n in wanted]
     staging = stack.work.push_staging
@@ -320,7 +320,7 @@ def run_keys_list(args: argparse.Namespace, settings: Settings) -> int:
               f"trusted signers: none ({escape(str(signing.signers_file()))})")
     for s in signers:
         # the type with the name, the fingerprint in its column: at 80 columns the type
-        # wrapped alone to the margin (issue 32)
+        # wrapped alone to the margin
         print_row(out, f"  {escape(s.principal):<20} {escape(s.key_type)} {s.fingerprint}", 23)
     return 0
 

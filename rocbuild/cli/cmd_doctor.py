@@ -64,7 +64,7 @@ def print_report(report: doctor.Report, out: Console) -> None:
     for check in report.checks:
         label, style = _STYLE[check.status]
         # a continued finding stays under its text, as the fix lines do (it started at the
-        # margin, issue 32)
+        # margin)
         print_row(out, f"  [{style}]{label:<4}[/] {check.id:<12} {escape(check.summary)}", 20)
         if check.fix and check.status != doctor.OK:
             print_row(out, f"  {'':<4} {'':<12} [dim]fix:[/] {escape(check.fix)}", 25)

@@ -68,7 +68,7 @@ def describe(settings: Settings, name: str) -> dict[str, Any]:
         "source": {"git": comp.url, "ref": comp.ref, "checkout_of": comp.checkout
                    if not comp.owns_checkout else None},
         "depends": list(comp.depends), "needed_by": dependents(dict(stack.recipes.recipes), name),
-        "settings": {"cmake_args": list(comp.cmake_args), "build_type": comp.build_type,
+        "settings": {"cmake_args": list(comp.build_args), "build_type": comp.build_type,
                      "env": dict(comp.env), "patches": [str(p.path) for p in comp.patches]},
         "state": status.state,
         "steps": [{"step": s.step, "state": s.state, "why": s.why} for s in status.steps],

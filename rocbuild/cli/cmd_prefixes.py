@@ -101,7 +101,7 @@ def _state(doc: dict[str, Any]) -> str:
 
 def active_text(link: Path, active: Path | None, found: list[FoundPrefix]) -> str:
     """What the stable link says about the list: it claimed "points at the one marked *"
-    when there was no link and no mark (issue 32)."""
+    when there was no link and no mark."""
     if active is not None and any(f.path == active for f in found):
         return f"{link} points at the one marked *"
     if active is not None:

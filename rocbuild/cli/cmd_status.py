@@ -57,7 +57,7 @@ def register(sub: argparse._SubParsersAction, parents: list[argparse.ArgumentPar
 
 
 def run(args: argparse.Namespace, settings: Settings) -> int:
-    # a typo in --workdir read as "all pending" (issue 32); a new user's default is just new
+    # a typo in --workdir read as "all pending"; a new user's default is just new
     if settings.source("workdir") != "default" and not settings.workdir.exists():
         notice(f"rocbuild: note: the workdir {settings.workdir} does not exist "
                f"({settings.source('workdir')}): nothing was built there; `rocbuild prefixes` "
@@ -233,7 +233,7 @@ def _print_failure(out: Console, name: str, failure: FailureStatus, *,
         when = time.strftime(" at %Y-%m-%d %H:%M", time.localtime(failure.when))
     out.print(f"\n[bold red]FAILED[/] {escape(name)}: {escape(failure.step)}{when}")
     # a path or command longer than the width stays whole on its own line (ui.console)
-    # the whole message: git's cause lines follow its first line (issue 10 #5)
+    # the whole message: git's cause lines follow its first line
     for line in failure.message.splitlines()[:MESSAGE_LINES]:
         out.print(f"  {escape(line)}")
     found = failure.diagnosis

@@ -10,6 +10,7 @@ only the stack's default set; the run's stack is the closure of what doit was as
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -17,6 +18,7 @@ from typing import Any
 
 from doit import get_var
 
+from rocbuild.checks import hostload
 from rocbuild.cli import ui
 from rocbuild.cli.cmd_build import reports
 from rocbuild.cli.output import Output
@@ -44,7 +46,8 @@ def namespace_from_environment() -> dict[str, Any]:
     flags = {"target": get_var("target", None), "jobs": get_var("jobs", None)}
     try:
         settings = prefixmemo.apply(basememo.apply(
-            resolve({k: v for k, v in flags.items() if v is not None})))
+            resolve({k: v for k, v in flags.items() if v is not None},
+                    os.environ, Path.cwd(), hostload.usable_cpus()[0])))
         default = load_stack(settings)
         # the folders rocbuild never installs into, as for `rocbuild build` (plain doit has
         # no --allow-existing-prefix: an existing folder is the user's choice here)
@@ -55,7 +58,7 @@ def namespace_from_environment() -> dict[str, Any]:
     except RocbuildError as exc:  # same one-line message and exit code as the CLI
         raise SystemExit(report(exc, sys.stderr)) from None
     output = Output(sys.stdout)
-    ctx = BuildContext(stack=every, settings=settings, output=output,
+    ctx = BuildContext.start(stack=every, settings=settings, output=output,
                        command=continuation.doit_command_line(sys.argv[1:], settings,
                                                               Path.cwd()))
     default_tasks = tuple(f"{tasks.BUILD}:{name}" for name in default.order)

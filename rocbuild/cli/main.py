@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from rocbuild import __version__, faults
+from rocbuild.checks import hostload
 from rocbuild.cli import argerrors, help_text
 from rocbuild.errors import (
     EXIT_BAD_INPUT,
@@ -61,25 +63,51 @@ _partial = False  # _root holds only the chosen command (build_parser's ``only``
 
 class Parser(argparse.ArgumentParser):
     """argparse whose refusals read like every other rocbuild error: ``rocbuild: error:``,
-    what is wrong with a did-you-mean, a ``TIP:`` line, exit 2 (argerrors.py words them)."""
+    what is wrong with a did-you-mean, a ``TIP:`` line, exit 2 (argerrors.py words them from
+    argparse's hooks: ``_check_value``, the leftover words of ``parse_known_args``)."""
+
+    def _check_value(self, action: argparse.Action, value: Any) -> None:
+        # argparse's own check of a value against ``choices``: the action and the value go
+        # up as they are, not as an English message
+        if action.choices is not None and value not in action.choices:
+            raise argerrors.BadChoice(action, value)
+        super()._check_value(action, value)
+
+    def parse_args(self, args: Sequence[str] | None = None,  # type: ignore[override]
+                   namespace: argparse.Namespace | None = None) -> argparse.Namespace:
+        try:
+            parsed, unknown = self.parse_known_args(args, namespace)
+        except argerrors.BadChoice as error:
+            bad = error  # ``error`` is unbound once the except block ends (mypy: in a closure)
+            self._refuse(lambda root, argv: argerrors.bad_choice(root, bad, argv))
+        if unknown:
+            self._refuse(lambda root, argv: argerrors.unrecognized(root, unknown, argv))
+        return parsed
 
     def error(self, message: str) -> NoReturn:
         global _root, _partial
+        if message.startswith("the following arguments are required: COMMAND"):
+            if _partial:  # the refusal is worded with every command (did-you-mean, the path)
+                _root, _partial = build_parser(), False
+            if not argerrors.unknown_top_flags(_root or self, _argv or sys.argv[1:]):
+                text = help_text.no_command(self).rstrip("\n")
+                sys.stderr.write(fit_terminal(text, sys.stderr) + "\n")
+                raise SystemExit(EXIT_BAD_INPUT)
+        self._refuse(lambda root, argv: argerrors.explain(root, message, argv))
+
+    def _refuse(self, explain: Callable[[argparse.ArgumentParser, list[str]], RocbuildError]
+                ) -> NoReturn:
+        global _root, _partial
         if _partial:  # the refusal is worded with every command (did-you-mean, the path)
             _root, _partial = build_parser(), False
-        if message.startswith("the following arguments are required: COMMAND") and not \
-                argerrors.unknown_top_flags(_root or self, _argv or sys.argv[1:]):
-            text = help_text.no_command(self).rstrip("\n")
-            sys.stderr.write(fit_terminal(text, sys.stderr) + "\n")
-            raise SystemExit(EXIT_BAD_INPUT)
-        exc = argerrors.explain(_root or self, message, _argv or sys.argv[1:])
+        exc = explain(_root or self, _argv or sys.argv[1:])
         raise SystemExit(report(exc, sys.stderr))
 
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     """The whole command line, or with ``only`` one subcommand's parser: each cmd_*.py
     imports what its command runs (doit, GitPython, the bench and check modules), so
-    `rocbuild status` does not pay for importing `build` and `bench` (issue 25). An error
+    `rocbuild status` does not pay for importing `build` and `bench` (perf/noop.py). An error
     or help that needs the other commands builds the whole parser (``Parser.error``)."""
     # the global options, shown in full by `rocbuild --help` and `rocbuild help options`;
     # each subcommand accepts them too but lists only its own (plus a pointer to these)
@@ -132,10 +160,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if not getattr(args, "needs_settings", True):  # `rocbuild help`: no config is read
             return int(args.func(args))
-        for warning in settings.unknown_variables():
+        for warning in settings.unknown_variables(os.environ):
             notice(f"rocbuild: warning: {warning}")
-        # the workdir's last --base and --prefix
-        resolved = prefixmemo.apply(basememo.apply(settings.resolve(flags)))
+        resolved = prefixmemo.apply(basememo.apply(settings.resolve(  # the workdir's last
+            flags, os.environ, Path.cwd(), hostload.usable_cpus()[0])))  # --base and --prefix
         for note in resolved.notes:
             notice(f"rocbuild: note: {note}")
         return int(args.func(args, resolved))

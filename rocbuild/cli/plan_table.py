@@ -103,7 +103,7 @@ def print_table(plan: Plan, out: Console, seconds: Mapping[str, float | None],
         if cache_total:
             out.print(f"  {escape(cache_total)}")
     code = [(p.name, arg) for p in plan.components
-            for arg in cmakecode.code_files(p.component.cmake_args)]
+            for arg in cmakecode.code_files(p.component.build_args)]
     if code:  # run by CMake at configure time, as much code as the recipe itself
         out.print("CMake code the recipes load (it runs at configure time, like the recipe):")
         for name, arg in code:

@@ -50,7 +50,7 @@ def eta_seconds(elapsed: float, fraction: float | None, expected: float | None) 
 
 def step_eta(elapsed: float, fraction: float | None, expected: float | None) -> str:
     """The step's ETA text, asked at every redraw: a step past its estimate (no ninja pace
-    yet) says by how much ("19s over estimate"), where the bar froze at "ETA 0s" (issue 32)."""
+    yet) says by how much ("19s over estimate"), where the bar froze at "ETA 0s"."""
     if overruns(elapsed, fraction, expected):
         assert expected is not None
         return f"{format_span(elapsed - expected)} over estimate"  # short: fits beside a bar
@@ -173,7 +173,7 @@ class LiveOutput(Output):
 
     def say(self, text: str) -> None:
         # fitted: a step line wraps between words under its indent; the terminal broke
-        # "rese|rve" and "…/l|ogs" (issue 32)
+        # "rese|rve" and "…/l|ogs"
         self.progress.console.print(text, markup=False, highlight=False)
 
     def step_started(self, component: str, step: str, expected: float | None) -> None:

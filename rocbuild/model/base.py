@@ -22,7 +22,7 @@ import glob
 import hashlib
 import json
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Container, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -126,6 +126,24 @@ def stales_users(recipe: Recipe) -> bool:
     return recipe.builds and not recipe.build_time_only
 
 
+def why_built(recipe: Recipe, deps: Iterable[str], taken: Container[str],
+              recipes: Mapping[str, Recipe], missing: Sequence[str]) -> str | None:
+    """Why the base does not provide ``recipe``'s component (None: it does): the one rule of
+    the base road, used by ``load_base`` on a real base and by ``roads.assumed_taken``'s
+    estimate. ``deps`` are its direct dependencies, ``taken`` what the base provides so far
+    (in build order), ``missing`` what the base lacks of its [base] table. A required
+    component is the base's whatever is built (``load_base`` refuses a base lacking it); a
+    dependency that is built makes the base's copy stale unless ``stales_users`` says not."""
+    if recipe.base_required:
+        return None
+    if missing:
+        return "base lacks " + ", ".join(missing)
+    built = [d for d in deps if d not in taken and stales_users(recipes[d])]
+    if built:
+        return f"depends on {', '.join(built)}, which is built"
+    return None
+
+
 def _check(root: Path, recipe: Recipe, targets: Sequence[TargetId]
            ) -> tuple[list[Path], list[str]]:
     """(files found, what is missing) for one recipe's [base] table."""
@@ -171,15 +189,11 @@ def load_base(path: Path, series: str, recipes: Mapping[str, Recipe],
         if missing and recipe.base_required:
             lacking.append(f"{name} ({', '.join(missing)})")
             continue
-        built = [d for d in deps[name] if d not in taken and stales_users(recipes[d])]
-        if recipe.base_required:  # present (else refused above): the base's, whatever is built
+        why = why_built(recipe, deps[name], taken, recipes, missing)
+        if why is None:
             taken[name] = Taken(name, tuple(found))
-        elif missing:
-            not_taken[name] = NotTaken(name, "base lacks " + ", ".join(missing))
-        elif built:
-            not_taken[name] = NotTaken(name, f"depends on {', '.join(built)}, which is built")
         else:
-            taken[name] = Taken(name, tuple(found))
+            not_taken[name] = NotTaken(name, why)
     if lacking:
         raise ConfigError(f"base {path} (ROCm {version}) lacks what the build needs from it: "
                           + "; ".join(lacking),
@@ -188,7 +202,7 @@ def load_base(path: Path, series: str, recipes: Mapping[str, Recipe],
     return Base(path=path, version=version, taken=taken, not_taken=not_taken)
 
 
-def within(base: Base, names: Iterable[str]) -> Base:
+def restricted_to(base: Base, names: Iterable[str]) -> Base:
     """``base`` as one run sees it: what it takes and builds among ``names`` (the closure of
     what was asked for), with the key still over everything the base provides."""
     keep = set(names)
@@ -211,14 +225,7 @@ def fetch_sources(base: Base, readers: Mapping[str, str]) -> Base:
 
 
 def base_runpath(base: Base | None) -> list[str]:
-    """The base's lib dirs for the install RUNPATH steps.py gives every component: absolute
-    (the base does not move with the prefix) and after the prefix's own entries."""
+    """The base's lib dirs for the install RUNPATH every component gets
+    (``buildsystems.install_runpath``): absolute (the base does not move with the prefix) and
+    after the prefix's own entries."""
     return [] if base is None else [str(d) for d in base.lib_dirs]
-
-
-def rpath_args(base: Base | None) -> list[str]:
-    """On a base, every installed file also keeps in its RUNPATH the folders outside the
-    project it was linked against (the base's lib/), after its install RPATH: CMake's
-    INSTALL_RPATH_USE_LINK_PATH. This covers projects that set CMAKE_INSTALL_RPATH themselves
-    (a normal variable hides rocbuild's cache entry), so no env.sh is needed to reach the base."""
-    return [] if base is None else ["-DCMAKE_INSTALL_RPATH_USE_LINK_PATH=ON"]

@@ -16,12 +16,12 @@ can run is a typo, not a wish, and no bound here is one a real machine reaches:
   and links everything distcc sends); ``localhost/N`` at most the ``--jobs`` bound without
   distcc (it runs here).
 
-The CPUs are the ones this process may use (sched_getaffinity: taskset, cpusets).
+The CPUs are the ones this process may use, counted by the caller (checks/hostload.py
+``usable_cpus``: the affinity mask and a cgroup quota, as job sizing counts them).
 """
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -30,13 +30,6 @@ from rocbuild.errors import ConfigError
 from rocbuild.model.launchers import remote_slots
 
 SLOTS_PER_HOST = 1024
-
-
-def host_cpus() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # pragma: no cover - non-Linux
-        return os.cpu_count() or 1
 
 
 def max_parallel(cpus: int) -> int:
@@ -72,10 +65,9 @@ def _refuse(setting: str, source: str, value: object, bound: int, why: str) -> C
                                        "CPUs that are free anyway)")
 
 
-def check(values: Mapping[str, Any], sources: Mapping[str, str], cpus: int | None = None
-          ) -> None:
-    """Raise ConfigError (exit 2) for a count above its bound (see the module's doc)."""
-    cpus = host_cpus() if cpus is None else cpus
+def check(values: Mapping[str, Any], sources: Mapping[str, str], cpus: int) -> None:
+    """Raise ConfigError (exit 2) for a count above its bound on a host of ``cpus`` (see the
+    module's doc)."""
     per = f"{cpus} CPU{'s' if cpus != 1 else ''}"
     parallel = values.get("parallel")
     if isinstance(parallel, int) and parallel > max_parallel(cpus):

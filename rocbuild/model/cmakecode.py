@@ -31,7 +31,7 @@ from collections.abc import Sequence
 MODES = ("-P", "-E", "-N", "--build", "--install", "--open", "--workflow", "--preset",
          "--list-presets", "--system-information", "--find-package", "--help", "-h",
          "--version", "--graphviz")
-# options that write a file of CMake's own where their argument says (issue 31)
+# options that write a file of CMake's own where their argument says
 WRITERS = ("--trace-redirect", "--profiling-output")
 _CODE_VARIABLES = re.compile(
     r"^-D(CMAKE_TOOLCHAIN_FILE|CMAKE_PROJECT_INCLUDE(_BEFORE)?|CMAKE_PROJECT_\w+_INCLUDE"

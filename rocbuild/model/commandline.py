@@ -2,7 +2,7 @@
 continues a run (run/engine/continuation.py: the user's own line, made absolute).
 
 A failure's "fix:" said `rocbuild build rocm-cmake` while its "continue with:" line said
-`rocbuild build --recipes … --workdir … --prefix …` (issue 32): pasted, the fix built against
+`rocbuild build --recipes … --workdir … --prefix …`: pasted, the fix built against
 the default recipes, workdir and prefix. ``build_command`` keeps every flag of the run and
 puts the fix's components in place of the run's, so both lines point at the same build.
 """

@@ -17,7 +17,7 @@ from typing import Any
 
 from rocbuild.model import wording
 from rocbuild.model.graph import Component, Stack
-from rocbuild.model.resources import GIB, HostSnapshot, format_bytes, format_gib, job_counts
+from rocbuild.model.resources import GIB, HostSnapshot, format_bytes, format_gib, jobs_by_kind
 
 PREFIX_SHARE = 0.25  # rocbuild rule of thumb: an install takes about a quarter of its build tree
 DEFAULT_SOURCE_DISK = 200 << 20  # a checkout whose recipe gives no source_disk (estimate)
@@ -113,7 +113,7 @@ def estimate(stack: Stack, host: HostSnapshot, pending: Collection[str], *,
     for name in names:
         comp = stack.components[name]
         hours = float(comp.recipe.resources.get("cpu_hours", 0.0))
-        counts = job_counts(comp.recipe.resources, host, swap_weight=swap_weight, cap=cap)
+        counts = jobs_by_kind(comp.recipe.resources, host, swap_weight=swap_weight, cap=cap)
         jobs = {kind: count.jobs for kind, count in counts.items()}
         cpu += hours
         wall += hours / max(jobs["compile"], 1)

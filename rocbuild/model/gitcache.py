@@ -26,7 +26,7 @@ def cache_dir(cache_root: Path, url: str) -> Path:
 def cache_lock(cache: Path) -> Path:
     """The lock file beside a repository's cache (``<cache>.lock``): components of one
     upstream repository (llama.cpp and llama.cpp-vulkan) share the cache, and with
-    --parallel their fetches would create and update it at once (issue 34)."""
+    --parallel their fetches would create and update it at once."""
     return cache.with_name(cache.name + ".lock")
 
 

@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from rocbuild.errors import ConfigError, redact
-from rocbuild.model import buildsystems, cmakecode, inputcheck, launchers, layout, patchseries
-from rocbuild.model.base import Base, fetch_sources, load_base, within
+from rocbuild.model import buildsystems, inputcheck, launchers, layout, patchseries
+from rocbuild.model.base import Base, fetch_sources, load_base, restricted_to
 from rocbuild.model.patchseries import Patch
 from rocbuild.model.recipes import Recipe, RecipeSet, load_recipes, unknown_component
 from rocbuild.model.render import render
@@ -42,7 +42,7 @@ class Component:
     checkout_dir: Path
     source_dir: Path
     build_dir: Path
-    cmake_args: tuple[str, ...]
+    build_args: tuple[str, ...]
     build_type: str
     env: tuple[tuple[str, str], ...]
     patches: tuple[Patch, ...]
@@ -343,7 +343,7 @@ def load_stack(settings: Settings, requested: Iterable[str] = ()) -> Stack:
         # loads the whole set), and its content key is the same for every request
         every = build_order(recipes, sorted(recipes.recipes))
         try:
-            rocm_base = within(load_base(settings.base, spec.series, recipes.recipes, every,
+            rocm_base = restricted_to(load_base(settings.base, spec.series, recipes.recipes, every,
                                          {n: direct_deps(recipes.recipes[n]) for n in every},
                                          targets), order)
         except ConfigError as exc:
@@ -461,36 +461,20 @@ def _render_component(stack: Stack, recipe: Recipe, done: Mapping[str, Component
         fetch_url = inputcheck.git_url(where, "source.git (after --mirror rules)",
                                        rewrite_url(url, settings.mirror))
     table = recipe.table  # [cmake] for cmake: the build system's options
-    inputcheck.arg_list(where, f"{table}.args", recipe.cmake_args)
+    inputcheck.arg_list(where, f"{table}.args", recipe.build_args)
     inputcheck.arg_list(where, f"{table}.job_args", recipe.job_args)
     if ref is not None:
         context["ref"] = ref  # e.g. llama.cpp's build number comes from its release tag
-    args = tuple(r(a, f"{table}.args[{i}]") for i, a in enumerate(recipe.cmake_args))
+    args = tuple(r(a, f"{table}.args[{i}]") for i, a in enumerate(recipe.build_args))
     inputcheck.arg_list(where, f"{table}.args", args)
-    reserved = buildsystems.for_kind(recipe.kind).reserved if recipe.builds else ()
     # undefined names in job_args fail now, not at hour 3; they go on the configure command
     # line too, so they are judged as the args are
     probe = {**context, "jobs": {"compile": 1, "link": 1, "tensile": 1}}
     job_args = tuple(r(t, f"{table}.job_args[{i}]", probe) for i, t in enumerate(recipe.job_args))
-    for key, i, arg, words in [*(("args", i, a, args) for i, a in enumerate(args)),
-                               *(("job_args", i, a, job_args) for i, a in enumerate(job_args))]:
-        # `-D NAME=VALUE` is one option in two words: judged as `-DNAME=VALUE`
-        word = "-D" + words[i + 1] if arg == "-D" and i + 1 < len(words) else arg
-        if reserved and word.startswith(reserved):
-            raise ConfigError(f"{recipe.file}: key '{table}.{key}[{i}]': '{word}' is set by "
-                              "rocbuild itself (generator, source, build folder, install "
-                              "prefix)", tip=f"remove it from {recipe.file}")
-        if recipe.kind == "cmake" and cmakecode.mode(arg):  # -P runs a script instead
-            raise ConfigError(f"{recipe.file}: key '{table}.{key}[{i}]': '{arg}' puts CMake in "
-                              f"another mode ({cmakecode.mode(arg)}) instead of configuring "
-                              "the source; cmake.args are configure options (-D...)",
-                              tip=f"remove it from {recipe.file}")
-        if recipe.kind == "cmake" and cmakecode.writer(arg):
-            raise ConfigError(f"{recipe.file}: key '{table}.{key}[{i}]': '{arg}' makes CMake "
-                              f"write a file of its own ({cmakecode.writer(arg)}) wherever "
-                              "the argument says, outside the build tree and the prefix",
-                              tip=f"remove it from {recipe.file} (run cmake by hand in the "
-                                  "build tree to trace or profile a configure)")
+    if recipe.builds:
+        system = buildsystems.for_kind(recipe.kind)
+        system.check_args(recipe.file, f"{table}.args", args)
+        system.check_args(recipe.file, f"{table}.job_args", job_args)
     env = tuple(sorted((k, inputcheck.env_value(where, f"env.{k}", k, r(v, f"env.{k}")))
                        for k, v in recipe.env.items()))
     inputcheck.env_total(where, env)
@@ -516,7 +500,10 @@ def _render_component(stack: Stack, recipe: Recipe, done: Mapping[str, Component
         raise ConfigError(
             f"{patches[0].path.parent}: '{recipe.name}' reuses the checkout of '{owner}', so its "
             f"patches belong in patches/{owner}/", tip=f"move the files to patches/{owner}/")
-    fingerprint_doc = {  # a URL's password is a credential, not a source: out (errors.redact)
+    # "cmake_args" is the key earlier rocbuilds hashed (Component.build_args today): renamed,
+    # every stamp and artifact key would change and everything would be built again; a URL's
+    # password is a credential, not a source: out (errors.redact)
+    fingerprint_doc = {
         "name": recipe.name, "kind": recipe.kind, "url": redact(url) if url else url,
         "ref": ref,
         "submodules": recipe.source.submodules, "checkout": owner, "subdir": subdir,
@@ -536,7 +523,7 @@ def _render_component(stack: Stack, recipe: Recipe, done: Mapping[str, Component
         recipe=recipe, depends=deps, checkout=owner, url=url,
         fetch_url=fetch_url, ref=ref,
         submodules=recipe.source.submodules, checkout_dir=checkout_dir, source_dir=source_dir,
-        build_dir=build_dir, cmake_args=args, build_type=build_type, env=env, patches=patches,
+        build_dir=build_dir, build_args=args, build_type=build_type, env=env, patches=patches,
         fingerprint=fingerprint, portable_fingerprint=sha256_text(portable_doc),
         install_prefix=install_prefix, install_links=links,
         install_files=files, job_args=recipe.job_args, context=context)

@@ -93,7 +93,7 @@ def git_url(where: str, key: str, url: str) -> str:
 
 # variables no step may see: DESTDIR moves every install under another folder (CMake and
 # make install to $DESTDIR/<prefix>) while the records list prefix paths, so the prefix stayed
-# empty and the build said success (issue 31); CMAKE_INSTALL_MODE=*SYMLINK* makes CMake's
+# empty and the build said success; CMAKE_INSTALL_MODE=*SYMLINK* makes CMake's
 # install link into the build tree and the sources instead of copying, so the prefix breaks
 # when the workdir is cleaned. steps.step_env clears them from the user's environment; a
 # recipe's [env] may not set them.

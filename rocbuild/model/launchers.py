@@ -15,16 +15,19 @@ any fingerprint.
 from __future__ import annotations
 
 import dataclasses
-import os
 import re
-import shutil
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from rocbuild.model import privilege
-from rocbuild.model.resources import DEFAULT_RESERVE, GIB, HostSnapshot, JobCount, format_gib
+from rocbuild.model.resources import (
+    GIB,
+    HostSnapshot,
+    JobCount,
+    format_gib,
+    memory_budget,
+)
 
 if TYPE_CHECKING:  # graph imports this module; only the type is needed here
     from rocbuild.model.graph import Component, Stack
@@ -34,8 +37,6 @@ if TYPE_CHECKING:  # graph imports this module; only the type is needed here
 # statistics, came with ccache 4.4 (ccache NEWS, "Ccache 4.4"); Debian 12 ships 4.7.5 and
 # Ubuntu 22.04 4.5.1.
 MIN_CCACHE = (4, 4)
-CCACHE_INSTALL = privilege.apt_install("ccache")
-DISTCC_INSTALL = privilege.apt_install("distcc")
 MIN_CACHE_SIZE = 5 * GIB  # ccache's own default max_size
 # what preprocessing one remote compile costs here (cpp of a large C++ unit, plus ccache);
 # a rocbuild estimate: remote slots are only used while this much memory is left
@@ -126,6 +127,9 @@ class Launch:
     workdir: Path
     user_launcher: str = ""  # the `launcher` setting: the user's own, for every component
     user_launcher_source: str = ""  # where it came from ("config /x/rocbuild.toml", ...)
+    env_tool: str = "/usr/bin/env"  # HostTools.env_tool
+    distcc_install: str = "apt-get install -y distcc"  # HostTools.distcc_install
+    user_max_size: bool = False  # CCACHE_MAXSIZE was in the user's environment
 
     @property
     def remote_slots(self) -> int:
@@ -146,14 +150,16 @@ class HostTools:
     ccache: str | None = None  # the ccache program's path
     ccache_version: tuple[int, ...] | None = None
     distcc: str | None = None  # only looked for when --distcc names hosts
+    env_tool: str = "/usr/bin/env"  # the env program (clears CCACHE_PREFIX for HIP compiles)
+    distcc_install: str = "apt-get install -y distcc"  # the command, written for this host
 
 
 def resolve(settings: Settings, workdir: Path, build_disk: int, tools: HostTools,
-            env: Mapping[str, str] | None = None) -> Launch:
+            env: Mapping[str, str]) -> Launch:
     """The launchers for a run. ``build_disk`` is the recipes' build-tree estimate for the
     whole stack: the cache is sized to half of it (ccache compresses objects, and a build
-    tree also holds the linked libraries the cache never stores), at least ccache's 5 GB."""
-    env = os.environ if env is None else env
+    tree also holds the linked libraries the cache never stores), at least ccache's 5 GB.
+    ``env`` is the user's environment (CCACHE_DIR, CCACHE_MAXSIZE)."""
     mode = settings.ccache
     hosts = settings.distcc
     found, version = tools.ccache, tools.ccache_version
@@ -177,7 +183,9 @@ def resolve(settings: Settings, workdir: Path, build_disk: int, tools: HostTools
         cache_dir=Path(user_dir) if user_dir else settings.ccache_dir,
         user_cache_dir=bool(user_dir), max_size=max(MIN_CACHE_SIZE, build_disk // 2),
         workdir=workdir, user_launcher=settings.launcher,
-        user_launcher_source=settings.source("launcher") if settings.launcher else "")
+        user_launcher_source=settings.source("launcher") if settings.launcher else "",
+        env_tool=tools.env_tool, distcc_install=tools.distcc_install,
+        user_max_size="CCACHE_MAXSIZE" in env)
 
 
 def build_disk(stack: Stack) -> int:
@@ -191,7 +199,7 @@ def attach(stack: Stack, settings: Settings, tools: HostTools,
     """``stack`` with the launchers of a run on this host (Stack.launch); load_stack leaves
     them out, so loading a stack probes nothing."""
     return dataclasses.replace(stack, launch=resolve(settings, stack.workdir,
-                                                     build_disk(stack), tools, env))
+                                                     build_disk(stack), tools, env or {}))
 
 
 def distributes(launch: Launch, comp: Component) -> bool:
@@ -215,7 +223,7 @@ def recipe_launchers(comp: Component) -> dict[str, str]:
         match = _LAUNCHER_ENV.match(key)
         if match and value:
             found[match.group(1)] = value
-    for arg in comp.cmake_args:
+    for arg in comp.build_args:
         match = _LAUNCHER_ARG.match(arg)
         if match:
             found[match.group(1)] = match.group(2)
@@ -223,7 +231,7 @@ def recipe_launchers(comp: Component) -> dict[str, str]:
 
 
 @dataclass(frozen=True)
-class Choice:
+class LauncherChoice:
     """Who decides a language's compiler launcher for one component, and what it is."""
 
     launcher: str  # "" for none
@@ -233,28 +241,28 @@ class Choice:
         return f"{self.launcher} ({self.source})" if self.launcher else "none"
 
 
-def choices(launch: Launch | None, comp: Component) -> dict[str, Choice]:
+def choices(launch: Launch | None, comp: Component) -> dict[str, LauncherChoice]:
     """Per language, the launcher the component is configured with: the recipe's own
     CMAKE_<LANG>_COMPILER_LAUNCHER (the recipe's word wins, as for RUNPATH), else the user's
     `launcher` setting, else rocbuild's ccache (with distcc behind it where distributed)."""
     own = recipe_launchers(comp)
     ours = dict(_rocbuild_launchers(launch, comp))
-    out: dict[str, Choice] = {}
+    out: dict[str, LauncherChoice] = {}
     for lang in LANGUAGES:
         if lang in own:
-            out[lang] = Choice(own[lang], f"recipe {comp.recipe.file}")
+            out[lang] = LauncherChoice(own[lang], f"recipe {comp.recipe.file}")
         elif launch is not None and launch.user_launcher:
-            out[lang] = Choice(launch.user_launcher, launch.user_launcher_source)
+            out[lang] = LauncherChoice(launch.user_launcher, launch.user_launcher_source)
         elif lang in ours:
-            out[lang] = Choice(ours[lang], "rocbuild")
+            out[lang] = LauncherChoice(ours[lang], "rocbuild")
         else:
-            out[lang] = Choice("", "none")
+            out[lang] = LauncherChoice("", "none")
     return out
 
 
 def _rocbuild_launchers(launch: Launch | None, comp: Component) -> list[tuple[str, str]]:
     """rocbuild's own launchers by language. With distcc, ccache stays first and runs distcc
-    itself (CCACHE_PREFIX, set by ``step_env``), as ccache's manual recommends ("Using ccache
+    itself (CCACHE_PREFIX, set by ``launcher_env``), as ccache's manual recommends ("Using ccache
     with other compiler wrappers"), so the real compiler is what ccache hashes. HIP device
     compiles never go to distcc: their launcher clears CCACHE_PREFIX."""
     if launch is None:
@@ -266,8 +274,7 @@ def _rocbuild_launchers(launch: Launch | None, comp: Component) -> list[tuple[st
         return [(lang, launch.distcc) for lang in ("C", "CXX")]
     out = [(lang, launch.ccache) for lang in ("C", "CXX")]
     if comp.recipe.distribute:  # CCACHE_PREFIX=distcc may be in this component's environment
-        env_tool = shutil.which("env") or "/usr/bin/env"
-        out.append(("HIP", f"{env_tool};CCACHE_PREFIX=;{launch.ccache}"))
+        out.append(("HIP", f"{launch.env_tool};CCACHE_PREFIX=;{launch.ccache}"))
     else:
         out.append(("HIP", launch.ccache))
     return out
@@ -341,13 +348,12 @@ def compiler_in_prefix(stack: Stack, comp: Component) -> bool:
     """Whether a compiler ``comp`` names (its recipe's -DCMAKE_<LANG>_COMPILER or CC, CXX,
     HIPCXX, FC) lives in the prefix, which the stack rebuilds (LLVM's clang, hipcc, the
     amdclang++ links); a --base's or the system's compilers change only with an upgrade."""
-    named = [m.group(1) for arg in comp.cmake_args if (m := _COMPILER_ARG.match(arg))]
+    named = [m.group(1) for arg in comp.build_args if (m := _COMPILER_ARG.match(arg))]
     named += [value for key, value in comp.env if key in COMPILER_VARIABLES]
     return any(Path(path).is_relative_to(stack.prefix) for path in named if path)
 
 
-def step_env(launch: Launch | None, stack: Stack, comp: Component,
-             base: Mapping[str, str]) -> dict[str, str]:
+def launcher_env(launch: Launch | None, stack: Stack, comp: Component) -> dict[str, str]:
     """The variables rocbuild sets for ``comp``'s steps (the caller merges them)."""
     if launch is None:
         return {}
@@ -358,7 +364,7 @@ def step_env(launch: Launch | None, stack: Stack, comp: Component,
     else:
         if not launch.user_cache_dir:
             env["CCACHE_DIR"] = str(launch.cache_dir)
-            if "CCACHE_MAXSIZE" not in base:
+            if not launch.user_max_size:
                 env["CCACHE_MAXSIZE"] = f"{max(launch.max_size // GIB, 1)}Gi"
         # relative paths under the workdir: a recreated or moved build tree still hits
         env["CCACHE_BASEDIR"] = str(launch.workdir)
@@ -366,7 +372,7 @@ def step_env(launch: Launch | None, stack: Stack, comp: Component,
         # costs a real build nothing measurable (ggml: CPU time with ccache on 1.00-1.02x
         # off), but it hashes the command line instead of the preprocessed source, so a -D
         # that every object gets and few files read misses everywhere (ggml: 0/25 hits
-        # instead of 24/25 after GGML_SCHED_MAX_COPIES changed; issue 25)
+        # instead of 24/25 after GGML_SCHED_MAX_COPIES changed; perf/ccache.py)
         if compiler_in_prefix(stack, comp):
             # a compiler the stack builds is rebuilt with a new mtime and the same content:
             # hash it by content, so a rebuilt LLVM still hits (a system compiler keeps
@@ -410,7 +416,7 @@ def split_jobs(launch: Launch | None, comp: Component, counts: Mapping[str, JobC
     held = local * int(mem.get("compile_mem", GIB))
     if "link" in counts and "link_mem" in mem:
         held += counts["link"].jobs * int(mem["link_mem"])
-    budget = host.mem_available + host.swap_free * swap_weight - DEFAULT_RESERVE - held
+    budget = memory_budget(host.mem_available, host.swap_free, swap_weight) - held
     by_memory = max(int(budget // PREPROCESS_MEM), 0)
     remote = min(slots, by_memory)
     total = local + remote
@@ -438,7 +444,7 @@ def effective_settings(launch: Launch | None, selected: list[Component]) -> dict
     if launch.hosts:
         names = [c.name for c in selected if c.builds and c.recipe.distribute]
         if launch.distcc is None:
-            out["distcc"] = f"off (distcc is not installed: {DISTCC_INSTALL})"
+            out["distcc"] = f"off (distcc is not installed: {launch.distcc_install})"
         else:
             out["distcc"] = (f"{launch.remote_slots} remote slots for "
                              f"{', '.join(names) or 'no selected component'} (recipes with "

@@ -16,7 +16,7 @@ from rocbuild.model import cmakecode
 from rocbuild.model.cost import Cost, estimate
 from rocbuild.model.graph import Component, Stack
 from rocbuild.model.launchers import Launch, choices, effective_settings, split_jobs
-from rocbuild.model.resources import JOB_MEMORY_KEYS, HostSnapshot, JobCount, job_counts
+from rocbuild.model.resources import JOB_MEMORY_KEYS, HostSnapshot, JobCount, jobs_by_kind
 from rocbuild.model.roads import Road, roads
 from rocbuild.model.settings import OPTIONS, Settings
 from rocbuild.model.steptable import StepCommands, commands_for, steps_of
@@ -53,7 +53,7 @@ def component_jobs(component: Component, host: HostSnapshot, settings: Settings,
     """Job counts to show: compile always, and each other kind the recipe sizes or uses."""
     if not component.builds:
         return {}
-    counts = job_counts(component.recipe.resources, host, swap_weight=settings.swap_weight,
+    counts = jobs_by_kind(component.recipe.resources, host, swap_weight=settings.swap_weight,
                         cap=settings.jobs)
     counts = split_jobs(launch, component, counts, host, swap_weight=settings.swap_weight,
                         cap=settings.jobs)
@@ -145,7 +145,7 @@ def to_json(plan: Plan) -> dict[str, Any]:
             "cache": p.cache or None,
             "download": p.download,  # bytes, when the binary cache serves it
             # files whose CMake code the configure runs (cmakecode.py: shown, not refused)
-            "cmake_code": cmakecode.code_files(c.cmake_args),
+            "cmake_code": cmakecode.code_files(c.build_args),
             "build_dir": str(c.build_dir) if c.builds else None,
         })
     return {

@@ -70,7 +70,6 @@ STACK_SCHEMA: _Schema = {
     },
 }
 
-RESOURCE_KEYS = ("compile_mem", "link_mem", "tensile_mem", "disk", "source_disk", "cpu_hours")
 BUILD_TABLE = "<build>"  # a key path under the build system's own table ([cmake] for cmake)
 
 
@@ -163,7 +162,7 @@ class Recipe:
     # (BuildSystem.keys): args (rendered), build_type, install_prefix (when not the stack
     # prefix), job_args (rendered with `jobs` when the step starts; never fingerprinted),
     # distribute (its compiles may go to --distcc hosts; never fingerprinted)
-    cmake_args: tuple[str, ...] = _key("<build>.args", "strlist", ())
+    build_args: tuple[str, ...] = _key("<build>.args", "strlist", ())
     build_type: str = _key("<build>.build_type", "str", "Release")
     install_prefix: str = _key("<build>.install_prefix", "str", "")
     job_args: tuple[str, ...] = _key("<build>.job_args", "strlist", ())
@@ -429,7 +428,7 @@ def check_plain_text(file: Path, key: str, text: str) -> None:
                           tip=f"fix '{key}' in {file}")
 
 
-def load_stack(folder: Path) -> StackSpec:
+def load_stack_spec(folder: Path) -> StackSpec:
     file = folder / STACK_FILE
     if not file.is_file():
         raise ConfigError(f"{folder}: no {STACK_FILE} here, so this is not a recipes folder",
@@ -577,8 +576,8 @@ def load_recipes(folder: Path, overlay: Path | None = None) -> RecipeSet:
             overlay.is_dir() or (overlay.parent / "patches").is_dir())):
         overlay = None  # nothing of the user's: no recipes and no patches beside them
     mine = sorted(overlay.glob("*.toml")) if overlay is not None else []
-    stack = load_stack(overlay if overlay is not None and (overlay / STACK_FILE).is_file()
-                       else folder)
+    stack = load_stack_spec(overlay if overlay is not None and (overlay / STACK_FILE).is_file()
+                            else folder)
     recipes = {f.stem: load_recipe(f) for f in sorted(folder.glob("*.toml"))
                if f.name != STACK_FILE}
     recipes.update({f.stem: load_recipe(f) for f in mine if f.name != STACK_FILE})

@@ -7,11 +7,8 @@ read by checks/hostload.py; this module only computes with a HostSnapshot.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass
-
-from rocbuild.model import privilege
 
 GIB = 1 << 30
 DEFAULT_RESERVE = GIB  # memory left for the desktop, the shell and rocbuild itself
@@ -56,7 +53,7 @@ def jobs_for(host: HostSnapshot, mem_per_job: int, *, swap_weight: float = 0.5,
              reserve: int = DEFAULT_RESERVE, cap: int | None = None) -> JobCount:
     """How many jobs of ``mem_per_job`` fit now: (available + swap × weight − reserve) / per job,
     capped by CPUs and ``cap`` (``--jobs``); never below 1. The reason says which limit won."""
-    budget = host.mem_available + host.swap_free * swap_weight - reserve
+    budget = memory_budget(host.mem_available, host.swap_free, swap_weight, reserve)
     by_memory = max(1, int(budget // max(mem_per_job, 1)))
     memory_text = (f"{host.mem_reason} {format_gib(host.mem_available)} + swap "
                    f"{format_gib(host.swap_free)} × {swap_weight:g} − {format_gib(reserve)} "
@@ -75,7 +72,7 @@ def jobs_for(host: HostSnapshot, mem_per_job: int, *, swap_weight: float = 0.5,
 JOB_MEMORY_KEYS = {"compile": "compile_mem", "link": "link_mem", "tensile": "tensile_mem"}
 
 
-def job_counts(memory_per_job: dict[str, float] | Mapping[str, float], host: HostSnapshot, *,
+def jobs_by_kind(memory_per_job: dict[str, float] | Mapping[str, float], host: HostSnapshot, *,
                swap_weight: float, cap: int | None) -> dict[str, JobCount]:
     """Jobs for every kind of work; a kind without its own figure is sized like compiling.
 
@@ -88,7 +85,7 @@ def job_counts(memory_per_job: dict[str, float] | Mapping[str, float], host: Hos
               for kind, key in JOB_MEMORY_KEYS.items()}
     if "link_mem" in memory_per_job:
         link_mem = int(memory_per_job["link_mem"])
-        budget = max(host.mem_available + host.swap_free * swap_weight - DEFAULT_RESERVE, 0)
+        budget = max(memory_budget(host.mem_available, host.swap_free, swap_weight), 0)
         link = jobs_for(host, link_mem, swap_weight=swap_weight, cap=cap,
                         reserve=int(DEFAULT_RESERVE + budget / 2))
         held = link.jobs * link_mem
@@ -101,12 +98,9 @@ def job_counts(memory_per_job: dict[str, float] | Mapping[str, float], host: Hos
     return counts
 
 
-def swap_advice(per_job: int, host: HostSnapshot, swap_weight: float = 0.5) -> str:
-    """The swapfile that lets one job of ``per_job`` bytes run, with the commands. Job sizing
-    counts swap at ``swap_weight``, so the file is sized to cover the shortfall at that weight."""
-    shortfall = max(per_job + DEFAULT_RESERVE - host.mem_available, 0)
-    size_gib = max(4, math.ceil(shortfall / max(swap_weight, 0.1) / GIB))
-    return (f"add a {size_gib} GiB swapfile: "
-            + privilege.as_root(f"fallocate -l {size_gib}G /swapfile", "chmod 600 /swapfile",
-                                "mkswap /swapfile", "swapon /swapfile")
-            + " (add '/swapfile none swap sw 0 0' to /etc/fstab to keep it)")
+def memory_budget(mem_available: int, swap_free: int, swap_weight: float,
+                  reserve: int = DEFAULT_RESERVE) -> float:
+    """Bytes that jobs may take now: ``mem_available`` + ``swap_free`` × ``swap_weight`` −
+    ``reserve``. The one budget of job sizing (``jobs_for``), the distcc split
+    (launchers.split_jobs) and doctor's memory check, so none promises what another refuses."""
+    return mem_available + swap_free * swap_weight - reserve

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from rocbuild.model.base import stales_users
+from rocbuild.model import base
 from rocbuild.model.graph import (
     Stack,
     build_order,
@@ -49,10 +49,10 @@ def assumed_taken(recipes: RecipeSet, order: Iterable[str]) -> set[str]:
     taken: set[str] = set()
     for name in order:
         recipe = recipes.recipes[name]
-        deps_built = [d for d in direct_deps(recipe)
-                      if d not in taken and stales_users(recipes.recipes[d])]
-        if recipe.base_provides and not recipe.base_tensile and (
-                recipe.base_required or not deps_built):
+        # AMD's 6.4 lacks the Tensile set of the targets rocbuild is for (module docstring)
+        missing = [recipe.base_tensile] if recipe.base_tensile else []
+        if recipe.base_provides and not missing and base.why_built(
+                recipe, direct_deps(recipe), taken, recipes.recipes, missing) is None:
             taken.add(name)
     return taken
 

@@ -32,7 +32,7 @@ _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 def _parse_path(text: str) -> Path:
     """An absolute path without control characters: a newline or a tab in a workdir or
     prefix is accepted by the file system but breaks the generated build files (ninja reads
-    a newline as the end of a rule) and every PATH-like variable, hours later (issue 31)."""
+    a newline as the end of a rule) and every PATH-like variable, hours later."""
     bad = _CONTROL.search(text)
     if bad:
         what = {"\n": "a newline", "\r": "a carriage return", "\t": "a tab"}.get(
@@ -139,7 +139,7 @@ def _parse_cache(text: str) -> str:
     as text (cache.open_cache opens it)."""
     scheme, sep, rest = text.partition("://")
     if sep and "@" in rest.split("/", 1)[0]:  # user:password@host: urllib sends none of it,
-        # and the URL is shown in plan and "continue with" lines (issue 31)
+        # and the URL is shown in plan and "continue with" lines
         raise ValueError(f"'{redact(text)}' carries a user or password before the host; "
                          "rocbuild sends no credentials in a cache URL (an oci:// registry "
                          "reads them from ROCBUILD_REGISTRY_AUTH or the Docker config)")
@@ -316,11 +316,10 @@ def known_variables() -> list[str]:
     return sorted([o.env for o in OPTIONS] + list(EXTRA_VARIABLES))
 
 
-def unknown_variables(env: Mapping[str, str] | None = None) -> list[str]:
+def unknown_variables(env: Mapping[str, str]) -> list[str]:
     """One warning per ``ROCBUILD_*`` variable rocbuild does not read, with the closest name
     (a misspelt workdir variable would otherwise be ignored in silence, where a misspelt
     config key is refused)."""
-    env = os.environ if env is None else env
     known = known_variables()
     return [f"environment variable {name} is not a rocbuild setting and is ignored."
             + suggest(name, known) + " (`rocbuild help options` lists them)"
@@ -426,10 +425,13 @@ def resolve(
     flags: Mapping[str, Any],
     env: Mapping[str, str] | None = None,
     cwd: Path | None = None,
+    cpus: int | None = None,
 ) -> Settings:
-    """Resolve every option from flags (argparse dest -> raw value), environment, config file
-    and defaults. Raises ConfigError naming the flag, variable or file key that is wrong."""
-    env = os.environ if env is None else env
+    """Resolve every option from flags (argparse dest -> raw value), ``env`` (the user's
+    environment; None: none), the config file and defaults; with ``cpus`` (this host's,
+    checks/hostload.py ``usable_cpus``) the counts are checked against ``bounds``. Raises
+    ConfigError naming the flag, variable or file key that is wrong."""
+    env = {} if env is None else env
     cwd = Path.cwd() if cwd is None else cwd
     config_path = find_config_file(cwd, env)
     config = _read_config_file(config_path) if config_path else {}
@@ -470,7 +472,8 @@ def resolve(
         if option.name == "target":
             notes += [f"{where}: {note}" for item in items for part in str(item).split(",")
                       if (note := product_note(part))]
-    bounds.check(values, sources)  # counts a host cannot run are typos: exit 2, not threads
+    if cpus is not None:  # counts a host cannot run are typos: exit 2, not threads
+        bounds.check(values, sources, cpus)
     return Settings(**values, sources=sources, notes=tuple(notes))
 
 

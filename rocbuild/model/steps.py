@@ -38,18 +38,17 @@ def env_overrides(stack: Stack, component: Component) -> dict[str, str]:
                  "HIP_PLATFORM": "amd"}
     if stack.base is not None:  # hipcc's HIP is the base's, whatever the user's shell says
         overrides["HIP_PATH"] = str(stack.rocm_root)
-    overrides.update(launchers.step_env(stack.launch, stack, component, os.environ))
+    overrides.update(launchers.launcher_env(stack.launch, stack, component))
     overrides.update(component.env)
     return overrides
 
 
-def step_env(stack: Stack, component: Component,
-             base: Mapping[str, str] | None = None) -> dict[str, str]:
-    """The environment a build step really runs in: ``base`` (default: ours) plus
-    ``env_overrides``, with ``$PATH`` at the end of a value replaced by the base's PATH, and
-    without the variables no step may see (``inputcheck.CLEARED_ENV``: DESTDIR)."""
-    env = {k: v for k, v in (os.environ if base is None else base).items()
-           if k not in CLEARED_ENV}
+def step_env(stack: Stack, component: Component, base: Mapping[str, str]) -> dict[str, str]:
+    """The environment a build step really runs in: ``base`` (the caller's: rocbuild's own
+    environment for a run) plus ``env_overrides``, with ``$PATH`` at the end of a value
+    replaced by the base's PATH, and without the variables no step may see
+    (``inputcheck.CLEARED_ENV``: DESTDIR)."""
+    env = {k: v for k, v in base.items() if k not in CLEARED_ENV}
     for key, value in env_overrides(stack, component).items():
         if value.endswith(":$PATH"):
             value = os.pathsep.join(p for p in (value[: -len(":$PATH")], env.get("PATH", ""))
@@ -58,11 +57,10 @@ def step_env(stack: Stack, component: Component,
     return env
 
 
-def cleared_env(base: Mapping[str, str] | None = None) -> list[str]:
-    """The variables of ``base`` (default: ours) that ``step_env`` leaves out, as NAME=VALUE,
-    for the step log."""
-    env = os.environ if base is None else base
-    return [f"{k}={env[k]}" for k in CLEARED_ENV if k in env]
+def cleared_env(base: Mapping[str, str]) -> list[str]:
+    """The variables of ``base`` (the caller's environment) that ``step_env`` leaves out, as
+    NAME=VALUE, for the step log."""
+    return [f"{k}={base[k]}" for k in CLEARED_ENV if k in base]
 
 
 def fetch_argv(component: Component, workdir: Path,

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from enum import Enum
 from pathlib import Path
 
 from rocbuild.model import buildsystems, steps
@@ -24,24 +25,47 @@ from rocbuild.model.buildsystems.venv import PythonVenv
 from rocbuild.model.graph import Component, Stack
 from rocbuild.model.workdir import Workdir
 
-# who has a step
-CHECKOUT = "checkout"  # a component that owns its checkout (a reused one has none of these)
-BUILD = "build"  # a component whose recipe builds
-COMPONENT = "component"  # any component with steps of its own (the binary cache's shortcut)
-RUN = "run"  # once per run, for the whole stack
 
-# what a step is
-STEP = "step"  # stamped; part of the up-to-date chain
-CHECK = "check"  # not stamped; must pass before the step it gates
-SHORTCUT = "shortcut"  # the binary cache: installs the result and stamps the steps instead
+class Who(Enum):
+    """Who has a step."""
 
-# where a step's output lives (the up-to-date rule checks it is still there)
-IN_CHECKOUT, IN_TREE, IN_PREFIX = "checkout", "build tree", "prefix"
+    CHECKOUT = "checkout"  # a component that owns its checkout (a reused one has none of these)
+    BUILD = "build"  # a component whose recipe builds
+    COMPONENT = "component"  # any component with steps of its own (the binary cache's shortcut)
+    RUN = "run"  # once per run, for the whole stack
 
-# whose run id an input is
-OWN = "own"  # the same component's step
-OF_CHECKOUT = "checkout"  # the step of the component owning the checkout
-DEPENDENCIES = "dependencies"  # what each dependency's users are built against
+
+class Role(Enum):
+    """What a step is."""
+
+    STEP = "step"  # stamped; part of the up-to-date chain
+    CHECK = "check"  # not stamped; must pass before the step it gates
+    SHORTCUT = "shortcut"  # the binary cache: installs the result and stamps the steps instead
+
+
+class Where(Enum):
+    """Where a step's output lives (the up-to-date rule checks it is still there)."""
+
+    CHECKOUT = "checkout"
+    TREE = "build tree"
+    PREFIX = "prefix"
+
+
+class Of(Enum):
+    """Whose run id an input is."""
+
+    OWN = "own"  # the same component's step
+    CHECKOUT = "checkout"  # the step of the component owning the checkout
+    DEPENDENCIES = "dependencies"  # what each dependency's users are built against
+
+
+# One Enum per axis: Who.CHECKOUT, Where.CHECKOUT and Of.CHECKOUT were all the string
+# "checkout", so one given for another passed in silence; members of two Enums never compare
+# equal. The short names below are those members.
+CHECKOUT, BUILD, COMPONENT, RUN = Who.CHECKOUT, Who.BUILD, Who.COMPONENT, Who.RUN
+STEP, CHECK, SHORTCUT = Role.STEP, Role.CHECK, Role.SHORTCUT
+IN_CHECKOUT, IN_TREE, IN_PREFIX = Where.CHECKOUT, Where.TREE, Where.PREFIX
+OWN, OF_CHECKOUT, DEPENDENCIES = Of.OWN, Of.CHECKOUT, Of.DEPENDENCIES
 
 Jobs = Mapping[str, int]
 Mirror = tuple[tuple[str, str], ...]
@@ -53,19 +77,22 @@ class Input:
     """One run id among a step's inputs: ``key`` in the stamp's inputs document."""
 
     key: str
-    of: str  # OWN, OF_CHECKOUT or DEPENDENCIES
+    of: Of
     step: str = ""  # the step whose run it is (DEPENDENCIES: what each dependency's users see)
 
 
 @dataclass(frozen=True)
 class StepKind:
+    """One kind of step. Made by the constructor of its role (``stamped``, ``check``,
+    ``shortcut``, ``run_wide``), each taking only the fields its role has."""
+
     name: str  # the task basename, the stamp and log name, what status and `logs` call it
     summary: str  # one line: help, doit list
-    who: str  # CHECKOUT, BUILD, COMPONENT or RUN
-    role: str = STEP
+    who: Who
+    role: Role = Role.STEP
     inputs: tuple[Input, ...] = ()
     source: bool = False  # a source step: every one runs before the first configure
-    output: str = ""  # IN_CHECKOUT, IN_TREE, IN_PREFIX; "" when there is nothing to check
+    output: Where | None = None  # None when there is nothing to check
     # what a missing output means to the user (status); {files}: the build system's
     # tree_files of the step
     missing: str = ""
@@ -76,6 +103,32 @@ class StepKind:
     title: str = ""  # how the console names a run-wide step ("build venv")
     record: tuple[str, str] | None = None  # a run-wide step's (folder, name) of stamp and log
     commands: PlanCommands | None = None  # what `rocbuild plan --commands` prints
+
+
+def stamped(name: str, summary: str, who: Who, *, inputs: tuple[Input, ...] = (),
+            source: bool = False, output: Where | None = None, missing: str = "",
+            dependents_see: bool = False, build_env: bool = False,
+            commands: PlanCommands | None = None) -> StepKind:
+    """A stamped component step of the up-to-date chain."""
+    return StepKind(name, summary, who, Role.STEP, inputs=inputs, source=source,
+                    output=output, missing=missing, dependents_see=dependents_see,
+                    build_env=build_env, commands=commands)
+
+
+def check(name: str, summary: str, who: Who, *, gates: str, current_with: str) -> StepKind:
+    """A check that must pass before ``gates`` runs, current while ``current_with`` is."""
+    return StepKind(name, summary, who, Role.CHECK, gates=gates, current_with=current_with)
+
+
+def shortcut(name: str, summary: str, who: Who) -> StepKind:
+    """The binary cache's step: installs the result and stamps the steps instead."""
+    return StepKind(name, summary, who, Role.SHORTCUT)
+
+
+def run_wide(name: str, summary: str, *, title: str, record: tuple[str, str]) -> StepKind:
+    """A step run once per run, with its console title and its (folder, name) of stamp and
+    log."""
+    return StepKind(name, summary, Who.RUN, Role.STEP, title=title, record=record)
 
 
 def _fetch(stack: Stack, comp: Component, jobs: Jobs, mirror: Mirror) -> list[list[str]]:
@@ -99,32 +152,33 @@ def _install(stack: Stack, comp: Component, jobs: Jobs, mirror: Mirror) -> list[
 
 
 STEPS: tuple[StepKind, ...] = (
-    StepKind("python-venv", "the build venv with the recipes' Python packages, and the "
-             "wheelhouse", RUN, title="build venv", record=("_python", "venv")),
-    StepKind("cache", "install the component from the binary cache (--cache) and stamp its "
-             "steps", COMPONENT, role=SHORTCUT),
-    StepKind("fetch", "fetch the pinned source into the checkout", CHECKOUT, source=True,
-             output=IN_CHECKOUT, missing="the checkout changed or was removed",
-             commands=_fetch),
-    StepKind("patch", "apply the recipe's patch series to the checkout", CHECKOUT,
-             inputs=(Input("fetch", OWN, "fetch"),), source=True,
-             dependents_see=True,  # what a source-only component's users see
-             commands=_patch),
-    StepKind("options", "check every option of the recipe against the fetched build files",
-             BUILD, role=CHECK, gates="configure",
-             # the options were accepted once the configure of this fingerprint succeeded
-             current_with="configure"),
-    StepKind("configure", "configure the build tree", BUILD,
-             inputs=(Input("source", OF_CHECKOUT, "patch"), Input("deps", DEPENDENCIES)),
-             output=IN_TREE, build_env=True, commands=_configure,
-             missing="the build tree was removed or replaced ({files} or its build id)"),
-    StepKind("compile", "compile, with the jobs that fit in memory", BUILD,
-             inputs=(Input("configure", OWN, "configure"),), output=IN_TREE, build_env=True,
-             missing="the build tree was removed or replaced", commands=_compile),
-    StepKind("install", "install into the prefix", BUILD,
-             inputs=(Input("compile", OWN, "compile"),), output=IN_PREFIX, build_env=True,
-             missing="installed files are missing from the prefix", dependents_see=True,
-             commands=_install),
+    run_wide("python-venv", "the build venv with the recipes' Python packages, and the "
+             "wheelhouse", title="build venv", record=("_python", "venv")),
+    shortcut("cache", "install the component from the binary cache (--cache) and stamp its "
+             "steps", Who.COMPONENT),
+    stamped("fetch", "fetch the pinned source into the checkout", Who.CHECKOUT, source=True,
+            output=Where.CHECKOUT, missing="the checkout changed or was removed",
+            commands=_fetch),
+    stamped("patch", "apply the recipe's patch series to the checkout", Who.CHECKOUT,
+            inputs=(Input("fetch", Of.OWN, "fetch"),), source=True,
+            dependents_see=True,  # what a source-only component's users see
+            commands=_patch),
+    check("options", "check every option of the recipe against the fetched build files",
+          Who.BUILD, gates="configure",
+          # the options were accepted once the configure of this fingerprint succeeded
+          current_with="configure"),
+    stamped("configure", "configure the build tree", Who.BUILD,
+            inputs=(Input("source", Of.CHECKOUT, "patch"), Input("deps", Of.DEPENDENCIES)),
+            output=Where.TREE, build_env=True, commands=_configure,
+            missing="the build tree was removed or replaced ({files} or its build id)"),
+    stamped("compile", "compile, with the jobs that fit in memory", Who.BUILD,
+            inputs=(Input("configure", Of.OWN, "configure"),), output=Where.TREE,
+            build_env=True, missing="the build tree was removed or replaced",
+            commands=_compile),
+    stamped("install", "install into the prefix", Who.BUILD,
+            inputs=(Input("compile", Of.OWN, "compile"),), output=Where.PREFIX, build_env=True,
+            missing="installed files are missing from the prefix", dependents_see=True,
+            commands=_install),
 )
 BY_NAME: Mapping[str, StepKind] = {k.name: k for k in STEPS}
 PYTHON_VENV = BY_NAME["python-venv"]

@@ -92,10 +92,6 @@ class TargetId:
     def __str__(self) -> str:
         return self.processor + "".join(f":{n}{'+' if on else '-'}" for n, on in self.features)
 
-    def feature(self, name: str) -> bool | None:
-        """True/False when the feature is set, None when it is left as "any"."""
-        return dict(self.features).get(name)
-
 
 def parse_target(text: str) -> TargetId:
     """Parse one target ID, returning it with features in canonical (sorted) order."""

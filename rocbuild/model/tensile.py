@@ -22,7 +22,7 @@ class TensileResult:
 
 
 def check_tensile(library: Path, processor: str) -> TensileResult:
-    """The rocBLAS lazy-loading file set for one processor (gfx906-facts.md 5.4): the parent
+    """The rocBLAS lazy-loading file set for one processor (docs/architecture.md, Facts): the parent
     catalog, at least one code object with its catalog, and the source-kernel object."""
     lazy = f"TensileLibrary_lazy_{processor}.dat"
     names = _nonempty_files(library)

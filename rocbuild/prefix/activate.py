@@ -26,8 +26,9 @@ from pathlib import Path
 
 from rocbuild.errors import ActivationError, ConfigError, RocbuildError
 from rocbuild.files import open_lock, parse_json, read_regular, write_text_atomic
+from rocbuild.model.layout import info_path
 from rocbuild.prefix import buildinfo, registry
-from rocbuild.prefix.buildinfo import PREFIX_FILE_MODE, BuildInfo, info_path, now, read_build_info
+from rocbuild.prefix.buildinfo import PREFIX_FILE_MODE, BuildInfo, now, read_build_info
 
 DEFAULT_LINK = Path("/opt/rocm")
 LINK_ENV = "ROCBUILD_LINK"  # the link path when --link is not given

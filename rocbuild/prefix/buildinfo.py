@@ -24,7 +24,7 @@ from rocbuild import __version__
 from rocbuild.errors import ConfigError
 from rocbuild.files import parse_json, read_regular, write_text_atomic
 from rocbuild.model.graph import Stack
-from rocbuild.model.layout import INFO_DIR, INFO_FILE, info_path  # noqa: F401 - re-exported
+from rocbuild.model.layout import info_path
 from rocbuild.prefix import registry
 
 PREFIX_FILE_MODE = 0o644  # files rocbuild writes into the prefix are read by every user
@@ -213,7 +213,7 @@ def read_build_info(prefix: Path) -> BuildInfo | None:
         return None
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read: {exc.strerror}") from None
-    try:  # not UTF-8 or nested past reading is damage like any other (issue 31)
+    try:  # not UTF-8 or nested past reading is damage like any other
         return _from_json(path, parse_json(data.decode("utf-8")))
     except (ValueError, TypeError, AttributeError) as exc:
         raise ConfigError(f"{path}: not a rocbuild build-info file ({exc})",

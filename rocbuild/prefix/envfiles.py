@@ -302,7 +302,7 @@ def quote_tcl(value: str) -> str:
 def _environment(compiled: Path | None = None) -> jinja2.Environment:
     """The templates' environment; ``compiled``: a folder where jinja2 keeps each template's
     compiled code (checked against the template's text), so a run does not compile the four
-    templates again (a no-op build spent most of its finish phase there, issue 25)."""
+    templates again (a no-op build spent most of its finish phase there: perf/noop.py)."""
     cache = None
     if compiled is not None:
         with contextlib.suppress(OSError):  # no folder: compile as before

@@ -34,7 +34,7 @@ from rocbuild.prefix import buildinfo, transaction
 from rocbuild.prefix.realpaths import RealPaths
 
 Logger = Callable[[str], None]
-RECORDS = Path(buildinfo.INFO_DIR) / "installed"
+RECORDS = Path(layout.INFO_DIR) / "installed"
 # the unpack folders of a cache install (transaction.py): ``<prefix>/.rocbuild-unpack-<pid>-*``
 STAGING_NAME = transaction.STAGING_NAME
 EXTRA_TMP_SUFFIX = ".rocbuild-tmp"  # an extra is written to ``.<name>.rocbuild-tmp`` first
@@ -229,7 +229,7 @@ def snapshot(prefix: Path) -> Snapshot:
     out: Snapshot = {}
     for folder, dirs, files in os.walk(prefix):  # never follows links
         if folder == str(prefix):
-            dirs[:] = [d for d in dirs if d != buildinfo.INFO_DIR
+            dirs[:] = [d for d in dirs if d != layout.INFO_DIR
                        and not d.startswith(STAGING_NAME)]
         for name in (*files, *[d for d in dirs if os.path.islink(os.path.join(folder, d))]):
             path = os.path.join(folder, name)

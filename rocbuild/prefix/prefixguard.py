@@ -16,7 +16,7 @@ import os
 from pathlib import Path
 
 from rocbuild.errors import ConfigError
-from rocbuild.prefix.buildinfo import INFO_DIR
+from rocbuild.model.layout import INFO_DIR
 
 ALLOW_FLAG = "--allow-existing-prefix"
 

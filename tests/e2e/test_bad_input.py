@@ -207,6 +207,16 @@ CASES = [
          names=("cmake.args[0]", "asks for a width")),
     Case("center-huge", recipe(tail="[cmake]\nargs = [\"{{ 'x' | center(10**9) }}\"]\n"),
          names=("cmake.args[0]", "a width of 1000000000")),
+    # 50 MB each without their bounds: then caught only after building it, by another rule
+    Case("replace-huge",
+         recipe(tail="[cmake]\nargs = [\"{{ ('x' * 1000).replace('x', 'y' * 50000) }}\"]\n"),
+         names=("cmake.args[0]", "the replacement would build more than")),
+    Case("join-huge",
+         recipe(tail="[cmake]\nargs = [\"{{ ('x' * 1000).join(['y'] * 50000) }}\"]\n"),
+         names=("cmake.args[0]", "joining would build more than")),
+    Case("join-filter-huge",
+         recipe(tail="[cmake]\nargs = [\"{{ (['y'] * 50000) | join('x' * 1000) }}\"]\n"),
+         names=("cmake.args[0]", "joining would build more than")),
     Case("loop-forever", recipe(tail='[cmake]\nargs = ["{% for i in range(100000) %}{% for j in '
                                      'range(100000) %}{% endfor %}{% endfor %}"]\n'),
          names=("cmake.args[0]", "ran longer than")),
@@ -227,7 +237,9 @@ CASES = [
     Case("parallel-huge", flags=("--parallel", "1000000000"),
          names=("flag --parallel: 1000000000 is more than this host can use",)),
     Case("jobs-huge", flags=("--jobs", "99999999"), names=("flag --jobs: 99999999",)),
-    Case("distcc-slots-huge", flags=("--distcc", "box/100000"), names=("flag --distcc",)),
+    # the per-host bound, not the total of remote slots (which 100000 is over too)
+    Case("distcc-slots-huge", flags=("--distcc", "box/100000"),
+         names=("flag --distcc: 'box/100000' is more than this host can use: at most 1024",)),
     Case("parallel-in-config", config="[rocbuild]\nparallel = 1000000000\n",
          names=("rocbuild.toml", "is more than this host can use")),
     # workdirs that cannot be one
@@ -552,3 +564,22 @@ def test_plain_doit_reports_bad_input_like_the_cli(tmp_path: Path, variable: str
     lines = result.stderr.splitlines()
     assert message in lines[0] and lines[0].startswith("rocbuild: error: "), result.explain()
     assert lines[1].startswith("TIP: ") and len(lines) == 2, result.explain()
+
+
+@needs_mount
+def test_preflight_sums_workdir_and_prefix_on_one_disk(tmp_path: Path) -> None:
+    """Preflight checked the workdir and the prefix each against all the free space: on one
+    10 MiB disk that holds either (8 MiB of build, 2 MiB of install) but not both, it passed
+    and the night failed later. It now sums them per filesystem, as doctor does."""
+    for tool in ("git", "cmake", "ninja"):
+        require_tool(tool)
+    flags = one_component_stack(tmp_path, "a", {"CMakeLists.txt": "project(a NONE)\n"},
+                                '[cmake]\n[resources]\ndisk = "8MiB"\nsource_disk = "1KiB"\n')
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    where = ["--workdir", str(disk / "work"), "--prefix", str(disk / "prefix")]
+    result = _run_in_mount(f"mount -t tmpfs -o size=10m tmpfs {disk}",
+                           ["build", *flags, *where, "--no-verify"], tmp_path)
+    assert result.returncode == 2, result.explain()
+    assert "preflight found 1 problem" in result.stderr, result.explain()
+    assert f"workdir {disk / 'work'} and prefix {disk / 'prefix'}" in result.stderr

@@ -220,8 +220,10 @@ def test_a_connection_dropped_mid_layer_is_continued_with_a_range_request(
     assert prefix_tree(machine.chain.prefix) == machine.tree
 
 
-def test_an_upload_cut_off_mid_chunk_goes_on_from_what_the_registry_has(
+def test_an_upload_cut_off_mid_chunk_asks_the_registry_then_uploads_anew(
         tmp_path: Path) -> None:
+    """The push asks the registry what it kept of the cut session, and (the reference
+    registry cannot go on with it) starts a clean new upload: the restart path."""
     prefix = tmp_path / "prefix"
     (prefix / "lib").mkdir(parents=True)
     (prefix / "lib" / "big.bin").write_bytes(os.urandom(3 << 20))  # incompressible

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from rocbuild.prefix.buildinfo import info_path
+from rocbuild.model.layout import info_path
 from rocbuild.run.sources import sources
 from rocbuild.run.state.state import StateDir
 from tests.cli import run_flags

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from rocbuild.model import privilege
+from rocbuild.checks import privilege
 from tests.cli import CliResult, run_cli
 
 pytestmark = pytest.mark.e2e
@@ -44,6 +44,34 @@ def test_argparse_refusals_name_the_word_and_the_nearest(argv: tuple[str, ...], 
                                                           tmp_path: Path) -> None:
     result = refused(*argv, cwd=tmp_path)
     assert says in result.stderr
+
+
+# argparse's messages in other words (a translation, another Python's wording): rocbuild's
+# refusals are built from argparse's hooks (the action, the value, the leftover words), never
+# from the English text of its messages
+REWORDED = ("import argparse, sys; argparse._ = lambda s: s.replace('invalid choice', "
+            "'ungueltige Wahl').replace('unrecognized arguments', 'unbekannte Argumente'); "
+            "from rocbuild.cli.main import main; sys.exit(main(sys.argv[1:]))")
+
+
+@pytest.mark.parametrize(("argv", "says"), [
+    (("biuld",), "'biuld' is not a command of rocbuild. Did you mean 'build'?"),
+    (("env", "--shell", "sh"), "--shell: 'sh' is not one of bash, zsh, fish, lmod, tcl."),
+    (("plan", "--jbos", "4"), "'--jbos' is not an option here (did you mean '--jobs'?)"),
+])
+def test_refusals_do_not_read_argparses_wording(argv: tuple[str, ...], says: str,
+                                                 tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    from tests.cli import assert_no_traceback, child_env
+
+    command = [sys.executable, "-c", REWORDED, *argv]
+    done = subprocess.run(command, cwd=tmp_path, env=child_env(), capture_output=True,
+                          text=True, timeout=120, stdin=subprocess.DEVNULL)
+    result = CliResult(command, done.returncode, done.stdout, done.stderr)
+    assert_no_traceback(result)
+    assert result.returncode == 2 and says in result.stderr, result.explain()
 
 
 def test_a_bad_flag_names_the_commands_help_and_the_global_options(tmp_path: Path) -> None:

@@ -12,9 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from rocbuild.checks import doctor
+from rocbuild.checks import doctor, privilege
 from rocbuild.checks.doctor import FAIL, OK, SKIP, WARN, Host, Needs
-from rocbuild.model import privilege
 from tests.conftest import require_tool
 
 pytestmark = pytest.mark.e2e

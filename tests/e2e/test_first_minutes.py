@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from rocbuild.model import privilege
+from rocbuild.checks import privilege
 from rocbuild.run.sources import patches
 from tests.cli import REPO, run_cli
 from tests.support.chain import git, make_chain, make_repo, one_component_stack

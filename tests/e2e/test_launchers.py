@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from rocbuild.model import launchers
+from rocbuild.checks import launchtools
 from tests.cli import run_cli
 from tests.conftest import require_tool
 from tests.support.chain import one_component_stack
@@ -195,7 +195,7 @@ def test_ccache_on_with_a_too_old_ccache_stops_before_building(
     path = f"{old}{os.pathsep}{os.environ['PATH']}"
     result = run_cli("build", *flags, "--ccache", "on", env={"PATH": path}, expect=2)
     assert "--ccache on, but ccache 3.7.12 is older than 4.4" in result.output, result.explain()
-    assert launchers.CCACHE_INSTALL in result.output
+    assert launchtools.ccache_install() in result.output
     assert real_compiles(log) == 0, "nothing may be built after a preflight refusal"
     result = run_cli("build", *flags, "--ccache", "sometimes", expect=2)
     assert "flag --ccache: 'sometimes' is not one of auto, on, off" in result.output

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from rocbuild.checks.lint import unused_cmake_variables
+from rocbuild.model.buildsystems.cmake import unused_cmake_variables
 from tests.conftest import require_tool
 
 

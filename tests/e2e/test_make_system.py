@@ -40,8 +40,10 @@ PROJECT = {
     "Makefile": textwrap.dedent("""\
         include config.mk
         GREETING ?= hello
-        hello: $(SRC)/hello.c config.mk
-        \t$(CC) -DGREETING='"$(GREETING)"' -o $@ $(SRC)/hello.c
+        hello: hello.o
+        \t$(CC) -Wl,-rpath,'$(RUNPATH)' -o $@ hello.o
+        hello.o: $(SRC)/hello.c config.mk
+        \t$(LAUNCHER) $(CC) -DGREETING='"$(GREETING)"' -c -o $@ $(SRC)/hello.c
         install: hello
         \tmkdir -p $(DESTDIR)$(PREFIX)/bin
         \tcp hello $(DESTDIR)$(PREFIX)/bin/hello
@@ -96,7 +98,7 @@ def write_stack(tmp_path: Path, args: list[str]) -> list[str]:
 
 
 def test_a_make_project_builds_through_the_seam(tmp_path: Path, make_registered: None) -> None:
-    for tool in ("git", "make", "cc"):
+    for tool in ("git", "make", "cc", "ccache", "readelf"):
         require_tool(tool)
     make_repo(tmp_path / "repos", "hello", PROJECT)
     flags = write_stack(tmp_path, ["GREETING=hi {{ name }}"])
@@ -109,12 +111,23 @@ def test_a_make_project_builds_through_the_seam(tmp_path: Path, make_registered:
     assert installed == [str(hello)]  # the seam's record of what the install put there
     work = tmp_path / "work"
     assert (work / "logs/hello/options.log").read_text().count("GREETING: read by hello")
+    # the seam's contracts: RUNPATH relative to $ORIGIN, compiles through ccache
+    dynamic = subprocess.run(["readelf", "-d", str(hello)], capture_output=True,
+                             text=True).stdout
+    assert "(RUNPATH)" in dynamic and "[$ORIGIN/../lib" in dynamic, dynamic
+    assert "LAUNCHER=" in (work / "build/hello/config.mk").read_text()
 
     # current next time: the same stamps and output checks as for CMake
     result = rocbuild_with_make("build", *flags, "--no-verify")
     assert result.returncode == 0 and "▶" not in result.stdout, result.explain()
     status = rocbuild_with_make("status", *flags)
     assert status.returncode == 0 and "pending" not in status.stdout, status.explain()
+
+    # a deleted build tree is compiled again, and ccache serves the object
+    subprocess.run(["rm", "-rf", str(work / "build/hello")], check=True)
+    result = rocbuild_with_make("build", *flags, "--no-verify")
+    assert result.returncode == 0, result.explain()
+    assert "hello: ccache 100% hits (1/1)" in result.stdout, result.explain()
 
     # a changed option reconfigures, rebuilds and reinstalls
     write_stack(tmp_path, ["GREETING=bye"])

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from rocbuild.checks import privilege
 from rocbuild.cli.main import main
-from rocbuild.model import privilege
 from tests.cli import REPO, run_cli
 from tests.conftest import require_tool
 from tests.support.chain import Chain
@@ -116,3 +116,31 @@ def test_hipblas_needs_gfortran_and_preflight_says_so(tmp_path: Path) -> None:
     assert "not installed: gfortran (hipblas)" in result.stderr, result.explain()
     assert privilege.apt_install("gfortran") in result.stderr
     assert not (tmp_path / "work" / "src").exists()
+
+
+def _patch(old: str, new: str) -> str:
+    return f"--- a/f.txt\n+++ b/f.txt\n@@ -1,1 +1,1 @@\n-{old}\n+{new}\n"
+
+
+def test_a_patch_series_is_checked_on_top_of_the_patches_before_it(tmp_path: Path) -> None:
+    """Each patch is checked against the commit with the patches before it applied (real
+    git): a second patch that applies only on top of the first passes, and two patches that
+    each apply to the commit alone but not one after the other are refused at the second."""
+    from rocbuild.errors import BuildFailed
+    from rocbuild.run.sources import patches
+    from tests.support.chain import make_repo
+
+    require_tool("git")
+    make_repo(tmp_path, "p", {"f.txt": "one\n"})
+    repo = tmp_path / "p.git.src"  # the work tree the bare repo was cloned from
+    commit = "v1"
+    first = tmp_path / "0001-two.patch"
+    first.write_text(_patch("one", "two"))
+    on_top = tmp_path / "0002-three.patch"
+    on_top.write_text(_patch("two", "three"))  # applies only after 0001
+    patches.check_series("p", repo, commit, [first, on_top])
+    rival = tmp_path / "0002-four.patch"
+    rival.write_text(_patch("one", "four"))  # applies to the commit alone, not after 0001
+    patches.check_series("p", repo, commit, [rival])
+    with pytest.raises(BuildFailed, match=f"patch {rival} does not apply"):
+        patches.check_series("p", repo, commit, [first, rival])

@@ -40,7 +40,7 @@ def _wait_until(predicate, limit: float = 30.0) -> None:
 
 def test_capture_timeout_ends_the_whole_group_and_keeps_the_output() -> None:
     done = run_capture(py(_PARENT_OF_A_SLEEPER), timeout=1.0, grace=5.0)
-    assert done is not None and done.timed_out and not done.ok
+    assert done.timed_out and done.started and not done.ok and not done.answered
     grandchild = int(done.stdout.split()[0])
     _wait_until(lambda: _gone(grandchild))
 
@@ -51,12 +51,16 @@ def test_capture_is_registered_while_it_runs(tmp_path: Path) -> None:
                           f"print(pathlib.Path({str(tmp_path / 'running')!r}, "
                           "f'{os.getpid()}.json').is_file(), os.getsid(0) == os.getpid())"),
                        registry=registry)
-    assert done is not None and done.ok and done.stdout.split() == ["True", "True"]
+    assert done.ok and done.answered and done.stdout.split() == ["True", "True"]
     assert registry.live() == [] and not list((tmp_path / "running").iterdir())
 
 
-def test_capture_of_a_missing_program_is_none() -> None:
-    assert run_capture(["/nonexistent/tool", "--version"]) is None
+def test_capture_of_a_missing_program_is_a_result_that_says_so() -> None:
+    """run_capture always returns a Captured, as run_logged a RunResult: a program that
+    cannot start is exit 127, not started, with why in stderr."""
+    done = run_capture(["/nonexistent/tool", "--version"])
+    assert not done.started and not done.ok and not done.timed_out
+    assert done.returncode == 127 and "cannot run /nonexistent/tool" in done.stderr
 
 
 def test_logged_to_a_sink_echoes_the_command_and_stops_at_its_timeout() -> None:

@@ -7,10 +7,17 @@ table."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from rocbuild.model.buildsystems import BuildSystem, Commands
+from rocbuild.model import launchers
+from rocbuild.model.buildsystems import (
+    BuildSystem,
+    Commands,
+    Lint,
+    install_runpath,
+    refuse_reserved,
+)
 from rocbuild.model.graph import Component, Stack
 
 RECORD = "installed.txt"
@@ -20,11 +27,13 @@ class Make(BuildSystem):
     kind = "make"
     table = "make"
     keys = ("args",)  # VAR=value, given to configure (it writes them into config.mk)
+    reserved = ("--prefix=",)
 
     def configure(self, stack: Stack, comp: Component, jobs: Mapping[str, int] | None
                   ) -> Commands:
         return [["sh", str(comp.source_dir / "configure"), f"--prefix={comp.install_prefix}",
-                 *comp.cmake_args]]
+                 *comp.build_args, *self.runpath_args(stack, comp),
+                 *self.launcher_args(stack, comp)]]
 
     def build(self, stack: Stack, comp: Component, jobs: int | None) -> Commands:
         return [["make", "-C", str(comp.build_dir), "-f", str(comp.source_dir / "Makefile"),
@@ -41,6 +50,25 @@ class Make(BuildSystem):
                 ["sh", "-c", 'cd "$1" && find . ! -type d | sed "s|^\\.|$2|" > "$3"', "record",
                  staged, str(comp.install_prefix), str(self.installed_record(comp))]]
 
+    def runpath_args(self, stack: Stack, comp: Component) -> list[str]:
+        """RUNPATH=<entries>, which the project's Makefile links with (-Wl,-rpath); make
+        would expand $ORIGIN, so it is written $$ORIGIN."""
+        if not comp.recipe.runpath:
+            return []
+        entries = install_runpath(stack, comp).replace(";", ":")
+        return [f"RUNPATH={entries.replace('$', '$$')}"]
+
+    def launcher_args(self, stack: Stack, comp: Component) -> list[str]:
+        """LAUNCHER=<the C launcher>, which the project's Makefile puts before $(CC)."""
+        launcher = launchers.choices(stack.launch, comp)["C"].launcher
+        return [f"LAUNCHER={launcher.replace(';', ' ')}"] if launcher else []
+
+    def check_args(self, file: Path, key: str, args: Sequence[str]) -> None:
+        refuse_reserved(file, key, args, self.reserved)
+
+    def lint(self, stacks: Sequence[Stack], comp_name: str) -> Lint:
+        return []  # VAR=value has nothing to check beyond the option check
+
     def installed_record(self, comp: Component) -> Path:
         return comp.build_dir / RECORD
 
@@ -52,7 +80,7 @@ class Make(BuildSystem):
         return [Path(line) for line in text.splitlines() if line]
 
     def option_names(self, stack: Stack, comp: Component) -> list[str]:
-        return [arg.split("=", 1)[0] for arg in comp.cmake_args if "=" in arg]
+        return [arg.split("=", 1)[0] for arg in comp.build_args if "=" in arg]
 
     def is_build_file(self, name: str) -> bool:
         return name in ("Makefile", "configure") or name.endswith(".mk")

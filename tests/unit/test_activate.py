@@ -12,6 +12,7 @@ import pytest
 from rocbuild.cli import cmd_prefixes
 from rocbuild.cli import main as cli
 from rocbuild.errors import ConfigError, RocbuildError
+from rocbuild.model import layout
 from rocbuild.model.graph import load_stack
 from rocbuild.model.settings import resolve
 from rocbuild.prefix import activate, buildinfo
@@ -200,7 +201,7 @@ def test_build_info_round_trips_and_keeps_unknown_fields(tmp_path: Path) -> None
     info = read_build_info(prefix)
     assert info is not None and info.complete and not info.verified
     assert info.components["llvm"].commit == "a" * 40
-    path = buildinfo.info_path(prefix)
+    path = layout.info_path(prefix)
     doc = json.loads(path.read_text())
     for key in ("rocbuild_version", "version", "targets", "recipe_fingerprint", "components",
                 "started", "finished", "complete", "verified"):
@@ -216,7 +217,7 @@ def test_build_info_round_trips_and_keeps_unknown_fields(tmp_path: Path) -> None
 
 def test_missing_and_corrupt_build_info(tmp_path: Path) -> None:
     assert read_build_info(tmp_path) is None
-    path = buildinfo.info_path(tmp_path)
+    path = layout.info_path(tmp_path)
     path.parent.mkdir()
     path.write_text("{ not json")
     with pytest.raises(ConfigError, match="not a rocbuild build-info"):
@@ -249,8 +250,8 @@ def test_scan_lists_only_prefixes_with_build_info(opt: Path, tmp_path: Path) -> 
     make_prefix(opt, "rocm-6.4-gfx1030", complete=False)
     (opt / "rocm-6.2.0" / "bin").mkdir(parents=True)  # a packaged ROCm: not listed
     broken = opt / "rocm-broken"
-    buildinfo.info_path(broken).parent.mkdir(parents=True)
-    buildinfo.info_path(broken).write_text("[]")
+    layout.info_path(broken).parent.mkdir(parents=True)
+    layout.info_path(broken).write_text("[]")
     elsewhere = make_prefix(tmp_path / "home", "my-rocm")
     found = buildinfo.scan_prefixes(opt, (elsewhere, opt / "rocm-6.4-gfx906"))
     assert [f.path for f in found] == sorted(f.path for f in found)

@@ -192,4 +192,18 @@ def test_a_taken_source_only_component_that_a_build_reads_is_fetched(
     assert stack.base.not_taken["headers"].reason == (
         "fetched (source only): reader is built from it")
     checkout = stack.components["headers"].source_dir
-    assert f"-DHEADERS_DIR={checkout}" in stack.components["reader"].cmake_args
+    assert f"-DHEADERS_DIR={checkout}" in stack.components["reader"].build_args
+
+
+def test_the_estimated_road_keeps_the_build_time_only_rule(write_recipes,
+                                                           tmp_path: Path) -> None:
+    """The estimate (roads.assumed_taken) and a real base (base.load_base) decide by the same
+    rule: a dependency that is built but only read at build time leaves the base's users
+    taken. Here tools has no [base] table, so it is always built."""
+    tools = "build_time_only = true\n" + OK_SOURCE + "[cmake]\n"
+    folder = write_recipes(tools=tools, runtime=RUNTIME, user=USER)
+    _, estimate = roads(load_stack(settings_for(folder)))
+    assert estimate.components == ("tools",)
+    base = make_base(tmp_path, files=("lib/libruntime.so", "lib/libuser.so"))
+    _, measured = roads(load_stack(settings_for(folder, base=str(base))))
+    assert measured.components == estimate.components

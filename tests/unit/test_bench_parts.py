@@ -233,13 +233,13 @@ def test_hip_and_vulkan_builds_install_into_separate_folders() -> None:
     stack = load_stack(resolve({"target": "gfx906"}), ["llama.cpp", "llama.cpp-vulkan"])
     hip, vulkan = stack.components["llama.cpp"], stack.components["llama.cpp-vulkan"]
     assert hip.install_prefix == vulkan.install_prefix == stack.prefix
-    dirs = dict(a[2:].split("=", 1) for a in vulkan.cmake_args if a.startswith("-DCMAKE_INSTALL_"))
+    dirs = dict(a[2:].split("=", 1) for a in vulkan.build_args if a.startswith("-DCMAKE_INSTALL_"))
     assert dirs == {"CMAKE_INSTALL_BINDIR": "llama.cpp-vulkan/bin",
                     "CMAKE_INSTALL_LIBDIR": "llama.cpp-vulkan/lib",
                     "CMAKE_INSTALL_INCLUDEDIR": "llama.cpp-vulkan/include"}
-    assert not any(a.startswith("-DCMAKE_INSTALL_") for a in hip.cmake_args)  # bin/, lib/
+    assert not any(a.startswith("-DCMAKE_INSTALL_") for a in hip.build_args)  # bin/, lib/
     vulkan_bench = Path(dirs["CMAKE_INSTALL_BINDIR"]) / "llama-bench"
     assert llamabench.BENCH_PATHS["vulkan"] == vulkan_bench
     assert llamabench.BENCH_PATHS["hip"] == Path("bin/llama-bench")
     # static, so the Vulkan programs never load the HIP build's libllama/libggml
-    assert "-DBUILD_SHARED_LIBS=OFF" in vulkan.cmake_args
+    assert "-DBUILD_SHARED_LIBS=OFF" in vulkan.build_args

@@ -15,11 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from rocbuild.checks import doctor
+from rocbuild.checks import doctor, privilege
 from rocbuild.checks.doctor import FAIL, OK, SKIP, WARN, Host, Needs
 from rocbuild.cli import cmd_doctor
 from rocbuild.cli import main as cli
-from rocbuild.model import privilege
 from rocbuild.model.settings import resolve
 from rocbuild.model.targets import parse_target_list
 from rocbuild.prefix.buildinfo import BuildInfo, write_build_info

@@ -36,7 +36,7 @@ def test_reused_checkout_adds_source_dependency(write_recipes, tmp_path: Path) -
     assert stack.order == ("proj", "sub")
     assert sub.checkout == "proj" and not sub.owns_checkout
     assert sub.source_dir == tmp_path / "w/src/proj/amd/sub"
-    assert sub.cmake_args == (f"-DP={tmp_path / 'w/src/proj'}",)
+    assert sub.build_args == (f"-DP={tmp_path / 'w/src/proj'}",)
 
 
 def test_prefix_and_targets_render(write_recipes) -> None:
@@ -44,7 +44,7 @@ def test_prefix_and_targets_render(write_recipes) -> None:
     folder = write_recipes(a=SRC + args)
     stack = stack_of(folder, target="gfx906,gfx90a")
     assert stack.prefix == Path("/opt/rocm-6.4-gfx906-gfx90a")
-    assert stack.components["a"].cmake_args == ("-DGPU_TARGETS=gfx906;gfx90a",)
+    assert stack.components["a"].build_args == ("-DGPU_TARGETS=gfx906;gfx90a",)
 
 
 def test_fingerprint_follows_options_patches_and_dependencies(write_recipes) -> None:

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from rocbuild.checks import hostreqs
+from rocbuild.checks import hostreqs, privilege
 from rocbuild.checks.hostreqs import FAIL, WARN, Probe, Requirements
 from rocbuild.cli import cmd_doctor
 from rocbuild.errors import ConfigError
-from rocbuild.model import cost, privilege
+from rocbuild.model import cost
 from rocbuild.model.graph import load_stack
 from rocbuild.model.recipes import load_recipe
 from rocbuild.model.resources import GIB, HostSnapshot

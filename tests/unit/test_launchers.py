@@ -12,7 +12,7 @@ from rocbuild.checks import launchtools
 from rocbuild.errors import ConfigError
 from rocbuild.model import launchers
 from rocbuild.model.graph import load_stack
-from rocbuild.model.resources import GIB, HostSnapshot, job_counts
+from rocbuild.model.resources import GIB, HostSnapshot, jobs_by_kind
 from rocbuild.model.settings import resolve
 from rocbuild.run.state import launchstats
 
@@ -52,7 +52,7 @@ def test_ccache_goes_in_front_of_c_cxx_and_hip(write_recipes, tmp_path: Path) ->
 def test_cache_env_is_keyed_for_a_rebuilt_compiler_and_a_recreated_tree(
         write_recipes, tmp_path: Path) -> None:
     stack, launch = stack_for(write_recipes, tmp_path)
-    env = launchers.step_env(launch, stack, stack.components["device"], {})
+    env = launchers.launcher_env(launch, stack, stack.components["device"])
     work = str(tmp_path / "w")
     assert env["CCACHE_DIR"] == f"{Path.home()}/.cache/rocbuild/ccache"  # per user (issue 32)
     assert env["CCACHE_BASEDIR"] == work and "CCACHE_DEPEND" not in env
@@ -78,7 +78,7 @@ def test_compilers_are_hashed_by_content_only_where_the_stack_rebuilds_them(
     stack = load_stack(settings)
     launch = launchers.resolve(settings, stack.workdir, 48 * GIB,
                                launchtools.find(settings, which=TOOLS.get), env={})
-    checks = {name: launchers.step_env(launch, stack, stack.components[name], {})
+    checks = {name: launchers.launcher_env(launch, stack, stack.components[name])
               .get("CCACHE_COMPILERCHECK") for name in ("system", "rebuilt", "by_env",
                                                          "base_clang")}
     assert checks == {"system": None, "rebuilt": "content", "by_env": "content",
@@ -87,11 +87,11 @@ def test_compilers_are_hashed_by_content_only_where_the_stack_rebuilds_them(
 
 def test_the_users_ccache_dir_and_size_are_kept(write_recipes, tmp_path: Path) -> None:
     stack, launch = stack_for(write_recipes, tmp_path, env={"CCACHE_DIR": "/srv/cc"})
-    env = launchers.step_env(launch, stack, stack.components["device"], {})
+    env = launchers.launcher_env(launch, stack, stack.components["device"])
     assert "CCACHE_DIR" not in env and "CCACHE_MAXSIZE" not in env
     assert launch.cache_dir == Path("/srv/cc")
-    stack, launch = stack_for(write_recipes, tmp_path)
-    env = launchers.step_env(launch, stack, stack.components["device"], {"CCACHE_MAXSIZE": "9G"})
+    stack, launch = stack_for(write_recipes, tmp_path, env={"CCACHE_MAXSIZE": "9G"})
+    env = launchers.launcher_env(launch, stack, stack.components["device"])
     assert "CCACHE_MAXSIZE" not in env
 
 
@@ -102,7 +102,7 @@ def test_the_prefix_toolchain_files_are_hashed(write_recipes, tmp_path: Path) ->
     (bitcode / "ocml.bc").write_bytes(b"BC")
     (tmp_path / "p" / "lib" / "llvm" / "bin").mkdir(parents=True)
     (tmp_path / "p" / "lib" / "llvm" / "bin" / "clang++.cfg").write_text("@rocm.cfg\n")
-    env = launchers.step_env(launch, stack, stack.components["device"], {})
+    env = launchers.launcher_env(launch, stack, stack.components["device"])
     assert env["CCACHE_EXTRAFILES"] == (f"{tmp_path}/p/lib/llvm/bin/clang++.cfg:"
                                         f"{bitcode}/ocml.bc")
 
@@ -127,7 +127,7 @@ def test_a_bases_toolchain_files_are_hashed_in_both_bitcode_layouts(
     (base / "lib/llvm/bin/clang++.cfg").write_text("@rocm.cfg\n")
     stack, launch = stack_for(write_recipes, tmp_path, prefix=str(tmp_path / "p"),
                               base=str(base))
-    env = launchers.step_env(launch, stack, stack.components["device"], {})
+    env = launchers.launcher_env(launch, stack, stack.components["device"])
     assert env["CCACHE_EXTRAFILES"].split(":") == [
         f"{base}/lib/llvm/bin/clang++.cfg", f"{legacy}/ockl.bc", f"{legacy}/ocml.bc",
         f"{resource}/ocml.bc"]
@@ -137,26 +137,26 @@ def test_off_means_no_launcher_and_a_disabled_cache(write_recipes, tmp_path: Pat
     stack, launch = stack_for(write_recipes, tmp_path, ccache="off")
     assert launch.ccache is None and launch.ccache_state == "off (flag --ccache)"
     assert launchers.cmake_args(launch, stack.components["device"]) == []
-    assert launchers.step_env(launch, stack, stack.components["device"], {}) == \
+    assert launchers.launcher_env(launch, stack, stack.components["device"]) == \
         {"CCACHE_DISABLE": "1"}
     stack, launch = stack_for(write_recipes, tmp_path, tools={})
     assert launch.ccache_state == "off (ccache is not installed)"
     said: list[str] = []
     assert launchtools.preflight_problems(launch, said.append) == []
-    assert launchers.CCACHE_INSTALL in said[0]
+    assert launchtools.ccache_install() in said[0]
     stack, launch = stack_for(write_recipes, tmp_path, tools={}, ccache="on")
     assert launchtools.preflight_problems(launch, said.append) == [
-        ("--ccache on, but ccache is not installed", launchers.CCACHE_INSTALL)]
+        ("--ccache on, but ccache is not installed", launchtools.ccache_install())]
 
 
 def test_distcc_sits_behind_ccache_for_distributable_recipes_only(
         write_recipes, tmp_path: Path) -> None:
     stack, launch = stack_for(write_recipes, tmp_path, distcc="box1/8  box2:4000")
     host, device = stack.components["host"], stack.components["device"]
-    env = launchers.step_env(launch, stack, host, {})
+    env = launchers.launcher_env(launch, stack, host)
     assert env["CCACHE_PREFIX"] == "/usr/bin/distcc" and env["DISTCC_HOSTS"] == "box1/8 box2:4000"
     assert env["DISTCC_FALLBACK"] == "1" and env["DISTCC_LOG"].endswith("logs/host/distcc.log")
-    assert "CCACHE_PREFIX" not in launchers.step_env(launch, stack, device, {})
+    assert "CCACHE_PREFIX" not in launchers.launcher_env(launch, stack, device)
     # HIP device compiles stay local: their launcher clears the prefix
     hip = [a for a in launchers.cmake_args(launch, host) if "HIP" in a]
     assert hip[0].endswith(";CCACHE_PREFIX=;/usr/bin/ccache")
@@ -189,14 +189,14 @@ def test_remote_slots_add_to_local_jobs_while_local_memory_allows(
     host = stack.components["host"]
     roomy = HostSnapshot(cpus=4, cpu_reason="4 CPUs", mem_available=32 * GIB, swap_free=0,
                          mem_reason="memory")
-    counts = job_counts(host.recipe.resources, roomy, swap_weight=0.5, cap=None)
+    counts = jobs_by_kind(host.recipe.resources, roomy, swap_weight=0.5, cap=None)
     split = launchers.split_jobs(launch, host, counts, roomy, swap_weight=0.5, cap=None)
     assert split["link"] == counts["link"]  # the link pool stays sized by local memory
     assert split["compile"].jobs == counts["compile"].jobs + 16
     assert "16 remote of 16 distcc slots" in split["compile"].reason
     tight = HostSnapshot(cpus=4, cpu_reason="4 CPUs", mem_available=12 * GIB, swap_free=0,
                          mem_reason="memory")
-    counts = job_counts(host.recipe.resources, tight, swap_weight=0.5, cap=None)
+    counts = jobs_by_kind(host.recipe.resources, tight, swap_weight=0.5, cap=None)
     split = launchers.split_jobs(launch, host, counts, tight, swap_weight=0.5, cap=None)
     local = counts["compile"].jobs
     left = 12 * GIB - GIB - local * GIB - counts["link"].jobs * 4 * GIB
@@ -265,7 +265,9 @@ def test_loading_a_stack_probes_nothing_and_the_run_resolves_launchers(
                        cwd=tmp_path)
     stack = load_stack(settings)
     assert stack.launch is None and asked == []
-    ctx = BuildContext(stack=stack, settings=settings, output=None)  # type: ignore[arg-type]
+    quiet = BuildContext(stack=stack, settings=settings, output=None)  # type: ignore[arg-type]
+    assert quiet.stack.launch is None and asked == []  # a constructor probes nothing
+    ctx = BuildContext.start(stack=stack, settings=settings, output=None)  # type: ignore[arg-type]
     assert ctx.stack.launch is not None and asked == ["/usr/bin/ccache"]
     assert ctx.stack.launch.ccache_state == "on (ccache 4.7.5)"
     launched = ctx.stack

@@ -99,6 +99,43 @@ def test_the_process_rule_sees_what_it_forbids(tmp_path: Path) -> None:
                                          "5: os.system"]
 
 
+# The model reads no host facts either (issue 35): the user's environment, the euid, the
+# programs on PATH and the CPUs are passed in (Settings, HostTools/Launch, a step's base
+# environment, ``cpus``), found by checks/ or the CLI.
+HOST_READS = {("os", "environ"), ("os", "getenv"), ("os", "geteuid"), ("os", "getuid"),
+              ("os", "sched_getaffinity"), ("os", "cpu_count"), ("shutil", "which")}
+
+
+def host_reads(path: Path) -> list[str]:
+    """Each ``os.environ``, ``os.geteuid``, ``shutil.which``, ... in a module, and each
+    ``from os import environ`` style import of one."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
+                and (node.value.id, node.attr) in HOST_READS):
+            found.append(f"{node.lineno}: {node.value.id}.{node.attr}")
+        elif isinstance(node, ast.ImportFrom) and node.module in {"os", "shutil"}:
+            found += [f"{node.lineno}: from {node.module} import {a.name}" for a in node.names
+                      if (node.module, a.name) in HOST_READS]
+    return sorted(found, key=lambda hit: int(hit.split(":")[0]))
+
+
+def test_the_model_reads_no_host_facts() -> None:
+    wrong = [f"{path.relative_to(PACKAGE)}:{hit}"
+             for path in sorted((PACKAGE / "model").rglob("*.py"))
+             for hit in host_reads(path)]
+    assert wrong == [], ("model/ reads no host facts (pass them in, as HostTools; find them "
+                         "in checks/):\n" + "\n".join(wrong))
+
+
+def test_the_host_rule_sees_what_it_forbids(tmp_path: Path) -> None:
+    module = tmp_path / "m.py"
+    module.write_text("import os, shutil\nfrom os import environ\nos.environ.get('X')\n"
+                      "shutil.which('sudo')\nos.geteuid()\nlen(os.sched_getaffinity(0))\n")
+    assert host_reads(module) == ["2: from os import environ", "3: os.environ",
+                                  "4: shutil.which", "5: os.geteuid", "6: os.sched_getaffinity"]
+
+
 # --- run/'s rooms (issue 23; docs/architecture.md, run/'s four rooms) ---
 # Each room of run/ imports only the rooms its face names: the binary cache, the sources and
 # the state never reach into the engine, so they can be read, tested and reused without a run.

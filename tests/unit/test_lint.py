@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from rocbuild.checks.lint import cmake_defines, lint_recipes, lint_sources, unused_cmake_variables
+from rocbuild.checks.lint import lint_recipes, lint_sources
 from rocbuild.cli.main import main
+from rocbuild.model.buildsystems.cmake import cmake_defines, unused_cmake_variables
 from rocbuild.model.settings import resolve
 
 SRC = '[source]\ngit = "https://example.com/{{ name }}.git"\nref = "v1"\n'

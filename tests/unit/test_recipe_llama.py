@@ -16,7 +16,7 @@ def test_llama_cpp_gets_the_build_number_of_its_release_tag(name: str, tmp_path:
     stack = load_stack(resolve({"workdir": str(tmp_path)}, env={}), [name])
     comp = stack.components[name]
     assert comp.ref is not None and comp.ref.startswith("b")
-    assert f"-DLLAMA_BUILD_NUMBER={comp.ref[1:]}" in comp.cmake_args
+    assert f"-DLLAMA_BUILD_NUMBER={comp.ref[1:]}" in comp.build_args
 
 
 def test_a_commit_pin_gives_no_made_up_build_number(tmp_path: Path,
@@ -27,7 +27,7 @@ def test_a_commit_pin_gives_no_made_up_build_number(tmp_path: Path,
     folder = write_recipes(files={"llama.cpp": text})
     stack = load_stack(resolve({"workdir": str(tmp_path), "recipes": str(folder)}, env={}),
                        ["llama.cpp"])
-    assert "-DLLAMA_BUILD_NUMBER=0" in stack.components["llama.cpp"].cmake_args
+    assert "-DLLAMA_BUILD_NUMBER=0" in stack.components["llama.cpp"].build_args
 
 
 def test_llama_cpp_builds_portable_cpu_code(tmp_path: Path) -> None:
@@ -35,6 +35,6 @@ def test_llama_cpp_builds_portable_cpu_code(tmp_path: Path) -> None:
     records only the machine name (issue 21): the recipe builds every CPU variant as a
     backend module instead, and ggml loads the best one where it runs."""
     args = load_stack(resolve({"workdir": str(tmp_path)}, env={}),
-                      ["llama.cpp"]).components["llama.cpp"].cmake_args
+                      ["llama.cpp"]).components["llama.cpp"].build_args
     assert {"-DGGML_NATIVE=OFF", "-DGGML_BACKEND_DL=ON", "-DGGML_CPU_ALL_VARIANTS=ON"} <= set(args)
     assert "-DBUILD_SHARED_LIBS=OFF" not in args  # GGML_BACKEND_DL requires shared libraries

@@ -52,10 +52,10 @@ def test_cgroup_without_limits(tmp_path: Path) -> None:
 
 
 def test_link_and_compile_pools_share_one_budget() -> None:
-    from rocbuild.model.resources import job_counts
+    from rocbuild.model.resources import jobs_by_kind
 
     sixteen = host(cpus=16, mem_gib=28.8, swap_gib=8)  # 16 cores, 32 GiB, idle desktop
-    counts = job_counts({"compile_mem": 1.5 * GIB, "link_mem": 6 * GIB}, sixteen,
+    counts = jobs_by_kind({"compile_mem": 1.5 * GIB, "link_mem": 6 * GIB}, sixteen,
                         swap_weight=0.5, cap=None)
     link, compile_ = counts["link"].jobs, counts["compile"].jobs
     budget = (28.8 + 8 * 0.5 - 1) * GIB

@@ -35,7 +35,7 @@ def test_every_stamped_component_step_has_its_facts_and_a_known_output() -> None
     assert chained == {"fetch", "patch", "configure", "compile", "install"}
     assert set(uptodate.FACTS) == chained
     for kind in steptable.chained():
-        assert kind.output in ("", *uptodate.OUTPUTS), kind.name
+        assert kind.output in (None, *uptodate.OUTPUTS), kind.name
         assert bool(kind.output) == bool(kind.missing), f"{kind.name}: say what is missing"
         for source in kind.inputs:
             assert source.of == steptable.DEPENDENCIES or source.step in chained, source
@@ -111,3 +111,18 @@ def test_a_step_the_rule_does_not_know_is_an_error_not_a_guess(
         rule.is_current(lib, step)
     with pytest.raises(UnknownStep, match=r"model/steptable\.py"):
         steptable.kind("no-such-step")
+
+
+def test_the_axes_cannot_be_mixed() -> None:
+    """Who, where an output lives and whose run an input is were three strings "checkout":
+    one given for another passed. Each axis is an Enum now, so they never compare equal, and
+    each role has a constructor taking only its own fields."""
+    assert steptable.CHECKOUT != steptable.IN_CHECKOUT != steptable.OF_CHECKOUT
+    assert steptable.CHECKOUT != steptable.OF_CHECKOUT
+    for kind in STEPS:
+        assert isinstance(kind.who, steptable.Who) and isinstance(kind.role, steptable.Role)
+        assert kind.output is None or isinstance(kind.output, steptable.Where)
+        assert all(isinstance(i.of, steptable.Of) for i in kind.inputs)
+    with pytest.raises(TypeError):
+        steptable.check("x", "x", steptable.Who.BUILD, gates="configure",  # type: ignore[call-arg]
+                        current_with="configure", output=steptable.Where.TREE)

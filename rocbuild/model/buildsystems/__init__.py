@@ -5,7 +5,12 @@ keeps that system's options in the table the system names (``[cmake]``). The eng
 build system only through this class: the commands of the configure, compile and install
 steps (the step actions run them, ``rocbuild plan --commands`` prints them, the configure
 command is a fingerprint input), the list of files an install put into the prefix, and the
-check of the recipe's options against the fetched build files. The rest has defaults.
+check of the recipe's options against the fetched build files. The contracts every build
+system keeps (``CONTRACTS``: the install RUNPATH, the compiler launchers, the refusal of
+arguments rocbuild sets itself, the lint of the recipe's arguments, the install record) are
+methods without a default: a system that cannot keep one names it in ``lacks`` with the
+reason, and tests/unit/test_buildsystems.py fails on a system that does neither. The rest has
+defaults.
 
 Adding a build system is one module in this folder that subclasses BuildSystem and calls
 ``register`` (modules here are imported when the registry is first read, so nothing else
@@ -18,11 +23,14 @@ from __future__ import annotations
 
 import importlib
 import json
+import os
 import pkgutil
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING
+
+from rocbuild.errors import ConfigError
 
 if TYPE_CHECKING:
     from rocbuild.model.graph import Component, Stack
@@ -30,6 +38,43 @@ if TYPE_CHECKING:
 SOURCE_ONLY = "source-only"  # a recipe kind that is fetched and patched, never built
 
 Commands = list[list[str]]
+Lint = list[tuple[str, str]]  # (level, message): "error" fails lint-recipes, "warning" not
+# the methods every registered build system implements or names in ``lacks`` with a reason
+CONTRACTS = ("runpath_args", "launcher_args", "check_args", "lint", "installed_files",
+             "installed_record")
+
+
+def install_runpath(stack: Stack, component: Component) -> str:
+    """The RUNPATH of the programs and libraries a component installs, relative to $ORIGIN so
+    a prefix still works when copied or moved (docs/architecture.md, "Installed files"): the
+    component's own lib/ first, then the stack's lib/ and the lib/ of every component it
+    depends on that installs elsewhere (LLVM's lib/llvm/lib), never a folder of a component it
+    does not use, then a --base's lib folders (absolute). Relative to bin/, which is also
+    right for lib/ (its sibling); entries joined with ';'."""
+    from rocbuild.model.base import base_runpath  # base -> recipes -> this package
+    users_of = [stack.components[n] for n in stack.closure(component.name)
+                if n in stack.components]
+    libs = [component.install_prefix / "lib", stack.prefix / "lib",
+            *(c.install_prefix / "lib" for c in users_of)]
+    origin = component.install_prefix / "bin"
+    entries: list[str] = []
+    for lib in libs:
+        entry = "$ORIGIN/" + os.path.relpath(lib, origin)
+        if entry not in entries:
+            entries.append(entry)
+    entries += base_runpath(stack.base)  # a --base's lib dirs, absolute, after the prefix's
+    return ";".join(entries)
+
+
+def refuse_reserved(file: Path, key: str, args: Sequence[str], reserved: tuple[str, ...]
+                    ) -> None:
+    """ConfigError naming ``key`` for an argument starting with one of ``reserved`` (what
+    rocbuild passes itself: a recipe repeating it would fight rocbuild's own)."""
+    for i, arg in enumerate(args):
+        if reserved and arg.startswith(reserved):
+            raise ConfigError(f"{file}: key '{key}[{i}]': '{arg}' is set by "
+                              "rocbuild itself (generator, source, build folder, install "
+                              "prefix)", tip=f"remove it from {file}")
 
 
 class BuildSystem:
@@ -52,6 +97,8 @@ class BuildSystem:
     # its build command without a job count takes its jobs from the run's job pool (a GNU
     # make jobserver client: ninja >= 1.13 under CMake); false: it is always given a count
     jobserver_client = False
+    # contract (of CONTRACTS) -> why this system cannot keep it; empty: it keeps them all
+    lacks: Mapping[str, str] = {}
 
     # --- the steps' commands --------------------------------------------------------------
     def configure(self, stack: Stack, comp: Component, jobs: Mapping[str, int] | None
@@ -68,6 +115,37 @@ class BuildSystem:
     def install(self, stack: Stack, comp: Component) -> Commands:
         """The install step: into the prefix, writing what installed_files reads."""
         raise NotImplementedError
+
+    # --- the contracts (CONTRACTS): no defaults -----------------------------------------
+    def runpath_args(self, stack: Stack, comp: Component) -> list[str]:
+        """Configure arguments that give every program and library the install puts into the
+        prefix the RUNPATH ``install_runpath(stack, comp)`` (unless the recipe opts out:
+        ``install.runpath = false``), and on a --base its lib folders."""
+        raise NotImplementedError
+
+    def launcher_args(self, stack: Stack, comp: Component) -> list[str]:
+        """Configure arguments that put the run's compiler launchers (``stack.launch``:
+        ccache, distcc; ``launchers.choices``) in front of each compile. Launchers change
+        only the speed, so ``fingerprint_args`` leaves these out."""
+        raise NotImplementedError
+
+    def check_args(self, file: Path, key: str, args: Sequence[str]) -> None:
+        """ConfigError naming ``file`` and ``key`` for an argument of the recipe's table that
+        rocbuild sets itself (``reserved``, through ``refuse_reserved``) or that makes the tool
+        do something else than configure the source."""
+        raise NotImplementedError
+
+    def lint(self, stacks: Sequence[Stack], comp_name: str) -> Lint:
+        """lint-recipes' findings about the recipe's arguments in every rendering of
+        ``stacks`` (the first is the default targets')."""
+        raise NotImplementedError
+
+    def fingerprint_args(self, stack: Stack, comp: Component, argv: list[str]) -> list[str]:
+        """``argv`` without what changes only the speed (the launcher arguments)."""
+        if "launcher_args" in self.lacks:
+            return argv
+        launch = set(self.launcher_args(stack, comp))
+        return [a for a in argv if a not in launch]
 
     # --- what the install left -------------------------------------------------------------
     def installed_files(self, comp: Component) -> list[Path] | None:
@@ -164,5 +242,7 @@ def configure_key(stack: Stack, comp: Component,
     fingerprint input (the up-to-date rule's, the binary cache's key). One command stands for
     itself, so the stamps and the artifact keys of CMake builds are those earlier rocbuilds
     wrote."""
-    commands = [clean(argv) for argv in of(comp).configure(stack, comp, None)]
+    system = of(comp)
+    commands = [clean(system.fingerprint_args(stack, comp, argv))
+                for argv in system.configure(stack, comp, None)]
     return json.dumps(commands[0] if len(commands) == 1 else commands)

@@ -8,18 +8,25 @@ line; this module is the one reader of it (and says where the binary cache write
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING
 
-from rocbuild.model import launchers
-from rocbuild.model.base import base_runpath, rpath_args
-from rocbuild.model.buildsystems import BuildSystem, Commands, register
+from rocbuild.errors import ConfigError
+from rocbuild.model import cmakecode, launchers
+from rocbuild.model.buildsystems import (
+    BuildSystem,
+    Commands,
+    Lint,
+    install_runpath,
+    refuse_reserved,
+    register,
+)
 
 if TYPE_CHECKING:
+    from rocbuild.model.base import Base
     from rocbuild.model.graph import Component, Stack
 
 MANIFEST = "install_manifest.txt"
@@ -66,24 +73,12 @@ def unused_cmake_variables(log_text: str) -> list[str]:
     return names
 
 
-def install_runpath(stack: Stack, component: Component) -> str:
-    """The RUNPATH of the programs and libraries a component installs, relative to $ORIGIN so
-    a prefix still works when copied or moved: the component's own lib/ first, then the
-    stack's lib/ and the lib/ of every component it depends on that installs elsewhere
-    (LLVM's lib/llvm/lib), never a folder of a component it does not use. Relative to bin/,
-    which is also right for lib/ (its sibling)."""
-    users_of = [stack.components[n] for n in stack.closure(component.name)
-                if n in stack.components]
-    libs = [component.install_prefix / "lib", stack.prefix / "lib",
-            *(c.install_prefix / "lib" for c in users_of)]
-    origin = component.install_prefix / "bin"
-    entries: list[str] = []
-    for lib in libs:
-        entry = "$ORIGIN/" + os.path.relpath(lib, origin)
-        if entry not in entries:
-            entries.append(entry)
-    entries += base_runpath(stack.base)  # a --base's lib dirs, absolute, after the prefix's
-    return ";".join(entries)
+def rpath_args(base: Base | None) -> list[str]:
+    """On a base, every installed file also keeps in its RUNPATH the folders outside the
+    project it was linked against (the base's lib/), after its install RPATH: CMake's
+    INSTALL_RPATH_USE_LINK_PATH. This covers projects that set CMAKE_INSTALL_RPATH themselves
+    (a normal variable hides rocbuild's cache entry), so no env.sh is needed to reach the base."""
+    return [] if base is None else ["-DCMAKE_INSTALL_RPATH_USE_LINK_PATH=ON"]
 
 
 def _sets_rpath(args: list[str]) -> bool:
@@ -98,19 +93,57 @@ def configure_argv(stack: Stack, component: Component, jobs: Mapping[str, int] |
     own or opts out (install.runpath = false, with a reason)."""
     prefix_path = ";".join(str(p) for p in stack.search_prefixes)  # the prefix, then a --base
     recipe_args: list[str] = []
-    for arg in component.cmake_args:
+    for arg in component.build_args:
         if arg.startswith("-DCMAKE_PREFIX_PATH="):  # the recipe's paths come after the prefix
             prefix_path += ";" + arg.split("=", 1)[1]
         else:
             recipe_args.append(arg)
-    runpath = ([f"-DCMAKE_INSTALL_RPATH={install_runpath(stack, component)}"]
-               if component.recipe.runpath and not _sets_rpath(recipe_args) else [])
     return ["cmake", "-G", "Ninja", "-S", str(component.source_dir), "-B",
             str(component.build_dir), f"-DCMAKE_BUILD_TYPE={component.build_type}",
             f"-DCMAKE_INSTALL_PREFIX={component.install_prefix}",
-            f"-DCMAKE_PREFIX_PATH={prefix_path}", *runpath, *rpath_args(stack.base),
-            *recipe_args, *launchers.cmake_args(stack.launch, component),
+            f"-DCMAKE_PREFIX_PATH={prefix_path}", *CMAKE.runpath_args(stack, component),
+            *recipe_args, *CMAKE.launcher_args(stack, component),
             *(component.render_job_args(jobs) if jobs is not None else [])]
+
+
+# Job counts only fill job_args (speed, never output); fixed so every rendering is the same.
+LINT_JOBS: Mapping[str, int] = {"compile": 4, "link": 2, "tensile": 4}
+# Variables whose value must be the chosen GPU targets, never a hard-coded list.
+TARGET_VARIABLES = ("GPU_TARGETS", "AMDGPU_TARGETS", "CMAKE_HIP_ARCHITECTURES",
+                    "Tensile_ARCHITECTURE")
+
+
+def _lint_duplicates(stack: Stack, comp: Component) -> Lint:
+    seen: dict[str, str] = {}
+    out = []
+    for name, value in cmake_defines(configure_argv(stack, comp, LINT_JOBS)):
+        if name in seen:
+            out.append(("warning", f"-D{name} is given twice ({seen[name]!r} and {value!r}); "
+                                   "CMake keeps the last one"))
+        seen[name] = value
+    return out
+
+
+def _target_entries(value: str) -> set[str]:
+    return {t for t in re.split(r"[;,\s]+", value) if t}
+
+
+def _lint_targets(stacks: Sequence[Stack], comp_name: str) -> Lint:
+    out, reported = [], set()
+    for stack in stacks:
+        expected = {str(t) for t in stack.targets}
+        comp = stack.components[comp_name]
+        defines = cmake_defines([*comp.build_args, *comp.render_job_args(LINT_JOBS)])
+        for name, value in defines:
+            if name in TARGET_VARIABLES and name not in reported and \
+                    _target_entries(value) != expected:
+                reported.add(name)
+                out.append((
+                    "warning",
+                    f"-D{name}={value} does not follow the chosen targets "
+                    f"({','.join(sorted(expected))}); write it as "
+                    "{{ targets | join(';') }}"))
+    return out
 
 
 def build_argv(component: Component, jobs: int | None) -> list[str]:
@@ -140,7 +173,7 @@ class CMake(BuildSystem):
     title = "CMake"
     # CMake's install skips a file whose time matches its source's ("Up-to-date"), so a file
     # an unfinished install left damaged (a full disk: empty, with the source's time) was
-    # kept by every rerun (issue 31). With CMAKE_INSTALL_ALWAYS set in the environment,
+    # kept by every rerun. With CMAKE_INSTALL_ALWAYS set in the environment,
     # file(INSTALL) copies every file (CMake reads the variable from the environment when
     # the install script runs; tested with 3.25). It costs nothing: the install step removes
     # every file the last finished install recorded before it runs (actions.py).
@@ -158,6 +191,50 @@ class CMake(BuildSystem):
     def install(self, stack: Stack, comp: Component) -> Commands:
         return [install_argv(comp)]
 
+    def runpath_args(self, stack: Stack, comp: Component) -> list[str]:
+        """CMAKE_INSTALL_RPATH, unless the recipe sets its own or opts out, and on a --base
+        INSTALL_RPATH_USE_LINK_PATH (``rpath_args``)."""
+        own = _sets_rpath([a for a in comp.build_args
+                           if not a.startswith("-DCMAKE_PREFIX_PATH=")])
+        runpath = ([f"-DCMAKE_INSTALL_RPATH={install_runpath(stack, comp)}"]
+                   if comp.recipe.runpath and not own else [])
+        return [*runpath, *rpath_args(stack.base)]
+
+    def launcher_args(self, stack: Stack, comp: Component) -> list[str]:
+        return launchers.cmake_args(stack.launch, comp)
+
+    def fingerprint_args(self, stack: Stack, comp: Component, argv: list[str]) -> list[str]:
+        """Without every CMAKE_<LANG>_COMPILER_LAUNCHER, the recipe's own too."""
+        return launchers.without_launchers(argv)
+
+    def check_args(self, file: Path, key: str, args: Sequence[str]) -> None:
+        """The reserved prefixes in every spelling (``-D NAME=VALUE``, one option in two
+        words, is judged as ``-DNAME=VALUE``), -P (and the other modes of
+        ``cmakecode.mode``), which run a script instead of configuring, and CMake's own file
+        writers (``cmakecode.writer``: --trace-redirect=, --profiling-output=, --help-*),
+        which write wherever their argument says, outside the build tree and the prefix."""
+        joined = ["-D" + args[i + 1] if arg == "-D" and i + 1 < len(args) else arg
+                  for i, arg in enumerate(args)]
+        refuse_reserved(file, key, joined, self.reserved)
+        for i, arg in enumerate(args):
+            if cmakecode.mode(arg):
+                raise ConfigError(f"{file}: key '{key}[{i}]': '{arg}' puts CMake in "
+                                  f"another mode ({cmakecode.mode(arg)}) instead of configuring "
+                                  "the source; cmake.args are configure options (-D...)",
+                                  tip=f"remove it from {file}")
+            if cmakecode.writer(arg):
+                raise ConfigError(f"{file}: key '{key}[{i}]': '{arg}' makes CMake write a "
+                                  f"file of its own ({cmakecode.writer(arg)}) wherever the "
+                                  "argument says, outside the build tree and the prefix",
+                                  tip=f"remove it from {file} (run cmake by hand in the "
+                                      "build tree to trace or profile a configure)")
+
+    def lint(self, stacks: Sequence[Stack], comp_name: str) -> Lint:
+        """A -D given twice (CMake keeps the last) and a target variable that does not list
+        exactly the chosen targets in every rendering (written by hand: the wrong code)."""
+        return [*_lint_duplicates(stacks[0], stacks[0].components[comp_name]),
+                *_lint_targets(stacks, comp_name)]
+
     def installed_record(self, comp: Component) -> Path:
         return comp.build_dir / MANIFEST
 
@@ -172,7 +249,7 @@ class CMake(BuildSystem):
         """The recipe's own -D options (args and job_args), without CMake's CMAKE_*
         variables (documented by CMake, read by CMake itself) and without what rocbuild adds."""
         names: list[str] = []
-        for name, _ in cmake_defines([*comp.cmake_args, *comp.render_job_args(NAME_JOBS)]):
+        for name, _ in cmake_defines([*comp.build_args, *comp.render_job_args(NAME_JOBS)]):
             if not name.startswith("CMAKE_") and name not in names:
                 names.append(name)
         return names
@@ -204,7 +281,7 @@ class CMake(BuildSystem):
         # only the recipe's own options: a project without targets (rocm-cmake) never reads
         # the RUNPATH rocbuild passes to every project, which is no mistake of the recipe's
         unused = [name for name in unused_cmake_variables(log_text)
-                  if any(a.startswith((f"-D{name}=", f"-D{name}:")) for a in comp.cmake_args)]
+                  if any(a.startswith((f"-D{name}=", f"-D{name}:")) for a in comp.build_args)]
         if not unused:
             return []
         return [f"CMake did not use {', '.join(unused)}: the recipe passes options this "

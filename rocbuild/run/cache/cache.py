@@ -196,7 +196,7 @@ class Trust:
 
 ALLOW_UNSIGNED_TIP = ("trust the signer's key with `rocbuild cache keys trust KEY.pub`, or "
                       "give --allow-unsigned")
-# an artifact without a signature has no signer to trust (issue 32): it is signed when pushed
+# an artifact without a signature has no signer to trust: it is signed when pushed
 UNSIGNED_TIP = ("push it signed (`rocbuild cache push --sign NAME`, with a key of `rocbuild "
                 "cache keys new NAME` that this machine trusts), or give --allow-unsigned")
 

@@ -33,11 +33,10 @@ from typing import Any, Protocol
 
 from rocbuild import faults, files
 from rocbuild.errors import CacheUnavailable, ConfigError
-from rocbuild.files import parse_json
+from rocbuild.files import parse_json, read_json
 from rocbuild.model.resources import format_bytes
 from rocbuild.run.cache.artifacts import ArtifactRefused, Manifest, Progress, sha256_file
 from rocbuild.run.cache.signing import key_of
-from rocbuild.run.state.state import read_json
 
 INDEX = "index.json"
 INDEX_FORMAT = 1
@@ -459,14 +458,6 @@ def open_store(text: str) -> FolderStore | HttpStore:
         raise ConfigError(f"cache '{text}': only folders and http(s):// URLs are supported",
                           tip="give a folder, a file:// URL or an http(s):// URL")
     return FolderStore(Path(os.path.expanduser(text)).absolute())
-
-
-def writable_folder(text: str) -> FolderStore:
-    store = open_store(text)
-    if not isinstance(store, FolderStore):
-        raise ConfigError(f"cannot push to {text}: an HTTP cache is read-only",
-                          tip="push to the folder the server serves (--to DIR)")
-    return store
 
 
 class ProgressLine:

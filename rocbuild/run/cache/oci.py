@@ -50,7 +50,6 @@ TIMEOUT = 60.0
 RETRIES = 3  # a broken transfer is continued this many times (then the caller gives up)
 RETRY_PAUSE = 0.5
 AUTH_ENV = "ROCBUILD_REGISTRY_AUTH"
-_TAG_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._-]{0,127}$")
 _REPO_RE = re.compile(r"^[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*(?:/[a-z0-9]+(?:(?:[._]|__|-+)"
                       r"[a-z0-9]+)*)*$")
 _LOOPBACK = ("localhost", "127.0.0.1", "::1", "[::1]")
@@ -94,10 +93,6 @@ class Reference:
         else:
             web = "https"
         return cls(web, host, repo, text)
-
-
-def valid_tag(tag: str) -> bool:
-    return bool(_TAG_RE.match(tag))
 
 
 def digest_of(data: bytes) -> str:
@@ -171,7 +166,7 @@ def _from_helper(helper: str, host: str) -> Credentials | None:
         return None
     done = proc.run_capture([program, "get"], input=host, timeout=30.0)
     try:
-        doc = parse_json(done.stdout) if done is not None and done.ok else {}
+        doc = parse_json(done.stdout) if done.ok else {}
     except ValueError:
         return None
     if not isinstance(doc, dict) or not doc.get("Secret"):

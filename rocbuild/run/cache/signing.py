@@ -249,9 +249,8 @@ def new_key(name: str, env: Mapping[str, str] | None = None) -> Path:
     folder.mkdir(parents=True, exist_ok=True, mode=0o700)
     made = proc.run_capture([_ssh_keygen(), "-q", "-t", "ed25519", "-N", "", "-C", name,
                              "-f", str(path)], timeout=_TIMEOUT)
-    if made is None or not made.ok:
-        raise BuildFailed(f"ssh-keygen could not make {path}: "
-                          f"{(made.stderr if made else 'it did not start').strip()}")
+    if not made.ok:
+        raise BuildFailed(f"ssh-keygen could not make {path}: {made.stderr.strip()}")
     trust(path.with_name(name + ".pub").read_text(), name, env)
     return path
 
@@ -260,8 +259,8 @@ def sign(doc: Mapping[str, Any], key: Path) -> str:
     """The armored signature of the manifest ``doc`` made with the private key ``key``."""
     made = proc.run_capture([_ssh_keygen(), "-q", "-Y", "sign", "-n", NAMESPACE, "-f", str(key)],
                             input=canonical(doc), timeout=_TIMEOUT)
-    if made is None or not made.ok or "BEGIN SSH SIGNATURE" not in made.stdout:
-        why = (made.stderr.strip() if made else "ssh-keygen did not start") or "no signature"
+    if not made.ok or "BEGIN SSH SIGNATURE" not in made.stdout:
+        why = made.stderr.strip() or "no signature"
         raise BuildFailed(f"cannot sign with {key}: {why}",
                           tip="a key with a passphrase signs from ssh-agent: `ssh-add KEY`, "
                               "then --sign KEY.pub")
@@ -270,7 +269,7 @@ def sign(doc: Mapping[str, Any], key: Path) -> str:
 
 # --- checking ------------------------------------------------------------------------------
 @dataclass(frozen=True)
-class Verdict:
+class SignatureVerdict:
     """What a signature says about a manifest: ``state`` is GOOD, UNSIGNED, UNTRUSTED or BAD;
     ``signer`` the trusted name (GOOD) and ``key`` the key's fingerprint when known."""
 
@@ -287,16 +286,16 @@ class Verdict:
         return f"{self.signer} ({self.key})" if self.signer else self.key
 
 
-def verify(doc: Mapping[str, Any], signature: str | None, allowed: Path) -> Verdict:
+def verify(doc: Mapping[str, Any], signature: str | None, allowed: Path) -> SignatureVerdict:
     """Check ``signature`` over ``doc`` against the trust list ``allowed``."""
     if not signature:
-        return Verdict(UNSIGNED, reason="it is not signed")
+        return SignatureVerdict(UNSIGNED, reason="it is not signed")
     try:
         info = parse_signature(signature)
     except ValueError as exc:
-        return Verdict(BAD, reason=f"its signature is malformed ({exc})")
+        return SignatureVerdict(BAD, reason=f"its signature is malformed ({exc})")
     if info.namespace != NAMESPACE:
-        return Verdict(BAD, key=info.fingerprint,
+        return SignatureVerdict(BAD, key=info.fingerprint,
                        reason=f"its signature was made for '{info.namespace}', not for "
                               "rocbuild artifacts")
     tool = _ssh_keygen()
@@ -308,21 +307,21 @@ def verify(doc: Mapping[str, Any], signature: str | None, allowed: Path) -> Verd
         if principal is None:
             valid = proc.run_capture([tool, "-Y", "check-novalidate", "-n", NAMESPACE,
                                       "-s", str(sig_file)], input=message, timeout=_TIMEOUT)
-            if valid is None or not valid.ok:
-                return Verdict(BAD, key=info.fingerprint,
+            if not valid.ok:
+                return SignatureVerdict(BAD, key=info.fingerprint,
                                reason="its signature does not match its manifest (the "
                                       "manifest was changed, or the signature is another's)")
-            return Verdict(UNTRUSTED, key=info.fingerprint,
+            return SignatureVerdict(UNTRUSTED, key=info.fingerprint,
                            reason=f"it is signed by the {info.key_type} key {info.fingerprint}"
                                   ", which you do not trust")
         checked = proc.run_capture([tool, "-Y", "verify", "-f", str(allowed), "-I", principal,
                                     "-n", NAMESPACE, "-s", str(sig_file)], input=message,
                                    timeout=_TIMEOUT)
-    if checked is None or not checked.ok:
-        return Verdict(BAD, signer=principal, key=info.fingerprint,
+    if not checked.ok:
+        return SignatureVerdict(BAD, signer=principal, key=info.fingerprint,
                        reason=f"its signature by {principal}'s key does not match its manifest "
                               "(the manifest was changed, or the signature is another's)")
-    return Verdict(GOOD, signer=principal, key=info.fingerprint)
+    return SignatureVerdict(GOOD, signer=principal, key=info.fingerprint)
 
 
 def _trusted_principal(tool: str, sig_file: Path, allowed: Path,
@@ -331,6 +330,6 @@ def _trusted_principal(tool: str, sig_file: Path, allowed: Path,
         return None
     found = proc.run_capture([tool, "-Y", "find-principals", "-s", str(sig_file),
                               "-f", str(allowed)], timeout=_TIMEOUT)
-    if found is None or not found.ok or not found.stdout.strip():
+    if not found.ok or not found.stdout.strip():
         return None
     return found.stdout.split()[0]

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from rocbuild import proc
 from rocbuild.errors import BuildFailed
+from rocbuild.files import write_text_atomic
 from rocbuild.model import buildsystems, layout, wording
 from rocbuild.model.buildsystems import venv
 from rocbuild.model.buildsystems.venv import PythonVenv
@@ -30,7 +31,6 @@ from rocbuild.run.engine.command import run_all
 from rocbuild.run.engine.outcome import StepOutcome, step_logger
 from rocbuild.run.sources import patches, sources
 from rocbuild.run.state import clockskew
-from rocbuild.run.state.state import write_text_atomic
 from rocbuild.run.state.uptodate import BUILD_ID_FILE, build_id
 
 if TYPE_CHECKING:
@@ -60,7 +60,7 @@ def remove_stale(comp: Component, log: Path) -> None:
 
 def clear_tree_place(comp: Component, log: Path) -> None:
     """A file (or a link to nothing) where the build tree should be is removed: the build
-    tree is rocbuild's own, and every run failed creating it (FileExistsError, issue 31). A
+    tree is rocbuild's own, and every run failed creating it (FileExistsError). A
     link to a folder is kept (a build tree on another disk)."""
     tree = comp.build_dir
     if (tree.is_symlink() or tree.exists()) and not tree.is_dir():

@@ -19,7 +19,6 @@ from rocbuild.checks import hostload, launchtools
 from rocbuild.model import resources
 from rocbuild.model.graph import Component, Stack
 from rocbuild.model.settings import Settings
-from rocbuild.model.steptable import log_path
 from rocbuild.prefix import ownership
 from rocbuild.run.engine import leftovers, outcome, schedule
 from rocbuild.run.engine.jobs import JobBudget
@@ -27,8 +26,6 @@ from rocbuild.run.engine.jobserver import JobPool
 from rocbuild.run.engine.outcome import StepOutcome
 from rocbuild.run.state.state import StateDir, prefix_lock
 from rocbuild.run.state.uptodate import Answers, Rule
-
-__all__ = ["BuildContext", "Sink", "StepOutcome", "log_path"]
 
 
 class Sink(Protocol):
@@ -75,8 +72,14 @@ class BuildContext:
     # checkouts this run's fetch made anew: nothing in them to look for until the patch step
     fresh_checkouts: set[str] = field(default_factory=set, repr=False)
 
-    def __post_init__(self) -> None:
-        self.stack = self._launched(self.stack)
+    @classmethod
+    def start(cls, stack: Stack, settings: Settings, output: Sink, **fields: Any
+              ) -> BuildContext:
+        """The context of a run that starts now: ``stack`` gets this host's compiler
+        launchers (``_launched``). The constructor itself probes nothing."""
+        ctx = cls(stack=stack, settings=settings, output=output, **fields)
+        ctx.stack = ctx._launched(stack)
+        return ctx
 
     def _launched(self, stack: Stack) -> Stack:
         """The run starts: its stack gets this host's compiler launchers (probed once per

@@ -56,7 +56,7 @@ def served(ctx: BuildContext, trust: cache.Trust | None = None) -> dict[str, cac
         selected = ctx.stack.selected()
         # what this run will run, dependents of a component it installs again included: a
         # dependent current now is not once its dependency is installed again (new run ids),
-        # and one served from the cache has no checkout for its own steps (issue 31: its
+        # and one served from the cache has no checkout for its own steps (its
         # options step failed with "no checkout", and only a second run served it)
         runs = ctx.rule.next_runs(selected)
         for comp in selected:

@@ -27,11 +27,11 @@ def run_tool(ctx: BuildContext, comp: Component | None, step: str, argv: list[st
     environment), with ``extra_env`` over it (None: the variable removed; the job pool's
     MAKEFLAGS); BuildFailed naming the step when it fails."""
     name = comp.name if comp is not None else (label or step)
-    env = step_env(ctx.stack, comp) if comp is not None else None
+    env = step_env(ctx.stack, comp, os.environ) if comp is not None else None
     if env is not None and comp is not None and step == "install" and comp.builds:
         env.update(buildsystems.of(comp).install_env)
     if comp is not None:
-        for setting in cleared_env():
+        for setting in cleared_env(os.environ):
             step_logger(log)(f"{setting} of your environment is cleared for this step: "
                              "rocbuild installs copies into the prefix itself")
     if extra_env:

@@ -18,9 +18,10 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from rocbuild.errors import redact
+from rocbuild.files import read_json
 from rocbuild.model.settings import OPTIONS, Settings
 from rocbuild.model.workdir import Workdir
-from rocbuild.run.state.state import read_json, write_json_atomic
+from rocbuild.run.state.state import write_json_atomic
 
 PATH_FLAGS = ("--recipes", "--workdir", "--prefix")
 RECORD = "last-build.json"

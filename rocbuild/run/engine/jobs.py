@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 
 from rocbuild.checks import hostload
 from rocbuild.errors import BuildFailed
+from rocbuild.files import read_json, write_json_atomic
 from rocbuild.model import buildsystems, launchers, resources
 from rocbuild.model.graph import Component
 from rocbuild.model.resources import GIB
@@ -30,7 +31,6 @@ from rocbuild.run.engine import jobserver
 from rocbuild.run.engine.command import run_all
 from rocbuild.run.engine.outcome import StepOutcome, step_logger
 from rocbuild.run.state import launchstats
-from rocbuild.run.state.state import read_json, write_json_atomic
 
 if TYPE_CHECKING:
     from rocbuild.run.engine.build import BuildContext
@@ -74,8 +74,9 @@ def pool_size(ctx: BuildContext) -> resources.JobCount:
     link jobs stay reserved: resources.job_counts), within --jobs. An OOM cap of one
     component limits that component's own builds, not the pool."""
     host = ctx.host_snapshot()
-    counts = [(resources.job_counts(c.recipe.resources, host, swap_weight=ctx.settings.swap_weight,
-                                    cap=ctx.settings.jobs)["compile"], c.name)
+    counts = [(resources.jobs_by_kind(c.recipe.resources, host,
+                                      swap_weight=ctx.settings.swap_weight,
+                                      cap=ctx.settings.jobs)["compile"], c.name)
               for c in ctx.stack.components.values() if c.builds]
     if not counts:
         return resources.jobs_for(host, resources.DEFAULT_JOB_MEM,
@@ -101,12 +102,12 @@ def job_counts(ctx: BuildContext, comp: Component) -> dict[str, resources.JobCou
     cap = ctx.settings.jobs
     recorded = job_cap(ctx.stack.workdir, comp.name)
     if recorded is not None and (cap is None or recorded < cap):
-        counts = resources.job_counts(comp.recipe.resources, ctx.host_snapshot(),
+        counts = resources.jobs_by_kind(comp.recipe.resources, ctx.host_snapshot(),
                                       swap_weight=ctx.settings.swap_weight, cap=recorded)
         return {k: resources.JobCount(c.jobs, c.reason.replace(
                     f"--jobs {recorded}", f"cap {recorded} after an OOM kill"))
                 for k, c in counts.items()}
-    counts = resources.job_counts(comp.recipe.resources, ctx.host_snapshot(),
+    counts = resources.jobs_by_kind(comp.recipe.resources, ctx.host_snapshot(),
                                   swap_weight=ctx.settings.swap_weight, cap=cap)
     return launchers.split_jobs(ctx.stack.launch, comp, counts, ctx.host_snapshot(),
                                 swap_weight=ctx.settings.swap_weight, cap=cap)
@@ -154,7 +155,7 @@ def configure_env(ctx: BuildContext, comp: Component) -> dict[str, str | None]:
     found = jobserver.jobserver_ninja()
     if found is None:
         return {}
-    path = step_env(ctx.stack, comp).get("PATH", "")
+    path = step_env(ctx.stack, comp, os.environ).get("PATH", "")
     return {"PATH": os.pathsep.join(p for p in (str(Path(found).parent), path) if p)}
 
 
@@ -221,7 +222,8 @@ def compile_with_retries(ctx: BuildContext, comp: Component, log: Path, outcome:
                           ("compile_mem", "link_mem", "tensile_mem")) or GIB
             raise BuildFailed(
                 f"{comp.name}: compile died of memory even with 1 job",
-                tip=resources.swap_advice(per_job, ctx.host_snapshot())
+                tip=hostload.swap_advice(per_job, (host := ctx.host_snapshot()).mem_available,
+                                          host.swap_free, ctx.settings.swap_weight)
                 + f"; then `rocbuild build {comp.name}`")
         jobs = max(1, ran // 2)
         outcome.oom_retries += 1

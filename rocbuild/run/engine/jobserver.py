@@ -1,5 +1,5 @@
 """One job pool for the whole run: rocbuild serves the GNU make jobserver protocol and every
-concurrent CMake/ninja build is its client (issue 34).
+concurrent CMake/ninja build is its client.
 
 Why the protocol: ninja (>= 1.13), GNU make and CMake's Makefile generator already speak it,
 so a compile that ends hands its slot at once to whichever build needs one, where a budget

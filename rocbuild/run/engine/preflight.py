@@ -41,16 +41,15 @@ def disk_needed(ctx: BuildContext) -> cost.DiskNeed:
 
 def check_disk(ctx: BuildContext) -> list[Problem]:
     need = disk_needed(ctx)
+    wants = [("workdir", ctx.stack.workdir, need.workdir),
+             ("prefix", ctx.stack.prefix, need.prefix)]
     problems = []
-    for where, bytes_needed in ((ctx.stack.workdir, need.workdir),
-                                (ctx.stack.prefix, need.prefix)):
-        base = hostreqs.nearest_existing(where)
-        free = hostreqs.free_space(where)[1]
-        if bytes_needed > free:
+    for use in hostreqs.disk_by_filesystem(wants):
+        if use.short:
             problems.append(Problem(
-                f"{where}: {format_gib(free)} free, the pending components need about "
-                f"{format_gib(bytes_needed)} (recipes' [resources] disk estimates)",
-                f"free space on {base}'s filesystem, or use --workdir/--prefix on a larger "
+                f"{use.names}: {format_gib(use.free)} free, the pending components need about "
+                f"{format_gib(use.need)} there (recipes' [resources] disk estimates)",
+                f"free space on {use.base}'s filesystem, or use --workdir/--prefix on a larger "
                 "one"))
     return problems
 
@@ -58,7 +57,7 @@ def check_disk(ctx: BuildContext) -> list[Problem]:
 def host_findings(ctx: BuildContext) -> list[hostreqs.Finding]:
     """The prefix, the tools and every system package, exactly as `doctor` checks them."""
     selected = ctx.stack.selected()
-    env = step_env(ctx.stack, selected[0]) if selected else dict(os.environ)
+    env = step_env(ctx.stack, selected[0], os.environ) if selected else dict(os.environ)
     probe = hostreqs.Probe(path=env.get("PATH", os.defpath), env=env,
                            run=hostreqs.kept_run_tool(ctx.stack.work.probes))
     user = os.environ.get("USER") or "$USER"

@@ -78,7 +78,7 @@ def run_step(ctx: BuildContext, name: str, step: str) -> StepOutcome:
     except BaseException as exc:  # Ctrl-C, SIGTERM: the attempt ends here, and says so
         _end_line(log, f"interrupted ({type(exc).__name__}) after "
                        f"{time.monotonic() - started:.1f}s")
-        # the summary's table lists the step that was running, as interrupted (issue 32:
+        # the summary's table lists the step that was running, as interrupted (before,
         # it left it out, as if the run had stopped between steps)
         outcome.result, outcome.seconds = INTERRUPTED, time.monotonic() - started
         ctx.outcomes.append(outcome)

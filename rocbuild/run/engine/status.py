@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from rocbuild import proc
 from rocbuild.errors import ConfigError
+from rocbuild.files import read_json
 from rocbuild.model import steptable
 from rocbuild.model.graph import Component, default_request
 from rocbuild.model.settings import Settings
@@ -33,7 +34,6 @@ from rocbuild.run.engine import continuation
 from rocbuild.run.engine.jobs import job_cap_path
 from rocbuild.run.state import running
 from rocbuild.run.state.running import RunningStep
-from rocbuild.run.state.state import read_json
 from rocbuild.run.state.uptodate import Rule
 
 DONE, FAILED, PENDING, STALE, RUNNING = "done", "failed", "pending", "stale", "running"
@@ -132,17 +132,13 @@ def format_duration(seconds: float) -> str:
 class _Walk:
     """What is known so far while walking the components in build order."""
 
-    ctx: Rule
+    rule: Rule
     running: dict[tuple[str, str], RunningStep] = field(default_factory=dict)
     interrupted: dict[tuple[str, str], RunningStep] = field(default_factory=dict)
     unsettled: dict[str, str] = field(default_factory=dict)  # component -> state, not done
     changed: set[str] = field(default_factory=set)  # recorded inputs differ from now
     # (component, step) -> the step runs in the next build (uptodate.Rule.next_runs)
     runs: dict[tuple[str, str], bool] = field(default_factory=dict)
-
-    @property
-    def rule(self) -> Rule:
-        return self.ctx
 
     def moving_inputs(self, comp: Component, step: str) -> list[str]:
         """The input steps of ``step`` that run first: a step name for this component's
@@ -151,22 +147,22 @@ class _Walk:
                 if self.runs.get((c, s), False)]
 
 
-def collect(ctx: Rule, settings: Settings, requested: list[str] | None = None
+def collect(rule: Rule, settings: Settings, requested: list[str] | None = None
             ) -> StatusReport:
     """The status of every selected component, in build order, with the steps running now,
     the run that holds the workdir, and the last verify."""
-    workdir = ctx.stack.workdir
-    walk = _Walk(ctx, running=running.steps(workdir), interrupted=running.interrupted(workdir),
-                 runs=ctx.next_runs(ctx.stack.selected()))
-    command = (continuation.recorded(ctx.stack.work)
+    workdir = rule.stack.workdir
+    walk = _Walk(rule, running=running.steps(workdir), interrupted=running.interrupted(workdir),
+                 runs=rule.next_runs(rule.stack.selected()))
+    command = (continuation.recorded(rule.stack.work)
                or continuation.fallback(settings, requested or []))
     holder = running.lock_holder(workdir)
-    report = StatusReport(workdir, ctx.stack.prefix, command=command, lock_holder=holder,
-                          run_failures=_run_failures(ctx, command),
+    report = StatusReport(workdir, rule.stack.prefix, command=command, lock_holder=holder,
+                          run_failures=_run_failures(rule, command),
                           leftovers=[] if holder is not None else
-                          proc.ChildRegistry(ctx.stack.work.running).leftovers())
-    default = set(default_request(ctx.stack.recipes))
-    for comp in ctx.stack.selected():
+                          proc.ChildRegistry(rule.stack.work.running).leftovers())
+    default = set(default_request(rule.stack.recipes))
+    for comp in rule.stack.selected():
         # a component the recorded command does not build (tried with `rocbuild build X`
         # outside the stack's set): its own command continues it
         own = command if comp.name in default or comp.name in shlex.split(command) \
@@ -176,7 +172,7 @@ def collect(ctx: Rule, settings: Settings, requested: list[str] | None = None
             walk.unsettled[comp.name] = status.state
         report.components.append(status)
     if all(c.state == DONE for c in report.components):
-        report = replace(report, verify=_verify_status(ctx.stack.work, ctx.stack.prefix))
+        report = replace(report, verify=_verify_status(rule.stack.work, rule.stack.prefix))
     return report
 
 
@@ -188,23 +184,23 @@ def tried_outside(rule: Rule) -> list[str]:
             if name in recipes and name not in rule.stack.components]
 
 
-def _run_failures(ctx: Rule, command: str) -> list[tuple[str, FailureStatus]]:
+def _run_failures(rule: Rule, command: str) -> list[tuple[str, FailureStatus]]:
     """The failures of run-wide steps (the build venv) still on record: the step's next
     success removes its record. A step the stack no longer needs is not reported."""
     out: list[tuple[str, FailureStatus]] = []
     for kind in steptable.STEPS:
         if kind.who != steptable.RUN or kind.record is None:
             continue
-        if kind is steptable.PYTHON_VENV and ctx.stack.python_needs() == ((), ()):
+        if kind is steptable.PYTHON_VENV and rule.stack.python_needs() == ((), ()):
             continue  # no recipe needs Python any more: the venv step never runs again
-        failure = ctx.state.read_failure(kind.record[0])
+        failure = rule.state.read_failure(kind.record[0])
         if failure is None or failure.get("step") != kind.name:
             continue
         tail = [str(line) for line in failure.get("tail") or []]
         from rocbuild.checks.diagnose import diagnose  # a failure's cause: its table then
 
         found = diagnose([*tail, *str(failure.get("message") or "").splitlines()],
-                         context={"workdir": str(ctx.stack.workdir), "command": command})
+                         context={"workdir": str(rule.stack.workdir), "command": command})
         out.append((kind.title, FailureStatus(kind.name, failure.get("when"),
                                               str(failure.get("message") or ""),
                                               failure.get("log"), tail, found, command)))
@@ -241,9 +237,9 @@ def _points_at(link: Path, prefix: Path) -> bool:
 
 
 def _component_status(walk: _Walk, comp: Component, command: str) -> ComponentStatus:
-    ctx = walk.ctx
-    failure = ctx.state.read_failure(comp.name)
-    found = _diagnose_failure(ctx, comp, failure, command) if failure is not None else None
+    rule = walk.rule
+    failure = rule.state.read_failure(comp.name)
+    found = _diagnose_failure(rule, comp, failure, command) if failure is not None else None
     steps: list[StepStatus] = []
     for step in steps_of(comp):
         failed_here = failure if failure is not None and failure.get("step") == step else None
@@ -254,7 +250,7 @@ def _component_status(walk: _Walk, comp: Component, command: str) -> ComponentSt
                               found)
         steps.append(status)
     failed = _failure_status(comp, failure, found, steps, command)
-    cap = read_json(job_cap_path(ctx.stack.workdir, comp.name))
+    cap = read_json(job_cap_path(rule.stack.workdir, comp.name))
     shares = comp.checkout if not steps and comp.checkout != comp.name else None
     shared_state = walk.unsettled.get(shares, DONE) if shares else DONE
     return ComponentStatus(comp.name, steps, failed, cap, shares, shared_state)
@@ -264,9 +260,9 @@ def _step_status(walk: _Walk, comp: Component, step: str, before: StepStatus | N
                  failure: Mapping[str, Any] | None, found: Diagnosis | None) -> StepStatus:
     """Simulate the next build for one step: it runs when it is not current now or when an
     input step runs first (then its run id, an input here, changes)."""
-    ctx = walk.ctx
-    stamp = ctx.state.read_stamp(comp.name, step)
-    log = log_path(ctx.stack.work, comp.name, step)
+    rule = walk.rule
+    stamp = rule.state.read_stamp(comp.name, step)
+    log = log_path(rule.stack.work, comp.name, step)
     recorded = _recorded(step, stamp, log)
     now = walk.running.get((comp.name, step))
     if now is not None:  # the step is running right now: it will run, whatever its stamp
@@ -276,7 +272,7 @@ def _step_status(walk: _Walk, comp: Component, step: str, before: StepStatus | N
                                         f"({format_duration(time.time() - now.since)})")
     moving = walk.moving_inputs(comp, step)
     current = not walk.runs[(comp.name, step)]
-    differs = stamp is not None and _inputs_differ(ctx, comp, step, stamp)
+    differs = stamp is not None and _inputs_differ(rule, comp, step, stamp)
     if differs:
         walk.changed.add(comp.name)
     if current:  # also when a failure record is older than the step's success
@@ -297,14 +293,14 @@ def _step_status(walk: _Walk, comp: Component, step: str, before: StepStatus | N
     if stamp is None:
         return StepStatus(step, PENDING, _why_pending(walk, comp, step, before),
                           log=recorded.log)
-    reasons = [_why_stale(ctx, comp, step, stamp, walk.changed)] if differs else []
+    reasons = [_why_stale(rule, comp, step, stamp, walk.changed)] if differs else []
     own = [m for m in moving if m in steps_of(comp)]  # a step of this component
     if own:
         reasons.append(f"follows {own[0]}, which runs again")
     elif moving and not differs:
         reasons.append(f"dependency {', '.join(moving)} is rebuilt first")
     if not reasons:  # same inputs: what the step made is gone
-        reasons.append(_why_stale(ctx, comp, step, stamp, walk.changed))
+        reasons.append(_why_stale(rule, comp, step, stamp, walk.changed))
     return _with(recorded, STALE, "; ".join(reasons))
 
 
@@ -325,7 +321,7 @@ def _failed_check(walk: _Walk, comp: Component, step: str,
         return None
     if before != step or not walk.runs[(comp.name, step)]:
         return None
-    log = log_path(walk.ctx.stack.work, comp.name, check.name)
+    log = log_path(walk.rule.stack.work, comp.name, check.name)
     why = f"{found.id} (see below)" if found else "see below"
     return StepStatus(check.name, FAILED, why, failure.get("seconds"),
                       log=log if log.is_file() else None)
@@ -340,9 +336,9 @@ def _why_pending(walk: _Walk, comp: Component, step: str, before: StepStatus | N
     return "not run yet"
 
 
-def _inputs_differ(ctx: Rule, comp: Component, step: str,
+def _inputs_differ(rule: Rule, comp: Component, step: str,
                    stamp: Mapping[str, Any]) -> bool:
-    stored, expected = stamp.get("inputs"), ctx.expected_inputs(comp, step)
+    stored, expected = stamp.get("inputs"), rule.expected_inputs(comp, step)
     return expected is None or not isinstance(stored, dict) or stored != expected
 
 
@@ -359,19 +355,19 @@ def _with(recorded: StepStatus, state: str, why: str) -> StepStatus:
                       recorded.jobs, recorded.oom_retries, recorded.log)
 
 
-def _why_stale(ctx: Rule, comp: Component, step: str, stamp: Mapping[str, Any],
+def _why_stale(rule: Rule, comp: Component, step: str, stamp: Mapping[str, Any],
                changed: set[str]) -> str:
     """Which input of the step changed since its stamp was written."""
     stored = stamp.get("inputs")
-    expected = ctx.expected_inputs(comp, step)
+    expected = rule.expected_inputs(comp, step)
     if expected is None:
         return "an input step has no record yet"
     if not isinstance(stored, dict):
         return "recorded by an older rocbuild (inputs unknown)"
     if stored == expected:
-        return ctx.missing_output(comp, step) or "its output is missing"
+        return rule.missing_output(comp, step) or "its output is missing"
     reasons = _input_changes(comp, stored, expected, changed,
-                             patches_changed=_patches_changed(ctx, comp))
+                             patches_changed=_patches_changed(rule, comp))
     return "; ".join(reasons) or "inputs changed"
 
 
@@ -427,14 +423,14 @@ def _patch_changes(old: Mapping[str, str], new: Mapping[str, str]) -> str:
     return ", ".join(parts)
 
 
-def _patches_changed(ctx: Rule, comp: Component) -> bool:
+def _patches_changed(rule: Rule, comp: Component) -> bool:
     """The patch series of the component's checkout differs from what its patch step
     applied last (the recipe fingerprint includes the patches, so this tells them apart)."""
-    stamp = ctx.state.read_stamp(comp.checkout, "patch") or {}
+    stamp = rule.state.read_stamp(comp.checkout, "patch") or {}
     inputs = stamp.get("inputs")
     if not isinstance(inputs, dict) or "patches" not in inputs:
         return False
-    owner = ctx.component(comp.checkout) if comp.checkout in ctx.stack.components else comp
+    owner = rule.component(comp.checkout) if comp.checkout in rule.stack.components else comp
     return inputs["patches"] != {p.path.name: p.sha256 for p in owner.patches}
 
 
@@ -454,12 +450,12 @@ def _recipe_change(comp: Component, changed: set[str], rebuilt: list[str],
     return ["recipe options changed"]
 
 
-def _diagnose_failure(ctx: Rule, comp: Component, failure: Mapping[str, Any], command: str
+def _diagnose_failure(rule: Rule, comp: Component, failure: Mapping[str, Any], command: str
                       ) -> Diagnosis | None:
     tail = [str(line) for line in failure.get("tail") or []]
     message = str(failure.get("message") or "")
-    context = {"prefix": str(ctx.stack.prefix), "component": comp.name,
-               "workdir": str(ctx.stack.workdir), "command": command}
+    context = {"prefix": str(rule.stack.prefix), "component": comp.name,
+               "workdir": str(rule.stack.workdir), "command": command}
     # The message holds rocbuild's own line, e.g. "... was killed by signal 9".
     from rocbuild.checks.diagnose import diagnose  # a failure's cause: its table then
 

@@ -36,8 +36,6 @@ def _git(checkout: Path, args: Sequence[str], env: dict[str, str] | None = None,
     killed with its group like every child (registered with the run where one is given)."""
     done = proc.run_capture(["git", "-C", str(checkout), *args], timeout=LOCAL_GIT_TIMEOUT,
                             env=env, input=input, registry=registry)
-    if done is None:
-        return proc.Captured(127, "", "cannot run git")
     if done.timed_out:  # callers read a non-zero code; say why in git's own words' place
         return proc.Captured(124, done.stdout, f"{done.stderr}\ngit {args[0]} in {checkout} "
                              f"was ended after {LOCAL_GIT_TIMEOUT:.0f} s")
@@ -51,7 +49,7 @@ def check_series(component: str, checkout: Path, commit: str, patches: Sequence[
     if not patches:
         return
     # the scratch index sits beside the checkout, under the workdir: a kill here leaves it
-    # where the next run's leftovers.clean finds it (in /tmp it stayed for good; issue 31)
+    # where the next run's leftovers.clean finds it (in /tmp it stayed for good)
     with tempfile.TemporaryDirectory(prefix=PATCHCHECK_PREFIX, dir=checkout.parent) as tmp:
         env = dict(os.environ, GIT_INDEX_FILE=str(Path(tmp) / "index"))
         read = _git(checkout, ["read-tree", commit], env, registry=registry)
@@ -187,7 +185,7 @@ def apply_series(component: str, checkout: Path, commit: str, patches: Sequence[
             and _head(checkout) == commit:
         # nothing to apply to a tree that is the commit already (a rerun of the step):
         # status showed the work tree and index equal to HEAD, so the reset would change
-        # nothing; it takes a quarter of a second on ggml, seconds on llvm-project (issue 25)
+        # nothing; it takes a quarter of a second on ggml, seconds on llvm-project (perf/noop.py)
         log(f"{checkout} is {commit} with no edits and no patches: nothing to reset")
         return {"changed": {}, "created": {}}, saved
     created |= {path for patch in patches for path in _created_by(checkout, patch)}

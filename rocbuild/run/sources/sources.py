@@ -105,7 +105,7 @@ def _local(repo_dir: Path, args: Sequence[str],
     env = {**os.environ, "LC_ALL": "C", "LANGUAGE": "C", **_git_env()}
     done = proc.run_capture(["git", "-C", str(repo_dir), *args], timeout=LOCAL_GIT_TIMEOUT,
                             env=env, registry=registry)
-    return done if done is not None else proc.Captured(127, "", "cannot run git")
+    return done
 
 
 def _local_ok(repo_dir: Path, args: Sequence[str],
@@ -251,7 +251,7 @@ def checkout_commit(checkout: Path) -> str | None:
     """The commit checked out in ``checkout`` (None when it is not a git checkout or has no
     commit). Read from .git as git itself resolves HEAD (a detached HEAD, or a branch's ref
     file or packed-refs line): every up-to-date question about a fetch asks this, and a
-    GitPython Repo started a `git cat-file` process for each (issue 25). Anything unusual (a
+    GitPython Repo started a `git cat-file` process for each (perf/noop.py). Anything unusual (a
     .git file, a symbolic ref to a symbolic ref) is left to GitPython."""
     dot_git = checkout / ".git"
     if not dot_git.exists():

@@ -5,7 +5,8 @@ preflight passed. A later ``plan``, ``status`` or ``build`` on that workdir with
 its own (no ``--base``, ``ROCBUILD_BASE`` or ``base =`` in rocbuild.toml) uses the recorded
 one and says so; one with another base (``--base none``: from source) is told that this
 changes the configuration, and ``plan`` explains what it does. One small record for the whole
-workdir (issue 24 makes the state per configuration).
+workdir, where the state is per configuration (docs/architecture.md, The workdir's
+configurations).
 """
 
 from __future__ import annotations

@@ -17,9 +17,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from rocbuild.files import read_regular
+from rocbuild.files import read_json, read_regular, write_json_atomic
 from rocbuild.model.workdir import Workdir
-from rocbuild.run.state.state import read_json, write_json_atomic
 
 
 @dataclass(frozen=True)
@@ -35,7 +34,7 @@ def _folder(workdir: Path) -> Path:
 
 
 def _started(pid: int) -> float | None:
-    import psutil  # loaded when a child is watched or killed (issue 25: not per command)
+    import psutil  # loaded when a child is watched or killed (not per command: perf/noop.py)
 
     try:
         return psutil.Process(pid).create_time()
@@ -115,7 +114,7 @@ def lock_holder(workdir: Path) -> int | None:
         return None
     if pid <= 0 or not _exists(pid):  # the usual case: the last holder is gone
         return None
-    import psutil  # loaded when a child is watched or killed (issue 25: not per command)
+    import psutil  # loaded when a child is watched or killed (not per command: perf/noop.py)
 
     try:
         process = psutil.Process(pid)

@@ -47,6 +47,7 @@ from rocbuild.model.steptable import (
     IN_TREE,
     OWN,
     StepKind,
+    Where,
     steps_of,
 )
 from rocbuild.prefix import ownership
@@ -76,7 +77,7 @@ class Answers:
     """Which steps a run's Rules found current, kept until the next step starts or ends
     (runner.py calls ``forget``): a no-op run asks about every step three times (the ETA,
     doit's up-to-date checks, whether the whole stack is complete) and each answer reads
-    stamps, install manifests and the checkout (issue 25). An answer found while a step
+    stamps, install manifests and the checkout (perf/noop.py). An answer found while a step
     ended on another thread (``--parallel``) is not kept."""
 
     def __init__(self) -> None:
@@ -180,7 +181,7 @@ class Rule:
     def _read_all_edits(self, comp: Component) -> None:
         """The edits of ``comp``'s checkout, and of every other checkout of the stack not read
         yet, each in a thread of its own: a walk asks about every checkout, and their `git
-        status` processes then run side by side (issue 25). The others' answers are kept only
+        status` processes then run side by side (perf/noop.py). The others' answers are kept only
         when no step started or ended meanwhile (``Answers``): one may have changed a
         checkout while its answer was read."""
         others = {c.checkout: self.component(c.checkout) for c in self.stack.selected()
@@ -353,5 +354,5 @@ def _prefix_there(rule: Rule, comp: Component, step: str, stamp: dict[str, Any])
     return ownership.stale_install(prefix, comp.name) is None
 
 
-OUTPUTS: Mapping[str, OutputCheck] = {IN_CHECKOUT: _checkout_there, IN_TREE: _tree_there,
-                                 IN_PREFIX: _prefix_there}
+OUTPUTS: Mapping[Where, OutputCheck] = {IN_CHECKOUT: _checkout_there, IN_TREE: _tree_there,
+                                     IN_PREFIX: _prefix_there}
