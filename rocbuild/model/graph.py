@@ -18,7 +18,7 @@ from rocbuild.model import buildsystems, inputcheck, launchers, layout, patchser
 from rocbuild.model.base import Base, fetch_sources, load_base, restricted_to
 from rocbuild.model.patchseries import Patch
 from rocbuild.model.recipes import Recipe, RecipeSet, load_recipes, unknown_component
-from rocbuild.model.render import render
+from rocbuild.model.render import NotTheTemplates, render
 from rocbuild.model.settings import Settings, rewrite_url
 from rocbuild.model.targets import TargetError, TargetId, looks_like_target, parse_target_list
 from rocbuild.model.workdir import Workdir
@@ -256,7 +256,7 @@ def sources_read(recipes: RecipeSet, order: Iterable[str],
     return readers
 
 
-class RoadCut(Exception):
+class RoadCut(NotTheTemplates):
     """A recipe read ``src.<x>`` or ``build.<x>`` of a dependency the road took from the
     base: rocbuild's decision, explained as such (graph turns it into a ConfigError naming
     the file and key), never jinja's "undefined variable" shown as the recipe's mistake."""

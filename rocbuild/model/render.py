@@ -276,6 +276,12 @@ def _render_bounded(template: jinja2.Template, context: Mapping[str, Any]) -> st
     return "".join(out)
 
 
+class NotTheTemplates(Exception):
+    """Raised from inside a render by a value of the context (not by the template): the
+    caller's decision to explain, which ``render`` lets through as it is (graph.RoadCut: a
+    component the --base road took away, read through ``build.<name>``)."""
+
+
 def render(text: str, context: Mapping[str, Any], *, file: Path, key: str) -> str:
     """Render one recipe string; errors name ``file`` and ``key`` (e.g. ``cmake.args[2]``)."""
     if "{" not in text:  # most strings are plain; skip jinja for them
@@ -296,6 +302,8 @@ def render(text: str, context: Mapping[str, Any], *, file: Path, key: str) -> st
     except jinja2.TemplateError as exc:  # sandbox refusals and filter errors
         raise ConfigError(f"{file}: key '{key}': template error: {exc} (template {text!r})",
                           tip=f"fix the template in '{key}' of {file}") from None
+    except NotTheTemplates:
+        raise
     except Exception as exc:  # a template is the recipe author's code, and what it raises
         # is its error: 1/0, int('x'), {{ 1|wordwrap }} (AttributeError), {{ 'a'|truncate(-1) }}
         # (AssertionError), a 5000-digit literal, a deep recursion
