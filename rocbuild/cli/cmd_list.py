@@ -21,7 +21,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from rocbuild.cli.ui import console
+from rocbuild.cli.ui import console, plural
 from rocbuild.errors import ConfigError
 from rocbuild.model.graph import load_stack
 from rocbuild.model.resources import format_bytes
@@ -106,7 +106,8 @@ def print_prefix(inv: PrefixInventory, out: Console) -> None:
     stack = "ROCm" if info.stack == "rocm" else info.stack
     out.print(f"  {escape(stack)} {escape(info.version)} for "
               f"{escape(', '.join(info.targets))}; {state}; "
-              f"{len(inv.components)} components, {format_bytes(total)}")
+              f"{len(inv.components)} {plural(len(inv.components), 'component')}, "
+              f"{format_bytes(total)}")
     table = Table(box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False, collapse_padding=True)
     # every cell one word but the time, which wraps at its space when 80 columns are short
     # (ROCm's "rocprofiler-register" and "rocm-6.4.3" need the room)
