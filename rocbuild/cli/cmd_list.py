@@ -29,6 +29,7 @@ from rocbuild.model.settings import Settings
 from rocbuild.prefix import registry
 from rocbuild.prefix.buildinfo import info_path
 from rocbuild.prefix.inventory import Installed, PrefixInventory, inventory
+from rocbuild.run.state import prefixmemo
 
 WIDE = 90  # columns from which the install time shows its year
 
@@ -47,8 +48,10 @@ def register(sub: argparse._SubParsersAction, parents: list[argparse.ArgumentPar
 
 def prefixes_to_list(settings: Settings) -> list[Path]:
     """The prefix --prefix names, alone; else the configured prefix and every one in the
-    user's registry that still has a build-info file."""
-    if settings.prefix is not None:
+    user's registry that still has a build-info file. A prefix the workdir remembers
+    (prefixmemo) was not named by the user: it comes first, and the others still follow."""
+    remembered = settings.source("prefix").startswith(prefixmemo.SOURCE_PREFIX)
+    if settings.prefix is not None and not remembered:
         return [Path(os.path.abspath(settings.prefix))]
     found: list[Path] = []
     with contextlib.suppress(ConfigError):  # broken recipes: the registry's still list

@@ -83,3 +83,20 @@ def test_a_passing_verify_of_a_prefix_counts_for_prefixes_activate_and_status(
     assert status["verify"]["state"] == "done", status["verify"]
     run_cli("activate", *chain.flags(), str(chain.prefix), "--link", str(link), expect=0)
     assert link.resolve() == chain.prefix.resolve()
+
+
+def test_list_without_prefix_shows_every_prefix_not_only_the_remembered_one(chain: Chain) -> None:
+    """`rocbuild list` names only the prefix --prefix gives; a prefix the workdir remembers
+    was not given, so list shows every prefix (the week's replay hid ~/opt/second)."""
+    own_default_prefix(chain)
+    first, second = chain.root / "opt" / "first", chain.root / "opt" / "second"
+    for prefix in (second, first):
+        run_cli("build", *plain(chain), "--prefix", str(prefix), "--no-verify", "alpha",
+                expect=0)
+    shown = run_cli("list", *plain(chain), expect=0)
+    assert str(first) in shown.stdout and str(second) in shown.stdout, shown.explain()
+    doc = json.loads(run_cli("list", *plain(chain), "--json", expect=0).stdout)
+    assert {p["prefix"] for p in doc["prefixes"]} == {str(first), str(second)}, doc
+    # --prefix still names one
+    only = run_cli("list", *plain(chain), "--prefix", str(second), expect=0).stdout
+    assert str(second) in only and str(first) not in only, only
