@@ -135,8 +135,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         for warning in settings.unknown_variables():
             notice(f"rocbuild: warning: {warning}")
         # the workdir's last --base and --prefix
-        resolved = prefixmemo.apply(basememo.apply(settings.resolve(flags)))
-        for note in resolved.notes:
+        chosen = settings.resolve(flags)
+        resolved = prefixmemo.apply(basememo.apply(chosen))
+        # a command that never reads the prefix or base (memo_notes=False: activate names
+        # its own PREFIX, config shows each value's source) is spared their notes
+        for note in resolved.notes if getattr(args, "memo_notes", True) else chosen.notes:
             notice(f"rocbuild: note: {note}")
         return int(args.func(args, resolved))
     except RocbuildError as exc:
