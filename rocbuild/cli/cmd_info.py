@@ -15,7 +15,7 @@ from typing import Any
 
 from rich.markup import escape
 
-from rocbuild.cli.ui import console, print_row
+from rocbuild.cli.ui import console, plural, print_row
 from rocbuild.errors import ConfigError
 from rocbuild.model.graph import load_stack
 from rocbuild.model.settings import Settings
@@ -112,7 +112,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     if not files:
         row("installed", f"nothing recorded in {doc['prefix']}")
         return 0
-    row("installed", f"{len(files)} files in {doc['prefix']}")
+    row("installed", f"{len(files)} {plural(len(files), 'file')} in {doc['prefix']}")
     for rel in files[:FILES_SHOWN]:
         out.print(f"    {escape(rel)}")
     if len(files) > FILES_SHOWN:

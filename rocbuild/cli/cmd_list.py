@@ -21,7 +21,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from rocbuild.cli.ui import console
+from rocbuild.cli.ui import console, plural
 from rocbuild.errors import ConfigError
 from rocbuild.model.graph import load_stack
 from rocbuild.model.resources import format_bytes
@@ -29,6 +29,7 @@ from rocbuild.model.settings import Settings
 from rocbuild.prefix import registry
 from rocbuild.prefix.buildinfo import info_path
 from rocbuild.prefix.inventory import Installed, PrefixInventory, inventory
+from rocbuild.run.state import prefixmemo
 
 WIDE = 90  # columns from which the install time shows its year
 
@@ -47,8 +48,10 @@ def register(sub: argparse._SubParsersAction, parents: list[argparse.ArgumentPar
 
 def prefixes_to_list(settings: Settings) -> list[Path]:
     """The prefix --prefix names, alone; else the configured prefix and every one in the
-    user's registry that still has a build-info file."""
-    if settings.prefix is not None:
+    user's registry that still has a build-info file. A prefix the workdir remembers
+    (prefixmemo) was not named by the user: it comes first, and the others still follow."""
+    remembered = settings.source("prefix").startswith(prefixmemo.SOURCE_PREFIX)
+    if settings.prefix is not None and not remembered:
         return [Path(os.path.abspath(settings.prefix))]
     found: list[Path] = []
     with contextlib.suppress(ConfigError):  # broken recipes: the registry's still list
@@ -106,7 +109,8 @@ def print_prefix(inv: PrefixInventory, out: Console) -> None:
     stack = "ROCm" if info.stack == "rocm" else info.stack
     out.print(f"  {escape(stack)} {escape(info.version)} for "
               f"{escape(', '.join(info.targets))}; {state}; "
-              f"{len(inv.components)} components, {format_bytes(total)}")
+              f"{len(inv.components)} {plural(len(inv.components), 'component')}, "
+              f"{format_bytes(total)}")
     table = Table(box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False, collapse_padding=True)
     # every cell one word but the time, which wraps at its space when 80 columns are short
     # (ROCm's "rocprofiler-register" and "rocm-6.4.3" need the room)

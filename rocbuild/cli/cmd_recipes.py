@@ -36,7 +36,7 @@ def register(sub: argparse._SubParsersAction, parents: list[argparse.ArgumentPar
                     "unless it is there already, then open it in $EDITOR when it is set and "
                     "this is a terminal; otherwise print the path.")
     edit.add_argument("name", metavar="NAME", help="a component, or 'stack' for stack.toml")
-    edit.set_defaults(func=run_edit)
+    edit.set_defaults(func=run_edit, memo_notes=False)
 
 
 def run_edit(args: argparse.Namespace, settings: Settings) -> int:

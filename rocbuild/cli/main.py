@@ -162,9 +162,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             return int(args.func(args))
         for warning in settings.unknown_variables(os.environ):
             notice(f"rocbuild: warning: {warning}")
-        resolved = prefixmemo.apply(basememo.apply(settings.resolve(  # the workdir's last
-            flags, os.environ, Path.cwd(), hostload.usable_cpus()[0])))  # --base and --prefix
-        for note in resolved.notes:
+        # the workdir's last --base and --prefix
+        chosen = settings.resolve(flags, os.environ, Path.cwd(), hostload.usable_cpus()[0])
+        resolved = prefixmemo.apply(basememo.apply(chosen))
+        # a command that never reads the prefix or base (memo_notes=False: activate names
+        # its own PREFIX, config shows each value's source) is spared their notes
+        for note in resolved.notes if getattr(args, "memo_notes", True) else chosen.notes:
             notice(f"rocbuild: note: {note}")
         return int(args.func(args, resolved))
     except RocbuildError as exc:

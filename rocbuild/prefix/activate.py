@@ -107,7 +107,8 @@ def check_prefix(prefix: Path, *, unproven: bool = False) -> BuildInfo:
                           tip="run `rocbuild prefixes` to see the prefixes rocbuild built")
     if not info.complete:
         raise ConfigError(f"the build into {prefix} did not complete (started {info.started}); "
-                          "activating it would expose a half-installed ROCm",
+                          f"activating it would expose a half-installed "
+                          f"{buildinfo.title_of(info)}",
                           tip="run `rocbuild status` to see what is left, then `rocbuild "
                               "build` again to finish it")
     base = info.extra.get("base")

@@ -33,7 +33,7 @@ def test_a_subfolder_of_a_stack_reads_the_stacks_rocbuild_toml(chain: Chain) -> 
                                "source": f"config {project / 'rocbuild.toml'}"}
     assert rows["workdir"]["value"] == str(chain.workdir)
     assert rows["jobs"]["value"] == "3"
-    assert rows["parallel"] == {"name": "parallel", "value": "1", "source": "default"}
+    assert rows["parallel"] == {"name": "parallel", "value": "auto", "source": "default"}
     # a flag still wins, and the table says so
     text = run_cli("config", "--jobs", "2", cwd=deep, expect=0).stdout
     assert f"config file: {project / 'rocbuild.toml'}" in " ".join(text.split())

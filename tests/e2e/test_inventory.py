@@ -108,3 +108,14 @@ def test_fish_and_zsh_completion_load_in_their_shells(tmp_path: Path) -> None:
     assert "_rocbuild: function" in done.stdout, done
     refused = run_cli("completion", "tcsh", cwd=tmp_path, expect=2)
     assert "not one of bash, zsh, fish" in refused.stderr, refused.explain()
+
+
+def test_list_and_info_count_one_component_and_one_file_in_the_singular(chain: Chain) -> None:
+    """A prefix of one component and a component of one file (gamma installs bin/gamma only):
+    the week's replay printed "1 components" in `list` and "1 files" in `info`."""
+    run_cli("build", *chain.flags(), "--no-verify", "alpha", expect=0)
+    shown = run_cli("list", *chain.flags(), expect=0).stdout
+    assert "; 1 component, " in shown, shown
+    run_cli("build", *chain.flags(), "--no-verify", expect=0)
+    info = run_cli("info", "gamma", *chain.flags(), expect=0).stdout
+    assert f"installed 1 file in {chain.prefix}" in " ".join(info.split()), info

@@ -66,3 +66,16 @@ def test_prefixes_and_activate_name_a_custom_stack_by_its_title(chain: Chain) ->
                    str(chain.prefix), expect=0)
     assert "Chain 1.0 for gfx906; load it with:" in done.stdout, done.explain()
     assert "Chain 1.0 built for gfx906" in (chain.prefix / "env.sh").read_text()
+
+
+def test_activate_refuses_an_incomplete_custom_stack_by_its_title(chain: Chain) -> None:
+    """After `rocbuild uninstall gamma` the chain prefix is incomplete; activate's refusal
+    named it "a half-installed ROCm" (the week's replay, issue 32's identity item)."""
+    stack = chain.recipes / "stack.toml"
+    stack.write_text(stack.read_text().replace('name = "chain"', 'name = "chain"\ntitle = "Chain"'))
+    run_cli("build", *chain.flags(), "--no-verify", expect=0)
+    run_cli("uninstall", "gamma", *chain.flags(), expect=0)
+    refused = run_cli("activate", *chain.flags(), "--unproven", "--link",
+                      str(chain.root / "link"), str(chain.prefix), expect=2)
+    said = " ".join(refused.stderr.split())
+    assert "half-installed Chain" in said and "ROCm" not in said, refused.explain()

@@ -83,3 +83,39 @@ def test_a_passing_verify_of_a_prefix_counts_for_prefixes_activate_and_status(
     assert status["verify"]["state"] == "done", status["verify"]
     run_cli("activate", *chain.flags(), str(chain.prefix), "--link", str(link), expect=0)
     assert link.resolve() == chain.prefix.resolve()
+
+
+def test_list_without_prefix_shows_every_prefix_not_only_the_remembered_one(chain: Chain) -> None:
+    """`rocbuild list` names only the prefix --prefix gives; a prefix the workdir remembers
+    was not given, so list shows every prefix (the week's replay hid ~/opt/second)."""
+    own_default_prefix(chain)
+    first, second = chain.root / "opt" / "first", chain.root / "opt" / "second"
+    for prefix in (second, first):
+        run_cli("build", *plain(chain), "--prefix", str(prefix), "--no-verify", "alpha",
+                expect=0)
+    shown = run_cli("list", *plain(chain), expect=0)
+    assert str(first) in shown.stdout and str(second) in shown.stdout, shown.explain()
+    doc = json.loads(run_cli("list", *plain(chain), "--json", expect=0).stdout)
+    assert {p["prefix"] for p in doc["prefixes"]} == {str(first), str(second)}, doc
+    # --prefix still names one
+    only = run_cli("list", *plain(chain), "--prefix", str(second), expect=0).stdout
+    assert str(second) in only and str(first) not in only, only
+
+
+def test_commands_that_never_read_the_prefix_setting_print_no_note_about_it(
+        chain: Chain) -> None:
+    """The remembered-prefix note (three lines at 80 columns) is for commands that act on the
+    prefix setting; `activate PREFIX`, `config` (its prefix row says where the value came
+    from), `targets` and `lint-recipes` never read it, and printed it anyway in the week."""
+    own_default_prefix(chain)
+    mine = chain.root / "opt" / "mystack"
+    run_cli("build", *plain(chain), "--prefix", str(mine), "--no-verify", expect=0)
+    note = "the prefix of the last build in this workdir"
+    for command in (["activate", "--unproven", str(mine), "--link", str(chain.root / "rocm")],
+                    ["config"], ["targets"], ["lint-recipes"]):
+        done = run_cli(*command, *plain(chain), expect=0)
+        assert note not in done.stderr, (command, done.explain())
+    shown = run_cli("config", *plain(chain), expect=0).stdout
+    assert str(mine) in shown, shown  # the value is still in force, and shown
+    status = run_cli("status", *plain(chain), expect=0)
+    assert note in status.stderr, status.explain()  # a command that reads it still says so
