@@ -115,10 +115,18 @@ def run_push(args: argparse.Namespace, settings: Settings) -> int:
     if isinstance(store, FolderStore):  # what a killed push left there
         for path in store.clear_temps():
             ctx.output.say(f"removed a temp file a killed push left in the cache: {path}")
+    # the default is "every built one": a component the workdir never built (no stamp of its
+    # last step) is named once below, not a failure, unless nothing at all is built (then
+    # each is a ✘ and the TIP gives the one build command). A named one must be built, and a
+    # built one changed since (its last stamp stale) fails: its files are not what its key says.
+    own = [c for c in comps if steps_of(c)]
+    unbuilt = {c.name for c in own if ctx.state.read_stamp(c.name, steps_of(c)[-1]) is None}
+    if args.components or len(unbuilt) == len(own):
+        unbuilt = set()
     try:
         for comp in comps:
             steps = steps_of(comp)
-            if not steps:  # reuses another checkout and builds nothing: nothing of its own
+            if not steps or comp.name in unbuilt:  # nothing of its own, or not built
                 continue
             if not all(ctx.is_current(comp, step) for step in steps):
                 done = "fetched" if not comp.builds else "built"
@@ -154,6 +162,9 @@ def run_push(args: argparse.Namespace, settings: Settings) -> int:
                            f"{fmt_size(manifest.archive_size)} ({key[:12]}{signed})")
     finally:
         ctx.release()
+    shown = [c.name for c in own if c.name in unbuilt and c.builds]  # source-only ones are
+    if shown:  # fetched by the build of what uses them: naming them would only add words
+        ctx.output.say(f"not built, so not stored: {', '.join(shown)}")
     if missing:  # one command for all of them, with this run's flags (source-only ones are
         # fetched by the build of what uses them: naming them would only add words)
         names = [c.name for c in missing if c.builds] or [c.name for c in missing]

@@ -515,3 +515,24 @@ def test_push_with_nothing_built_names_one_build_command(tmp_path: Path) -> None
     command = shlex.split(tip.split("then push again: ", 1)[1])
     assert command[:5] == ["rocbuild", "build", "alpha", "beta", "gamma"], tip
     assert "notes" not in command and "--workdir" in command and "--recipes" in command, tip
+
+
+def test_push_by_default_stores_the_built_ones_of_a_partly_built_stack(tmp_path: Path) -> None:
+    """`cache push` with no names stores "every built one of the stack" (its help): after
+    `build alpha` it stored alpha but failed (exit 1) with a ✘ per component never built and a
+    TIP to build the rest of the stack first (seen on real ROCm: rocr and rocminfo pushed, 14
+    ✘ lines and `rocbuild build ... llvm ... llama.cpp`). The ones never built are named on
+    one line and the push succeeds."""
+    for tool in ("git", "cmake", "ninja"):
+        require_tool(tool)
+    chain = make_chain(tmp_path)
+    run_cli("build", *chain.flags(), "alpha", "--quiet", "--no-verify", expect=0)
+    cache = tmp_path / "c"
+    pushed = run_cli("cache", "push", *chain.flags(), "--to", str(cache), expect=0)
+    assert "✔ alpha:" in pushed.stdout
+    assert "✘" not in pushed.stdout and "TIP" not in pushed.stdout, pushed.stdout
+    assert "not built, so not stored: beta, gamma" in pushed.stdout, pushed.stdout
+    assert {p.parent.name for p in cache.glob("*/*.tar.zst")} == {"alpha"}
+    # a component named on the command line and not built still fails the push
+    named = run_cli("cache", "push", *chain.flags(), "beta", "--to", str(cache), expect=1)
+    assert "✘ beta: not built" in named.stdout
