@@ -28,6 +28,7 @@ import jinja2
 
 from rocbuild import __version__
 from rocbuild.errors import ConfigError
+from rocbuild.model.base import device_lib_dir
 from rocbuild.model.graph import Stack
 from rocbuild.prefix import ownfiles
 from rocbuild.prefix.buildinfo import PREFIX_FILE_MODE
@@ -37,6 +38,7 @@ _TEMPLATES = Path(__file__).resolve().parent / "templates"
 _TEMPLATE_OF = {"bash": "env.sh.j2", "zsh": "env.sh.j2", "fish": "env.fish.j2",
                 "lmod": "modulefile.lua.j2", "tcl": "modulefile.tcl.j2"}
 DEVICE_LIB_SUBDIR = "amdgcn/bitcode"  # device-libs' default install location (OCL.cmake)
+BITCODE_COMMENT = "device bitcode (oclc_*.bc) for clang when it cannot find it by itself"
 
 
 @dataclass(frozen=True)
@@ -82,6 +84,9 @@ class EnvSpec:
     targets: tuple[str, ...]
     tune: bool = False
     base: Path | None = None  # an installed ROCm the prefix was built on (--base)
+    # the base's device bitcode folder, where its device-libs showed (Debian:
+    # /usr/lib/llvm-21/lib/clang/21/amdgcn/bitcode, not /usr/amdgcn/bitcode)
+    base_bitcode: Path | None = None
     name: str = "rocm"  # the stack's name (stack.toml), the module's first part
     # (component, reason) of recipes with install.runpath = false: their programs need
     # LD_LIBRARY_PATH, which the files otherwise leave alone (every other binary finds its
@@ -119,6 +124,7 @@ def spec_for(stack: Stack, *, tune: bool = False) -> EnvSpec:
     return EnvSpec(prefix=prefix, version=stack.version, series=stack.series,
                    targets=tuple(str(t) for t in stack.targets), tune=tune,
                    base=stack.base.path if stack.base else None,
+                   base_bitcode=device_lib_dir(stack.base) if stack.base else None,
                    name=stack.recipes.stack.name,
                    runpath_opt_outs=tuple((c.name, c.recipe.runpath_reason)
                                           for c in stack.selected()
@@ -151,8 +157,9 @@ def variables(spec: EnvSpec) -> list[EnvVar]:
         _tree_var(spec, "HIP_PATH", rocm, "", "set",
                   "the HIP installation hipcc and hipconfig report"),
         EnvVar("HIP_PLATFORM", "amd", "set", "compile HIP for AMD GPUs (not the CUDA path)"),
-        _tree_var(spec, "HIP_DEVICE_LIB_PATH", rocm, DEVICE_LIB_SUBDIR, "set",
-                  "device bitcode (oclc_*.bc) for clang when it cannot find it by itself"),
+        EnvVar("HIP_DEVICE_LIB_PATH", str(spec.base_bitcode), "set", BITCODE_COMMENT)
+        if spec.base_bitcode else
+        _tree_var(spec, "HIP_DEVICE_LIB_PATH", rocm, DEVICE_LIB_SUBDIR, "set", BITCODE_COMMENT),
         *(_tree_var(spec, "PATH", t, "bin", "prepend",
                     "hipcc, clang, rocminfo, llama.cpp tools") for t in trees),
     ]

@@ -592,8 +592,8 @@ def test_a_debian_base_without_gfx906_tensile_files_builds_rocblas(tmp_path: Pat
 @pytest.mark.parametrize("removed, named", [
     ("lib/x86_64-linux-gnu/libamdhip64.so.6",
      "clr (lib/libamdhip64.so.6 | lib/*-linux-gnu/libamdhip64.so.6)"),
-    ("lib/llvm-21/lib/clang/21/amdgcn/bitcode/ocml.bc", "device-libs (lib/llvm/lib/clang/*/lib/"
-     "amdgcn/bitcode/ocml.bc | amdgcn/bitcode/ocml.bc | lib/llvm-*/lib/clang/*/amdgcn/bitcode/"
+    ("lib/llvm-21/lib/clang/21/amdgcn/bitcode/ocml.bc", "device-libs (amdgcn/bitcode/ocml.bc | "
+     "lib/llvm/lib/clang/*/lib/amdgcn/bitcode/ocml.bc | lib/llvm-*/lib/clang/*/amdgcn/bitcode/"
      "ocml.bc)"),
 ])
 def test_a_debian_base_lacking_a_required_file_is_refused_naming_it(
@@ -624,3 +624,19 @@ def test_usr_is_never_a_prefix_even_on_a_distribution_base(tmp_path: Path) -> No
     result = run_flags([*amd_flags(tmp_path, base), "--prefix", "/usr"], "build", expect=2)
     line = " ".join(result.stderr.split())
     assert "/usr" in line and "FHS" in line and "Traceback" not in result.stderr
+
+
+def test_env_files_on_a_debian_base_name_its_device_bitcode(tmp_path: Path) -> None:
+    """env.sh sets HIP_DEVICE_LIB_PATH: on Debian's layout it is clang-21's resource folder,
+    not <base>/amdgcn/bitcode (/usr/amdgcn/bitcode does not exist; with ROCM_PATH=/usr Debian's
+    clang and hipcc then stop with "cannot find ROCm device library")."""
+    from rocbuild.model.graph import load_stack
+    from rocbuild.model.settings import resolve
+    from rocbuild.prefix.envfiles import render, spec_for
+
+    base = debian_tree(tmp_path)
+    settings = resolve({"workdir": str(tmp_path / "work"), "ccache": "off", "base": str(base),
+                        "target": "gfx906", "recipes": str(REPO_RECIPES)}, env={})
+    text = render(spec_for(load_stack(settings, ["llama.cpp"])), "bash")
+    assert f"HIP_DEVICE_LIB_PATH={base}/lib/llvm-21/lib/clang/21/amdgcn/bitcode" in text \
+        .replace('"', "").replace("export ", ""), text
