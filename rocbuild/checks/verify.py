@@ -417,15 +417,25 @@ def verify_prefix(prefix: Path, targets: tuple[TargetId, ...],
     problems += _expected_code(files, gpu_components or {})
     # where rocBLAS is installed its set must be complete (even when the folder is missing);
     # any other folder holding Tensile files is checked too
-    libraries = dict.fromkeys(lib / "rocblas" / "library" for lib in
+    libraries = dict.fromkeys(folder for lib in
                               [prefix / "lib", *sorted(prefix.glob("lib/*-linux-gnu*"))]
-                              if any(lib.glob("librocblas.so*")))
+                              if any(lib.glob("librocblas.so*"))
+                              for folder in _rocblas_libraries(lib))
     libraries.update(scan.tensile_dirs or {})
     tensile = tensile_sets(libraries, targets)
     links = linkage.check_linkage(iter_files([prefix]), prefix, system,
                                   exempt=linkage_exempt)
     return VerifyReport(targets, prefix, tuple(files), skipped, tensile, tuple(problems),
                         links, other_targets=scan.other)
+
+
+def _rocblas_libraries(lib: Path) -> list[Path]:
+    """Where the rocBLAS installed in ``lib`` keeps its Tensile set: lib/rocblas/library
+    (AMD's and rocbuild's layout), or lib/<multiarch>/rocblas/<version>/library (Debian's);
+    the first when neither exists, so a missing set is named."""
+    found = [d for d in (lib / "rocblas" / "library", *sorted(lib.glob("rocblas/*/library")))
+             if d.is_dir()]
+    return found or [lib / "rocblas" / "library"]
 
 
 def _expected_code(files: Sequence[FileResult],

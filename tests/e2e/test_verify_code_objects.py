@@ -101,3 +101,14 @@ def test_a_generated_xnack_on_code_object_does_not_serve_plain_gfx906(tmp_path: 
     plain.write_bytes(amdgpu_header(0x2F | (1 << 8) | (1 << 10), abi_version=2))
     assert verify_json("--target", "gfx906", str(plain), expect=0)["files"][0]["verdict"] \
         == "pass"
+
+
+def test_a_prefix_in_debians_layout_has_its_tensile_set_found(tmp_path: Path) -> None:
+    """verify of a tree with rocBLAS in lib/<multiarch> finds the set in
+    rocblas/<version>/library (before: it looked for lib/x86_64-linux-gnu/rocblas/library
+    and called the base's set missing)."""
+    folder = library(tmp_path)
+    (folder.parent.parent.parent / "librocblas.so.4.4").write_text("not ELF")
+    doc = verify_json("--target", "gfx906", "--prefix", str(tmp_path / "usr"), "--no-smoke",
+                      expect=0)
+    assert [(t["library"], t["ok"]) for t in doc["tensile"]] == [(str(folder), True)]
