@@ -587,6 +587,8 @@ def test_a_debian_base_without_gfx906_tensile_files_builds_rocblas(tmp_path: Pat
     rocblas = next(c for c in plan["components"] if c["name"] == "rocblas")
     assert f"-DCMAKE_CXX_COMPILER={base}/lib/llvm-21/bin/clang++" in rocblas["configure_args"]
     assert rocblas["env"]["TENSILE_ROCM_ASSEMBLER_PATH"] == f"{base}/lib/llvm-21/bin/clang++"
+    # Tensile finds rocBLAS's "amdclang++" through $CMAKE_CXX_COMPILER (Debian has none)
+    assert rocblas["env"]["CMAKE_CXX_COMPILER"] == f"{base}/lib/llvm-21/bin/clang++"
 
 
 @pytest.mark.parametrize("removed, named", [
