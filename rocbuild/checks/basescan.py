@@ -48,8 +48,9 @@ def recipe_for(rel: str, recipes: Mapping[str, Recipe]) -> str | None:
     for recipe in recipes.values():
         if any(_provides(p, rel) for p in recipe.base_provides):
             return recipe.name
-        if recipe.base_tensile and (rel == recipe.base_tensile
-                                    or rel.startswith(recipe.base_tensile + "/")):
+        if recipe.base_tensile and any(
+                fnmatch.fnmatch(rel, folder) or fnmatch.fnmatch(rel, folder + "/*")
+                for folder in provides_alternatives(recipe.base_tensile)):
             return recipe.name
     return None
 

@@ -1,4 +1,5 @@
-"""AMDGPU code objects embedded in a host library as data, not as ``.hip_fatbin`` bundles.
+"""AMDGPU code objects: embedded in a host library as data (not as ``.hip_fatbin`` bundles),
+or a whole file (``bare_code_object``: rocBLAS's Tensile ``*_gfx906.co`` and ``.hsaco`` files).
 
 ROCr compiles its blit and trap-handler kernels into one code object per target at build time
 and links them into ``libhsa-runtime64.so`` as byte arrays (``xxd -i`` headers): the GPU code
@@ -72,6 +73,12 @@ def _header_at(src: Source, offset: int) -> CodeObject | None:
         return None
     (e_flags,) = struct.unpack_from("<I", head, 48)
     return CodeObject(offset, target_of(e_flags, head[8]))
+
+
+def bare_code_object(src: Source) -> CodeObject | None:
+    """The file itself as an AMDGPU code object (its ELF header names EM_AMDGPU and the HSA
+    OS ABI), or None. Tensile writes one per processor and library, loaded by file name."""
+    return _header_at(src, 0) if src.size >= _HEADER else None
 
 
 def _is_data(section: Section) -> bool:

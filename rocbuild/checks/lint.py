@@ -188,6 +188,15 @@ def options_to_prove(stacks: Sequence[Stack], comp_name: str) -> list[str]:
     return names
 
 
+def base_cmake_dirs(base: Path) -> list[Path]:
+    """The folders of an installed ROCm that hold the CMake files find_package() loads:
+    lib/cmake (AMD's layout), lib/<multiarch>/cmake (Debian's), and rocm-cmake's share/
+    folders."""
+    found = [base / "lib" / "cmake", *sorted(base.glob("lib/*-linux-gnu*/cmake")),
+             base / "share" / "rocmcmakebuildtools", base / "share" / "rocm"]
+    return [d for d in found if d.is_dir()]
+
+
 def source_root(comp: Component, sources: Path) -> Path:
     """The component's source folder inside ``sources`` (laid out like <workdir>/src)."""
     return sources / comp.checkout / comp.source_dir.relative_to(comp.checkout_dir)
@@ -210,6 +219,12 @@ def _check_component(stacks: Sequence[Stack], comp: Component, sources: Path,
             trees.append((dep, words.under(dep_root)))
         else:
             missing.append(dep)
+    if stack.base is not None:
+        # what the build loads from a --base is its installed CMake package files (hipBLAS's
+        # GPU_TARGETS is read by the base's hip-config-amd.cmake), not a checkout
+        for folder in base_cmake_dirs(stack.base.path):
+            trees.append((f"the base's {folder.relative_to(stack.base.path)}",
+                          words.under(folder)))
     searched = [name for name, _ in trees]
     is_read = system.reads_option
     read_by = tuple((n, next(c for c, w in trees if is_read(n, w))) for n in options

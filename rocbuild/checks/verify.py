@@ -43,7 +43,7 @@ from rocbuild.checks.bundles import (
     scan_fatbin,
     zstandard_decoder,
 )
-from rocbuild.checks.codeobjects import CodeObject, embedded_code_objects
+from rocbuild.checks.codeobjects import CodeObject, bare_code_object, embedded_code_objects
 from rocbuild.checks.elf import (
     ELF_MAGIC,
     FormatError,
@@ -140,10 +140,14 @@ class Verdict(str, Enum):
     NOT_ELF = "not-elf"
     NO_GPU_CODE = "no-gpu-code"
     UNSUPPORTED = "unsupported"
+    # a bare code object for a processor not asked for: in a scanned folder another
+    # processor's part of a Tensile set (counted, not failed); named on its own, a failure
+    OTHER_TARGET = "other-target"
 
     @property
     def label(self) -> str:
-        return {"not-elf": "not ELF", "no-gpu-code": "no GPU code"}.get(self.value, self.value)
+        return {"not-elf": "not ELF", "no-gpu-code": "no GPU code",
+                "other-target": "other target"}.get(self.value, self.value)
 
 
 # Verdicts of files that hold no GPU code at all: a tree scan counts and skips them.
@@ -171,6 +175,9 @@ def verify_file(path: Path, targets: Sequence[TargetId],
     ``.hip_fatbin`` section is streamed from the file, never read whole."""
     try:
         with open_source(path) as src:
+            bare = bare_code_object(src)
+            if bare is not None:
+                return judge_bare(path, bare, targets)
             sections = parse_sections(src)
             fatbin = sections.get(".hip_fatbin")
             if fatbin is None:
@@ -239,6 +246,27 @@ def judge_embedded(path: Path, found: Sequence[CodeObject], targets: Sequence[Ta
     return FileResult(path, Verdict.FAIL, (group,), (line,))
 
 
+def judge_bare(path: Path, code: CodeObject, targets: Sequence[TargetId]) -> FileResult:
+    """The verdict of a file that is one AMDGPU code object (ELF machine EM_AMDGPU, e.g.
+    Tensile's ``*_gfx906.co``): it serves one processor, so it is judged against the requested
+    targets of that processor only (the xnack and sramecc rules of ``device_modes``), and is
+    OTHER_TARGET when none of them is its processor. Whether every requested processor has its
+    files is the Tensile check's question (``check_tensile``)."""
+    group = Bundle(0, 0, entries=(Entry(f"hipv4-amdgcn-amd-amdhsa--{code.target}"),))
+    entry = group.entries[0]
+    mine = [t for t in targets if entry.target is not None
+            and t.processor == entry.target.processor]
+    if not mine:
+        return FileResult(path, Verdict.OTHER_TARGET, (group,),
+                          note=f"a code object for {code.target}, no requested target")
+    missing = missing_in_bundle(group, mine)
+    if not missing:
+        return FileResult(path, Verdict.PASS, (group,))
+    return FileResult(path, Verdict.FAIL, (group,),
+                      (f"{describe_missing(missing)}: the file is one code object, "
+                       f"for {code.target}",))
+
+
 def _targets_of(bundles: Iterable[Bundle]) -> str:
     return ", ".join(sorted({str(e.target or e.target_text) for b in bundles for e in b.amdgcn}))
 
@@ -282,6 +310,7 @@ class VerifyReport:
     tensile: tuple[TensileResult, ...] = ()
     problems: tuple[str, ...] = ()  # report-level: e.g. nothing with GPU code was found
     linkage: linkage.LinkageReport | None = None  # None: not checked
+    other_targets: int = 0  # code objects in scanned folders for processors not asked for
 
     @property
     def code_ok(self) -> bool:
@@ -322,16 +351,39 @@ def _walk(root: Path) -> Iterator[tuple[Path, bool]]:
             yield Path(folder) / name, False
 
 
+@dataclass
+class _Scan:
+    results: list[FileResult]
+    skipped: int = 0  # no GPU code
+    other: int = 0  # bare code objects for processors not asked for
+    tensile_dirs: dict[Path, None] | None = None  # folders holding Tensile files, in order
+
+
 def _scan(paths: Iterable[Path], targets: Sequence[TargetId], decoders: Decoders,
-          keep_no_code: bool) -> tuple[list[FileResult], int]:
-    results, skipped = [], 0
+          keep_no_code: bool) -> _Scan:
+    scan = _Scan([], tensile_dirs={})
     for path in iter_files(paths):
+        if path.name.startswith("TensileLibrary") and scan.tensile_dirs is not None:
+            scan.tensile_dirs[path.parent] = None
         result = verify_file(path, targets, decoders)
-        if result.verdict in NO_CODE_VERDICTS and not keep_no_code:
-            skipped += 1
+        if keep_no_code:
+            scan.results.append(result)
+        elif result.verdict is Verdict.OTHER_TARGET:
+            scan.other += 1
+        elif result.verdict in NO_CODE_VERDICTS:
+            scan.skipped += 1
         else:
-            results.append(result)
-    return results, skipped
+            scan.results.append(result)
+    return scan
+
+
+def tensile_sets(folders: Iterable[Path], targets: Sequence[TargetId]
+                 ) -> tuple[TensileResult, ...]:
+    """The Tensile check of every folder holding Tensile files, for each requested processor:
+    a Tensile set is checked wherever verify meets one (Debian keeps rocBLAS's in
+    lib/<multiarch>/rocblas/<version>/library), not only in a prefix's lib/rocblas/library."""
+    processors = dict.fromkeys(t.processor for t in targets)
+    return tuple(check_tensile(folder, p) for folder in folders for p in processors)
 
 
 def verify_prefix(prefix: Path, targets: tuple[TargetId, ...],
@@ -356,21 +408,34 @@ def verify_prefix(prefix: Path, targets: tuple[TargetId, ...],
         raise ConfigError("no GPU target to verify", tip="pass --target, e.g. --target gfx906")
     decoders = decoders or default_decoders(prefix)
     roots = [prefix / d for d in ("lib", "lib64", "bin") if (prefix / d).exists()]
-    files, skipped = _scan(roots, targets, decoders, keep_no_code=False)
+    scan = _scan(roots, targets, decoders, keep_no_code=False)
+    files, skipped = scan.results, scan.skipped
     problems = []
     if gpu_components is None and not files:
         problems.append(f"no library or program with GPU code under {prefix} (lib/, lib64/, "
                         "bin/): nothing proves the stack can run on the GPU")
     problems += _expected_code(files, gpu_components or {})
-    tensile: tuple[TensileResult, ...] = ()
-    if any((prefix / "lib").glob("librocblas.so*")):
-        library = prefix / "lib" / "rocblas" / "library"
-        processors = dict.fromkeys(t.processor for t in targets)
-        tensile = tuple(check_tensile(library, p) for p in processors)
+    # where rocBLAS is installed its set must be complete (even when the folder is missing);
+    # any other folder holding Tensile files is checked too
+    libraries = dict.fromkeys(folder for lib in
+                              [prefix / "lib", *sorted(prefix.glob("lib/*-linux-gnu*"))]
+                              if any(lib.glob("librocblas.so*"))
+                              for folder in _rocblas_libraries(lib))
+    libraries.update(scan.tensile_dirs or {})
+    tensile = tensile_sets(libraries, targets)
     links = linkage.check_linkage(iter_files([prefix]), prefix, system,
                                   exempt=linkage_exempt)
     return VerifyReport(targets, prefix, tuple(files), skipped, tensile, tuple(problems),
-                        links)
+                        links, other_targets=scan.other)
+
+
+def _rocblas_libraries(lib: Path) -> list[Path]:
+    """Where the rocBLAS installed in ``lib`` keeps its Tensile set: lib/rocblas/library
+    (AMD's and rocbuild's layout), or lib/<multiarch>/rocblas/<version>/library (Debian's);
+    the first when neither exists, so a missing set is named."""
+    found = [d for d in (lib / "rocblas" / "library", *sorted(lib.glob("rocblas/*/library")))
+             if d.is_dir()]
+    return found or [lib / "rocblas" / "library"]
 
 
 def _expected_code(files: Sequence[FileResult],
@@ -393,8 +458,12 @@ def _expected_code(files: Sequence[FileResult],
 NO_CODE_PROBLEM = "no GPU code: this file has no .hip_fatbin/offload bundle"
 
 
-def _named(result: FileResult) -> FileResult:
+def _named(result: FileResult, targets: Sequence[TargetId]) -> FileResult:
     """A file named on the command line that holds no GPU code says so as its problem."""
+    if result.verdict is Verdict.OTHER_TARGET:
+        return replace(result, verdict=Verdict.FAIL, problems=(
+            *result.problems,
+            f"no code object for {', '.join(map(str, targets))}: {result.note}"))
     if result.verdict not in NO_CODE_VERDICTS:
         return result
     why = f" ({result.note})" if result.note else ""
@@ -410,21 +479,29 @@ def verify_paths(paths: Sequence[Path], targets: tuple[TargetId, ...],
     for the "outside the prefix" rule."""
     decoders = decoders or default_decoders(prefix)
     files: list[FileResult] = []
-    skipped = 0
+    skipped = other = 0
     problems = []
+    folders: dict[Path, None] = {}
     for path in paths:
         if not path.exists():
             raise ConfigError(f"path {path} does not exist",
                               tip="pass files or folders to check, e.g. "
                                   "`rocbuild verify /opt/rocm-6.4-gfx906/lib/libggml-hip.so`")
-        found, no_code = _scan([path], targets, decoders, keep_no_code=not path.is_dir())
-        files += found if path.is_dir() else [_named(r) for r in found]
-        skipped += no_code
-        if path.is_dir() and not found:
-            problems.append(f"no file with GPU code under {path}")
+        scan = _scan([path], targets, decoders, keep_no_code=not path.is_dir())
+        files += scan.results if path.is_dir() else [_named(r, targets) for r in scan.results]
+        skipped += scan.skipped
+        other += scan.other
+        if path.is_dir():
+            folders.update(scan.tensile_dirs or {})
+        if path.is_dir() and not scan.results:
+            wanted = ", ".join(str(t) for t in targets)
+            problems.append(f"no file with GPU code under {path}" if not scan.other else
+                            f"no file with code for {wanted} under {path} ({scan.other} "
+                            "code objects for other processors)")
     prefix_files = list(iter_files([prefix])) if prefix is not None else None
     links = linkage.check_linkage(iter_files(paths), prefix, system, prefix_files)
-    return VerifyReport(targets, None, tuple(files), skipped, (), tuple(problems), links)
+    return VerifyReport(targets, None, tuple(files), skipped, tensile_sets(folders, targets),
+                        tuple(problems), links, other_targets=other)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -469,6 +546,7 @@ def to_json(report: VerifyReport) -> dict[str, Any]:
             "linkage": _file_linkage_json(links.get(f.path)),
         } for f in report.files],
         "skipped_without_gpu_code": report.skipped,
+        "other_targets": report.other_targets,
         "tensile": [{"library": str(t.library), "target": t.processor, "ok": t.ok,
                      "missing": list(t.missing), "code_objects": t.code_objects}
                     for t in report.tensile],

@@ -327,6 +327,9 @@ def print_report(report: VerifyReport, out: Console) -> None:
     if report.skipped:
         out.print(f"[dim]{wording.count(report.skipped, 'other file')} "
                   f"hold{'s' if report.skipped == 1 else ''} no GPU code[/]")
+    if report.other_targets:
+        out.print(f"[dim]{wording.count(report.other_targets, 'code object file')} "
+                  f"for other processors (another target's part of a Tensile set)[/]")
     for result in report.files:
         for problem in result.problems:
             # one line each, never wrapped, so it can be grepped

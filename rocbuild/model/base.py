@@ -32,8 +32,13 @@ from rocbuild.model.targets import TargetId
 from rocbuild.model.tensile import check_tensile
 
 VERSION_FILE = ".info/version"  # written by AMD's rocm-core package, and by rocbuild's
+# A distribution's packaged ROCm (Debian, Ubuntu: --base /usr) has no rocm-core: its HIP
+# headers give the series, the package that holds them (dpkg) the release
+HIP_VERSION_FILE = "include/hip/hip_version.h"
 _VERSION_RE = re.compile(r"^\s*(\d+)\.(\d+)(?:\.(\d+))?")
-TIP = "pass --base the folder of an installed ROCm, e.g. --base /opt/rocm-6.4.3"
+_HIP_DEFINE_RE = re.compile(r"^#define\s+HIP_VERSION_(MAJOR|MINOR)\s+(\d+)\s*$", re.M)
+TIP = ("pass --base the folder of an installed ROCm, e.g. --base /opt/rocm-6.4.3, or /usr for "
+       "a distribution's ROCm packages (Debian's libamdhip64-dev)")
 
 
 @dataclass(frozen=True)
@@ -69,8 +74,9 @@ class Base:
 
     @property
     def lib_dirs(self) -> tuple[Path, ...]:
-        """Where the base's shared libraries are, searched after the prefix's."""
-        return (self.path / "lib",)
+        """Where the base's shared libraries are, searched after the prefix's: lib/, and the
+        multiarch folders of a distribution's packages (lib/x86_64-linux-gnu under /usr)."""
+        return (self.path / "lib", *multiarch_dirs(self.path))
 
     def key(self) -> str:
         """Path, version and size + mtime of every file that showed a taken component: an
@@ -85,17 +91,27 @@ class Base:
         return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()
 
 
+def multiarch_dirs(root: Path) -> list[Path]:
+    """``root``'s Debian multiarch library folders (``lib/x86_64-linux-gnu``), if any."""
+    return sorted(Path(p) for p in glob.glob(str(root / "lib" / "*-linux-gnu*"))
+                  if Path(p).is_dir())
+
+
 def read_version(path: Path) -> str:
-    """The base's ROCm version (``6.4.3``) from ``.info/version``; ConfigError naming the
-    path and what is wrong otherwise."""
+    """The base's ROCm version (``6.4.3``): from ``.info/version`` (AMD's packages, rocbuild's
+    prefixes), else from a distribution's packages (``hip_version.h`` and dpkg, see
+    ``_packaged_version``); ConfigError naming the path and what is wrong otherwise."""
     if not path.is_dir():
         raise ConfigError(f"base {path} does not exist or is not a folder", tip=TIP)
     file = path / VERSION_FILE
     try:
         text = file.read_text(encoding="utf-8", errors="replace")
     except FileNotFoundError:
-        raise ConfigError(f"base {path} has no {VERSION_FILE}, so it is not an installed ROCm "
-                          "(AMD's rocm-core package writes that file)", tip=TIP) from None
+        if (path / HIP_VERSION_FILE).is_file():
+            return _packaged_version(path)
+        raise ConfigError(f"base {path} has neither {VERSION_FILE} (AMD's rocm-core package "
+                          f"writes it) nor {HIP_VERSION_FILE} (a distribution's HIP headers), "
+                          "so it is not an installed ROCm", tip=TIP) from None
     except OSError as exc:
         raise ConfigError(f"base {path}: cannot read {VERSION_FILE}: {exc.strerror}",
                           tip=f"check the permissions of {file}") from None
@@ -105,6 +121,55 @@ def read_version(path: Path) -> str:
                           "version like 6.4.3", tip=TIP)
     major, minor, patch = match.groups()
     return f"{major}.{minor}.{patch or 0}"
+
+
+def _packaged_version(path: Path) -> str:
+    """A distribution's ROCm: the series from ``hip_version.h`` (HIP_VERSION_MAJOR/MINOR; its
+    PATCH is a build number, 43484 in Debian's 6.4.3), the release from the version of the
+    dpkg package that holds the header (``libamdhip64-dev 6.4.3-5`` -> 6.4.3) when the package
+    database is beside the base (``<root>/var/lib/dpkg`` for ``<root>/usr``), else ``.0``."""
+    header = path / HIP_VERSION_FILE
+    text = header.read_text(encoding="utf-8", errors="replace")
+    parts = dict(_HIP_DEFINE_RE.findall(text))
+    if "MAJOR" not in parts or "MINOR" not in parts:
+        raise ConfigError(f"base {path}: {header} defines no HIP_VERSION_MAJOR and "
+                          "HIP_VERSION_MINOR", tip=TIP)
+    series = f"{int(parts['MAJOR'])}.{int(parts['MINOR'])}"
+    package = dpkg_version(path.parent / "var/lib/dpkg", header)
+    if package is None:
+        return f"{series}.0"
+    match = _VERSION_RE.match(package.split(":")[-1])
+    if match and f"{match[1]}.{match[2]}" == series:
+        return f"{series}.{match[3] or 0}"
+    return f"{series}.0"  # a package version of another scheme: the header decides
+
+
+def dpkg_version(admin: Path, file: Path) -> str | None:
+    """The version of the installed dpkg package that lists ``file`` (its path below the
+    dpkg root, ``admin``'s grandparent's parent), or None without such a database."""
+    root = admin.parent.parent.parent
+    wanted = "/" + str(file.relative_to(root)) if file.is_relative_to(root) else str(file)
+    owner = None
+    for listing in sorted((admin / "info").glob("*.list")):
+        try:
+            lines = listing.read_text(encoding="utf-8", errors="replace").splitlines()
+        except OSError:
+            continue
+        if wanted in lines:
+            owner = listing.name[: -len(".list")].split(":")[0]
+            break
+    if owner is None:
+        return None
+    try:
+        status = (admin / "status").read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return None
+    for stanza in status.split("\n\n"):
+        fields = dict(line.split(": ", 1) for line in stanza.splitlines()
+                      if ": " in line and not line.startswith(" "))
+        if fields.get("Package") == owner and "installed" in fields.get("Status", ""):
+            return fields.get("Version")
+    return None
 
 
 def _matches(root: Path, entry: str) -> list[Path]:
@@ -127,18 +192,21 @@ def stales_users(recipe: Recipe) -> bool:
 
 
 def why_built(recipe: Recipe, deps: Iterable[str], taken: Container[str],
-              recipes: Mapping[str, Recipe], missing: Sequence[str]) -> str | None:
+              recipes: Mapping[str, Recipe], missing: Sequence[str],
+              absent: Container[str] = ()) -> str | None:
     """Why the base does not provide ``recipe``'s component (None: it does): the one rule of
     the base road, used by ``load_base`` on a real base and by ``roads.assumed_taken``'s
     estimate. ``deps`` are its direct dependencies, ``taken`` what the base provides so far
     (in build order), ``missing`` what the base lacks of its [base] table. A required
     component is the base's whatever is built (``load_base`` refuses a base lacking it); a
-    dependency that is built makes the base's copy stale unless ``stales_users`` says not."""
+    dependency that is built makes the base's copy stale unless ``stales_users`` says not,
+    or the base has no file of it at all (``absent``): nothing in the base was linked against
+    it (Debian's HIP has no rocprofiler-register, and its roctx was built without one)."""
     if recipe.base_required:
         return None
     if missing:
         return "base lacks " + ", ".join(missing)
-    built = [d for d in deps if d not in taken and stales_users(recipes[d])]
+    built = [d for d in deps if d not in taken and stales_users(recipes[d]) and d not in absent]
     if built:
         return f"depends on {', '.join(built)}, which is built"
     return None
@@ -155,13 +223,25 @@ def _check(root: Path, recipe: Recipe, targets: Sequence[TargetId]
         if not hits:
             missing.append(pattern)
     if recipe.base_tensile and not missing:
-        library = root / recipe.base_tensile
+        libraries = tensile_dirs(root, recipe.base_tensile)
         for processor in dict.fromkeys(t.processor for t in targets):
-            result = check_tensile(library, processor)
-            if not result.ok:
-                missing.append(f"{processor} Tensile kernels in {recipe.base_tensile} "
-                               f"({result.missing[0]} not found)")
+            results = [check_tensile(library, processor) for library in libraries]
+            if not any(r.ok for r in results):
+                where = (str(libraries[0].relative_to(root)) if len(libraries) == 1
+                         else recipe.base_tensile)
+                first = results[0].missing[0] if results else "the folder"
+                missing.append(f"{processor} Tensile kernels in {where} ({first} not found)")
     return found, missing
+
+
+def tensile_dirs(root: Path, entry: str) -> list[Path]:
+    """The folders below ``root`` that a ``[base] tensile`` entry names: alternatives
+    (``"a | b"``) and globs (Debian keeps the set in lib/<multiarch>/rocblas/<version>/library),
+    existing folders first; the first alternative when none exists, to name in a message."""
+    found: list[Path] = []
+    for pattern in provides_alternatives(entry):
+        found += sorted(Path(p) for p in glob.glob(str(root / pattern)) if Path(p).is_dir())
+    return found or [root / provides_alternatives(entry)[0]]
 
 
 def load_base(path: Path, series: str, recipes: Mapping[str, Recipe],
@@ -181,15 +261,18 @@ def load_base(path: Path, series: str, recipes: Mapping[str, Recipe],
     taken: dict[str, Taken] = {}
     not_taken: dict[str, NotTaken] = {}
     lacking: list[str] = []
+    absent: set[str] = set()
     for name in order:
         recipe = recipes[name]
         if not recipe.base_provides:
             continue
         found, missing = _check(path, recipe, targets)
+        if not found:
+            absent.add(name)
         if missing and recipe.base_required:
             lacking.append(f"{name} ({', '.join(missing)})")
             continue
-        why = why_built(recipe, deps[name], taken, recipes, missing)
+        why = why_built(recipe, deps[name], taken, recipes, missing, absent)
         if why is None:
             taken[name] = Taken(name, tuple(found))
         else:
@@ -222,6 +305,35 @@ def fetch_sources(base: Base, readers: Mapping[str, str]) -> Base:
         for n, user in readers.items()}}
     return Base(path=base.path, version=base.version, taken=taken, not_taken=not_taken,
                 provided=base.taken if base.provided is None else base.provided)
+
+
+def llvm_home(base: Base) -> Path:
+    """The LLVM the base compiles with (the ``llvm`` template variable): the folder above the
+    ``bin/clang`` that showed the base's llvm component, ``<base>/lib/llvm`` in AMD's layout
+    and ``/usr/lib/llvm-21`` in Debian's. Of several (lib/llvm-19 and lib/llvm-21 both
+    installed) the newest; ``<base>/lib/llvm`` when the base shows none."""
+    provided = base.taken if base.provided is None else base.provided
+    llvm = provided.get("llvm")
+    clangs = [f for f in (llvm.files if llvm else ()) if f.name == "clang"
+              and f.parent.name == "bin"]
+    if not clangs:
+        return base.path / "lib" / "llvm"
+
+    def newest(path: Path) -> tuple[int, ...]:
+        return tuple(int(n) for n in re.findall(r"\d+", path.parent.parent.name)) or (0,)
+    return max(clangs, key=newest).parent.parent
+
+
+def device_lib_dir(base: Base) -> Path | None:
+    """The folder of the device bitcode that showed the base's device-libs (its ``ocml.bc``),
+    for HIP_DEVICE_LIB_PATH; None when the base shows none. Debian's clang finds the bitcode
+    in its resource folder only while ROCM_PATH is unset: with ROCM_PATH=/usr (what every
+    build step gets) it stops with "cannot find ROCm device library" (seen with Debian clang
+    21.1.8 in a sid root); naming the folder serves every layout."""
+    provided = base.taken if base.provided is None else base.provided
+    libs = provided.get("device-libs")
+    bitcode = [f for f in (libs.files if libs else ()) if f.name == "ocml.bc"]
+    return bitcode[0].parent if bitcode else None
 
 
 def base_runpath(base: Base | None) -> list[str]:

@@ -15,7 +15,7 @@ from typing import Any
 
 from rocbuild.errors import ConfigError, redact
 from rocbuild.model import buildsystems, inputcheck, launchers, layout, patchseries
-from rocbuild.model.base import Base, fetch_sources, load_base, restricted_to
+from rocbuild.model.base import Base, fetch_sources, llvm_home, load_base, restricted_to
 from rocbuild.model.patchseries import Patch
 from rocbuild.model.recipes import Recipe, RecipeSet, load_recipes, unknown_component
 from rocbuild.model.render import NotTheTemplates, render
@@ -99,6 +99,12 @@ class Stack:
     def rocm_root(self) -> Path:
         """The ROCm that builds compile against (compilers, HIP): the base, else the prefix."""
         return self.base.path if self.base else self.prefix
+
+    @property
+    def llvm_root(self) -> Path:
+        """The LLVM builds compile with (``{{ llvm }}`` in recipes): the prefix's lib/llvm,
+        or the base's (lib/llvm in AMD's layout, lib/llvm-<N> in Debian's)."""
+        return llvm_home(self.base) if self.base else self.prefix / "lib" / "llvm"
 
     @property
     def search_prefixes(self) -> tuple[Path, ...]:
@@ -415,6 +421,7 @@ def _render_component(stack: Stack, recipe: Recipe, done: Mapping[str, Component
                   # the ROCm to build against (compilers, HIP): the base, else the prefix; and
                   # every installed tree to search, the prefix first
                   "rocm": str(stack.rocm_root),
+                  "llvm": str(stack.llvm_root),
                   "rocm_dirs": [str(p) for p in stack.search_prefixes]}
     where = str(recipe.file)
     subdir = inputcheck.subdir_inside(where, "source.subdir", render(

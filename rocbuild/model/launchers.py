@@ -315,8 +315,11 @@ def distcc_log(workdir: Path, component: str) -> Path:
 
 # Where clang finds the device bitcode libraries: AMD's packages put them in clang's resource
 # folder (lib/llvm/lib/clang/<N>/lib/amdgcn/bitcode) and keep the legacy amdgcn/bitcode, which
-# is also where device-libs installs with its defaults (rocbuild's own stack).
-BITCODE_DIRS = ("amdgcn/bitcode", "lib/llvm/lib/clang/*/lib/amdgcn/bitcode")
+# is also where device-libs installs with its defaults (rocbuild's own stack); Debian's
+# rocm-device-libs-<N> in clang-<N>'s resource folder without the lib/ step
+# (/usr/lib/llvm-21/lib/clang/21/amdgcn/bitcode).
+BITCODE_DIRS = ("amdgcn/bitcode", "lib/llvm/lib/clang/*/lib/amdgcn/bitcode",
+                "lib/llvm-*/lib/clang/*/amdgcn/bitcode")
 
 
 def toolchain_files(roots: Iterable[Path]) -> list[Path]:
@@ -328,7 +331,7 @@ def toolchain_files(roots: Iterable[Path]) -> list[Path]:
     files: list[Path] = []
     seen: set[Path] = set()
     for root in roots:
-        found = sorted((root / "lib" / "llvm" / "bin").glob("*.cfg"))
+        found = sorted(root.glob("lib/llvm/bin/*.cfg")) + sorted(root.glob("lib/llvm-*/bin/*.cfg"))
         for folder in BITCODE_DIRS:
             found += sorted(root.glob(f"{folder}/*.bc"))
         for path in found:

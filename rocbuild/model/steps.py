@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from rocbuild.model import gitcache, launchers
+from rocbuild.model.base import device_lib_dir
 from rocbuild.model.graph import Component, Stack, venv_dir
 from rocbuild.model.inputcheck import CLEARED_ENV
 from rocbuild.model.workdir import Workdir
@@ -38,6 +39,9 @@ def env_overrides(stack: Stack, component: Component) -> dict[str, str]:
                  "HIP_PLATFORM": "amd"}
     if stack.base is not None:  # hipcc's HIP is the base's, whatever the user's shell says
         overrides["HIP_PATH"] = str(stack.rocm_root)
+        bitcode = device_lib_dir(stack.base)
+        if bitcode is not None:  # clang and hipcc then need not derive it from ROCM_PATH
+            overrides["HIP_DEVICE_LIB_PATH"] = str(bitcode)
     overrides.update(launchers.launcher_env(stack.launch, stack, component))
     overrides.update(component.env)
     return overrides

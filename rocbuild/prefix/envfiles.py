@@ -28,6 +28,7 @@ import jinja2
 
 from rocbuild import __version__
 from rocbuild.errors import ConfigError
+from rocbuild.model.base import device_lib_dir
 from rocbuild.model.graph import Stack
 from rocbuild.model.recipes import check_plain_text
 from rocbuild.model.render import render as render_text
@@ -38,6 +39,9 @@ SHELLS = ("bash", "zsh", "fish", "lmod", "tcl")
 _TEMPLATES = Path(__file__).resolve().parent / "templates"
 _TEMPLATE_OF = {"bash": "env.sh.j2", "zsh": "env.sh.j2", "fish": "env.fish.j2",
                 "lmod": "modulefile.lua.j2", "tcl": "modulefile.tcl.j2"}
+# the variable naming the device bitcode: on a base it is where the base showed its
+# device-libs (Debian: clang's resource folder), not the recipe's path inside the base
+DEVICE_LIB_VAR = "HIP_DEVICE_LIB_PATH"
 
 
 @dataclass(frozen=True)
@@ -129,6 +133,9 @@ class EnvSpec:
     targets: tuple[str, ...]
     tune: bool = False
     base: Path | None = None  # an installed ROCm the prefix was built on (--base)
+    # the base's device bitcode folder, where its device-libs showed (Debian:
+    # /usr/lib/llvm-21/lib/clang/21/amdgcn/bitcode, not /usr/amdgcn/bitcode)
+    base_bitcode: Path | None = None
     name: str = "rocm"  # the stack's name (stack.toml), the module's first part
     # (component, reason) of recipes with install.runpath = false: their programs need
     # LD_LIBRARY_PATH, which the files otherwise leave alone (every other binary finds its
@@ -187,6 +194,7 @@ def spec_for(stack: Stack, *, tune: bool = False) -> EnvSpec:
     return EnvSpec(prefix=prefix, version=stack.version, series=stack.series,
                    targets=tuple(str(t) for t in stack.targets), tune=tune,
                    base=stack.base.path if stack.base else None,
+                   base_bitcode=device_lib_dir(stack.base) if stack.base else None,
                    name=stack.recipes.stack.name,
                    runpath_opt_outs=tuple((c.name, c.recipe.runpath_reason)
                                           for c in stack.selected()
@@ -216,7 +224,9 @@ def variables(spec: EnvSpec) -> list[EnvVar]:
     recipe that opted out, which the file names."""
     trees: list[Path | None] = [spec.base, None] if spec.base else [None]  # prefix ends first
     out = [
-        *(EnvVar(p.name, p.value, "set", p.comment) if p.in_tree is None else
+        *(EnvVar(p.name, str(spec.base_bitcode), "set", p.comment)
+          if p.name == DEVICE_LIB_VAR and p.on_base and spec.base_bitcode else
+          EnvVar(p.name, p.value, "set", p.comment) if p.in_tree is None else
           _tree_var(spec, p.name, spec.base if p.on_base else None, p.in_tree, "set",
                     p.comment) for p in spec.provided),
         *(_tree_var(spec, "PATH", t, "bin", "prepend",

@@ -115,7 +115,7 @@ def make_base(root: Path, version: str | None = "1.0.4",
 @pytest.mark.parametrize("case, needle", [
     ("missing", "does not exist"),
     ("series", "is ROCm 2.0.1, but these recipes build the 1.0 series"),
-    ("no-version", "has no .info/version"),
+    ("no-version", "has neither .info/version"),
     ("unreadable", "cannot read .info/version"),
     ("garbage", "not a version like 6.4.3"),
     ("lacking", "lacks what the build needs from it: alpha (include/alpha.h)"),
@@ -198,7 +198,8 @@ def test_plan_on_a_recorded_amd_643_layout(tmp_path: Path) -> None:
     assert plan["base"]["built"]["hipblas"] == "depends on rocblas, which is built"
     rocblas = next(c for c in plan["components"] if c["name"] == "rocblas")
     # the compilers and ROCM_PATH come from the base; the prefix comes first in the search
-    assert f"-DCMAKE_CXX_COMPILER={base}/bin/amdclang++" in rocblas["configure_args"]
+    # the compilers are named through {{ llvm }}: lib/llvm in AMD's layout
+    assert f"-DCMAKE_CXX_COMPILER={base}/lib/llvm/bin/clang++" in rocblas["configure_args"]
     assert f"-DCMAKE_PREFIX_PATH={plan['prefix']};{base}" in rocblas["configure_args"]
     assert rocblas["env"]["TENSILE_ROCM_ASSEMBLER_PATH"] == f"{base}/lib/llvm/bin/clang++"
     # installed files find the prefix's libraries first, then the base's, without env.sh
@@ -244,9 +245,11 @@ def test_a_base_lacking_one_optional_file_builds_that_component_alone(
 
 
 @pytest.mark.parametrize("removed, named", [
-    ("lib/libamd_comgr.so.3", "comgr (lib/libamd_comgr.so.*)"),
+    ("lib/libamd_comgr.so.3",
+     "comgr (lib/libamd_comgr.so.* | lib/*-linux-gnu/libamd_comgr.so.*)"),
     ("include/hip/hip_runtime.h", "hip (include/hip/hip_runtime.h)"),
-    ("lib/libhsa-runtime64.so.1", "rocr (lib/libhsa-runtime64.so.1)"),
+    ("lib/libhsa-runtime64.so.1",
+     "rocr (lib/libhsa-runtime64.so.1 | lib/*-linux-gnu/libhsa-runtime64.so.1)"),
 ])
 def test_a_base_lacking_a_required_file_is_refused_naming_it(tmp_path: Path, removed: str,
                                                              named: str) -> None:
@@ -265,8 +268,8 @@ def test_device_bitcode_in_either_layout_shows_device_libs(tmp_path: Path) -> No
     assert "device-libs" in plan_json(amd_flags(tmp_path, base))["base"]["taken"]
     shutil.rmtree(base / "lib/llvm/lib/clang")
     refused = run_flags(amd_flags(tmp_path, base), "plan", expect=2)
-    assert ("device-libs (lib/llvm/lib/clang/*/lib/amdgcn/bitcode/ocml.bc | "
-            "amdgcn/bitcode/ocml.bc" in refused.stderr), refused.explain()
+    assert ("device-libs (amdgcn/bitcode/ocml.bc | "
+            "lib/llvm/lib/clang/*/lib/amdgcn/bitcode/ocml.bc" in refused.stderr), refused.explain()
 
 
 def test_base_version_decides_the_refs(tmp_path: Path) -> None:
@@ -291,7 +294,8 @@ def test_amd_base_without_the_hip_runtime_is_refused(tmp_path: Path) -> None:
     base = amd_tree(tmp_path)
     os.remove(base / "lib/libamdhip64.so.6")
     result = run_flags(amd_flags(tmp_path, base), "plan", expect=2)
-    assert "clr (lib/libamdhip64.so.6)" in result.stderr, result.explain()
+    named = "clr (lib/libamdhip64.so.6 | lib/*-linux-gnu/libamdhip64.so.6)"
+    assert named in result.stderr, result.explain()
 
 
 def test_plan_without_base_estimates_both_roads(tmp_path: Path) -> None:
@@ -496,3 +500,145 @@ def test_a_base_lacking_a_required_component_is_refused_whatever_is_asked(
         assert "lacks what the build needs from it: low (lib/liblow.so)" in result.stderr, \
             result.explain()
     assert not (tmp_path / "work" / "src").exists()
+
+
+# --- Debian's packaged ROCm 6.4 (--base /usr) -------------------------------------------------
+
+# hip_version.h of Debian's libamdhip64-dev 6.4.3-5: its PATCH is a build number, not 3
+DEBIAN_HIP_VERSION = ("#define HIP_VERSION_MAJOR 6\n#define HIP_VERSION_MINOR 4\n"
+                      "#define HIP_VERSION_PATCH 43484\n")
+
+
+def debian_tree(root: Path, hip_version: str = DEBIAN_HIP_VERSION,
+                layout: str = "debian-sid-rocm-6.4-files.txt") -> Path:
+    """A copy of the recorded sid layout below ``root``/usr (each file holding "x") with a dpkg
+    database from the list's "## package version" lines (status and info/<package>.list).
+    Returns the base, ``root``/usr."""
+    usr, package = root / "usr", ""
+    lists: dict[str, list[str]] = {}
+    versions: dict[str, str] = {}
+    for line in (DATA / layout).read_text().splitlines():
+        if line.startswith("## "):
+            _, package, versions[package] = line.split(" ")
+            lists[package] = []
+        elif line and not line.startswith("#"):
+            (usr / line).parent.mkdir(parents=True, exist_ok=True)
+            (usr / line).write_text("x")
+            lists[package].append(f"/usr/{line}")
+    (usr / "include/hip/hip_version.h").write_text(hip_version)
+    info = root / "var/lib/dpkg/info"
+    info.mkdir(parents=True)
+    for name, paths in lists.items():
+        (info / f"{name}.list").write_text("\n".join(paths) + "\n")
+    (root / "var/lib/dpkg/status").write_text("\n\n".join(
+        f"Package: {name}\nStatus: install ok installed\nVersion: {version}"
+        for name, version in versions.items()) + "\n")
+    return usr
+
+
+# Debian has every required component, rocBLAS with a gfx906 Tensile set, hipBLAS, roctx and
+# rocminfo; not rocm-core and rocprofiler-register (built only because `build` asks for the
+# whole stack: nothing taken needs them)
+DEBIAN_TAKEN = ("llvm", "device-libs", "comgr", "rocr", "hip", "clr", "hipcc", "rocm-cmake",
+                "roctracer", "hipblas-common", "rocminfo", "rocblas", "hipblas")
+DEBIAN_BUILT = ["rocm-core", "rocprofiler-register", "llama.cpp"]
+
+
+def test_plan_on_a_recorded_debian_sid_layout(tmp_path: Path) -> None:
+    base = debian_tree(tmp_path)
+    plan = plan_json(amd_flags(tmp_path, base))
+    assert plan["base"]["version"] == "6.4.3"  # the header's series, dpkg's 6.4.3-5
+    assert plan["version"] == "6.4.3"
+    assert [c["name"] for c in plan["components"]] == DEBIAN_BUILT
+    taken = plan["base"]["taken"]
+    assert sorted(taken) == sorted(DEBIAN_TAKEN)
+    assert taken["clr"] == ["lib/x86_64-linux-gnu/libamdhip64.so.6",
+                            "lib/x86_64-linux-gnu/cmake/hip/hip-config.cmake"]
+    assert taken["device-libs"][0] == "lib/llvm-21/lib/clang/21/amdgcn/bitcode/ocml.bc"
+    assert "lib/llvm-21/bin/clang" in taken["llvm"]
+    assert "lib/x86_64-linux-gnu/libroctx64.so.4" in taken["roctracer"]
+    # the Tensile set of gfx906 is Debian's: nothing of the BLAS part is built
+    assert "lib/x86_64-linux-gnu/librocblas.so.4" in taken["rocblas"]
+    assert plan["base"]["built"]["rocprofiler-register"] == (
+        "base lacks lib/librocprofiler-register.so.0")
+    llama = next(c for c in plan["components"] if c["name"] == "llama.cpp")
+    # the HIP compiler follows the base's layout: Debian's clang is /usr/lib/llvm-21
+    assert f"-DCMAKE_HIP_COMPILER={base}/lib/llvm-21/bin/clang" in llama["configure_args"]
+    # RUNPATH: the prefix, then the base's lib/ and its multiarch folder
+    assert (f"-DCMAKE_INSTALL_RPATH=$ORIGIN/../lib;{base}/lib;{base}/lib/x86_64-linux-gnu"
+            in llama["configure_args"])
+    commands = run_flags(amd_flags(tmp_path, base), "plan", "llama.cpp", "--commands",
+                         expect=0).stdout
+    # Debian's clang finds its device bitcode only without ROCM_PATH: it is named
+    assert f"HIP_DEVICE_LIB_PATH={base}/lib/llvm-21/lib/clang/21/amdgcn/bitcode" in commands
+
+
+def test_a_debian_base_without_gfx906_tensile_files_builds_rocblas(tmp_path: Path) -> None:
+    base = debian_tree(tmp_path)
+    library = base / "lib/x86_64-linux-gnu/rocblas/4.4.1/library"
+    for path in library.glob("*gfx906*"):
+        path.unlink()
+    plan = plan_json(amd_flags(tmp_path, base))
+    names = [c["name"] for c in plan["components"]]
+    assert names[-4:] == ["tensile", "rocblas", "hipblas", "llama.cpp"], names
+    assert plan["base"]["built"]["rocblas"] == (
+        "base lacks gfx906 Tensile kernels in lib/x86_64-linux-gnu/rocblas/4.4.1/library "
+        "(TensileLibrary_lazy_gfx906.dat not found)")
+    rocblas = next(c for c in plan["components"] if c["name"] == "rocblas")
+    assert f"-DCMAKE_CXX_COMPILER={base}/lib/llvm-21/bin/clang++" in rocblas["configure_args"]
+    assert rocblas["env"]["TENSILE_ROCM_ASSEMBLER_PATH"] == f"{base}/lib/llvm-21/bin/clang++"
+    # Tensile finds rocBLAS's "amdclang++" through $CMAKE_CXX_COMPILER (Debian has none)
+    assert rocblas["env"]["CMAKE_CXX_COMPILER"] == f"{base}/lib/llvm-21/bin/clang++"
+
+
+@pytest.mark.parametrize("removed, named", [
+    ("lib/x86_64-linux-gnu/libamdhip64.so.6",
+     "clr (lib/libamdhip64.so.6 | lib/*-linux-gnu/libamdhip64.so.6)"),
+    ("lib/llvm-21/lib/clang/21/amdgcn/bitcode/ocml.bc", "device-libs (amdgcn/bitcode/ocml.bc | "
+     "lib/llvm/lib/clang/*/lib/amdgcn/bitcode/ocml.bc | lib/llvm-*/lib/clang/*/amdgcn/bitcode/"
+     "ocml.bc)"),
+])
+def test_a_debian_base_lacking_a_required_file_is_refused_naming_it(
+        tmp_path: Path, removed: str, named: str) -> None:
+    base = debian_tree(tmp_path)
+    os.remove(base / removed)
+    result = run_flags(amd_flags(tmp_path, base), "plan", expect=2)
+    assert named in result.stderr, result.explain()
+
+
+def test_a_distribution_base_of_another_series_is_refused(tmp_path: Path) -> None:
+    base = debian_tree(tmp_path, hip_version=DEBIAN_HIP_VERSION.replace("MINOR 4", "MINOR 3"))
+    result = run_flags(amd_flags(tmp_path, base), "plan", expect=2)
+    line = " ".join(result.stderr.split())
+    assert f"base {base} is ROCm 6.3.0, but these recipes build the 6.4 series" in line
+    assert "TIP:" in result.stderr
+
+
+def test_a_distribution_base_without_dpkg_is_read_from_its_header(tmp_path: Path) -> None:
+    base = debian_tree(tmp_path)
+    shutil.rmtree(tmp_path / "var")
+    assert plan_json(amd_flags(tmp_path, base))["base"]["version"] == "6.4.0"
+
+
+def test_usr_is_never_a_prefix_even_on_a_distribution_base(tmp_path: Path) -> None:
+    """/usr as a base is read-only input; as a prefix the FHS refusal stays."""
+    base = debian_tree(tmp_path)
+    result = run_flags([*amd_flags(tmp_path, base), "--prefix", "/usr"], "build", expect=2)
+    line = " ".join(result.stderr.split())
+    assert "/usr" in line and "FHS" in line and "Traceback" not in result.stderr
+
+
+def test_env_files_on_a_debian_base_name_its_device_bitcode(tmp_path: Path) -> None:
+    """env.sh sets HIP_DEVICE_LIB_PATH: on Debian's layout it is clang-21's resource folder,
+    not <base>/amdgcn/bitcode (/usr/amdgcn/bitcode does not exist; with ROCM_PATH=/usr Debian's
+    clang and hipcc then stop with "cannot find ROCm device library")."""
+    from rocbuild.model.graph import load_stack
+    from rocbuild.model.settings import resolve
+    from rocbuild.prefix.envfiles import render, spec_for
+
+    base = debian_tree(tmp_path)
+    settings = resolve({"workdir": str(tmp_path / "work"), "ccache": "off", "base": str(base),
+                        "target": "gfx906", "recipes": str(REPO_RECIPES)}, env={})
+    text = render(spec_for(load_stack(settings, ["llama.cpp"])), "bash")
+    assert f"HIP_DEVICE_LIB_PATH={base}/lib/llvm-21/lib/clang/21/amdgcn/bitcode" in text \
+        .replace('"', "").replace("export ", ""), text

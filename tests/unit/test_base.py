@@ -151,7 +151,7 @@ def test_roads_without_and_with_a_base(write_recipes, tmp_path: Path) -> None:
 # the road rules of issue 21: a required component is never rebuilt behind the user's back, a
 # dependency with build-time files only does not make the base's copies stale, and a
 # source-only component a built one reads is fetched
-TOOLS = OK_SOURCE + '[cmake]\n[base]\nprovides = ["share/tools.cmake"]\n'
+TOOLS = OK_SOURCE + '[cmake]\n[base]\nprovides = ["share/tools.cmake", "lib/libtools.so"]\n'
 RUNTIME = ('depends = ["tools"]\n' + OK_SOURCE +
            '[cmake]\n[base]\nprovides = ["lib/libruntime.so"]\nrequired = true\n')
 USER = 'depends = ["tools"]\n' + OK_SOURCE + '[cmake]\n[base]\nprovides = ["lib/libuser.so"]\n'
@@ -160,11 +160,24 @@ USER = 'depends = ["tools"]\n' + OK_SOURCE + '[cmake]\n[base]\nprovides = ["lib/
 def test_a_required_component_is_the_bases_even_when_a_dependency_is_built(
         write_recipes, tmp_path: Path) -> None:
     folder = write_recipes(tools=TOOLS, runtime=RUNTIME, user=USER)
-    base = make_base(tmp_path, files=("lib/libruntime.so", "lib/libuser.so"))
+    # the base has tools, but not whole: it is built, and the base's user would load the old
+    base = make_base(tmp_path, files=("lib/libruntime.so", "lib/libuser.so", "share/tools.cmake"))
     stack = load_stack(settings_for(folder, base=str(base), target="gfx906"))
     assert "runtime" in stack.base.taken  # required: never rebuilt behind the user's back
     assert stack.base.not_taken["user"].reason == "depends on tools, which is built"
     assert stack.order == ("tools", "user")
+
+
+def test_a_dependency_the_base_has_no_file_of_keeps_the_bases_users(
+        write_recipes, tmp_path: Path) -> None:
+    """Nothing in the base was linked against a component it has no file of (Debian's HIP
+    and roctx without rocprofiler-register): its users stay the base's (before: "depends on
+    tools, which is built", and Debian's roctracer, rocBLAS and hipBLAS were rebuilt)."""
+    folder = write_recipes(tools=TOOLS, runtime=RUNTIME, user=USER)
+    base = make_base(tmp_path, files=("lib/libruntime.so", "lib/libuser.so"))
+    stack = load_stack(settings_for(folder, base=str(base), target="gfx906"))
+    assert sorted(stack.base.taken) == ["runtime", "user"]
+    assert stack.base.not_taken["tools"].reason.startswith("base lacks share/tools.cmake")
 
 
 def test_a_dependency_with_build_time_files_only_keeps_the_bases_copies(

@@ -158,3 +158,30 @@ def test_a_checkout_already_there_costs_no_source_disk(write_recipes, tmp_path: 
     assert cost.disk_needed(stack, ["big"]).sources == 3 * GIB
     stack.components["big"].checkout_dir.mkdir(parents=True)
     assert cost.disk_needed(stack, ["big"]) == cost.DiskNeed(sources=0, build=GIB, prefix=GIB // 4)
+
+
+def test_rocblas_takes_msgpack_cxx_headers_where_libmsgpack_dev_is_the_c_library(
+        tmp_path: Path) -> None:
+    """Debian 12+ and Ubuntu 24.04 ship msgpack's C++ headers as libmsgpack-cxx-dev (what
+    Debian's own rocblas build-depends on); a sid host without libmsgpack-dev but with
+    msgpack.hpp passes the shipped rocBLAS recipe's preflight (before: "not installed:
+    libmsgpack-dev (rocblas)", nothing built)."""
+    settings = resolve({"workdir": str(tmp_path), "ccache": "off"}, env={})
+    reqs = hostreqs.requirements(load_stack(settings, ["rocblas"]))
+    include = tmp_path / "include"
+    include.mkdir()
+    (include / "msgpack.hpp").write_text("")
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "dpkg-query").write_text("")
+    (bin_dir / "dpkg-query").chmod(0o755)
+
+    def dpkg(argv: Sequence[str]) -> tuple[int, str]:  # every package installed but that one
+        return 0, "".join(f"{p}\tii \n" for p in argv[3:] if p != "libmsgpack-dev")
+
+    probe = Probe(path=str(bin_dir), run=dpkg, env={"CPATH": str(include)})
+    findings, _ = hostreqs.package_findings(reqs, probe)
+    assert not any("libmsgpack-dev" in f.what for f in findings), whats(findings)
+    (include / "msgpack.hpp").unlink()
+    findings, _ = hostreqs.package_findings(reqs, probe)
+    assert any("libmsgpack-dev" in f.what for f in findings)

@@ -275,3 +275,21 @@ def test_loading_a_stack_probes_nothing_and_the_run_resolves_launchers(
     assert ctx.stack is launched  # a stack with launchers keeps them
     ctx.retarget(stack)
     assert ctx.stack.launch == launched.launch
+
+
+def test_a_debian_bases_bitcode_is_hashed(write_recipes, tmp_path: Path) -> None:
+    """Debian's device-libs live in clang-21's resource folder without the lib/ step
+    (/usr/lib/llvm-21/lib/clang/21/amdgcn/bitcode): an upgraded rocm-device-libs-21 must not
+    be served stale objects (before: nothing of the base was hashed)."""
+    root = tmp_path / "sid"
+    base = root / "usr"
+    bitcode = base / "lib/llvm-21/lib/clang/21/amdgcn/bitcode"
+    bitcode.mkdir(parents=True)
+    (bitcode / "ocml.bc").write_bytes(b"BC")
+    (base / "include/hip").mkdir(parents=True)
+    (base / "include/hip/hip_version.h").write_text(
+        "#define HIP_VERSION_MAJOR 6\n#define HIP_VERSION_MINOR 4\n")
+    stack, launch = stack_for(write_recipes, tmp_path, prefix=str(tmp_path / "p"),
+                              base=str(base))
+    env = launchers.step_env(launch, stack, stack.components["device"], {})
+    assert env["CCACHE_EXTRAFILES"].split(":") == [f"{bitcode}/ocml.bc"]

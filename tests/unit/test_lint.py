@@ -219,3 +219,23 @@ def test_sources_with_nothing_to_check_exits_2(option_stack, tmp_path: Path) -> 
                      expect=2)
     assert f"nothing could be checked: no component has a checkout in {empty}" in result.stderr
     assert "TIP:" in result.stderr
+
+
+def test_an_option_read_by_the_base_s_cmake_files_is_read(write_recipes, tmp_path: Path) -> None:
+    """On a --base, a dependency taken from it has no checkout; the option is read by its
+    installed package files (hipBLAS's -DGPU_TARGETS by the base's hip-config-amd.cmake:
+    before, `build hipblas --base /usr` stopped at its options step, "never read")."""
+    folder = write_recipes(
+        lib=GOOD + '[cmake]\n[base]\nprovides = ["lib/liblib.so"]\n',
+        app=GOOD.replace("[source]", 'depends = ["lib"]\n[source]')
+        + '[cmake]\nargs = ["-DREAD_BY_LIB=ON", "-DNEVER_READ=1"]\n')
+    base = tmp_path / "usr"
+    write_tree(base, {".info/version": "6.4.3\n", "lib/liblib.so": "",
+                      "lib/x86_64-linux-gnu/cmake/lib/lib-config.cmake":
+                      "if(DEFINED READ_BY_LIB)\nendif()\n"})
+    src = tmp_path / "src"
+    write_tree(src, {"app/CMakeLists.txt": "project(app)\n"})
+    report = lint_sources(settings_for(folder, base=str(base)), src)
+    app = next(s for s in report.sources if s.component == "app")
+    assert dict(app.read_by) == {"READ_BY_LIB": "the base's lib/x86_64-linux-gnu/cmake"}
+    assert app.unread == ("NEVER_READ",)
