@@ -18,7 +18,6 @@ from typing import TYPE_CHECKING, Any
 
 from rocbuild import proc
 from rocbuild.errors import BuildFailed
-from rocbuild.files import write_text_atomic
 from rocbuild.model import buildsystems, layout, wording
 from rocbuild.model.buildsystems import venv
 from rocbuild.model.buildsystems.venv import PythonVenv
@@ -31,6 +30,7 @@ from rocbuild.run.engine.command import run_all
 from rocbuild.run.engine.outcome import StepOutcome, step_logger
 from rocbuild.run.sources import patches, sources
 from rocbuild.run.state import clockskew
+from rocbuild.run.state.state import write_text_atomic  # a folder in its place is replaced
 from rocbuild.run.state.uptodate import BUILD_ID_FILE, build_id
 
 if TYPE_CHECKING:

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 
 from rocbuild.checks import hostload
 from rocbuild.errors import BuildFailed
-from rocbuild.files import read_json, write_json_atomic
+from rocbuild.files import read_json
 from rocbuild.model import buildsystems, launchers, resources
 from rocbuild.model.graph import Component
 from rocbuild.model.resources import GIB
@@ -31,6 +31,7 @@ from rocbuild.run.engine import jobserver
 from rocbuild.run.engine.command import run_all
 from rocbuild.run.engine.outcome import StepOutcome, step_logger
 from rocbuild.run.state import launchstats
+from rocbuild.run.state.state import write_json_atomic  # a folder in its place is replaced
 
 if TYPE_CHECKING:
     from rocbuild.run.engine.build import BuildContext
@@ -144,9 +145,10 @@ def compile_step(ctx: BuildContext, comp: Component, log: Path, outcome: StepOut
 
 
 def configure_env(ctx: BuildContext, comp: Component) -> dict[str, str | None]:
-    """PATH for a configure that may create a CMake tree: the ninja wheel's folder first when
-    the ninja on PATH cannot be a jobserver client (older than 1.13), so a new tree records
-    the one that can (CMAKE_MAKE_PROGRAM is found once, when the tree is made)."""
+    """PATH for a configure that may create a CMake tree: ``<workdir>/tools`` (a link to the
+    ninja wheel's ninja, nothing else) first when the ninja on PATH cannot be a jobserver
+    client (older than 1.13), so a new tree records the one that can (CMAKE_MAKE_PROGRAM is
+    found once, when the tree is made)."""
     if not buildsystems.of(comp).jobserver_client:
         return {}
     on_path = shutil.which("ninja")
@@ -155,8 +157,19 @@ def configure_env(ctx: BuildContext, comp: Component) -> dict[str, str | None]:
     found = jobserver.jobserver_ninja()
     if found is None:
         return {}
+    # a folder of its own holding only that ninja: the wheel's folder is this Python's bin/,
+    # whose `python` and `pip` shadowed a recipe's build venv (test_build_venv); kept with the
+    # workdir, since the tree records the path it found (CMAKE_MAKE_PROGRAM)
+    folder = ctx.stack.workdir / "tools"
+    link = folder / "ninja"
+    if not (link.is_symlink() and os.readlink(link) == found):
+        folder.mkdir(parents=True, exist_ok=True)
+        tmp = folder / f".ninja.{os.getpid()}.tmp"
+        tmp.unlink(missing_ok=True)
+        tmp.symlink_to(found)
+        os.replace(tmp, link)
     path = step_env(ctx.stack, comp, os.environ).get("PATH", "")
-    return {"PATH": os.pathsep.join(p for p in (str(Path(found).parent), path) if p)}
+    return {"PATH": os.pathsep.join(p for p in (str(folder), path) if p)}
 
 
 def is_pool_client(comp: Component) -> bool:

@@ -141,12 +141,14 @@ def speaks_jobserver(program: str | None) -> bool:
 
 def jobserver_ninja() -> str | None:
     """A ninja that is a jobserver client: the one on PATH when it is new enough, else the
-    ``ninja`` wheel's (beside this Python, where pip put it), else None."""
-    candidates = [shutil.which("ninja"), str(Path(sys.executable).parent / "ninja")]
+    ``ninja`` wheel's (its data folder, else beside this Python, where pip put its script),
+    else None."""
+    candidates = [shutil.which("ninja")]
     with contextlib.suppress(ImportError):
         import ninja  # type: ignore[import-not-found,unused-ignore]  # the PyPI wheel
 
         candidates.append(os.path.join(ninja.BIN_DIR, "ninja"))
+    candidates.append(str(Path(sys.executable).parent / "ninja"))
     for program in candidates:
         if program and os.access(program, os.X_OK) and speaks_jobserver(program):
             return program

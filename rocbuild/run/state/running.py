@@ -17,8 +17,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from rocbuild.files import read_json, read_regular, write_json_atomic
+from rocbuild.files import read_json, read_regular
 from rocbuild.model.workdir import Workdir
+from rocbuild.run.state.state import write_json_atomic  # a folder in its place is replaced
 
 
 @dataclass(frozen=True)

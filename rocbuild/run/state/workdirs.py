@@ -9,11 +9,11 @@ import os
 import time
 from pathlib import Path
 
-from rocbuild.files import write_json_atomic
 from rocbuild.model.graph import Stack
 from rocbuild.model.settings import Settings
 from rocbuild.model.workdir import ROOT_CONFIG, prefix_key, read_registry, registry_path
 from rocbuild.prefix.buildinfo import BuildInfo
+from rocbuild.run.state.state import write_json_atomic  # a folder in its place is replaced
 
 
 def claim(stack: Stack, settings: Settings) -> None:
