@@ -23,7 +23,6 @@ import os
 import re
 import shutil
 import signal
-import stat
 import subprocess
 import sys
 import tarfile
@@ -37,27 +36,14 @@ import zstandard
 from tests.cli import child_env, run_cli
 from tests.conftest import require_tool
 from tests.support.chain import FAKE_HOST, Chain, make_chain
+from tests.support.trees import Entry, tree
 
 pytestmark = pytest.mark.e2e
 
 
-def full_tree(prefix: Path) -> dict[str, tuple[str, int, str]]:
-    """path -> (type, mode, sha256 or link target) of everything under the prefix, rocbuild's
-    records and folders included."""
-    out: dict[str, tuple[str, int, str]] = {}
-    for folder, dirs, files in os.walk(prefix):
-        for name in (*dirs, *files):
-            path = Path(folder) / name
-            rel = path.relative_to(prefix).as_posix()
-            st = path.lstat()
-            if stat.S_ISLNK(st.st_mode):
-                out[rel] = ("link", 0, os.readlink(path))
-            elif stat.S_ISDIR(st.st_mode):
-                out[rel] = ("dir", stat.S_IMODE(st.st_mode), "")
-            else:
-                out[rel] = ("file", stat.S_IMODE(st.st_mode),
-                            hashlib.sha256(path.read_bytes()).hexdigest())
-    return out
+def full_tree(prefix: Path) -> dict[str, Entry]:
+    """Everything under the prefix, rocbuild's records and folders included."""
+    return tree(prefix)
 
 
 @dataclasses.dataclass

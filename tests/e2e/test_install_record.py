@@ -7,11 +7,9 @@ damaged record is rebuilt at the start of the next run, never read as "owns noth
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
-import stat
 import textwrap
 from pathlib import Path
 
@@ -20,6 +18,7 @@ import pytest
 from tests.cli import run_cli
 from tests.conftest import require_tool
 from tests.support.chain import FAKE_HOST, make_repo
+from tests.support.trees import tree
 
 pytestmark = pytest.mark.e2e
 
@@ -63,26 +62,6 @@ def _stack(tmp_path: Path, components: dict[str, tuple[dict[str, str], str]]) ->
             + textwrap.dedent(tail))
     return ["--recipes", str(recipes), "--workdir", str(tmp_path / "work"),
             "--prefix", str(tmp_path / "prefix"), "--mirror", f"{FAKE_HOST}={repos.as_uri()}/"]
-
-
-def tree(prefix: Path, skip: tuple[str, ...] = ()) -> dict[str, tuple[str, int, str]]:
-    """path -> (type, mode, sha256 or link target) of every entry under ``prefix``."""
-    out = {}
-    for folder, dirs, files in os.walk(prefix):
-        for name in (*dirs, *files):
-            path = Path(folder) / name
-            rel = path.relative_to(prefix).as_posix()
-            if rel.startswith(skip):
-                continue
-            st = path.lstat()
-            if stat.S_ISLNK(st.st_mode):
-                out[rel] = ("link", 0, os.readlink(path))
-            elif stat.S_ISDIR(st.st_mode):
-                out[rel] = ("dir", stat.S_IMODE(st.st_mode), "")
-            else:
-                out[rel] = ("file", stat.S_IMODE(st.st_mode),
-                            hashlib.sha256(path.read_bytes()).hexdigest())
-    return out
 
 
 # rocbuild's own files name the workdir or the time of the run; all else must be equal
