@@ -161,7 +161,10 @@ def test_every_kill_point_resumes_to_the_clean_tree(chain: Chain) -> None:
                        f"tree {'identical' if same else 'DIFFERENT'}")
         assert failures == 0, summary
         assert same, (summary, set(tree(chain.prefix).items()) ^ set(reference.items()))
-        assert kills >= (25 if parallel == 1 else 10), summary
+        # a run that passes several points within one poll (2 ms) is killed at the first, and
+        # the others are skipped: the count falls as rocbuild gets faster (25 before issue 34's
+        # fsync and git savings, 23 after); what must hold is above: no failed rerun, the tree
+        assert kills >= (20 if parallel == 1 else 10), summary
         assert chain.run_gamma() == "gamma 11"
     print("kill points: " + "; ".join(summary))
 

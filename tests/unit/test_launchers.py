@@ -291,5 +291,5 @@ def test_a_debian_bases_bitcode_is_hashed(write_recipes, tmp_path: Path) -> None
         "#define HIP_VERSION_MAJOR 6\n#define HIP_VERSION_MINOR 4\n")
     stack, launch = stack_for(write_recipes, tmp_path, prefix=str(tmp_path / "p"),
                               base=str(base))
-    env = launchers.step_env(launch, stack, stack.components["device"], {})
+    env = launchers.launcher_env(launch, stack, stack.components["device"])
     assert env["CCACHE_EXTRAFILES"].split(":") == [f"{bitcode}/ocml.bc"]

@@ -164,7 +164,8 @@ def configure_env(ctx: BuildContext, comp: Component) -> dict[str, str | None]:
     link = folder / "ninja"
     if not (link.is_symlink() and os.readlink(link) == found):
         folder.mkdir(parents=True, exist_ok=True)
-        tmp = folder / f".ninja.{os.getpid()}.tmp"
+        # per thread: doit's workers configure components of one run at once
+        tmp = folder / f".ninja.{os.getpid()}.{threading.get_ident()}.tmp"
         tmp.unlink(missing_ok=True)
         tmp.symlink_to(found)
         os.replace(tmp, link)
