@@ -8,6 +8,7 @@ with --jobs 2 and three components)."""
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 import textwrap
 from pathlib import Path
@@ -16,7 +17,7 @@ import pytest
 
 from tests.cli import run_cli
 from tests.conftest import require_tool
-from tests.support.chain import FAKE_HOST, make_repo
+from tests.support.chain import FAKE_HOST, Chain, make_repo
 
 pytestmark = pytest.mark.e2e
 
@@ -115,3 +116,24 @@ def test_the_component_with_the_most_work_behind_it_starts_first(tmp_path: Path)
     fetched = [line.split("▶ ", 1)[1].split(":")[0] for line in done.stdout.splitlines()
                if "▶ " in line and line.endswith(": fetch")]
     assert set(fetched[:2]) == {"c5", "c4"} and fetched[2:] == ["c3", "c2", "c1"], done.stdout
+
+
+def test_a_killed_runs_job_pool_is_removed_by_the_next_run(chain: Chain, tmp_path: Path
+                                                             ) -> None:
+    """A run killed with SIGKILL cannot remove its job pool folder from $TMPDIR (68 of them
+    piled up in a day of tests); the next run removes those whose run is gone, and leaves a
+    live run's alone."""
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()  # a pid that no process has now
+    dead = tmp / f"rocbuild-jobs-{gone.pid}-abc"
+    live = tmp / f"rocbuild-jobs-{os.getpid()}-def"
+    for folder in (dead, live):
+        folder.mkdir()
+        os.mkfifo(folder / "fifo", 0o600)
+    result = run_cli("build", *chain.flags(), "--no-verify", env={"TMPDIR": str(tmp)},
+                     expect=0)
+    assert f"removed the job pool a killed run left: {dead}" in result.stdout, result.explain()
+    assert not dead.exists()
+    assert (live / "fifo").exists()

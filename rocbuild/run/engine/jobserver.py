@@ -37,6 +37,27 @@ TOKEN = b"+"
 _POLL = 0.2  # seconds between looks at whether the pool was closed while waiting
 
 
+POOL_PREFIX = "rocbuild-jobs-"
+
+
+def stale_pools(folder: Path | None = None) -> list[Path]:
+    """The job pool folders (``<TMPDIR>/rocbuild-jobs-<pid>-*``) of this user's runs that are
+    gone: a SIGKILLed run cannot remove its own, and they piled up in $TMPDIR."""
+    root = Path(folder or tempfile.gettempdir())
+    out = []
+    for path in sorted(root.glob(f"{POOL_PREFIX}*-*")):
+        pid = path.name[len(POOL_PREFIX):].split("-", 1)[0]
+        try:
+            if not pid.isdigit() or path.is_symlink() or path.stat().st_uid != os.getuid():
+                continue
+            os.kill(int(pid), 0)  # alive (ours or not): its pool may be in use
+        except ProcessLookupError:
+            out.append(path)
+        except OSError:  # PermissionError: alive, another user's; or the folder went away
+            continue
+    return out
+
+
 class JobPool:
     """``size`` job slots served as a GNU make jobserver FIFO (``makeflags``): clients take a
     token per job beyond their first and put it back when the job ends; ``hold`` takes tokens
@@ -44,7 +65,9 @@ class JobPool:
 
     def __init__(self, size: int, folder: Path | None = None) -> None:
         self.size = max(1, size)
-        self._dir = Path(tempfile.mkdtemp(prefix="rocbuild-jobs-", dir=folder))
+        # the pid in the name: a run killed with SIGKILL leaves the folder, and the next run
+        # (leftovers.clean) removes those whose run is gone (stale_pools)
+        self._dir = Path(tempfile.mkdtemp(prefix=f"{POOL_PREFIX}{os.getpid()}-", dir=folder))
         self.path = self._dir / "fifo"
         os.mkfifo(self.path, 0o600)
         # read and write ends in one descriptor: the FIFO never reads end-of-file while the

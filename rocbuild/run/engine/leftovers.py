@@ -27,6 +27,7 @@ from pathlib import Path
 from rocbuild.model.workdir import CONFIGS_DIR, STATE, Workdir
 from rocbuild.prefix import transaction
 from rocbuild.prefix.ownership import EXTRA_TMP_SUFFIX, STAGING_NAME
+from rocbuild.run.engine import jobserver
 from rocbuild.run.sources import patches
 
 Say = Callable[[str], None]
@@ -90,6 +91,9 @@ def clean(workdir: Path, say: Say) -> None:
         if scratch.is_dir() and not scratch.is_symlink():
             shutil.rmtree(scratch, ignore_errors=True)
             say(f"removed the scratch folder of a patch check a killed run left: {scratch}")
+    for pool in jobserver.stale_pools():
+        shutil.rmtree(pool, ignore_errors=True)
+        say(f"removed the job pool a killed run left: {pool}")
     push = work.push_staging  # `cache push` packs here and removes it when done
     if push.is_dir() and not push.is_symlink():
         shutil.rmtree(push, ignore_errors=True)
