@@ -287,18 +287,6 @@ def test_the_good_recipe_of_the_table_loads(tmp_path: Path) -> None:
 
 
 # --- build time: prefixes, damaged state, machine faults ----------------------------------
-SMALL_PROJECT = {
-    "CMakeLists.txt": "cmake_minimum_required(VERSION 3.20)\nproject(a NONE)\n"
-                      "install(FILES a.txt DESTINATION share)\n",
-    "a.txt": "a\n",
-}
-
-
-@pytest.fixture
-def small(tmp_path: Path) -> list[str]:
-    for tool in ("git", "cmake", "ninja"):
-        require_tool(tool)
-    return one_component_stack(tmp_path, "a", SMALL_PROJECT)
 
 
 def _with_prefix(flags: list[str], prefix: str) -> list[str]:

@@ -19,7 +19,8 @@ import pytest
 
 from tests.cli import child_env, run_cli
 from tests.conftest import require_tool
-from tests.e2e.test_bad_input import SMALL_PROJECT, Case, _run_in_mount, _write_case, needs_mount
+from tests.e2e.conftest import SMALL_PROJECT
+from tests.e2e.test_bad_input import Case, _run_in_mount, _write_case, needs_mount
 from tests.support.chain import one_component_stack
 
 pytestmark = pytest.mark.e2e
@@ -138,12 +139,7 @@ def test_a_password_in_a_url_is_never_printed(tmp_path: Path) -> None:
 
 # --- build time: damaged state and prefix files ------------------------------------------
 
-@pytest.fixture
-def small(tmp_path: Path) -> list[str]:
-    for tool in ("git", "cmake", "ninja"):
-        require_tool(tool)
-    return one_component_stack(tmp_path, "a", SMALL_PROJECT)
-
+# (the `small` fixture: tests/e2e/conftest.py)
 
 def test_deeply_nested_json_in_state_and_prefix_files_is_damage_not_a_crash(
         small: list[str], tmp_path: Path) -> None:

@@ -15,7 +15,6 @@ import struct
 import subprocess
 import sys
 import termios
-import textwrap
 import time
 from pathlib import Path
 
@@ -23,19 +22,11 @@ import pytest
 
 from tests.cli import child_env, run_cli
 from tests.conftest import require_tool
+from tests.e2e.test_log_end_lines import PROJECT  # a build that waits for a file
 from tests.support.chain import one_component_stack
 
 pytestmark = pytest.mark.e2e
 
-PROJECT = {"CMakeLists.txt": textwrap.dedent("""\
-    cmake_minimum_required(VERSION 3.20)
-    project(slow NONE)
-    set(SLOW_UNTIL "" CACHE STRING "a file the build waits for (empty: no wait)")
-    if(SLOW_UNTIL)
-      add_custom_target(wait ALL COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/wait.sh ${SLOW_UNTIL})
-    endif()
-    install(FILES CMakeLists.txt DESTINATION share/slow)
-    """), "wait.sh": 'while [ ! -e "$1" ]; do sleep 0.1; done\n'}
 HANG_GUARD = 180  # seconds: only a hung build reaches it
 
 

@@ -11,8 +11,6 @@ from pathlib import Path
 import pytest
 
 from tests.cli import run_cli
-from tests.conftest import require_tool
-from tests.support.chain import one_component_stack
 
 pytestmark = pytest.mark.e2e
 
@@ -90,18 +88,6 @@ def test_plain_trace_and_options_still_load(tmp_path: Path) -> None:
             expect=0, timeout=60)
 
 
-SMALL_PROJECT = {
-    "CMakeLists.txt": "cmake_minimum_required(VERSION 3.20)\nproject(a NONE)\n"
-                      "install(FILES a.txt DESTINATION share)\n",
-    "a.txt": "a\n",
-}
-
-
-@pytest.fixture
-def small(tmp_path: Path) -> list[str]:
-    for tool in ("git", "cmake", "ninja"):
-        require_tool(tool)
-    return one_component_stack(tmp_path, "a", SMALL_PROJECT)
 
 
 def test_destdir_of_the_users_shell_is_cleared_for_the_steps(small: list[str],
