@@ -4,14 +4,15 @@ and that the installed programs and libraries find their libraries on their own.
 HIP programs and libraries keep their device code in the ELF section ``.hip_fatbin``: a
 concatenation of offload bundles, one per translation unit (``clang-offload-bundler --list``
 reads only the first, so a library where one TU lacks gfx906 looks fine to it and fails at
-run time with "invalid device function"). This module walks every bundle (``bundles.py``
+run time with "invalid device function"). This module walks every bundle (``model/bundles.py``
 streams them: a section is never read whole) and checks each one against the requested
 targets with the loader's target-ID rules. It also checks the rocBLAS/Tensile file set per
 target (docs/architecture.md, Facts) and, for a prefix, the linkage of every host ELF file
 (``linkage.py``: each DT_NEEDED resolves with a bare environment, and nothing the stack
 installs resolves to a copy outside the prefix).
 
-Layers, top to bottom: ELF reading (``elf.py``), bundle parsing (``bundles.py``), target
+Layers, top to bottom: ELF reading (``model/elf.py``), bundle parsing (``model/bundles.py``,
+which the base road reads too), target
 matching (``device_modes``, ``missing_in_bundle``), one file (``verify_file``), the Tensile
 set (``check_tensile``), linkage (``linkage.py``), whole trees (``verify_prefix``,
 ``verify_paths``) and the JSON document (``to_json``). Only the optional
@@ -30,21 +31,20 @@ from pathlib import Path
 from typing import Any
 
 from rocbuild.checks import linkage
-from rocbuild.checks.bundles import (
+from rocbuild.checks.bundles import bundler_lister, default_decoders, find_bundler
+from rocbuild.errors import ConfigError
+from rocbuild.model.bundles import (
     BUNDLE_MAGIC,
     COMPRESSED_MAGIC,
     Bundle,
     DecodeError,
     Decoders,
     Entry,
-    bundler_lister,
-    default_decoders,
-    find_bundler,
     scan_fatbin,
     zstandard_decoder,
 )
-from rocbuild.checks.codeobjects import CodeObject, bare_code_object, embedded_code_objects
-from rocbuild.checks.elf import (
+from rocbuild.model.codeobjects import CodeObject, bare_code_object, embedded_code_objects
+from rocbuild.model.elf import (
     ELF_MAGIC,
     FormatError,
     NotElf,
@@ -55,7 +55,6 @@ from rocbuild.checks.elf import (
     section_list,
     section_window,
 )
-from rocbuild.errors import ConfigError
 from rocbuild.model.targets import PROCESSOR_FEATURES, TargetId, runs_on
 from rocbuild.model.tensile import TensileResult, check_tensile
 
