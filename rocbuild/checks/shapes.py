@@ -13,35 +13,17 @@ compile for as ``amdgcn-amd-amdhsa--<processor>``.
 
 from __future__ import annotations
 
-import fnmatch
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from rocbuild.model.baseaudit import library_patterns, name_matches
 from rocbuild.model.recipes import Recipe, provides_alternatives
 
 COMGR_GLOB = "libamd_comgr.so.*"
 _CHUNK = 1 << 20
 _ISA_PREFIX = b"amdgcn-amd-amdhsa--"
-
-
-def library_patterns(recipe: Recipe) -> list[str]:
-    """The file names (globs) that show ``recipe``'s libraries: its ``[gpu] libraries`` and
-    the shared libraries among its ``[base] provides``, each alternative's last part."""
-    names = []
-    for entry in (*recipe.gpu_libraries, *recipe.base_provides):
-        for pattern in provides_alternatives(entry):
-            name = pattern.rsplit("/", 1)[-1]
-            if ".so" in name and name not in names:
-                names.append(name)
-    return names
-
-
-def name_matches(name: str, pattern: str) -> bool:
-    """A library's file name against a recipe's: the name itself or, as for librocblas.so.4,
-    the start of the real file's name (librocblas.so.4.4.60403)."""
-    return fnmatch.fnmatch(name, pattern) or fnmatch.fnmatch(name, pattern + ".*")
 
 
 @dataclass(frozen=True)

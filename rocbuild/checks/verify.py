@@ -56,7 +56,7 @@ from rocbuild.model.elf import (
     section_window,
 )
 from rocbuild.model.recipes import HEADERS, HOST, JIT, TENSILE, Recipe
-from rocbuild.model.targets import PROCESSOR_FEATURES, TargetId, runs_on
+from rocbuild.model.targets import TargetId, device_modes, runs_on
 from rocbuild.model.tensile import TensileResult, check_tensile
 
 # 2: "ok" also covers linkage; files carry "linkage", bundles "number" (as in the text)
@@ -67,39 +67,6 @@ _LISTED_BUNDLES = 8  # bundle numbers named in a missing-target line
 
 # ---------------------------------------------------------------------------------------------
 # Target matching
-
-# Processors whose kernel driver runs them with XNACK off unless the user opts in
-# (amdgpu.noretry=0 plus HSA_XNACK=1): the kernel's noretry default covers GC 9.0.1 (gfx900),
-# 9.4.x (gfx906 = Vega 20, gfx908, gfx90a, gfx94x, gfx950) and every gfx10.3+ part.
-_XNACK_OFF_BY_DEFAULT = frozenset(
-    {"gfx900", "gfx906", "gfx908", "gfx90a", "gfx940", "gfx941", "gfx942", "gfx950"})
-
-
-def device_modes(request: TargetId) -> tuple[TargetId, ...]:
-    """The device configurations a requested target stands for; a bundle must hold a code
-    object that runs on each of them.
-
-    A feature the request leaves out means "the devices users actually have":
-    - xnack: the default mode of the processor, off for gfx906 (MI50, MI60 and Radeon VII run
-      with xnack- unless the user opts in), so ``gfx906:xnack+`` code alone does not satisfy
-      a plain ``gfx906`` request. Where the default is not known, either setting passes.
-    - sramecc: both settings, because it is a property of the board, not a user choice: MI50
-      and MI60 report ``gfx906:sramecc+:xnack-``, a Radeon VII ``gfx906:sramecc-:xnack-``
-      (ollama/ollama#4780). So code for only ``gfx906:sramecc+`` fails a plain ``gfx906``
-      request (it would not load on a Radeon VII); request ``gfx906:sramecc+`` to check for
-      MI50/MI60 only. Plain ``gfx906`` code objects, what GPU_TARGETS=gfx906 builds, pass.
-    An explicit feature in the request is taken as given.
-    """
-    features = dict(request.features)
-    allowed = PROCESSOR_FEATURES.get(request.processor, frozenset())
-    if "xnack" in allowed and "xnack" not in features and \
-            request.processor in _XNACK_OFF_BY_DEFAULT:
-        features["xnack"] = False
-    modes = [features]
-    if "sramecc" in allowed and "sramecc" not in features:
-        modes = [{**m, "sramecc": on} for m in modes for on in (True, False)]
-    return tuple(TargetId(request.processor, tuple(sorted(m.items()))) for m in modes)
-
 
 def missing_in_bundle(bundle: Bundle, requests: Sequence[TargetId],
                       ) -> list[tuple[TargetId, list[TargetId]]]:

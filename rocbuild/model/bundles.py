@@ -32,6 +32,7 @@ _METHODS = {0: "zlib", 1: "zstd"}  # llvm::compression::Format
 _MAX_ID_LENGTH = 4096  # real IDs are ~50 bytes; a bigger one means a broken header
 # Reads of the file and of decompressed data are at most this big (the memory bound's unit).
 CHUNK = 1 << 20
+_HEAD_READ = 64 << 10  # what a headers-only read decompresses at a time (a header is ~1 KiB)
 _FIRST_SEARCH = 4096  # the next magic is usually within a page (the linker's alignment)
 
 
@@ -55,6 +56,10 @@ class Decoders:
 
     zstd: ZstdDecoder | None = None
     lister: BundleLister | None = None
+    # read each bundle's entry IDs only: no kernel names, and a compressed bundle is
+    # decompressed only as far as its header (no checksum): the base audit's read of a
+    # library of GBs (model/codeaudit.py)
+    headers_only: bool = False
 
 
 @dataclass(frozen=True)
@@ -174,13 +179,14 @@ def _kernel_candidates(entries: list[Entry], spans: list[_Span]) -> list[_Span]:
     return sorted(s for e, s in zip(entries, spans, strict=True) if e.is_amdgcn and s[1])
 
 
-def _parse_plain(src: Source, start: int, index: int) -> tuple[Bundle, int]:
+def _parse_plain(src: Source, start: int, index: int,
+                 headers_only: bool = False) -> tuple[Bundle, int]:
     what = f"bundle #{index + 1} at {start:#x}"
     available = src.size - start
     entries, spans, header_end = _parse_header(
         lambda offset, length: src.read(start + offset, length, what), available, what)
     kernels: tuple[str, ...] = ()
-    for offset, size in _kernel_candidates(entries, spans):
+    for offset, size in [] if headers_only else _kernel_candidates(entries, spans):
         # a window, so only the code object's symbol and string tables are read
         kernels = kernel_names(src.window(start + offset, size, what))
         if kernels:
@@ -356,11 +362,13 @@ def _inflate(src: Source, start: int, stop: int, inner: _InnerBundle, what: str)
 
 
 def _unzstd(src: Source, start: int, stop: int, inner: _InnerBundle, what: str,
-            decoder: ZstdDecoder) -> None:
+            decoder: ZstdDecoder, headers_only: bool = False) -> None:
     try:
         reader = decoder(_RegionReader(src, start, stop, what))
-        while data := reader.read(CHUNK):
+        while data := reader.read(_HEAD_READ if headers_only else CHUNK):
             inner.feed(data)
+            if headers_only and (inner.entries is not None or inner.error is not None):
+                return
     except DecodeError as exc:
         raise FormatError(f"{what}: zstd data is corrupt ({exc})") from None
 
@@ -379,7 +387,12 @@ def _parse_compressed(src: Source, start: int, index: int,
         end = stop if total is not None else start + header_size
         if decoders.zstd is None:
             return _listed_bundle(src, start, stop, index, decoders), end
-        _unzstd(src, start + header_size, stop, inner, what, decoders.zstd)
+        _unzstd(src, start + header_size, stop, inner, what, decoders.zstd,
+                decoders.headers_only)
+        if decoders.headers_only:
+            if inner.entries is None:
+                raise inner.error or FormatError(f"{what}: header is cut short")
+            return Bundle(index, start, method, tuple(inner.entries)), end
     inner.finish()
     entries = inner.check(digest)
     return Bundle(index, start, method, tuple(entries), inner.kernels), end
@@ -430,7 +443,7 @@ def iter_bundles(src: Source, decoders: Decoders | None = None) -> Iterator[Bund
             if src.read(pos, min(4, src.size - pos), "bundle magic") == COMPRESSED_MAGIC:
                 bundle, end = _parse_compressed(src, pos, index, decoders)
             else:
-                bundle, end = _parse_plain(src, pos, index)
+                bundle, end = _parse_plain(src, pos, index, decoders.headers_only)
         except FormatError as exc:
             bundle, end = Bundle(index, pos, corrupt=str(exc)), pos + 4
         yield bundle

@@ -169,6 +169,9 @@ class Recipe:
     base_provides: tuple[str, ...] = _key("base.provides", "strlist", ())
     base_tensile: str = _key("base.tensile", "str", "")
     base_required: bool = _key("base.required", "bool", False)
+    # the distribution (Debian/Ubuntu) packages that install it into /usr: named, with what
+    # they save, when a --base /usr lacks its files (base.py PackageHint)
+    base_packages: tuple[str, ...] = _key("base.packages", "strlist", ())
     resources: Mapping[str, float] = _key("resources", {
         "compile_mem": "size", "link_mem": "size", "tensile_mem": "size", "disk": "size",
         "source_disk": "size",  # the checkout and its cache, for the component owning it
@@ -559,7 +562,8 @@ def load_recipe(file: Path) -> Recipe:
                                   f"installed ROCm, relative and without '..' (or several "
                                   f"such paths separated by '|'), got {entry!r}",
                                   tip=f"fix 'base.provides' in {file}")
-    if ("tensile" in base or "required" in base) and not base.get("provides"):
+    if ("tensile" in base or "required" in base or "packages" in base) and \
+            not base.get("provides"):
         raise ConfigError(f"{file}: [base] needs 'provides', the files that show the component "
                           "in an installed ROCm", tip=f"add base.provides to {file}")
     _check_gpu(file, data)
