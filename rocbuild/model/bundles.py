@@ -340,18 +340,23 @@ class _InnerBundle:
             self._candidates.pop(0)
 
 
-def _inflate(src: Source, start: int, stop: int, inner: _InnerBundle, what: str) -> int:
+def _inflate(src: Source, start: int, stop: int, inner: _InnerBundle, what: str,
+             header_only: bool = False) -> int:
     """Feed a zlib stream at [start, stop) through ``inner``; the end of the compressed data
-    (a version 1 bundle has no size: the next one starts where its stream ends)."""
+    (a version 1 bundle has no size: the next one starts where its stream ends). With
+    ``header_only`` it stops once the bundle's header is read (the caller knows the end)."""
     inflater = zlib.decompressobj()
     pos = start
+    read = _HEAD_READ if header_only else CHUNK
     while pos < stop and not inflater.eof:
-        chunk = src.read(pos, min(CHUNK, stop - pos), what)
+        chunk = src.read(pos, min(read, stop - pos), what)
         pos += len(chunk)
         try:
             while chunk and not inflater.eof:
                 inner.feed(inflater.decompress(chunk, CHUNK))
                 chunk = inflater.unconsumed_tail
+                if header_only and (inner.entries is not None or inner.error is not None):
+                    return pos
             if inflater.eof:
                 return pos - len(inflater.unused_data)
         except zlib.error as exc:
@@ -380,8 +385,14 @@ def _parse_compressed(src: Source, start: int, index: int,
     stop = start + total if total is not None else src.size  # v1 runs to its stream's end
     inner = _InnerBundle(raw_size, what)
     if method == "zlib":
-        used = _inflate(src, start + header_size, stop, inner, what)
+        # a version 1 bundle has no size: its stream is read to its end to find the next one
+        header_only = decoders.headers_only and total is not None
+        used = _inflate(src, start + header_size, stop, inner, what, header_only)
         end = stop if total is not None else used
+        if header_only:
+            if inner.entries is None:
+                raise inner.error or FormatError(f"{what}: header is cut short")
+            return Bundle(index, start, method, tuple(inner.entries)), end
     else:
         # zstd: a version 1 bundle has no size, so the walk resumes at the next magic
         end = stop if total is not None else start + header_size

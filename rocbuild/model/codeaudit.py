@@ -177,6 +177,6 @@ class CodeMemo:
     def to_json(self) -> dict[str, Any]:
         """The record to write: this process's results, and those of the old record whose
         file is still the same (a replaced or removed file drops out)."""
-        files = {k: v for k, v in self.known.items() if identity(Path(k.split("|")[0])) == k}
-        files.update(self.fresh)
+        files = {k: v for k, v in {**self.known, **self.fresh}.items()
+                 if identity(Path(k.split("|")[0])) == k}
         return {"schema": MEMO_SCHEMA, "files": {k: v.to_json() for k, v in files.items()}}
