@@ -130,6 +130,9 @@ class Needs:
     stack_summary: str = ""
     problem: str | None = None  # the recipes could not be loaded
     reqs: hostreqs.Requirements | None = None  # None: from ``packages`` alone
+    # the base audit (model/baseaudit.py): the base, and (ok, line) per GPU library read
+    base: Path | None = None
+    base_audit: tuple[tuple[bool, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -683,6 +686,23 @@ def check_recipes(ctx: Context) -> Check:
                  f"{needs.stack_summary}, targets {targets} ({needs.targets_source})")
 
 
+def check_base(ctx: Context) -> Check:
+    """The base audit: which of the --base's GPU libraries lack the targets (rocbuild builds
+    those it has a recipe for; ``plan`` shows each library)."""
+    needs = ctx.needs
+    if needs.base is None:
+        return Check("base", OK, "no --base: every GPU library is built from source")
+    targets = ", ".join(str(t) for t in needs.targets)
+    lacking = [text for ok, text in needs.base_audit if not ok]
+    if not lacking:
+        return Check("base", OK, f"{needs.base}: {len(needs.base_audit)} GPU libraries read, "
+                                 f"each carries {targets}")
+    return Check("base", WARN, f"{needs.base}: {len(lacking)} of {len(needs.base_audit)} GPU "
+                               f"libraries lack {targets}: " + " | ".join(lacking),
+                 f"`rocbuild plan --base {needs.base}` shows what rocbuild builds instead; "
+                 "a library without a recipe needs a ROCm that carries the target")
+
+
 def check_target(ctx: Context) -> Check:
     recommended = recommended_targets(ctx.gpus)
     if not ctx.gpus:
@@ -706,7 +726,7 @@ CHECKS: tuple[Callable[[Context], Check], ...] = (
     check_os, check_amdgpu, check_devices, check_groups, check_gpus, check_pcie,
     check_firmware, check_aspm, check_bar, check_nouveau, check_memory, check_disk,
     check_prefix, check_toolchain, check_ccache, check_packages, check_recipes, check_shadow,
-    check_hsa_override, check_target,
+    check_hsa_override, check_base, check_target,
 )
 
 

@@ -16,6 +16,7 @@ from rocbuild.model.settings import Settings
 from rocbuild.prefix import prefixguard
 from rocbuild.run.engine import cache_install, continuation, engine, lifecycle
 from rocbuild.run.engine.build import BuildContext
+from rocbuild.run.state import basememo
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -100,6 +101,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     stack = load_stack(settings, args.components)
     # the whole default set, once: the end of the run tells whether all of it is built
     whole = load_stack(settings) if args.components else stack
+    basememo.save_code_memo(settings.workdir, whole.base)  # what the base audit read
     prefixguard.check(stack.prefix, allow_existing=args.allow_existing_prefix,
                       workdir=stack.workdir)
     ctx = BuildContext.start(stack=stack, settings=settings, output=make_output(args),

@@ -8,6 +8,7 @@ import json
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 from rich.console import Console
 from rich.markup import escape
@@ -16,8 +17,10 @@ from rocbuild.checks import doctor, hostreqs
 from rocbuild.cli.ui import console, print_row
 from rocbuild.errors import ConfigError
 from rocbuild.model import cost, wording
-from rocbuild.model.graph import load_stack
+from rocbuild.model.baseaudit import audit_lines, unclaimed
+from rocbuild.model.graph import Stack, load_stack
 from rocbuild.model.settings import Settings
+from rocbuild.run.state import basememo
 from rocbuild.run.state.state import StateDir
 from rocbuild.run.state.uptodate import Rule
 
@@ -110,4 +113,15 @@ def needs_from(settings: Settings) -> doctor.Needs:
                            if c.recipe.system_packages},
                  stack_summary=f"{stack.recipes.stack.name} {stack.version}, "
                                f"{wording.count(len(selected), 'component')}",
-                 workdir=settings.workdir, swap_weight=settings.swap_weight)
+                 workdir=settings.workdir, swap_weight=settings.swap_weight,
+                 **_base_audit(stack, settings))
+
+
+def _base_audit(stack: Stack, settings: Settings) -> dict[str, Any]:
+    """The base audit's lines for the doctor (and what it read kept for the next command)."""
+    if stack.base is None:
+        return {}
+    lines = audit_lines(stack.base, stack.recipes.recipes, stack.targets,
+                        unclaimed(stack.base, stack.recipes.recipes, stack.targets))
+    basememo.save_code_memo(settings.workdir, stack.base)
+    return {"base": stack.base.path, "base_audit": tuple((a.ok, a.text) for a in lines)}

@@ -101,6 +101,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     served = {n: size for n, size in lines.downloads.items() if states[n] != "done"}
     plan = build_plan(stack, settings, host, lambda c: states[c.name], pending,
                       lambda c: offers[c.name], requested=args.components, served=served)
+    basememo.save_code_memo(settings.workdir, stack.base)  # what the base audit read
     changed = basememo.change(settings)
     if args.json:
         doc = to_json(plan)

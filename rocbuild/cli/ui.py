@@ -15,6 +15,7 @@ from rich.text import Text
 
 from rocbuild.errors import redact
 from rocbuild.model import wording
+from rocbuild.model.baseaudit import audit_lines
 from rocbuild.model.cost import summary_lines
 from rocbuild.model.graph import Stack
 from rocbuild.model.resources import format_gib
@@ -176,12 +177,14 @@ def print_base(plan: Plan, out: Console) -> None:
     """What a --base provides, why the rest is built, and both roads' estimates."""
     base = plan.stack.base
     if base is not None:
-        where = escape(f"from base {base.path} ({base.version})")
-        for name in base.taken:
+        for name in base.taken:  # each component's own version (Debian's differ)
+            where = escape(f"from base {base.path} ({base.version_of(name)})")
             out.print(f"  [green]✓[/] {escape(name):<22} {where}")
         for name, not_taken in base.not_taken.items():
             if name in plan.stack.components:
                 out.print(f"  [yellow]↻[/] {escape(name):<22} built: {escape(not_taken.reason)}")
+        print_package_hints(plan, out)
+        print_base_audit(plan, out)
     if plan.roads and _offers_a_base(plan):
         out.print(escape("both roads, whole stack (recipes' [resources]):"))
         for road in plan.roads:
@@ -191,6 +194,40 @@ def print_base(plan: Plan, out: Console) -> None:
             if not road.measured:
                 out.print("    [dim](assumed: the base has every \\[base] component but the "
                           "Tensile kernels)[/]")
+
+
+def print_package_hints(plan: Plan, out: Console) -> None:
+    """Before the rebuild cascade: the distribution packages that would provide what the
+    base lacks, and what installing them saves (base.py PackageHint)."""
+    base = plan.stack.base
+    if base is None:
+        return
+    recipes = plan.stack.recipes.recipes
+    for hint in base.hints:
+        hours = sum(recipes[n].resources.get("cpu_hours", 0.0) for n in hint.saves)
+        packages = " ".join(hint.packages)
+        out.print(f"    [cyan]tip:[/] {escape(hint.component)} is packaged: `sudo apt install "
+                  f"{escape(packages)}` and {escape(', '.join(hint.saves))} come from the "
+                  f"base instead of being built ({hours:.1f} CPU-hours saved)")
+
+
+def print_base_audit(plan: Plan, out: Console) -> None:
+    """The base audit: each GPU library of the base read for the targets (baseaudit.py)."""
+    base = plan.stack.base
+    if base is None:
+        return
+    lines = audit_lines(base, plan.stack.recipes.recipes, plan.stack.targets,
+                        plan.base_others)
+    if not lines:
+        return
+    wanted = ", ".join(str(t) for t in plan.stack.targets)
+    lacking = sum(not line.ok for line in lines)
+    out.print(escape(f"base audit ({wanted}): {len(lines)} GPU librar"
+                     f"{'y' if len(lines) == 1 else 'ies'} read, "
+                     f"{lacking} lack{'s' if lacking == 1 else ''} a target"))
+    for line in lines:  # one line each, never wrapped, so it can be grepped
+        mark = "[green]✓[/]" if line.ok else "[red]✗[/]"
+        out.print(f"  {mark} {escape(line.text)}", soft_wrap=True)
 
 
 def _offers_a_base(plan: Plan) -> bool:

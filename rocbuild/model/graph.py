@@ -16,6 +16,7 @@ from typing import Any
 from rocbuild.errors import ConfigError, redact
 from rocbuild.model import buildsystems, inputcheck, launchers, layout, patchseries
 from rocbuild.model.base import Base, fetch_sources, llvm_home, load_base, restricted_to
+from rocbuild.model.codeaudit import CodeMemo
 from rocbuild.model.patchseries import Patch
 from rocbuild.model.recipes import Recipe, RecipeSet, load_recipes, unknown_component
 from rocbuild.model.render import NotTheTemplates, render
@@ -349,9 +350,10 @@ def load_stack(settings: Settings, requested: Iterable[str] = ()) -> Stack:
         # loads the whole set), and its content key is the same for every request
         every = build_order(recipes, sorted(recipes.recipes))
         try:
+            memo = CodeMemo.read(Workdir.shared(settings.workdir).code_memo)
             rocm_base = restricted_to(load_base(settings.base, spec.series, recipes.recipes, every,
                                          {n: direct_deps(recipes.recipes[n]) for n in every},
-                                         targets), order)
+                                         targets, memo), order)
         except ConfigError as exc:
             where = settings.source("base")
             if not where.startswith("workdir "):  # not remembered (run/state/basememo.py)

@@ -70,6 +70,18 @@ STACK_SCHEMA: _Schema = {
     },
 }
 
+# [gpu] shape: where a component's GPU code lives, so verify and the base audit know what a
+# library must hold for a target to run (docs/verify.md, "Library shapes")
+BUNDLES, TENSILE, HOST, HEADERS, JIT = "bundles", "tensile", "host", "headers", "jit"
+GPU_SHAPES = {
+    BUNDLES: "offload bundles (or embedded code objects) in its libraries, for every target",
+    TENSILE: "its libraries' bundles plus a Tensile kernel folder per target (rocBLAS)",
+    HOST: "no GPU code: a host library over another one that carries it (hipBLAS)",
+    HEADERS: "header-only: the code is compiled into what uses it (rocPRIM, hipCUB)",
+    JIT: "kernels compiled at run time by comgr/hipRTC (MIOpen, rocFFT), besides any bundles",
+}
+CODE_SHAPES = frozenset({BUNDLES, TENSILE, JIT})  # whose libraries must carry the targets
+
 BUILD_TABLE = "<build>"  # a key path under the build system's own table ([cmake] for cmake)
 
 
@@ -123,11 +135,14 @@ class Recipe:
     # what it installs is read only while building what uses it (CMake modules, headers):
     # building it again does not make an installed copy of its users stale (base.py)
     build_time_only: bool = _key("build_time_only", "bool", False)
-    # what it installs must carry GPU code for every target (HIP .hip_fatbin bundles, or
-    # code objects embedded in a library as ROCr's blit kernels are): verify fails when none
-    # of its installed files does; a stack where no component says so passes verify on its
-    # linkage alone (a CPU-only llama.cpp)
+    # the older spelling of [gpu] shape = "bundles" (kept: an overlay written for it loads)
     gpu_code: bool = _key("gpu_code", "bool", False)
+    # how its GPU code is carried ([gpu], GPU_SHAPES): verify and the base audit read it.
+    # ``gpu.libraries``: the files (prefix- or base-relative; "a | b" alternatives and globs
+    # for a base's layout) that must carry code for every target, or, for "host", that carry
+    # none by design
+    gpu_shape: str = _key("gpu.shape", "str", "")
+    gpu_libraries: tuple[str, ...] = _key("gpu.libraries", "strlist", ())
     source: SourceSpec = field(default_factory=SourceSpec, metadata={"key": "source"})
     # what AMD's packaging adds after `cmake --install`, as data: prefix-relative paths
     install_links: Mapping[str, str] = _key("install.links", "strmap", {})
@@ -154,6 +169,9 @@ class Recipe:
     base_provides: tuple[str, ...] = _key("base.provides", "strlist", ())
     base_tensile: str = _key("base.tensile", "str", "")
     base_required: bool = _key("base.required", "bool", False)
+    # the distribution (Debian/Ubuntu) packages that install it into /usr: named, with what
+    # they save, when a --base /usr lacks its files (base.py PackageHint)
+    base_packages: tuple[str, ...] = _key("base.packages", "strlist", ())
     resources: Mapping[str, float] = _key("resources", {
         "compile_mem": "size", "link_mem": "size", "tensile_mem": "size", "disk": "size",
         "source_disk": "size",  # the checkout and its cache, for the component owning it
@@ -171,6 +189,17 @@ class Recipe:
     @property
     def builds(self) -> bool:
         return self.kind != buildsystems.SOURCE_ONLY
+
+    @property
+    def gpu(self) -> str:
+        """Its GPU shape (GPU_SHAPES), "bundles" for the older ``gpu_code = true``, "" when
+        the recipe does not say (verify then asks nothing of its files)."""
+        return self.gpu_shape or (BUNDLES if self.gpu_code else "")
+
+    @property
+    def carries_gpu_code(self) -> bool:
+        """Whether its installed libraries must carry code for every target."""
+        return self.gpu in CODE_SHAPES
 
     @property
     def table(self) -> str:
@@ -533,11 +562,44 @@ def load_recipe(file: Path) -> Recipe:
                                   f"installed ROCm, relative and without '..' (or several "
                                   f"such paths separated by '|'), got {entry!r}",
                                   tip=f"fix 'base.provides' in {file}")
-    if ("tensile" in base or "required" in base) and not base.get("provides"):
+    if ("tensile" in base or "required" in base or "packages" in base) and \
+            not base.get("provides"):
         raise ConfigError(f"{file}: [base] needs 'provides', the files that show the component "
                           "in an installed ROCm", tip=f"add base.provides to {file}")
+    _check_gpu(file, data)
     values = _read_declared(Recipe, {**data, "kind": kind}, build_table=own)
     return Recipe(name=name, file=file, **values, source=source)
+
+
+def _check_gpu(file: Path, data: Mapping[str, Any]) -> None:
+    """[gpu]: a known shape, libraries only where a library is named, and not both spellings
+    (``gpu_code`` and [gpu]) saying different things."""
+    gpu = data.get("gpu")
+    if gpu is None:
+        return
+    shape = gpu.get("shape")
+    if shape is None:
+        raise ConfigError(f"{file}: [gpu] needs 'shape' (one of {', '.join(GPU_SHAPES)})",
+                          tip=f'add shape = "bundles" (or another shape) under [gpu] in {file}')
+    if shape not in GPU_SHAPES:
+        raise ConfigError(f"{file}: key 'gpu.shape' must be one of {', '.join(GPU_SHAPES)}, "
+                          f"got {shape!r}." + suggest(shape, list(GPU_SHAPES)),
+                          tip=f"fix 'gpu.shape' in {file}")
+    libraries = gpu.get("libraries", ())
+    if shape == HEADERS and libraries:
+        raise ConfigError(f"{file}: key 'gpu.libraries': a header-only component installs no "
+                          "library to check", tip=f"remove 'gpu.libraries' from {file}")
+    for i, entry in enumerate(libraries):
+        for pattern in provides_alternatives(entry):
+            if not pattern or pattern.startswith("/") or ".." in Path(pattern).parts:
+                raise ConfigError(f"{file}: key 'gpu.libraries[{i}]' must be a path inside the "
+                                  f"prefix or base, relative and without '..' (or several such "
+                                  f"paths separated by '|'), got {entry!r}",
+                                  tip=f"fix 'gpu.libraries' in {file}")
+    if data.get("gpu_code") is True and shape != BUNDLES:
+        raise ConfigError(f"{file}: 'gpu_code = true' says shape \"bundles\" but [gpu] says "
+                          f"shape = {shape!r}", tip=f"remove 'gpu_code' from {file}: [gpu] "
+                                                    "replaces it")
 
 
 def _read_declared(cls: type, data: Mapping[str, Any], build_table: str | None = None

@@ -167,6 +167,11 @@ class Workdir:
         return self.state / "base.json"
 
     @property
+    def code_memo(self) -> Path:
+        """What the base audit read of each base library, by file identity (codeaudit.py)."""
+        return self.state / "code-audit.json"
+
+    @property
     def probes(self) -> Path:
         """The kept answers of host probes (proc.run_probe: tool versions, dpkg-query)."""
         return self.state / "probes.json"

@@ -28,7 +28,7 @@ GIB = 1 << 30
 CHECK_IDS = ["os", "amdgpu", "devices", "groups", "gpus", "pcie", "firmware", "aspm", "bar",
              "nouveau", "memory", "disk", "prefix", "toolchain", "ccache", "packages", "recipes",
              "shadow",
-             "hsa-override", "target"]
+             "hsa-override", "base", "target"]
 USERS = {"mi50": "ml", "radeon7": "anna", "nodriver": "ops", "rdna2": "dev"}
 
 

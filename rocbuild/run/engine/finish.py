@@ -127,8 +127,9 @@ def verify(ctx: BuildContext, out: Console, finished: Finished, print_report: Ve
     from rocbuild.checks.verify import verify_prefix
 
     report = verify_prefix(prefix, complete.targets, linkage_exempt=_runpath_opt_outs(complete),
-                           gpu_components=ownership.gpu_code_expected(
-                               prefix, (c.recipe for c in complete.selected())))
+                           components=ownership.gpu_duties(
+                               prefix, (c.recipe for c in complete.selected())),
+                           library_dirs=complete.base.lib_dirs if complete.base else ())
     print_report(report, out)
     record_verify(ctx, report.ok, time.monotonic() - started_verify,
                   f"lacks code for {', '.join(str(t) for t in complete.targets)} "

@@ -11,6 +11,7 @@ configurations).
 
 from __future__ import annotations
 
+import contextlib
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -90,3 +91,16 @@ def change(settings: Settings) -> dict[str, str | None] | None:
     return {"last": str(memo.path) if memo.path else None,
             "last_version": memo.version,
             "now": str(settings.base) if settings.base else None}
+
+
+def save_code_memo(workdir: Path, base: Base | None) -> None:
+    """Keep what the base audit read (``Base.memo``, by file identity) for the next command,
+    so reading a base's libraries of GBs happens once per package version. Only a cache: a
+    workdir that cannot be written (another user's, read-only) just reads them again."""
+    if base is None or base.memo is None or not base.memo.fresh:
+        return
+    shared = Workdir.shared(workdir)
+    if not shared.state.is_dir():  # a plan of a workdir never built creates nothing
+        return
+    with contextlib.suppress(OSError):
+        write_json_atomic(shared.code_memo, base.memo.to_json())
