@@ -17,7 +17,7 @@ import traceback
 from pathlib import Path
 
 from rocbuild import faults, proc
-from rocbuild.errors import BuildFailed, StateWriteError
+from rocbuild.errors import BuildFailed, StateWriteError, interrupt_cause
 from rocbuild.model import steptable
 from rocbuild.model.graph import Component
 from rocbuild.model.steptable import CHECK, RUN, STEP, StepKind
@@ -76,7 +76,7 @@ def run_step(ctx: BuildContext, name: str, step: str) -> StepOutcome:
         outcome.result, outcome.message = FAILED, f"{error}\nTIP: {error.tip}"
         ctx.output.say(f"✘ {shown}: {error}\nTIP: {error.tip}")
     except BaseException as exc:  # Ctrl-C, SIGTERM: the attempt ends here, and says so
-        _end_line(log, f"interrupted ({type(exc).__name__}) after "
+        _end_line(log, f"interrupted by {interrupt_cause(exc)} after "
                        f"{time.monotonic() - started:.1f}s")
         # the summary's table lists the step that was running, as interrupted (before,
         # it left it out, as if the run had stopped between steps)

@@ -281,10 +281,7 @@ def _step_status(walk: _Walk, comp: Component, step: str, before: StepStatus | N
     if cut is not None and (failure is None or float(failure.get("when") or 0) < cut.since):
         # the run that started this step was killed: that is why it runs again, whatever
         # else its inputs say (a configure that ran before the kill, say)
-        since = time.strftime("%Y-%m-%d %H:%M", time.localtime(cut.since))
-        return _with(recorded, STALE if stamp is not None else PENDING,
-                     f"interrupted: the run that started it at {since} was stopped (killed, "
-                     "or the machine went down)")
+        return _with(recorded, STALE if stamp is not None else PENDING, interrupted_why(cut))
     if failure is not None:
         why = f"{found.id} (see below)" if found else "cause unknown (see below)"
         return StepStatus(step, FAILED, why, failure.get("seconds"), failure.get("peak_rss"),
@@ -302,6 +299,17 @@ def _step_status(walk: _Walk, comp: Component, step: str, before: StepStatus | N
     if not reasons:  # same inputs: what the step made is gone
         reasons.append(_why_stale(rule, comp, step, stamp, walk.changed))
     return _with(recorded, STALE, "; ".join(reasons))
+
+
+def interrupted_why(cut: RunningStep) -> str:
+    """Why a step runs again after its run was stopped in the middle of it."""
+    since = time.strftime("%Y-%m-%d %H:%M", time.localtime(cut.since))
+    if cut.ended:
+        after = f" after {cut.seconds:.0f}s" if cut.seconds is not None else ""
+        return (f"interrupted: the run that started it at {since} was stopped by "
+                f"{cut.ended}{after}")
+    return (f"interrupted: the run that started it at {since} was stopped (killed, or the "
+            "machine went down)")
 
 
 def _failed_check(walk: _Walk, comp: Component, step: str,
