@@ -138,6 +138,7 @@ def print_status(report: StatusReport, out: Console, requested: list[str]) -> No
     if report.run_failures or any(c.failure is not None for c in report.components):
         return  # each failure above names the command that continues
     command = report.next_command(requested)
+    print_dropped(out, report.dropped)
     if command is None and report.verify is not None and report.verify.state == "unproven":
         out.print("[green]everything is built and current[/], but [yellow]unproven[/]: verify "
                   "was skipped, so `rocbuild activate` refuses the prefix without --unproven; "
@@ -150,6 +151,17 @@ def print_status(report: StatusReport, out: Console, requested: list[str]) -> No
         out.print(f"after fixing it: [bold]{escape(command)}[/]", soft_wrap=True)
     else:
         out.print(f"continue with: [bold]{escape(command)}[/]", soft_wrap=True)
+
+
+def print_dropped(out: Console, dropped: list[str]) -> None:
+    """What the next build takes out of the prefix (status and plan say it alike)."""
+    if not dropped:
+        return
+    names = ", ".join(dropped)
+    out.print(f"[yellow]uninstalls[/] {escape(names)}: no longer in the stack, so the next "
+              "build that completes the stack takes "
+              f"{'its' if len(dropped) == 1 else 'their'} files out of the prefix "
+              f"(`rocbuild uninstall {escape(' '.join(dropped))}` does it now)")
 
 
 def _table(report: StatusReport, *, wide: bool = True) -> Table:

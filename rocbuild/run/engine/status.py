@@ -24,11 +24,11 @@ from rocbuild import proc
 from rocbuild.errors import ConfigError
 from rocbuild.files import read_json
 from rocbuild.model import steptable
-from rocbuild.model.graph import Component, default_request
+from rocbuild.model.graph import Component, Stack, default_request, load_stack
 from rocbuild.model.settings import Settings
 from rocbuild.model.steptable import log_path, steps_of
 from rocbuild.model.workdir import Workdir
-from rocbuild.prefix import registry
+from rocbuild.prefix import registry, uninstall
 from rocbuild.prefix.buildinfo import read_build_info
 from rocbuild.run.engine import continuation
 from rocbuild.run.engine.jobs import job_cap_path
@@ -101,6 +101,9 @@ class StatusReport:
     run_failures: list[tuple[str, FailureStatus]] = field(default_factory=list)
     # processes a killed run left running (its watchdog died too): each command and its pids
     leftovers: list[tuple[str, list[int]]] = field(default_factory=list)
+    # components installed in the prefix that the stack no longer has: the next build that
+    # completes the stack takes them out (finish.py), as `rocbuild uninstall` would
+    dropped: list[str] = field(default_factory=list)
 
     @property
     def failed(self) -> bool:
@@ -113,7 +116,7 @@ class StatusReport:
         (a second one would only be refused)."""
         if self.lock_holder is not None:
             return None
-        if self.failed or any(c.state != DONE for c in self.components):
+        if self.failed or any(c.state != DONE for c in self.components) or self.dropped:
             return self.command
         return None
 
@@ -173,7 +176,19 @@ def collect(rule: Rule, settings: Settings, requested: list[str] | None = None
         report.components.append(status)
     if all(c.state == DONE for c in report.components):
         report = replace(report, verify=_verify_status(rule.stack.work, rule.stack.prefix))
-    return report
+    return replace(report, dropped=dropped_components(rule.stack, settings, requested or []))
+
+
+def dropped_components(stack: Stack, settings: Settings, requested: list[str]) -> list[str]:
+    """The components the prefix holds (an install record) that the stack no longer has:
+    the same rule as the build's (finish.py ``_uninstall_dropped``: neither in the stack's
+    whole default set nor in what was asked for)."""
+    installed = uninstall.installed_components(stack.prefix)
+    if not installed:
+        return []
+    whole = load_stack(settings) if requested else stack
+    keep = {*whole.order, *stack.order}
+    return [name for name in installed if name not in keep]
 
 
 def tried_outside(rule: Rule) -> list[str]:
@@ -493,6 +508,7 @@ def to_json(report: StatusReport) -> dict[str, Any]:
         "running": report.lock_holder,  # pid of the build holding the workdir, or null
         "leftovers": [{"command": c, "pids": p} for c, p in report.leftovers],
         "failed": report.failed,
+        "uninstalls": report.dropped,  # no longer in the stack: the next build removes them
         "continue": report.next_command([]),
     }
 
