@@ -12,7 +12,7 @@ from rich.markup import escape
 
 from rocbuild.checks import hostload, launchtools
 from rocbuild.cli import plan_table
-from rocbuild.cli.cmd_status import print_dropped
+from rocbuild.cli.cmd_status import launcher_notes, print_dropped, print_launcher_notes
 from rocbuild.cli.ui import console, print_commands, print_cost, print_plan
 from rocbuild.errors import redact
 from rocbuild.model import cost
@@ -108,6 +108,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         doc = to_json(plan)
         doc["base_change"] = changed  # the workdir's last build was on another base (or none)
         doc["uninstalls"] = report.dropped  # installed, no longer in the stack
+        doc["launcher_notes"] = launcher_notes(stack, settings)  # trees' own launchers
         sys.stdout.write(redact(json.dumps(doc, indent=2)) + "\n")  # no URL's password
     elif args.commands:
         print_commands(plan, sys.stdout)
@@ -117,6 +118,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         plan_table.print_table(plan, out, expected_seconds(rule, host.cpus), why=args.why,
                                cache_total=lines.total(
                                    {n for n, state in states.items() if state == "done"}))
+        print_launcher_notes(out, launcher_notes(stack, settings))
         print_cost(plan, out)
         print_dropped(out, report.dropped)
         if changed is not None:

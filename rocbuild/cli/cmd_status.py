@@ -18,10 +18,11 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from rocbuild.checks import launchtools
 from rocbuild.cli.ui import console, glue_commands
 from rocbuild.errors import EXIT_OK, EXIT_STEP_FAILED, notice
-from rocbuild.model import wording
-from rocbuild.model.graph import load_stack
+from rocbuild.model import buildsystems, launchers, wording
+from rocbuild.model.graph import Stack, load_stack
 from rocbuild.model.resources import format_bytes
 from rocbuild.model.settings import Settings
 from rocbuild.run.engine.status import (
@@ -74,15 +75,16 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         stack = load_stack(settings, [*stack.order, *tried])
         rule = Rule(stack, StateDir.of(stack), _answers=Answers())
     report = collect(rule, settings, list(args.components))
+    notes = launcher_notes(stack, settings)
     if args.json:
-        json.dump(to_json(report), sys.stdout, indent=2)
+        json.dump({**to_json(report), "launcher_notes": notes}, sys.stdout, indent=2)
         sys.stdout.write("\n")
     elif nothing_built(report):  # the whole table would read "pending" 100 times
         console().print(f"nothing built yet in {escape(str(report.workdir))}: "
                         f"{wording.count(len(report.components), 'component')} pending; "
                         "`rocbuild plan` shows them, `rocbuild build` starts")
     else:
-        print_status(report, console(), list(args.components))
+        print_status(report, console(), list(args.components), notes)
     # scripts: 1 when a step or the verify failed (exit codes in `rocbuild --help`)
     return EXIT_STEP_FAILED if report.failed else EXIT_OK
 
@@ -110,7 +112,43 @@ def _peak(size: int | None) -> str:
     return "-" if not size else format_bytes(size, "GiB", digits=2)
 
 
-def print_status(report: StatusReport, out: Console, requested: list[str]) -> None:
+def launcher_notes(stack: Stack, settings: Settings) -> dict[str, str]:
+    """Per component whose build tree's compiler launchers are not the ones a build now
+    configures with, what that means for its next compile (launchers.tree_note). The host's
+    launchers are resolved (a `ccache --version` probe, kept in the workdir) only when some
+    tree exists."""
+    trees = {c.name: t for c in stack.selected()
+             if c.builds and (t := buildsystems.of(c).tree_launchers(c)) is not None}
+    if not trees:
+        return {}
+    if stack.launch is None:
+        stack = launchtools.launching(stack, settings)
+    return {name: note for name, tree in trees.items()
+            if (note := launchers.tree_note(stack.launch, stack.components[name], tree))}
+
+
+def print_launcher_notes(out: Console, notes: dict[str, str]) -> None:
+    """The build trees whose launchers differ from this run's, one line per kind of note."""
+    by_note: dict[str, list[str]] = {}
+    for name, note in notes.items():
+        by_note.setdefault(note, []).append(name)
+    for note, names in by_note.items():
+        one = len(names) == 1
+        trees = f"{'the build tree of' if one else 'the build trees of'} {', '.join(names)}"
+        clean = f"`rocbuild clean {' '.join(names)}`"
+        if note == launchers.NO_CACHE:
+            text = (f"{trees} {'was' if one else 'were'} {note}: {'its' if one else 'their'} "
+                    f"compiles bypass ccache until {'it is' if one else 'each is'} configured "
+                    f"again (a change to a recipe or source does that); {clean} rebuilds "
+                    f"{'it' if one else 'them'} through the cache now")
+        else:
+            text = (f"{trees} {'was' if one else 'were'} {note}: the compile fails until it "
+                    f"is configured again ({clean}, then build)")
+        out.print(f"[yellow]compiler launcher[/]: {escape(text)}")
+
+
+def print_status(report: StatusReport, out: Console, requested: list[str],
+                 notes: dict[str, str] | None = None) -> None:
     out.print(f"[bold]rocbuild status[/] — workdir {escape(str(report.workdir))}, "
               f"prefix {escape(str(report.prefix))}")
     out.print(_table(report, wide=out.width >= WIDE))
@@ -118,6 +156,7 @@ def print_status(report: StatusReport, out: Console, requested: list[str]) -> No
         saved = launchstats.status_text(report.workdir, comp.name)
         if saved:
             out.print(f"last compile of {escape(comp.name)}: {escape(saved)}")
+    print_launcher_notes(out, notes or {})
     for comp in report.components:
         if comp.job_cap:
             _print_cap(out, comp)

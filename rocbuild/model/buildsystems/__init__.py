@@ -140,6 +140,13 @@ class BuildSystem:
         ``stacks`` (the first is the default targets')."""
         raise NotImplementedError
 
+    def tree_launchers(self, comp: Component) -> Mapping[str, str] | None:
+        """The compiler launchers ``comp``'s build tree was configured with, by language
+        (``C``, ``CXX``, ``HIP``; one without a launcher is absent): what its next compile
+        runs, whatever this run would configure (``launchers.tree_note``). None when there
+        is no configured tree, or the system cannot tell."""
+        return None
+
     def fingerprint_args(self, stack: Stack, comp: Component, argv: list[str]) -> list[str]:
         """``argv`` without what changes only the speed (the launcher arguments)."""
         if "launcher_args" in self.lacks:

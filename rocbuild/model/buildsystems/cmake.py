@@ -157,6 +157,10 @@ def install_argv(component: Component) -> list[str]:
     return ["cmake", "--install", str(component.build_dir)]
 
 
+# an entry of CMakeCache.txt: NAME:TYPE=VALUE, one a line
+_CACHE_LAUNCHER = re.compile(r"^CMAKE_(C|CXX|HIP)_COMPILER_LAUNCHER:[A-Z]+=(.*)$", re.M)
+
+
 def is_cmake_file(name: str) -> bool:
     return name == "CMakeLists.txt" or name.endswith((".cmake", ".cmake.in"))
 
@@ -202,6 +206,20 @@ class CMake(BuildSystem):
 
     def launcher_args(self, stack: Stack, comp: Component) -> list[str]:
         return launchers.cmake_args(stack.launch, comp)
+
+    def tree_launchers(self, comp: Component) -> Mapping[str, str] | None:
+        """CMAKE_<LANG>_COMPILER_LAUNCHER of the tree's CMakeCache.txt (a -D of configure is
+        kept there even for a language the project does not enable)."""
+        try:
+            text = (comp.build_dir / "CMakeCache.txt").read_text(encoding="utf-8",
+                                                                 errors="replace")
+        except OSError:  # not configured (or not a readable file): nothing to tell
+            return None
+        found: dict[str, str] = {}
+        for match in _CACHE_LAUNCHER.finditer(text):
+            if match.group(2).strip():
+                found[match.group(1)] = match.group(2).strip()
+        return found
 
     def fingerprint_args(self, stack: Stack, comp: Component, argv: list[str]) -> list[str]:
         """Without every CMAKE_<LANG>_COMPILER_LAUNCHER, the recipe's own too."""
