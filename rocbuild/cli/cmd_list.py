@@ -103,7 +103,8 @@ def print_prefix(inv: PrefixInventory, out: Console) -> None:
     if info is None:
         out.print(f"  {escape(inv.error or 'no build-info file')}")
         return
-    state = ("verified" if info.verified else "complete, not verified" if info.complete
+    # the words of `prefixes` and `status`: complete but never proved is "unproven"
+    state = ("verified" if info.verified else "complete, unproven" if info.complete
              else "incomplete")
     total = sum(c.size for c in inv.components)
     stack = "ROCm" if info.stack == "rocm" else info.stack
