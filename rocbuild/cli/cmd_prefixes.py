@@ -95,6 +95,8 @@ def _state(doc: dict[str, Any]) -> str:
         return str(doc["error"])
     if doc.get("verified"):
         return "verified"
+    if "complete" not in doc:  # install records, no build-info: its first build has not ended
+        return "being built (its first build runs, or stopped: `rocbuild list` shows what it holds)"
     return f"complete, unproven: {doc['unproven_why']}" if doc.get("complete") else "incomplete"
 
 

@@ -178,6 +178,12 @@ def _flock_holder(path: Path) -> str | None:
     return None
 
 
+def installing_now(prefix: Path) -> str | None:
+    """The run that holds the prefix's lock now (it is installing into it), as
+    ``pid N: command``; None when no run does (`rocbuild list` of a prefix being built)."""
+    return _flock_holder(prefix) if prefix.is_dir() else None
+
+
 @contextlib.contextmanager
 def prefix_lock(prefix: Path, *, create: bool = True) -> Iterator[bool]:
     """Hold a lock on the install prefix for a run, so two runs from different workdirs never
