@@ -194,6 +194,11 @@ class Workdir:
     def stamp(self, component: str, step: str) -> Path:
         return self._holder(step) / STATE / "stamps" / component / f"{step}.json"
 
+    def attempts(self, component: str, step: str) -> Path:
+        """The time of a step's attempts that did not finish (failed, interrupted, killed)
+        since its last success: its next stamp adds them up (run/state/state.py)."""
+        return self._holder(step) / STATE / "attempts" / component / f"{step}.json"
+
     @property
     def failures(self) -> Path:
         """This configuration's failure records, one per component (or run-wide step)."""

@@ -5,6 +5,7 @@ The step waits for a file the test creates, so nothing here depends on timing.""
 
 from __future__ import annotations
 
+import json
 import signal
 import subprocess
 import sys
@@ -55,3 +56,47 @@ def test_a_stopped_step_is_interrupted_in_status_and_its_log_says_by_what(
     run_cli("build", *flags, "--quiet", "--no-verify", expect=0)
     status = run_cli("status", *flags, expect=0)
     assert "interrupted" not in status.stdout and "everything is built" in status.stdout
+
+
+def running_in(marker: Path, pid: int) -> bool:
+    """The step's running mark names this process (not a mark an earlier run left)."""
+    try:
+        return json.loads(marker.read_text()).get("pid") == pid
+    except (OSError, ValueError):
+        return False
+
+
+def test_a_steps_time_counts_every_attempt(tmp_path: Path) -> None:
+    """Estimates counted only the last attempt (a compile of 70 minutes over four attempts
+    read 23): a Ctrl-C'd attempt, a SIGKILLed one and the one that finished add up."""
+    from tests.e2e.test_kill_points import _kill_everything
+
+    flags, go, marker = slow_stack(tmp_path)
+    waited = 1.0  # each cut attempt runs at least this long
+    argv = [sys.executable, "-m", "rocbuild", "build", *flags, "--quiet", "--no-verify"]
+    for stop in ("SIGINT", "SIGKILL"):
+        build = subprocess.Popen(argv, env=child_env(), cwd=tmp_path, stdin=subprocess.DEVNULL,
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                 start_new_session=True)
+        deadline = time.monotonic() + HANG_GUARD
+        while not running_in(marker, build.pid):  # the last run's mark stays: it was cut
+            assert build.poll() is None and time.monotonic() < deadline, "compile never ran"
+            time.sleep(0.05)
+        time.sleep(waited)
+        log = tmp_path / "work" / "logs" / "slow" / "compile.log"
+        log.touch()  # the killed attempt's last write: the kill comes after it
+        if stop == "SIGINT":
+            build.send_signal(signal.SIGINT)
+        else:
+            _kill_everything(build)
+        build.wait(timeout=HANG_GUARD)
+    go.touch()
+    run_cli("build", *flags, "--quiet", "--no-verify", expect=0)
+    stamp = json.loads((tmp_path / "work" / "state" / "stamps" / "slow" / "compile.json")
+                       .read_text())
+    assert stamp["attempts"] == 3, stamp
+    assert stamp["attempts_seconds"] >= stamp["seconds"] + 2 * waited, stamp
+    assert stamp["cold_seconds"] == stamp["attempts_seconds"]  # no ccache hits here
+    status = run_cli("status", *flags, env={"COLUMNS": "200"}, expect=0)
+    row = next(line for line in status.stdout.splitlines() if " compile " in line)
+    assert "3 attempts" in row, status.explain()

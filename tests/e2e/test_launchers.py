@@ -488,3 +488,20 @@ def test_a_define_every_object_gets_recompiles_only_the_files_that_read_it(
     again = run_cli("build", *flags, "--no-verify", expect=0)
     assert real_compiles(log) == len(SOURCES) + 1, again.explain()  # one.c only
     assert "counted: ccache 67% hits (2/3)" in again.stdout, again.explain()
+
+
+def test_a_compile_served_from_the_cache_keeps_the_cold_time_for_estimates(
+        counted: tuple[list[str], Path], tmp_path: Path) -> None:
+    """A compile ccache served in a moment left its moment as the estimate, so the next
+    real compile read "ETA ?" (overran): estimates come from the last cold compile."""
+    flags, _ = counted
+    run_cli("build", *flags, "--no-verify", expect=0)
+    stamp = tmp_path / "work" / "state" / "stamps" / "counted" / "compile.json"
+    cold = json.loads(stamp.read_text())
+    assert cold["cold_seconds"] == cold["attempts_seconds"] == cold["seconds"], cold
+    delete_build_tree(tmp_path / "work", "counted")
+    warm = run_cli("build", *flags, "--no-verify", expect=0)
+    assert "counted: ccache 100% hits (3/3)" in warm.stdout, warm.explain()
+    served = json.loads(stamp.read_text())
+    assert served["cold_seconds"] == cold["cold_seconds"], (cold, served)
+    assert served["attempts_seconds"] == served["seconds"]  # what this compile took

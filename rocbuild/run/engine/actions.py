@@ -12,6 +12,7 @@ import json
 import os
 import shutil
 import sys
+import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -29,7 +30,7 @@ from rocbuild.run.engine import jobs
 from rocbuild.run.engine.command import run_all
 from rocbuild.run.engine.outcome import StepOutcome, step_logger
 from rocbuild.run.sources import patches, sources
-from rocbuild.run.state import clockskew
+from rocbuild.run.state import clockskew, launchstats
 from rocbuild.run.state.state import write_text_atomic  # a folder in its place is replaced
 from rocbuild.run.state.uptodate import BUILD_ID_FILE, build_id
 
@@ -95,8 +96,38 @@ def write_stamp(ctx: BuildContext, comp: Component, step: str, outcome: StepOutc
     extra: dict[str, Any] = {
         "run": os.urandom(16).hex(), "seconds": round(seconds, 1), "jobs": outcome.jobs,
         "peak_rss": outcome.peak_rss, "inputs": inputs, "oom_retries": outcome.oom_retries,
-        "warnings": outcome.warnings, **outcome.record}
+        "warnings": outcome.warnings, **time_history(ctx, comp, step, seconds),
+        **outcome.record}
     ctx.state.write_stamp(comp.name, step, expected, **extra)
+
+
+def time_history(ctx: BuildContext, comp: Component, step: str, seconds: float
+                 ) -> dict[str, Any]:
+    """What the step's estimates read (outcome.expected_seconds): ``attempts_seconds``, the
+    time of every attempt since its last success (failed, interrupted, killed) and this one;
+    ``cold_seconds``, that total from its last run the compiler cache did not mostly serve
+    (a compile of 10 minutes served in 10 s from ccache read "ETA ?" the next time it really
+    compiled), kept from the previous stamp across such runs."""
+    before, count = ctx.state.attempts_before(comp.name, step)
+    total = before + seconds
+    cold = total
+    if step == "compile" and _served_by_cache(ctx, comp, seconds):
+        previous = ctx.state.read_stamp(comp.name, step) or {}
+        kept = previous.get("cold_seconds")
+        cold = float(kept) if isinstance(kept, (int, float)) else total
+    return {"attempts": count + 1, "attempts_seconds": round(total, 1),
+            "cold_seconds": round(cold, 1)}
+
+
+def _served_by_cache(ctx: BuildContext, comp: Component, seconds: float) -> bool:
+    """The compile that just ended got more ccache hits than misses (launchstats keeps its
+    counts, written as it ended)."""
+    record = launchstats.read_record(ctx.stack.workdir, comp.name) or {}
+    when = record.get("when")
+    if not isinstance(when, (int, float)) or when < time.time() - seconds - 60:
+        return False  # no counts from this compile (no ccache, or an older record)
+    hits, misses = record.get("hits"), record.get("misses")
+    return isinstance(hits, int) and isinstance(misses, int) and hits > misses
 
 
 def fetch(ctx: BuildContext, comp: Component, log: Path, outcome: StepOutcome) -> None:

@@ -55,6 +55,7 @@ class StepStatus:
     jobs: int | None = None
     oom_retries: int = 0
     log: Path | None = None
+    attempts: int = 1  # its last run took this many attempts (seconds: all of them)
 
 
 @dataclass(frozen=True)
@@ -366,16 +367,23 @@ def _inputs_differ(rule: Rule, comp: Component, step: str,
 
 
 def _recorded(step: str, stamp: Mapping[str, Any] | None, log: Path) -> StepStatus:
-    """What the stamp recorded about the step's last successful run."""
+    """What the stamp recorded about the step's last successful run: its time over every
+    attempt it took (a failed, interrupted or killed one too: actions.time_history)."""
     stamp = stamp or {}
-    return StepStatus(step, "", "", stamp.get("seconds"), stamp.get("peak_rss"),
+    total = stamp.get("attempts_seconds")
+    attempts = stamp.get("attempts")
+    return StepStatus(step, "", "", total if isinstance(total, (int, float))
+                      else stamp.get("seconds"), stamp.get("peak_rss"),
                       stamp.get("jobs"), int(stamp.get("oom_retries") or 0),
-                      log if log.is_file() else None)
+                      log if log.is_file() else None,
+                      attempts if isinstance(attempts, int) else 1)
 
 
 def _with(recorded: StepStatus, state: str, why: str) -> StepStatus:
+    if state == DONE and not why and recorded.attempts > 1:
+        why = f"{recorded.attempts} attempts"
     return StepStatus(recorded.step, state, why, recorded.seconds, recorded.peak_rss,
-                      recorded.jobs, recorded.oom_retries, recorded.log)
+                      recorded.jobs, recorded.oom_retries, recorded.log, recorded.attempts)
 
 
 def _why_stale(rule: Rule, comp: Component, step: str, stamp: Mapping[str, Any],

@@ -115,6 +115,22 @@ def interrupted(workdir: Path) -> dict[tuple[str, str], RunningStep]:
     return found
 
 
+def killed_attempt(workdir: Path, component: str, step: str, log: Path) -> float | None:
+    """How long the step ran in an attempt whose process was killed (SIGKILL, an OOM kill,
+    the machine went down: its mark names a process that is gone and says no more), from the
+    mark's start to the last write of the step's log; None when there was no such attempt.
+    Read when the step starts again, before its new mark replaces the old one."""
+    doc = read_json(_folder(workdir) / f"{component}.{step}.json")
+    if not doc or doc.get("ended") or _alive(doc.get("pid"), doc.get("create_time")):
+        return None
+    since = doc.get("since")
+    try:
+        last = log.stat().st_mtime
+    except OSError:
+        return None
+    return last - since if isinstance(since, (int, float)) and last > since else None
+
+
 def _exists(pid: int) -> bool:
     """A process with this pid exists (signal 0 checks without sending anything)."""
     try:
