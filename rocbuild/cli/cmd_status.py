@@ -19,7 +19,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from rocbuild.checks import launchtools
-from rocbuild.cli.ui import console, glue_commands
+from rocbuild.cli.ui import console, first_error_lines, glue_commands
 from rocbuild.errors import EXIT_OK, EXIT_STEP_FAILED, notice
 from rocbuild.model import buildsystems, launchers, wording
 from rocbuild.model.graph import Stack, load_stack
@@ -288,10 +288,15 @@ def _print_failure(out: Console, name: str, failure: FailureStatus, *,
     for line in failure.message.splitlines()[:MESSAGE_LINES]:
         out.print(f"  {escape(line)}")
     found = failure.diagnosis
+    first = first_error_lines(failure.first_error, failure.tail[-TAIL_LINES:])
     if found is not None:
         out.print(f"  cause: {escape(found.cause)}")
         out.print(f"  fix:   {escape(glue_commands(found.fix))}")
         out.print(f"  seen:  {escape(found.matched_line)}")
+    elif first:  # the cause is the first error, not the last lines
+        out.print("  cause: not a known failure; the first error of the log:")
+        for line in first[1:]:
+            out.print(f"  | {escape(line)}")
     elif failure.tail:  # a check's message is the whole story: it has no tail
         out.print("  cause: not a known failure; the last lines of the log:")
         for line in failure.tail[-TAIL_LINES:]:

@@ -192,6 +192,13 @@ class BuildSystem:
         """Warnings for the summary read from this run's part of the configure log."""
         return []
 
+    def first_error(self, log_text: str) -> list[str]:
+        """The first error of a failed configure, read from this run's part of its log, as
+        the tool wrote it (its lines, a dozen at most); [] when the tool has no such
+        marker. The summary shows the log's last lines: a later error that only follows
+        from the first one would hide the cause."""
+        return []
+
     def tree_files(self, step: str) -> tuple[str, ...]:
         """Files in the build tree that show ``step`` (configure, compile) made its output;
         a build tree without them is configured (or compiled) again."""

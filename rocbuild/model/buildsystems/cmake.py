@@ -157,6 +157,7 @@ def install_argv(component: Component) -> list[str]:
     return ["cmake", "--install", str(component.build_dir)]
 
 
+FIRST_ERROR_LINES = 12  # of the first CMake Error's message, in a summary
 # an entry of CMakeCache.txt: NAME:TYPE=VALUE, one a line
 _CACHE_LAUNCHER = re.compile(r"^CMAKE_(C|CXX|HIP)_COMPILER_LAUNCHER:[A-Z]+=(.*)$", re.M)
 
@@ -304,6 +305,29 @@ class CMake(BuildSystem):
             return []
         return [f"CMake did not use {', '.join(unused)}: the recipe passes options this "
                 f"version of {comp.name} never reads (check {comp.recipe.file})"]
+
+    def first_error(self, log_text: str) -> list[str]:
+        """CMake's first ``CMake Error`` block: its header line (``CMake Error at
+        CMakeLists.txt:3 (find_package):``) and the indented message under it, up to the
+        blank lines that end a CMake message (or a line that is not part of it)."""
+        lines = log_text.splitlines()
+        start = next((i for i, line in enumerate(lines) if line.startswith("CMake Error")),
+                     None)
+        if start is None:
+            return []
+        block = [lines[start]]
+        blank = 0
+        for line in lines[start + 1:]:
+            if not line.strip():
+                blank += 1
+                if blank >= 2:  # CMake ends a message with two empty lines
+                    break
+                continue
+            if not line.startswith((" ", "\t")) or len(block) >= FIRST_ERROR_LINES:
+                break
+            block += [""] * blank + [line]
+            blank = 0
+        return block
 
     def tree_files(self, step: str) -> tuple[str, ...]:
         # configure made both: without build.ninja, `cmake --build` fails until CMake

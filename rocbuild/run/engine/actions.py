@@ -203,11 +203,20 @@ def configure(ctx: BuildContext, comp: Component, log: Path, outcome: StepOutcom
     counts = jobs.job_counts(ctx, comp)
     commands = system.configure(ctx.stack, comp, {k: c.jobs for k, c in counts.items()})
     start = log.stat().st_size if log.exists() else 0
-    run_all(ctx, comp, "configure", commands, log, outcome,
-            extra_env=jobs.configure_env(ctx, comp))
-    with log.open("rb") as f:  # only this run's part of the (appended) log
+    try:
+        run_all(ctx, comp, "configure", commands, log, outcome,
+                extra_env=jobs.configure_env(ctx, comp))
+    except BuildFailed:  # the summary shows the first error too: the cause, before the rest
+        outcome.first_error = system.first_error(_since(log, start))
+        raise
+    outcome.warnings += system.configure_warnings(comp, _since(log, start))
+
+
+def _since(log: Path, start: int) -> str:
+    """This run's part of the (appended) step log."""
+    with log.open("rb") as f:
         f.seek(start)
-        outcome.warnings += system.configure_warnings(comp, f.read().decode("utf-8", "replace"))
+        return f.read().decode("utf-8", "replace")
 
 
 def compile(ctx: BuildContext, comp: Component, log: Path, outcome: StepOutcome) -> None:

@@ -46,6 +46,7 @@ class StepOutcome:
     message: str = ""
     log: Path | None = None
     tail: list[str] = field(default_factory=list)
+    first_error: list[str] = field(default_factory=list)  # BuildSystem.first_error, failed
     record: dict[str, Any] = field(default_factory=dict)  # step facts kept in its stamp
     oom_retries: int = 0
     warnings: list[str] = field(default_factory=list)

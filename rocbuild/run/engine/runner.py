@@ -165,6 +165,7 @@ def _report(ctx: BuildContext, kind: StepKind, comp: Component | None, shown: st
             ctx.state.record_failure(unit_of(kind, comp.name if comp else ""), kind.name,
                                      message=outcome.message,
                                      log=str(outcome.log), tail=outcome.tail[-20:],
+                                     first_error=outcome.first_error,
                                      jobs=outcome.jobs, oom_retries=outcome.oom_retries,
                                      seconds=round(outcome.seconds, 1),
                                      peak_rss=outcome.peak_rss)

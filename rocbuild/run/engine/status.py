@@ -67,6 +67,7 @@ class FailureStatus:
     tail: list[str]
     diagnosis: Diagnosis | None
     command: str  # the one command that continues
+    first_error: list[str] = field(default_factory=list)  # the tool's first (CMake's)
 
 
 @dataclass(frozen=True)
@@ -483,7 +484,7 @@ def _recipe_change(comp: Component, changed: set[str], rebuilt: list[str],
 
 def _diagnose_failure(rule: Rule, comp: Component, failure: Mapping[str, Any], command: str
                       ) -> Diagnosis | None:
-    tail = [str(line) for line in failure.get("tail") or []]
+    tail = [*_first_error(failure), *(str(line) for line in failure.get("tail") or [])]
     message = str(failure.get("message") or "")
     context = {"prefix": str(rule.stack.prefix), "component": comp.name,
                "workdir": str(rule.stack.workdir), "command": command}
@@ -500,7 +501,13 @@ def _failure_status(comp: Component, failure: Mapping[str, Any] | None,
         return None  # a record the step has since overtaken (it ran again and passed)
     return FailureStatus(str(failure.get("step")), failure.get("when"),
                          str(failure.get("message") or ""), failure.get("log"),
-                         [str(line) for line in failure.get("tail") or []], found, command)
+                         [str(line) for line in failure.get("tail") or []], found, command,
+                         _first_error(failure))
+
+
+def _first_error(failure: Mapping[str, Any]) -> list[str]:
+    lines = failure.get("first_error")
+    return [str(line) for line in lines] if isinstance(lines, list) else []
 
 
 def to_json(report: StatusReport) -> dict[str, Any]:
@@ -539,7 +546,7 @@ def _failure_json(failure: FailureStatus | None) -> dict[str, Any] | None:
     found = failure.diagnosis
     return {
         "step": failure.step, "when": failure.when, "message": failure.message,
-        "log": failure.log, "tail": failure.tail,
+        "log": failure.log, "tail": failure.tail, "first_error": failure.first_error,
         "diagnosis": None if found is None else {
             "id": found.id, "cause": found.cause, "fix": found.fix,
             "matched_line": found.matched_line},
