@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import sys
 import time
 
@@ -25,6 +26,7 @@ from rocbuild.model import buildsystems, launchers, wording
 from rocbuild.model.graph import Stack, load_stack
 from rocbuild.model.resources import format_bytes
 from rocbuild.model.settings import Settings
+from rocbuild.model.workdir import stack_name_of
 from rocbuild.run.engine.status import (
     ComponentStatus,
     FailureStatus,
@@ -80,13 +82,35 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         json.dump({**to_json(report), "launcher_notes": notes}, sys.stdout, indent=2)
         sys.stdout.write("\n")
     elif nothing_built(report):  # the whole table would read "pending" 100 times
-        console().print(f"nothing built yet in {escape(str(report.workdir))}: "
-                        f"{wording.count(len(report.components), 'component')} pending; "
-                        "`rocbuild plan` shows them, `rocbuild build` starts")
+        out = console()
+        out.print(f"nothing built yet in {escape(str(report.workdir))}: "
+                  f"{wording.count(len(report.components), 'component')} pending; "
+                  "`rocbuild plan` shows them, `rocbuild build` starts")
+        print_other_stacks(out, settings)
     else:
         print_status(report, console(), list(args.components), notes)
     # scripts: 1 when a step or the verify failed (exit codes in `rocbuild --help`)
     return EXIT_STEP_FAILED if report.failed else EXIT_OK
+
+
+def print_other_stacks(out: Console, settings: Settings) -> None:
+    """Where the workdir's builds are, when they are of another stack than these recipes
+    (a workdir built with `--recipes X` read "nothing built yet" without it)."""
+    others = workdirs.other_stacks(settings)
+    if not others:
+        return
+    stack = stack_name_of(settings.recipes) or "?"
+    out.print(f"this workdir holds builds of another stack than {escape(stack)} "
+              f"({escape(str(settings.recipes))}, {escape(settings.source('recipes'))}); "
+              "to see one, pass its recipes and prefix:")
+    for prefix, entry in others[:3]:
+        recipes = entry.get("recipes")
+        flags = (f"--recipes {shlex.quote(recipes)} " if isinstance(recipes, str) else "") \
+            + f"--prefix {shlex.quote(prefix)}" + (
+                f" --workdir {shlex.quote(str(settings.workdir))}"
+                if settings.source("workdir") != "default" else "")
+        out.print(f"  {escape(str(entry.get('stack') or 'a stack'))}: "
+                  f"[bold]rocbuild status {escape(flags)}[/]", soft_wrap=True)
 
 
 def nothing_built(report: StatusReport) -> bool:
