@@ -140,10 +140,23 @@ def fetch(ctx: BuildContext, comp: Component, log: Path, outcome: StepOutcome) -
         checkout_dir=comp.checkout_dir, cache_root=ctx.stack.work.git_cache,
         mirror=ctx.settings.mirror, offline=ctx.offline,
         previous_commit=before.get("commit"), applied=patched.get("applied"),
-        save_root=saved_dir(ctx, comp))
-    fetched = sources.fetch(req, step_logger(log), registry=ctx.registry())
+        save_root=saved_dir(ctx, comp), recheck=not comp.checkout_dir.exists())
+    said: list[str] = []
+    write = step_logger(log)
+
+    def logger(line: str) -> None:
+        write(line)
+        if line.startswith(sources.MOVED_TAG):
+            said.append(line[len(sources.MOVED_TAG):].strip())
+
+    fetched = sources.fetch(req, logger, registry=ctx.registry())
+    outcome.warnings += [line.replace("; fetching it", "; this build uses the new commit")
+                         for line in said]
+    # where its git cache is: `clean X --caches` finds it without the build's --mirror
     outcome.record.update(commit=fetched.commit, checkout_id=fetched.checkout_id,
-                          ref_kind=fetched.ref_kind)
+                          ref_kind=fetched.ref_kind,
+                          cache=str(sources.cache_dir(ctx.stack.work.git_cache,
+                                                      comp.fetch_url)))
     if fetched.fresh:
         ctx.fresh_checkouts.add(comp.checkout)
     else:
