@@ -122,7 +122,8 @@ class Needs:
     targets_source: str
     workdir: Path
     prefix: Path | None
-    link_mem: int = REFERENCE_LINK_MEM
+    link_mem: int = REFERENCE_LINK_MEM  # the stack's largest job (cost.memory_need)
+    largest_job: str = "one LLVM link job"  # which job that is, in words
     disk_workdir: int = REFERENCE_DISK_WORKDIR
     disk_prefix: int = REFERENCE_DISK_PREFIX
     packages: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # component -> pkgs
@@ -481,7 +482,7 @@ def check_memory(ctx: Context) -> Check:
     budget = resources.memory_budget(available, swap_free, weight)
     what = (f"{format_bytes(available)} of {format_bytes(total)} RAM available, swap "
             f"{format_bytes(swap_free)} free of {format_bytes(swap_total)}")
-    job = f"one LLVM link job needs {format_bytes(need)}"
+    job = f"{needs.largest_job} needs {format_bytes(need)}"
     if budget >= need:
         return Check("memory", OK, f"{what}: {job}, which fits")
     if weight <= 0:

@@ -22,6 +22,7 @@ build runs.
 from __future__ import annotations
 
 import contextlib
+import glob
 import os
 import shutil
 import sys
@@ -110,11 +111,31 @@ def find(stack: Stack, components: list[Component] | None, kinds: set[str]) -> l
                                       f"kept: {comp.name} uses the checkout of {comp.checkout}; "
                                       f"clean {comp.checkout} to remove it", removable=False))
             if "caches" in kinds and comp.owns_checkout and comp.fetch_url:
-                cache = sources.cache_dir(work.git_cache, comp.fetch_url)
-                items += _present("caches", [cache, gitcache.cache_lock(cache)])
+                for cache in git_caches(stack, comp):
+                    items += _present("caches", [cache, gitcache.cache_lock(cache)])
     if "prefix" in kinds:
         items += _present("prefix", prefix_files(stack))
     return items
+
+
+def git_caches(stack: Stack, comp: Component) -> list[Path]:
+    """The git caches of ``comp``'s repository: the one this run's URL names (after its
+    --mirror rules) and the one its last fetch used, which its stamp records (a build with
+    --mirror fetched into another; `clean X --caches` without it said "nothing to clean").
+    A stamp of an earlier rocbuild records none: then each cache named after the repository
+    (``<name>.git-<hash>``: a mirror keeps the repository's name)."""
+    work = stack.work
+    assert comp.fetch_url is not None
+    found = [sources.cache_dir(work.git_cache, comp.fetch_url)]
+    stamp = StateDir.of(stack).read_stamp(comp.name, "fetch") or {}
+    recorded = stamp.get("cache")
+    if isinstance(recorded, str):
+        found.append(Path(recorded))
+    elif stamp and comp.url:
+        prefix = sources.cache_dir(work.git_cache, comp.url).name.rsplit("-", 1)[0]
+        found += sorted(work.git_cache.glob(f"{glob.escape(prefix)}-*.git"))
+    # only caches inside this workdir's git cache: a stamp is state, never a path to follow
+    return [p for p in dict.fromkeys(found) if p.parent == work.git_cache]
 
 
 def _other_configurations(stack: Stack) -> list[Item]:

@@ -98,7 +98,8 @@ def needs_from(settings: Settings) -> doctor.Needs:
                      workdir=settings.workdir, swap_weight=settings.swap_weight,
                      prefix=settings.prefix, problem=str(exc))
     selected = stack.selected()
-    link_mem = max((int(c.recipe.resources.get("link_mem", 0)) for c in selected), default=0)
+    # the largest job, as `plan`'s memory line says it (one rule: cost.memory_need)
+    largest = cost.memory_need(stack.recipes, [c.name for c in selected if c.builds])
     # the figure plan shows and preflight refuses on: components not installed yet
     rule = Rule(stack, StateDir.of(stack))  # read-only: no build context
     runs = rule.next_runs(selected)
@@ -106,7 +107,9 @@ def needs_from(settings: Settings) -> doctor.Needs:
     source = settings.source("target") if settings.target is not None else \
         f"default of {stack.recipes.stack.file}"
     return doctor.Needs(targets=stack.targets, targets_source=source, prefix=stack.prefix,
-                 link_mem=link_mem or doctor.REFERENCE_LINK_MEM,
+                 link_mem=largest.job if largest else doctor.REFERENCE_LINK_MEM,
+                 largest_job=(f"one {largest.component} {largest.kind} job" if largest
+                              else "one LLVM link job"),
                  disk_workdir=disk.workdir, disk_prefix=disk.prefix,
                  reqs=hostreqs.requirements(stack),
                  packages={c.name: c.recipe.system_packages for c in selected

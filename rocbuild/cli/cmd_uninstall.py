@@ -5,7 +5,9 @@ installed component depends on unless ``--force``."""
 from __future__ import annotations
 
 import argparse
+import os
 from dataclasses import replace
+from pathlib import Path
 
 from rich.markup import escape
 
@@ -13,7 +15,7 @@ from rocbuild.cli.ui import console
 from rocbuild.errors import ConfigError
 from rocbuild.model.graph import load_stack, reachable
 from rocbuild.model.settings import Settings
-from rocbuild.prefix import buildinfo, uninstall
+from rocbuild.prefix import activate, buildinfo, uninstall
 from rocbuild.run.state.state import StateDir, prefix_lock
 
 
@@ -65,6 +67,13 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
             if going & set(stack.order):  # the prefix no longer holds the whole stack
                 info = replace(info, complete=False, verified=False, finished=None)
             buildinfo.write_build_info(prefix, replace(info, components=left))
+    # the prefix is in use through a stable link: say what its users lose (no refusal: the
+    # user asked for it, and `rocbuild build` puts a component of the stack back)
+    stable = Path(os.environ.get(activate.LINK_ENV) or activate.DEFAULT_LINK).expanduser()
+    for link in activate.links_to(prefix, also=[stable]):
+        out.print(f"[yellow]warning[/]: {escape(str(link))} points at this prefix (it is "
+                  f"activated): what uses it through the link no longer finds "
+                  f"{escape(', '.join(args.components))}")
     again = [n for n in args.components if n in stack.order]
     if again:
         out.print(f"{', '.join(again)} {'is' if len(again) == 1 else 'are'} in the stack: the "

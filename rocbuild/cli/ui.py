@@ -263,6 +263,16 @@ def print_commands(plan: Plan, out: TextIO) -> None:
         out.writelines(shell_line(argv) + "\n" for argv in venv)
 
 
+def first_error_lines(first: Sequence[str], shown: Sequence[str]) -> list[str]:
+    """The block that shows a failed step's first error (BuildSystem.first_error) above the
+    log's last lines, unless those already hold it: a later error that follows from the
+    first one is what the last lines show (the summary and `status` alike)."""
+    if not first or first[0] in shown:
+        return []
+    return ["--- the first error (the cause; what follows it in the log comes of it) ---",
+            *first]
+
+
 def print_build_summary(outcomes: Sequence[StepOutcome], stack: Stack, command: str | None,
                         out: Console, seconds: float, *, interrupted: bool = False) -> None:
     """The end of a build: the steps run, warnings, and for each failure its message, log,
@@ -306,12 +316,14 @@ def print_build_summary(outcomes: Sequence[StepOutcome], stack: Stack, command: 
         from rocbuild.checks.diagnose import diagnose  # the failure table, on a failure
 
         command = command or f"rocbuild build {o.component}"
-        found = diagnose([*o.tail, *o.message.splitlines()],
+        found = diagnose([*o.first_error, *o.tail, *o.message.splitlines()],
                          context={"prefix": str(stack.prefix), "component": o.component,
                                   "workdir": str(stack.workdir), "command": command})
         if found is not None:
             out.print(f"[bold]cause:[/] {escape(found.cause)}")
             out.print(f"[bold]fix:[/]   {escape(glue_commands(found.fix))}")
+        for line in first_error_lines(o.first_error, o.tail[-20:]):
+            out.print(escape(line))
         if o.tail:
             out.print(f"--- last {min(len(o.tail), 20)} lines ---")
             for line in o.tail[-20:]:

@@ -19,7 +19,7 @@ import errno
 import fcntl
 import json
 import os
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -69,6 +69,26 @@ def current_target(link: Path) -> Path | None:
     if not link.is_symlink():
         return None
     return Path(os.readlink(link))
+
+
+def target_of(link: Path) -> Path | None:
+    """The absolute path the link points at now (a relative link read from its folder)."""
+    target = current_target(link)
+    return Path(os.path.abspath(link.parent / target)) if target is not None else None
+
+
+def links_to(prefix: Path, also: Iterable[Path] = ()) -> list[Path]:
+    """The links that point at ``prefix`` now: each link `activate` switched (the user's
+    registry) and those in ``also`` (the default link, the one a command names)."""
+    prefix = Path(os.path.abspath(prefix))
+    links = {*registry.known_links(), *(Path(os.path.abspath(a)) for a in also)}
+    return [link for link in sorted(links) if target_of(link) == prefix]
+
+
+def activate_command(link: Path, prefix: str = "OTHER_PREFIX") -> str:
+    """The command that points ``link`` at another prefix (``--link`` unless the default)."""
+    given = "" if Path(os.path.abspath(link)) == DEFAULT_LINK else f" --link {link}"
+    return f"rocbuild activate {prefix}{given}"
 
 
 def read_state(link: Path) -> LinkState | None:

@@ -24,7 +24,7 @@ from rocbuild import __version__
 from rocbuild.errors import ConfigError
 from rocbuild.files import parse_json, read_regular, write_text_atomic
 from rocbuild.model.graph import Stack
-from rocbuild.model.layout import info_path
+from rocbuild.model.layout import info_path, recorded_components
 from rocbuild.prefix import registry
 
 PREFIX_FILE_MODE = 0o644  # files rocbuild writes into the prefix are read by every user
@@ -251,13 +251,16 @@ class FoundPrefix:
 
 def scan_prefixes(search_dir: Path = Path("/opt"),
                   extra: tuple[Path, ...] = ()) -> list[FoundPrefix]:
-    """Prefixes that hold a build-info file: ``<search_dir>/rocm-*`` plus ``extra`` (the
-    configured prefix), each once, sorted by path. Folders without the file are skipped:
-    a packaged /opt/rocm-6.2.0 is not ours to list."""
+    """Prefixes that hold a build-info file, or install records of a first build that has
+    not ended yet (being built: ``info`` None): ``<search_dir>/rocm-*`` plus ``extra`` (the
+    configured prefix), each once, sorted by path. Folders without either are skipped: a
+    packaged /opt/rocm-6.2.0 is not ours to list."""
     candidates = {Path(os.path.abspath(p)) for p in (*search_dir.glob("rocm-*"), *extra)}
     found = []
     for path in sorted(candidates):
         if not info_path(path).exists():
+            if recorded_components(path):
+                found.append(FoundPrefix(path, None))
             continue
         try:
             found.append(FoundPrefix(path, read_build_info(path)))

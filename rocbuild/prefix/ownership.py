@@ -34,7 +34,7 @@ from rocbuild.prefix import buildinfo, transaction
 from rocbuild.prefix.realpaths import RealPaths
 
 Logger = Callable[[str], None]
-RECORDS = Path(layout.INFO_DIR) / "installed"
+RECORDS = layout.INSTALL_RECORDS
 # the unpack folders of a cache install (transaction.py): ``<prefix>/.rocbuild-unpack-<pid>-*``
 STAGING_NAME = transaction.STAGING_NAME
 EXTRA_TMP_SUFFIX = ".rocbuild-tmp"  # an extra is written to ``.<name>.rocbuild-tmp`` first
@@ -321,7 +321,7 @@ def begin_install(prefix: Path, comp: Component) -> None:
 
 
 def _owners(prefix: Path) -> list[str]:
-    return sorted(p.stem for p in (prefix / RECORDS).glob("*.json"))
+    return layout.recorded_components(prefix)
 
 
 def _manifest(comp: Component, prefix: Path) -> set[str]:

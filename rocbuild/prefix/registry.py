@@ -104,6 +104,13 @@ def note_built(prefix: Path) -> str | None:
     return _warning(edit, f"the prefix {prefix}")
 
 
+def note_started(prefix: Path) -> str | None:
+    """The first install into ``prefix`` is about to run (prefixguard.claim)."""
+    with _editing() as edit:
+        edit.doc["prefixes"].setdefault(_key(prefix), {}).setdefault("started", time.time())
+    return _warning(edit, f"the prefix {prefix}")
+
+
 def note_activated(prefix: Path, link: Path, *, unproven: bool) -> str | None:
     """``link`` now points at ``prefix`` (``unproven``: activated with --unproven)."""
     with _editing() as edit:

@@ -119,3 +119,49 @@ def test_list_and_info_count_one_component_and_one_file_in_the_singular(chain: C
     run_cli("build", *chain.flags(), "--no-verify", expect=0)
     info = run_cli("info", "gamma", *chain.flags(), expect=0).stdout
     assert f"installed 1 file in {chain.prefix}" in " ".join(info.split()), info
+
+
+def test_list_shows_a_prefix_being_built(chain: Chain, tmp_path: Path) -> None:
+    """A prefix whose first build runs, or stopped, has install records but no build-info
+    yet: `list` showed nothing (and `prefixes` neither)."""
+    import signal
+    import sys
+
+    from tests.cli import child_env
+    from tests.e2e.test_engine import sleepers, slow_beta, wait_for
+
+    marker = slow_beta(chain)  # beta's compile waits while the marker is there
+    marker.unlink()
+    chain.set_args("beta", "-DBETA_FAIL=ON")  # alpha installs, beta's compile fails
+    run_cli("build", *chain.flags(), "--no-verify", expect=1)
+    wide = {"COLUMNS": "200"}
+    # without --prefix too: the prefix is on the user's list from its first install
+    for flags in (chain.flags(), ["--workdir", str(chain.workdir), "--recipes",
+                                  str(chain.recipes)]):
+        shown = run_cli("list", *flags, env=wide, expect=0).stdout
+        assert str(chain.prefix) in shown, shown
+        assert ("being built: 1 component installed so far" in shown
+                and "no build runs now: `rocbuild status` shows what is left" in shown), shown
+        row = next(line.split() for line in shown.splitlines() if line.startswith("alpha"))
+        assert row[1] == "v1" and row[6] == "built", shown  # from this workdir's stamps
+    doc = json.loads(run_cli("list", *chain.flags(), "--json", expect=0).stdout)
+    assert doc["prefixes"][0]["state"] == "being built"
+    assert [c["name"] for c in doc["prefixes"][0]["components"]] == ["alpha"]
+    prefixes = run_cli("prefixes", "--recipes", str(chain.recipes), env=wide,
+                       expect=0).stdout
+    assert str(chain.prefix) in prefixes, prefixes
+
+    chain.set_args("beta")  # now beta's compile runs a while: list names the build
+    marker.touch()
+    build = subprocess.Popen([sys.executable, "-m", "rocbuild", "build", *chain.flags(),
+                              "--no-verify", "--quiet"], env=child_env(), cwd=tmp_path,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                             stdin=subprocess.DEVNULL)
+    try:
+        wait_for(lambda: bool(sleepers(marker)) or build.poll() is not None, timeout=120)
+        assert build.poll() is None, "the build ended before the slow step"
+        shown = run_cli("list", *chain.flags(), env=wide, expect=0).stdout
+        assert f"a build is installing into it now (pid {build.pid}" in shown, shown
+    finally:
+        build.send_signal(signal.SIGINT)
+        build.wait(timeout=120)

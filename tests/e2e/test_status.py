@@ -129,7 +129,9 @@ def test_json_document_has_a_stable_shape(chain: Chain,
     assert failing_build(chain)[0] == 1
     doc = status_json(chain, capsys)
     assert set(doc) == {"workdir", "prefix", "components", "verify", "run_failures",
-                        "running", "leftovers", "failed", "continue"}
+                        "running", "leftovers", "failed", "continue", "uninstalls",
+                        "launcher_notes"}
+    assert doc["uninstalls"] == [] and doc["launcher_notes"] == {}
     assert doc["run_failures"] == []
     assert doc["workdir"] == str(chain.workdir) and doc["prefix"] == str(chain.prefix)
     assert [c["name"] for c in doc["components"]] == ["alpha", "beta", "gamma"]

@@ -39,6 +39,8 @@ _TRANSIENT = re.compile(r"(could not resolve host|connection (timed out|reset|re
                         r"temporary failure|unable to access|RPC failed|TLS|gnutls|SSL)", re.I)
 
 Logger = Callable[[str], None]
+REMOTE_ASK_TIMEOUT = 60.0  # seconds for `git ls-remote` of one tag
+MOVED_TAG = "tag moved:"  # how the fetch log says a cached tag names another commit now
 
 
 @dataclass(frozen=True)
@@ -57,6 +59,9 @@ class FetchRequest:
     previous_commit: str | None = None
     applied: dict[str, Any] | None = None
     save_root: Path | None = None
+    # a new checkout (the first of this component here, or after `clean --sources`): a
+    # cached tag is checked against the remote first, since a tag can be moved there
+    recheck: bool = False
 
 
 def _git_env() -> dict[str, str]:
@@ -197,6 +202,24 @@ def fetch_into_cache(req: FetchRequest, log: Logger,
     return _fetch_into_cache(req, log, registry)[0]
 
 
+def remote_tag(url: str, tag: str, log: Logger,
+               registry: proc.ChildRegistry | None = None) -> str | None:
+    """The commit ``tag`` names in the repository at ``url`` now (``git ls-remote``: refs
+    only, no objects), the peeled commit of an annotated tag; None when the remote cannot be
+    asked or has no such tag (the cache's copy is then used, and the log says why)."""
+    env = {**os.environ, "LC_ALL": "C", "LANGUAGE": "C", **_git_env()}
+    done = proc.run_capture(["git", "ls-remote", "--tags", "--", url, f"refs/tags/{tag}"],
+                            timeout=REMOTE_ASK_TIMEOUT, env=env, registry=registry)
+    if not done.ok:
+        log(f"could not ask {url} whether {tag} moved ({git_cause(done.stderr).strip()})")
+        return None
+    refs: dict[str, str] = {}
+    for line in done.stdout.splitlines():  # "<commit>\t<ref>"
+        commit, _, ref = line.partition("\t")
+        refs[ref.strip()] = commit.strip()
+    return refs.get(f"refs/tags/{tag}^{{}}") or refs.get(f"refs/tags/{tag}")
+
+
 def _fetch_into_cache(req: FetchRequest, log: Logger, registry: proc.ChildRegistry | None
                       ) -> tuple[str, str | None]:
     """fetch_into_cache, and the ref's kind (tag, commit, branch) where the fetch learned it
@@ -208,8 +231,16 @@ def _fetch_into_cache(req: FetchRequest, log: Logger, registry: proc.ChildRegist
         log(f"{req.ref} is cached as {cached}; no download")
         return cached, None
     if cached and _is_tag_or_commit(cache, req.ref, registry):
-        log(f"{req.ref} is cached as {cached}; no download")
-        return cached, "commit" if _SHA_RE.match(req.ref) else "tag"
+        now = (remote_tag(req.url, req.ref, log, registry)
+               if req.recheck and not _SHA_RE.match(req.ref) else None)
+        if now is None or now == cached:
+            refresh = ("" if req.recheck else
+                       f" (a tag is final here: `rocbuild clean {req.name} --sources` makes "
+                       "the next build ask the remote whether it moved)")
+            log(f"{req.ref} is cached as {cached}; no download{refresh}")
+            return cached, "commit" if _SHA_RE.match(req.ref) else "tag"
+        log(f"{MOVED_TAG} {req.ref} moved in {req.url}: the cache had {cached}, the "
+            f"remote has {now}; fetching it")
     if req.offline and not is_local(req.url):  # a local mirror needs no network
         raise BuildFailed(f"{req.name}: {req.ref} from {req.url} is not in the cache and "
                           "--offline forbids downloading it",
