@@ -87,7 +87,7 @@ EXAMPLES: dict[str, tuple[tuple[str, str], ...]] = {  # command -> (what it does
     ),
     "cache": (
         ("store every built component in a shared folder", "rocbuild cache push --to /srv/rb"),
-        ("what a cache holds", "rocbuild cache list --cache /srv/rb"),
+        ("what a cache holds", "rocbuild cache list /srv/rb"),
         ("another machine installs from it", "rocbuild build --cache /srv/rb"),
     ),
     "clean": (
