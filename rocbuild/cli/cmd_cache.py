@@ -16,7 +16,7 @@ from typing import Any
 from rich.markup import escape
 from rich.table import Table
 
-from rocbuild.cli.output import Output
+from rocbuild.cli.output import FittedOutput, Output
 from rocbuild.cli.ui import console, print_row
 from rocbuild.errors import BuildFailed, ConfigError
 from rocbuild.model import wording
@@ -109,7 +109,10 @@ def run_push(args: argparse.Namespace, settings: Settings) -> int:
     store = cache.writable_store(target)
     key_file = signing.key_path(args.sign) if args.sign else None
     stack = load_stack(settings, args.components)
-    ctx = BuildContext.start(stack=stack, settings=settings, output=Output(sys.stdout))
+    # plain lines in a pipe; on a terminal fitted to its width (lines of 140 columns were
+    # cut inside words by the terminal)
+    output = FittedOutput(sys.stdout) if sys.stdout.isatty() else Output(sys.stdout)
+    ctx = BuildContext.start(stack=stack, settings=settings, output=output)
     wanted = args.components or list(stack.order)
     comps = [stack.components[n] for n in stack.order if n in wanted]
     staging = stack.work.push_staging

@@ -18,7 +18,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from rocbuild.cli.ui import console, glue_commands
+from rocbuild.cli.ui import console, glue_commands, print_command, print_quoted
 from rocbuild.errors import EXIT_OK, EXIT_STEP_FAILED, notice
 from rocbuild.model import wording
 from rocbuild.model.graph import load_stack
@@ -147,9 +147,9 @@ def print_status(report: StatusReport, out: Console, requested: list[str]) -> No
                   + (" and verified" if report.verify is not None else ""))
     elif report.verify is not None and report.verify.state == "failed":
         out.print(f"[bold red]verify failed[/]: {escape(report.verify.why)}")
-        out.print(f"after fixing it: [bold]{escape(command)}[/]", soft_wrap=True)
+        print_command(out, "after fixing it:", command)
     else:
-        out.print(f"continue with: [bold]{escape(command)}[/]", soft_wrap=True)
+        print_command(out, "continue with:", command)
 
 
 def _table(report: StatusReport, *, wide: bool = True) -> Table:
@@ -242,12 +242,12 @@ def _print_failure(out: Console, name: str, failure: FailureStatus, *,
         out.print(f"  fix:   {escape(glue_commands(found.fix))}")
         out.print(f"  seen:  {escape(found.matched_line)}")
     elif failure.tail:  # a check's message is the whole story: it has no tail
-        out.print("  cause: not a known failure; the last lines of the log:")
-        for line in failure.tail[-TAIL_LINES:]:
-            out.print(f"  | {escape(line)}")
+        out.print("  cause: not a known failure; see the log's last lines:")
+        print_quoted(out, failure.tail[-TAIL_LINES:],
+                     f"its last {len(failure.tail[-TAIL_LINES:])} lines", indent="  ")
     out.print(f"  log:   {escape(failure.log or '(none)')}")
     if not show_command:  # a build holds the workdir: a second one would be refused
         return
-    out.print(f"  continue with: [bold]{escape(failure.command)}[/]", soft_wrap=True)
+    print_command(out, "continue with:", failure.command, indent="  ")
     out.print("  (finished steps are kept)")
 
