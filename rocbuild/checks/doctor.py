@@ -75,7 +75,7 @@ LIMITED_OS: dict[tuple[str, str], str] = {
 # 6.4.4, llama.cpp-tools 0.7.0: Debian's package lists, docs/base-road.md). Testing and sid
 # have no VERSION_ID in os-release.
 _FROM_SOURCE = ("for an MI50 here: the whole stack from source needs nothing of AMD's "
-                "(`rocbuild build --target gfx906`, the overnight road)")
+                "(`rocbuild build --target gfx906`, the overnight job)")
 OS_ROADS: dict[tuple[str, str], str] = {
     ("debian", "12"): f"{_FROM_SOURCE}; Debian 12's own ROCm is 5.2, too old for --base, and "
                       "AMD's 6.4 packages are not made for this system; Debian testing and sid "
