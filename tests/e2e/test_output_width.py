@@ -385,3 +385,25 @@ def test_paths_and_keys_to_copy_are_whole_lines_of_their_own(tmp_path: Path) -> 
     made = in_a_pty(["cache", "keys", "new", "a-signer-with-a-rather-long-name"], 80, tmp_path)
     public = next(line for line in made.splitlines() if "ssh-ed25519 " in line)
     assert public.split()[-1] == "a-signer-with-a-rather-long-name", made
+
+
+def test_cache_push_and_a_verbose_build_fit_a_terminal(tmp_path: Path) -> None:
+    """On a terminal `cache push` printed its plain log lines, 134-141 columns, cut inside
+    words by the terminal, and so did `build --verbose`. They are fitted to the terminal
+    there (a tool's own lines and a command stay whole); in a pipe they stay a log."""
+    deep = tmp_path / ("d" * 40)
+    deep.mkdir()
+    flags = diagnosed_stack(deep)
+    (deep / "work/src/a").mkdir(parents=True, exist_ok=True)
+    built = in_a_pty(["build", *flags, "--verbose", "--no-verify"], 80, deep)
+    assert "a: compile" in built, built
+    # rocbuild's own lines wrap under their text, after the time; wider are only the
+    # commands it runs ("+ cmake ...") and the tools' own lines, as they printed them
+    assert any(re.match(r" {9}\S", line) for line in built.splitlines()), built
+    for line in too_wide(built, 80):
+        assert re.match(r"\d\d:\d\d:\d\d (\+ |  a:\w+ \| )", line), (line, built)
+    (deep / "work/src/a/main.c").write_text("int main(void) { return 0; }\n")
+    run_cli("build", *flags, "--no-verify", expect=0)
+    pushed = in_a_pty(["cache", "push", *flags, "--to", str(deep / "cache")], 80, deep)
+    assert "a:" in pushed and "Traceback" not in pushed, pushed
+    assert too_wide(pushed, 80) == [], pushed
