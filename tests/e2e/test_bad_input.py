@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli import CliResult, assert_no_traceback, child_env, run_cli
+from tests.cli import CliResult, assert_no_traceback, child_env, run_cli, unstamped
 from tests.conftest import require_tool
 from tests.support.chain import one_component_stack
 from tests.support.mountns import mount_problem
@@ -489,8 +489,8 @@ def test_a_full_prefix_is_named_in_the_failure_message(tmp_path: Path) -> None:
     result = _run_in_mount(f"mount -t tmpfs -o size=2m tmpfs {prefix}",
                            ["build", *flags, "--no-verify", "--quiet"], tmp_path)
     assert result.returncode == 1, result.explain()
-    lines = result.stdout.splitlines()
-    # the message (wrapped at spaces in the summary) up to the log line
+    lines = unstamped(result.stdout).splitlines()  # a build's piped output: a log
+    # the message (one line in a pipe; wrapped at spaces on a terminal) up to the log line
     after = lines[lines.index("FAILED a: install") + 1:]
     message = " ".join(" ".join(after[:next(i for i, line in enumerate(after)
                                              if line.startswith("log:"))]).split())
