@@ -77,5 +77,6 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
                   "(--unproven); `rocbuild prefixes` marks it so")
     out.print(f"{escape(buildinfo.title_of(switch.info))} {escape(switch.info.version)} for "
               f"{escape(targets)}; load it with:")
-    out.print(f"  . {escape(str(switch.target))}/env.sh", soft_wrap=True)
+    # through the link: the line a shell profile keeps follows the next switch
+    out.print(f"  . {escape(str(switch.link))}/env.sh", soft_wrap=True)
     return 0

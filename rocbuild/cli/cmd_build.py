@@ -8,7 +8,7 @@ import sys
 from typing import TYPE_CHECKING
 
 from rocbuild.cli import ui
-from rocbuild.cli.output import Output
+from rocbuild.cli.output import FittedOutput, Output
 from rocbuild.errors import RocbuildError
 from rocbuild.model import wording
 from rocbuild.model.graph import load_stack
@@ -60,13 +60,14 @@ def register(sub: argparse._SubParsersAction, parents: list[argparse.ArgumentPar
 def make_output(args: argparse.Namespace) -> Output:
     """Bars on a terminal; plain lines (the build output too, unless --quiet) elsewhere, so
     CI logs and nohup files read well."""
-    if getattr(args, "json", False):  # stdout is the JSON document's
-        return Output(sys.stderr, show_build_output=not args.quiet)
-    if sys.stdout.isatty() and not args.verbose:
+    stream = sys.stderr if getattr(args, "json", False) else sys.stdout  # stdout: the JSON
+    if stream.isatty() and not args.verbose and stream is sys.stdout:
         from rocbuild.cli.progress import LiveOutput  # rich's live display: terminals only
 
         return LiveOutput(sys.stdout)
-    return Output(sys.stdout, show_build_output=not args.quiet)
+    if stream.isatty():  # --verbose (or --json's lines): the same lines, fitted
+        return FittedOutput(stream, show_build_output=not args.quiet)
+    return Output(stream, show_build_output=not args.quiet)
 
 
 def expected_steps(ctx: BuildContext) -> dict[tuple[str, str], float | None]:
@@ -119,10 +120,10 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     if not args.json:
         return engine.build(ctx, components, whole, reports(), parallel=settings.parallel,
                             keep_going=args.keep_going, verify=args.verify,
-                            out=ui.console(ctx.output.stream))
+                            out=ui.console(ctx.output.stream, stamped=True))
     from rocbuild.cli import build_report  # --json only
 
-    summary = ui.console(sys.stderr)
+    summary = ui.console(sys.stderr, stamped=True)
     try:
         code = engine.build(ctx, components, whole, reports(), parallel=settings.parallel,
                             keep_going=args.keep_going, verify=args.verify, out=summary)

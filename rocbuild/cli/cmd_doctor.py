@@ -14,7 +14,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from rocbuild.checks import doctor, hostreqs
-from rocbuild.cli.ui import console, print_row
+from rocbuild.cli.ui import console, glue_commands, print_row
 from rocbuild.errors import ConfigError
 from rocbuild.model import cost, wording
 from rocbuild.model.baseaudit import audit_lines, unclaimed
@@ -70,7 +70,9 @@ def print_report(report: doctor.Report, out: Console) -> None:
         # margin)
         print_row(out, f"  [{style}]{label:<4}[/] {check.id:<12} {escape(check.summary)}", 20)
         if check.fix and check.status != doctor.OK:
-            print_row(out, f"  {'':<4} {'':<12} [dim]fix:[/] {escape(check.fix)}", 25)
+            # a command in it stays whole, on a line of its own when it does not fit
+            print_row(out, f"  {'':<4} {'':<12} [dim]fix:[/] "
+                           f"{escape(glue_commands(check.fix))}", 25)
     failed = sum(c.status == doctor.FAIL for c in report.checks)
     warned = sum(c.status == doctor.WARN for c in report.checks)
     target = report.recommended_target
@@ -117,6 +119,7 @@ def needs_from(settings: Settings) -> doctor.Needs:
                  stack_summary=f"{stack.recipes.stack.name} {stack.version}, "
                                f"{wording.count(len(selected), 'component')}",
                  workdir=settings.workdir, swap_weight=settings.swap_weight,
+                 hip_rocm=stack.rocm_root if stack.recipes.gpu_code else None,
                  **_base_audit(stack, settings))
 
 

@@ -20,7 +20,14 @@ from rich.markup import escape
 from rich.table import Table
 
 from rocbuild.checks import launchtools
-from rocbuild.cli.ui import console, first_error_lines, glue_commands
+from rocbuild.cli.ui import (
+    FIRST_ERROR,
+    console,
+    first_error_lines,
+    glue_commands,
+    print_command,
+    print_quoted,
+)
 from rocbuild.errors import EXIT_OK, EXIT_STEP_FAILED, notice
 from rocbuild.model import buildsystems, launchers, wording
 from rocbuild.model.graph import Stack, load_stack
@@ -211,9 +218,9 @@ def print_status(report: StatusReport, out: Console, requested: list[str],
                   + (" and verified" if report.verify is not None else ""))
     elif report.verify is not None and report.verify.state == "failed":
         out.print(f"[bold red]verify failed[/]: {escape(report.verify.why)}")
-        out.print(f"after fixing it: [bold]{escape(command)}[/]", soft_wrap=True)
+        print_command(out, "after fixing it:", command)
     else:
-        out.print(f"continue with: [bold]{escape(command)}[/]", soft_wrap=True)
+        print_command(out, "continue with:", command)
 
 
 def print_dropped(out: Console, dropped: list[str]) -> None:
@@ -319,15 +326,14 @@ def _print_failure(out: Console, name: str, failure: FailureStatus, *,
         out.print(f"  seen:  {escape(found.matched_line)}")
     elif first:  # the cause is the first error, not the last lines
         out.print("  cause: not a known failure; the first error of the log:")
-        for line in first[1:]:
-            out.print(f"  | {escape(line)}")
+        print_quoted(out, first, FIRST_ERROR, indent="  ")
     elif failure.tail:  # a check's message is the whole story: it has no tail
-        out.print("  cause: not a known failure; the last lines of the log:")
-        for line in failure.tail[-TAIL_LINES:]:
-            out.print(f"  | {escape(line)}")
+        out.print("  cause: not a known failure; see the log's last lines:")
+        print_quoted(out, failure.tail[-TAIL_LINES:],
+                     f"its last {len(failure.tail[-TAIL_LINES:])} lines", indent="  ")
     out.print(f"  log:   {escape(failure.log or '(none)')}")
     if not show_command:  # a build holds the workdir: a second one would be refused
         return
-    out.print(f"  continue with: [bold]{escape(failure.command)}[/]", soft_wrap=True)
+    print_command(out, "continue with:", failure.command, indent="  ")
     out.print("  (finished steps are kept)")
 

@@ -62,7 +62,7 @@ def namespace_from_environment() -> dict[str, Any]:
                        command=continuation.doit_command_line(sys.argv[1:], settings,
                                                               Path.cwd()))
     default_tasks = tuple(f"{tasks.BUILD}:{name}" for name in default.order)
-    run = Run(ctx, reports(), ui.console(output.stream),
+    run = Run(ctx, reports(), ui.console(output.stream, stamped=True),
               default, verify=get_var("verify", "yes") not in ("no", "0", "false"),
               components=None, raise_refusals=False, load=_loader(settings),
               default_tasks=default_tasks)  # verify=no is like --no-verify

@@ -6,13 +6,14 @@ from __future__ import annotations
 import re
 import sys
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO, cast
 
 from rich.cells import cell_len
 from rich.console import Console
 from rich.markup import escape
 from rich.text import Text
 
+from rocbuild import proc
 from rocbuild.errors import redact
 from rocbuild.model import wording
 from rocbuild.model.baseaudit import audit_lines
@@ -42,7 +43,15 @@ class FittedConsole(Console):
     rich's meaning, the line left whole for the terminal to wrap: a command to paste (a copy
     of a soft-wrapped line is still one line) or a finding meant for grep."""
 
+    # a log (a build's plain output in a pipe): every text line whole, for grep, as the step
+    # lines before it are; tables keep their layout (console(stamped=True))
+    whole_lines = False
+
     def print(self, *objects: Any, **kwargs: Any) -> None:
+        if self.whole_lines and objects and all(isinstance(o, (str, Text)) for o in objects):
+            for name in ("hang", "under"):
+                kwargs.pop(name, None)
+            kwargs["soft_wrap"] = True
         if kwargs.get("soft_wrap"):
             super().print(*(_unglued(o) for o in objects), **kwargs)
             return
@@ -51,6 +60,7 @@ class FittedConsole(Console):
             super().print(*(_unglued(o) for o in objects), **kwargs)
             return
         hang = kwargs.pop("hang", None)
+        under = kwargs.pop("under", None)
         sep = kwargs.pop("sep", " ")
         markup = kwargs.pop("markup", None)
         style = kwargs.pop("style", None)
@@ -70,10 +80,17 @@ class FittedConsole(Console):
                 # a continued line stays in its column, not at the margin; a word too long
                 # for that (a path) goes under the line's own indent, or at the margin when
                 # it fits there (plan's 66-character recipes path made an 81-column row);
-                # one longer than any line keeps the column, as it overflows anyway
+                # one longer than any line keeps the column, as it overflows anyway. A
+                # row's value too long for its column goes under its label (``under``,
+                # default two columns in from the row's indent), never to the margin, where
+                # it read as a label of its own (`info`'s env values)
                 if i:
                     room = self.width - cell_len(piece.plain)
-                    at = next((c for c in (indent, lead, 0) if c <= room), indent)
+                    if hang is None:
+                        at = next((c for c in (indent, lead, 0) if c <= room), indent)
+                    else:
+                        at = hang if hang <= room else min(
+                            lead + 2 if under is None else under, hang)
                     piece = Text(" " * at) + piece if at else piece
                 super().print(piece, overflow="ignore", crop=False, **kwargs)
 
@@ -100,11 +117,32 @@ def glue_commands(text: str) -> str:
     return re.sub(r"`[^`]+`", lambda m: glue(m.group()), text)
 
 
-def print_row(out: Console, text: str, hang: int) -> None:
+def print_command(out: Console, label: str, command: str, indent: str = "") -> None:
+    """A command meant to be copied, under its label ("continue with:"): on a line of its
+    own, whole (soft_wrap: a terminal wraps it, and a copy is still one line), so selecting
+    the line copies the command and nothing else; bold on a terminal."""
+    out.print(f"{indent}{label}")
+    out.print(f"{indent}  [bold]{escape(command)}[/]", soft_wrap=True)
+
+
+def print_quoted(out: Console, lines: Sequence[str], what: str, indent: str = "") -> None:
+    """Tool output quoted in a report (a failed step's last log lines): each line as the
+    tool printed it, never re-wrapped, at the margin, so a compiler's caret line stays under
+    the column it points at and its ``|`` gutter stays whole (re-wrapped between words, the
+    pieces lost both); a terminal wraps a long one as it wraps the tool itself. A line
+    before and after marks where the quote begins and ends."""
+    out.print(f"{indent}--- {what}, as printed ---")
+    for line in lines:
+        out.print(escape(line), soft_wrap=True)
+    out.print(f"{indent}--- end of the log lines ---")
+
+
+def print_row(out: Console, text: str, hang: int, under: int | None = None) -> None:
     """A name/value row: on the fitted console, a row longer than the line continues under
-    its value, at column ``hang``."""
+    its value, at column ``hang``; a value word too long for that column goes under the
+    label, at column ``under`` (default: two in from the row's indent)."""
     if isinstance(out, FittedConsole):
-        out.print(text, hang=hang)
+        out.print(text, hang=hang, under=under)
     else:
         out.print(text)
 
@@ -126,12 +164,51 @@ def _word_breaks(text: str, width: int, hang: int = 0) -> list[int]:
     return breaks
 
 
-def console(stream: TextIO | None = None) -> FittedConsole:
+def console(stream: TextIO | None = None, *, stamped: bool = False) -> FittedConsole:
     """The one console of every command: the terminal's width when there is one, else
-    COLUMNS when set (rich reads it), else 80 columns (rich's default for a pipe or file)."""
+    COLUMNS when set (rich reads it), else 80 columns (rich's default for a pipe or file).
+    ``stamped``: the end of a build's plain output (a pipe, nohup, CI): a log, whose every
+    line starts with the time and stays whole (for grep) as the step lines before it do;
+    only its tables are laid out, to the width with the time."""
     # emoji=False: rocbuild writes no emoji codes, and a path such as /srv/:fire:/x must
     # print as it is (rich would also load its 2 ms table of codes for every command)
-    return FittedConsole(file=stream or sys.stdout, highlight=False, emoji=False)
+    out = FittedConsole(file=stream or sys.stdout, highlight=False, emoji=False)
+    if not stamped or out.is_terminal:
+        return out
+    stamped_stream = StampedStream(stream or sys.stdout)
+    log = FittedConsole(file=cast(TextIO, stamped_stream), highlight=False, emoji=False,
+                        width=max(out.width - stamped_stream.width, 20))
+    log.whole_lines = True
+    return log
+
+
+class StampedStream:
+    """A text stream whose every line starts with the time of day (proc.clock()), as the
+    plain output's step lines do: a log of a build says when each line was written."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self.stream = stream
+        self._line_start = True
+        self.width = len(proc.clock()) + 1
+
+    def write(self, text: str) -> int:
+        pieces = []
+        for piece in text.splitlines(keepends=True):
+            if self._line_start:
+                pieces.append(f"{proc.clock()} ")
+            pieces.append(piece)
+            self._line_start = piece.endswith("\n")
+        self.stream.write("".join(pieces))
+        return len(text)
+
+    def flush(self) -> None:
+        self.stream.flush()
+
+    def isatty(self) -> bool:
+        return False
+
+    def fileno(self) -> int:
+        return self.stream.fileno()
 
 
 def print_plan(plan: Plan, out: Console) -> None:
@@ -269,8 +346,10 @@ def first_error_lines(first: Sequence[str], shown: Sequence[str]) -> list[str]:
     first one is what the last lines show (the summary and `status` alike)."""
     if not first or first[0] in shown:
         return []
-    return ["--- the first error (the cause; what follows it in the log comes of it) ---",
-            *first]
+    return list(first)
+
+
+FIRST_ERROR = "the first error (the cause; what follows it in the log comes of it)"
 
 
 def print_build_summary(outcomes: Sequence[StepOutcome], stack: Stack, command: str | None,
@@ -322,13 +401,12 @@ def print_build_summary(outcomes: Sequence[StepOutcome], stack: Stack, command: 
         if found is not None:
             out.print(f"[bold]cause:[/] {escape(found.cause)}")
             out.print(f"[bold]fix:[/]   {escape(glue_commands(found.fix))}")
-        for line in first_error_lines(o.first_error, o.tail[-20:]):
-            out.print(escape(line))
+        first = first_error_lines(o.first_error, o.tail[-20:])
+        if first:
+            print_quoted(out, first, FIRST_ERROR)
         if o.tail:
-            out.print(f"--- last {min(len(o.tail), 20)} lines ---")
-            for line in o.tail[-20:]:
-                out.print(escape(line))
-        out.print(f"continue with: {escape(command)}", soft_wrap=True)  # to paste: one line
+            print_quoted(out, o.tail[-20:], f"the log's last {min(len(o.tail), 20)} lines")
+        print_command(out, "continue with:", command)
         out.print("(finished steps are kept; only this step and what follows run again)")
     if interrupted:
         out.print("[yellow]interrupted[/]: finished steps are recorded; run the same command "

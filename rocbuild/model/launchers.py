@@ -423,13 +423,12 @@ def launcher_env(launch: Launch | None, stack: Stack, comp: Component) -> dict[s
         extra = toolchain_files(stack.search_prefixes)
         if extra:
             env["CCACHE_EXTRAFILES"] = ":".join(map(str, extra))
-        # TensileCreateLibrary prepends these to its own compiler and assembler processes
-        # (Tensile be49885: TensileCreateLibrary.py:267, KernelWriterAssembly.py:244); only
+        # variables through which the project's build hands a launcher to compiler processes
+        # of its own (the recipe's `launcher_env`: rocBLAS's TensileCreateLibrary); only
         # where the component's C++ compiles go through rocbuild's ccache, not a launcher of
         # the recipe's or the user's own
-        if choices(launch, comp)["CXX"].source == "rocbuild":
-            env["Tensile_CXX_COMPILER_LAUNCHER"] = launch.ccache
-            env["Tensile_ASM_COMPILER_LAUNCHER"] = launch.ccache
+        if comp.recipe.launcher_env and choices(launch, comp)["CXX"].source == "rocbuild":
+            env.update(dict.fromkeys(comp.recipe.launcher_env, launch.ccache))
     if distributes(launch, comp):
         assert launch.distcc is not None
         if launch.tree_ccache is not None:  # a ccache that passes through runs it too

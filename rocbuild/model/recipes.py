@@ -58,6 +58,10 @@ def unknown_component(name: str, known: Iterable[str], tip: str, where: str = ""
 # strmap (a table of string values).
 _Schema = Mapping[str, Any]
 
+# a provides_env entry's ``steps``: the stack's build steps run with the variable too,
+# "always" or only while its component is taken "from base" (model/provides.py); "": never
+ENV_STEPS = ("", "always", "from base")
+
 STACK_SCHEMA: _Schema = {
     "stack": {
         "name": "str",
@@ -67,6 +71,8 @@ STACK_SCHEMA: _Schema = {
         "components": "strlist",
         "title": "str",
         "summary": "str",
+        "programs": "str",
+        "cmake_packages": "str",
     },
 }
 
@@ -158,10 +164,15 @@ class Recipe:
     python_wheels: tuple[str, ...] = _key("python.wheels", "strlist", ())
     env: Mapping[str, str] = _key("env", "strmap", {})
     # the environment variables the prefix's env files and modulefiles set for users of what
-    # this component installs (ROCM_PATH, HIP_PATH, ...): NAME -> (value, comment); a value
-    # may name "{{ prefix }}", the tree the component is installed in (the prefix, or the
-    # base it is taken from), which the env files compute where they lie (envfiles.py)
-    provides_env: Mapping[str, tuple[str, str]] = _key("provides_env", "envmap", {})
+    # this component installs (ROCM_PATH, HIP_PATH, ...): NAME -> (value, comment, steps); a
+    # value may name "{{ prefix }}", the tree the component is installed in (the prefix, or
+    # the base it is taken from), which the env files compute where they lie (envfiles.py);
+    # ``steps`` says whether the stack's build steps run with it too (model/provides.py)
+    provides_env: Mapping[str, tuple[str, str, str]] = _key("provides_env", "envmap", {})
+    # variables through which the project's build hands a compiler launcher to compiler
+    # processes of its own (Tensile's): set to rocbuild's ccache where the component's C++
+    # compiles go through it (launchers.launcher_env), never fingerprinted
+    launcher_env: tuple[str, ...] = _key("launcher_env", "strlist", ())
     # how the component shows in an installed ROCm (--base): files that must exist (globs
     # allowed; "a | b" is met by either, for a file two layouts keep in different places),
     # a folder holding the Tensile set for every target, and whether a base without it is
@@ -309,20 +320,27 @@ def _check_value(file: Path, keypath: tuple[str, ...], tag: str, value: Any) -> 
     if tag == "envmap":  # provides_env: NAME = "value" or NAME = {value = "...", comment = "..."}
         if not isinstance(value, dict):
             raise bad()
-        out: dict[str, tuple[str, str]] = {}
+        out: dict[str, tuple[str, str, str]] = {}
         for name, item in value.items():
             if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
                 raise ConfigError(f"{file}: key '{key}.{name}' is not an environment variable "
                                   "name (letters, digits and '_')", tip=f"fix '{key}' in {file}")
             if isinstance(item, str):
-                out[name] = (item, "")
-            elif (isinstance(item, dict) and set(item) <= {"value", "comment"}
+                out[name] = (item, "", "")
+            elif (isinstance(item, dict) and set(item) <= {"value", "comment", "steps"}
                   and all(isinstance(v, str) for v in item.values()) and "value" in item):
-                out[name] = (item["value"], item.get("comment", ""))
+                steps = item.get("steps", "")
+                if steps not in ENV_STEPS:
+                    raise ConfigError(
+                        f"{file}: key '{key}.{name}.steps' must be one of "
+                        f"{', '.join(repr(s) for s in ENV_STEPS if s)}, got {steps!r}",
+                        tip=f"fix '{key}.{name}.steps' in {file}")
+                out[name] = (item["value"], item.get("comment", ""), steps)
             else:
                 raise ConfigError(
                     f"{file}: key '{key}.{name}' must be a string or a table with a string "
-                    f"'value' (and a 'comment'), got {item!r}", tip=f"fix '{key}.{name}' in {file}")
+                    f"'value' (and a 'comment', 'steps'), got {item!r}",
+                    tip=f"fix '{key}.{name}' in {file}")
         return out
     return value
 
@@ -394,6 +412,11 @@ class StackSpec:
     # a line on what it holds for the modulefiles' help (a template with {{ version }})
     title: str = ""
     summary: str = ""
+    # what the env files say the stack's bin/ holds ("hipcc, clang, rocminfo, llama.cpp
+    # tools") and which CMake packages find_package finds in it ("hip/rocblas/hipblas"):
+    # words of the stack's own, so a stack of other projects gets none of ROCm's
+    programs: str = ""
+    cmake_packages: str = ""
 
     @property
     def display_title(self) -> str:
@@ -411,6 +434,13 @@ class RecipeSet:
     folder: Path
     overlay: Path | None = None  # the user's recipes over these (load_recipes)
     overlaid: frozenset[str] = frozenset()  # names taken from the overlay ("stack": stack.toml)
+
+    @property
+    def gpu_code(self) -> bool:
+        """Whether a recipe says its files carry GPU code (a [gpu] shape with code, or the
+        older ``gpu_code``): the stack's env files, activate and verify then speak of native
+        code for the targets; a stack of other projects gets none of those words."""
+        return any(r.carries_gpu_code for r in self.recipes.values())
 
     @property
     def patches_dir(self) -> Path:
@@ -450,7 +480,8 @@ _PLAIN_TEXT = re.compile(r"[A-Za-z0-9 ._+(),/:-]*")
 
 
 def check_plain_text(file: Path, key: str, text: str) -> None:
-    """Refuse a stack title or summary the env files could not print as it is."""
+    """Refuse a stack title, summary or other words the env files could not print as they
+    are."""
     if not _PLAIN_TEXT.fullmatch(text):
         raise ConfigError(f"{file}: key '{key}' = {text!r}: use letters, digits, spaces and "
                           ". _ + ( ) , / : - only (the env files print it as it is)",
@@ -471,11 +502,13 @@ def load_stack_spec(folder: Path) -> StackSpec:
     if not re.fullmatch(r"\d+\.\d+(\.\d+)?", stack["version"]):
         raise ConfigError(f"{file}: key 'stack.version' must look like 6.4.3, "
                           f"got {stack['version']!r}", tip=f"fix 'stack.version' in {file}")
-    check_plain_text(file, "stack.title", stack.get("title", ""))
+    for key in ("title", "programs", "cmake_packages"):
+        check_plain_text(file, f"stack.{key}", stack.get(key, ""))
     return StackSpec(file=file, name=stack.get("name", "rocm"), version=stack["version"],
                      targets=stack["targets"], prefix=stack["prefix"],
                      components=stack.get("components", ()), title=stack.get("title", ""),
-                     summary=stack.get("summary", ""))
+                     summary=stack.get("summary", ""), programs=stack.get("programs", ""),
+                     cmake_packages=stack.get("cmake_packages", ""))
 
 
 def load_recipe(file: Path) -> Recipe:

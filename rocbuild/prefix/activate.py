@@ -142,8 +142,8 @@ def check_prefix(prefix: Path, *, unproven: bool = False) -> BuildInfo:
                               "it before the base, or build a whole stack without --base")
     if not info.verified and not unproven:
         raise ConfigError(f"the build into {prefix} is complete but unproven: "
-                          f"{buildinfo.unproven_why(info)}, so nothing shows the libraries "
-                          f"carry code for {', '.join(info.targets) or 'the targets'}",
+                          f"{buildinfo.unproven_why(info)}, so nothing shows "
+                          f"{buildinfo.what_verify_proves(info)}",
                           tip=f"run `rocbuild verify {prefix}` (a pass is recorded in the "
                               "prefix; it lists what is wrong otherwise), or, to use it "
                               f"anyway: rocbuild activate --unproven {prefix}")

@@ -96,6 +96,21 @@ def title_of(info: BuildInfo) -> str:
     return title if isinstance(title, str) and title else "ROCm"
 
 
+def has_gpu_code(info: BuildInfo) -> bool:
+    """Whether a recipe of the prefix's stack says its files carry GPU code (``gpu_code``):
+    then verify proves code for the targets, else only that the programs find their
+    libraries. A build-info of an earlier rocbuild (ROCm only) has no such field."""
+    value = info.extra.get("gpu_code")
+    return value if isinstance(value, bool) else True
+
+
+def what_verify_proves(info: BuildInfo) -> str:
+    """What a passing verify shows of the prefix, in a few words (activate's refusal)."""
+    if has_gpu_code(info):
+        return f"the libraries carry code for {', '.join(info.targets) or 'the targets'}"
+    return "every program finds its libraries"
+
+
 def verify_result(info: BuildInfo) -> str | None:
     """The result of the prefix's last recorded verify, None when none is recorded (a
     build-info of an earlier rocbuild)."""
@@ -140,7 +155,8 @@ def new_build_info(stack: Stack, *, commits: Mapping[str, str] | None = None,
                      recipe_fingerprint=recipe_fingerprint(stack), components=components,
                      started=started or now(),
                      extra={**base_record(stack), **filled_from(stack),
-                            "title": stack.recipes.stack.display_title})
+                            "title": stack.recipes.stack.display_title,
+                            "gpu_code": stack.recipes.gpu_code})
 
 
 def filled_from(stack: Stack) -> dict[str, Any]:

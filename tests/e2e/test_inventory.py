@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import json
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
-from tests.cli import run_cli
+from tests.cli import child_env, run_cli
 from tests.conftest import require_tool
 from tests.support.chain import Chain
 
@@ -64,7 +65,8 @@ def test_a_repeated_subtree_is_drawn_once(tmp_path: Path) -> None:
     assert "llvm (*)" in shown and "(*) drawn above" in shown, shown
 
 
-def complete_in_bash(script: Path, words: list[str]) -> list[str]:
+def complete_in_bash(script: Path, words: list[str],
+                     env: dict[str, str] | None = None) -> list[str]:
     """What bash's completion function offers for ``words`` (the last one being completed),
     as a user's <TAB> runs it: COMP_WORDS/COMP_CWORD, then the function `complete` names."""
     line = " ".join(words)
@@ -75,8 +77,21 @@ def complete_in_bash(script: Path, words: list[str]) -> list[str]:
                '"$func" rocbuild "${COMP_WORDS[COMP_CWORD]}" "${COMP_WORDS[COMP_CWORD-1]}"\n'
                'printf "%s\\n" "${COMPREPLY[@]}"\n')
     done = subprocess.run(["bash", "--norc", "--noprofile", "-c", program],
-                          capture_output=True, text=True, check=True)
+                          capture_output=True, text=True, check=True, env=env)
     return done.stdout.split()
+
+
+def rocbuild_on_path(tmp_path: Path, recipes: Path) -> dict[str, str]:
+    """An environment with a `rocbuild` command first on PATH (this checkout's, as a user's
+    installed one) whose configured recipes are ``recipes`` (ROCBUILD_RECIPES)."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    program = bin_dir / "rocbuild"
+    program.write_text(f'#!/bin/sh\nexec {sys.executable} -m rocbuild "$@"\n')
+    program.chmod(0o755)
+    env = child_env({"ROCBUILD_RECIPES": str(recipes)})
+    env["PATH"] = f"{bin_dir}:{env['PATH']}"
+    return env
 
 
 def test_bash_completion_from_the_parser_completes_commands_and_flags(tmp_path: Path) -> None:
@@ -88,6 +103,34 @@ def test_bash_completion_from_the_parser_completes_commands_and_flags(tmp_path: 
     # the global flags every command accepts, though each command's help hides them
     assert complete_in_bash(script, ["rocbuild", "build", "--wor"]) == ["--workdir"]
     assert complete_in_bash(script, ["rocbuild", "completion", ""]) == ["bash", "zsh", "fish"]
+
+
+def test_completion_knows_component_names_steps_and_targets(chain: Chain,
+                                                           tmp_path: Path) -> None:
+    """`rocbuild logs <Tab>` offered nothing: completion knew commands and flags only. Every
+    COMPONENT completes the configured stack's names (asked at <Tab>), `logs COMPONENT STEP`
+    the step names and --target the processors, in bash and in fish."""
+    require_tool("bash")
+    env = rocbuild_on_path(tmp_path, chain.recipes)
+    script = tmp_path / "rocbuild.bash"
+    script.write_text(run_cli("completion", "bash", cwd=tmp_path, expect=0).stdout)
+    assert complete_in_bash(script, ["rocbuild", "logs", ""], env) == ["alpha", "beta", "gamma"]
+    assert complete_in_bash(script, ["rocbuild", "build", "alpha", "g"], env) == ["gamma"]
+    assert complete_in_bash(script, ["rocbuild", "info", "be"], env) == ["beta"]
+    assert complete_in_bash(script, ["rocbuild", "logs", "beta", "co"], env) == [
+        "configure", "compile"]
+    assert "gfx906" in complete_in_bash(script, ["rocbuild", "build", "--target", "gfx90"], env)
+    # a recipes folder that cannot be read completes nothing, and prints no error
+    broken = {**env, "ROCBUILD_RECIPES": str(tmp_path / "nowhere")}
+    assert complete_in_bash(script, ["rocbuild", "logs", ""], broken) == []
+    require_tool("fish")
+    fish = tmp_path / "rocbuild.fish"
+    fish.write_text(run_cli("completion", "fish", cwd=tmp_path, expect=0).stdout)
+    done = subprocess.run(["fish", "--no-config", "-c", f"source {fish}; complete -C "
+                           "'rocbuild logs '"], capture_output=True, text=True, check=True,
+                          env=env)
+    offered = [line.split("\t")[0] for line in done.stdout.splitlines()]
+    assert {"alpha", "beta", "gamma"} <= set(offered), done.stdout
 
 
 def test_fish_and_zsh_completion_load_in_their_shells(tmp_path: Path) -> None:

@@ -20,7 +20,7 @@ from rocbuild.model.settings import resolve
 from rocbuild.run.engine.status import collect
 from rocbuild.run.state.state import StateDir
 from rocbuild.run.state.uptodate import Rule
-from tests.cli import child_env, run_cli, run_flags
+from tests.cli import child_env, commands_under, run_cli, run_flags
 from tests.e2e.test_engine import sleepers, slow_beta, wait_for
 from tests.e2e.test_status import break_beta, recipe
 from tests.support.chain import Chain, add_gamma_patch, require_gpu_code
@@ -29,8 +29,7 @@ pytestmark = pytest.mark.e2e
 
 
 def continue_lines(text: str) -> list[str]:
-    return [line.split("continue with: ", 1)[1].split("  (finished", 1)[0]
-            for line in text.splitlines() if "continue with: " in line]
+    return commands_under(text)
 
 
 def test_continue_line_pasted_into_a_new_shell_finishes_the_whole_run(chain: Chain) -> None:
@@ -183,7 +182,7 @@ def test_a_failed_configure_shows_its_first_cmake_error(tmp_path: Path) -> None:
     text = built.stdout
     first = text.index("--- the first error (the cause;")
     assert "the first error: the real cause is here" in text[first:], built.explain()
-    assert text.index("the first error: the real cause") < text.index("--- last 20 lines ---")
+    assert text.index("the first error: the real cause") < text.index("--- the log's last 20 lines")
     assert "CMake Error at CMakeLists.txt:3 (message):" in text[first:], built.explain()
     doc = json.loads(run_cli("build", *flags, "--no-verify", "--json", expect=1).stdout)
     failed = next(s for s in doc["steps"] if s["result"] == "failed")

@@ -24,7 +24,9 @@ def stack_for(write_recipes, tmp_path: Path, env: dict[str, str] | None = None,
               tools: dict[str, str] | None = None, **flags: str):
     folder = write_recipes(host=RECIPE + 'distribute = true\n[resources]\ndisk = "40GiB"\n'
                            'compile_mem = "1GiB"\nlink_mem = "4GiB"\n',
-                           device=RECIPE + '[resources]\ndisk = "8GiB"\n')
+                           device='launcher_env = ["Tensile_CXX_COMPILER_LAUNCHER", '
+                           '"Tensile_ASM_COMPILER_LAUNCHER"]\n' + RECIPE
+                           + '[resources]\ndisk = "8GiB"\n')
     settings = resolve({"recipes": str(folder), "workdir": str(tmp_path / "w"), **flags},
                        env={}, cwd=tmp_path)
     stack = load_stack(settings)
@@ -58,9 +60,13 @@ def test_cache_env_is_keyed_for_a_rebuilt_compiler_and_a_recreated_tree(
     assert env["CCACHE_BASEDIR"] == work and "CCACHE_DEPEND" not in env
     assert env["CCACHE_MAXSIZE"] == "24Gi"  # half of the stack's 48 GiB build-tree estimate
     assert env["CCACHE_STATSLOG"] == f"{work}/logs/device/ccache-stats.log"
+    # the recipe's launcher_env (rocBLAS's Tensile variables) gets the launcher too
     assert env["Tensile_CXX_COMPILER_LAUNCHER"] == env["Tensile_ASM_COMPILER_LAUNCHER"] \
         == "/usr/bin/ccache"
     assert "CCACHE_PREFIX" not in env and "DISTCC_HOSTS" not in env
+    # ...and only that recipe's steps: a project that names no such variable gets none
+    host = launchers.launcher_env(launch, stack, stack.components["host"])
+    assert not [name for name in host if name.startswith("Tensile")], host
 
 
 def test_compilers_are_hashed_by_content_only_where_the_stack_rebuilds_them(
