@@ -48,13 +48,16 @@ def shown(name: str, value: Any) -> str:
 
 def run(args: argparse.Namespace, settings: Settings) -> int:
     cwd, env = Path.cwd(), os.environ
-    used = settings_mod.find_config_file(cwd, env)
-    looked = settings_mod.config_candidates(cwd, env)
+    choice = settings.config or settings_mod.find_config(cwd, env)
+    used, looked = choice.path, list(choice.searched)
     values = [{"name": o.name, "value": shown(o.name, settings.value(o.name)),
                "source": settings.source(o.name)} for o in settings_mod.OPTIONS]
     if args.json:
         json.dump({"config_file": str(used) if used else None,
-                   "searched": [str(p) for p in looked], "settings": values},
+                   "searched": [str(p) for p in looked], "settings": values,
+                   "not_used": [{"file": str(path), "why": why}
+                                for path, why in choice.skipped],
+                   "overlay_not_used": settings.refused_overlay or None},
                   sys.stdout, indent=2)
         sys.stdout.write("\n")
         return 0
@@ -69,6 +72,10 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         if used != user and user.is_file():
             out.print(f"not read: {escape(str(user))} (the nearer file wins; they are not "
                       "merged)")
+    for path, why in choice.skipped:  # others could write it (model/trust.py)
+        out.print(f"not used: {escape(str(path))} ({escape(why)})")
+    if settings.refused_overlay:
+        out.print(f"not used: {escape(settings.refused_overlay)}")
     # rows, not a table: a path stays whole (to paste), a long row continues under its value
     width = max(len(row["name"]) for row in values)
     out.print("settings (value, then where it came from):")

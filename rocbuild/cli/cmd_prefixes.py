@@ -15,6 +15,7 @@ from typing import Any
 from rich.markup import escape
 
 from rocbuild.cli import clean
+from rocbuild.cli.argerrors import path_arg
 from rocbuild.cli.ui import console, glue
 from rocbuild.errors import ConfigError
 from rocbuild.model.graph import load_stack
@@ -39,13 +40,13 @@ def register(sub: argparse._SubParsersAction, parents: list[argparse.ArgumentPar
                     "workdir filled it, and which links point at it (the one marked * is "
                     "where the stable link points).")
     parser.add_argument("--json", action="store_true", help="print a JSON document")
-    parser.add_argument("--link", type=Path, default=None, metavar="PATH",
+    parser.add_argument("--link", type=path_arg, default=None, metavar="PATH",
                         help=f"the stable link to mark as active (default "
                              f"{activate.DEFAULT_LINK}) [env {activate.LINK_ENV}]")
     what = parser.add_mutually_exclusive_group()
-    what.add_argument("--forget", type=Path, metavar="PREFIX",
+    what.add_argument("--forget", type=path_arg, metavar="PREFIX",
                       help="take PREFIX off the list (its files stay)")
-    what.add_argument("--remove", type=Path, metavar="PREFIX",
+    what.add_argument("--remove", type=path_arg, metavar="PREFIX",
                       help="delete PREFIX: only a prefix rocbuild built, holding nothing but "
                            "what its components installed, that no link points at")
     parser.set_defaults(func=run)
