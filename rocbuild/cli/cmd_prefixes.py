@@ -182,6 +182,13 @@ def remove(prefix: Path, link: Path) -> int:
     """Delete a prefix rocbuild built, after the checks that it is rocbuild's alone and
     unused: its marker and build-info, no file that no install record holds, no link
     pointing at it, no build installing into it (the prefix lock)."""
+    if prefix.is_symlink():  # rmtree refuses a link (a traceback), and a link is not a prefix
+        target = Path(os.path.realpath(prefix))
+        raise ConfigError(f"{prefix} is a link (to {target}), not a prefix; rocbuild removes "
+                          "a prefix by its own path, never through a link",
+                          tip=f"rocbuild prefixes --remove {target}, after pointing {prefix} "
+                              "elsewhere (or removing it)" if prefixguard.is_ours(target)
+                          else f"remove the link {prefix} yourself if you mean it")
     if not prefixguard.is_ours(prefix):
         raise ConfigError(f"{prefix} is not a prefix rocbuild built (no {INFO_DIR}/ in it); "
                           "rocbuild removes only its own", tip="remove it yourself if you mean it")

@@ -29,6 +29,7 @@ from rocbuild.prefix import transaction
 from rocbuild.prefix.ownership import EXTRA_TMP_SUFFIX, STAGING_NAME
 from rocbuild.run.engine import jobserver
 from rocbuild.run.sources import patches
+from rocbuild.run.state import trash
 
 Say = Callable[[str], None]
 _LOCK_FOLDERS = ("refs", "logs", "info")  # where git keeps per-ref lock files
@@ -75,6 +76,8 @@ def _half_made_caches(workdir: Path) -> list[Path]:
 
 def clean(workdir: Path, say: Say) -> None:
     """Remove what a killed run left; say what was removed."""
+    work = Workdir.shared(workdir)
+    trash.finish(work.root, work.trash, say)  # a killed `clean`'s removals, finished
     for cache in _half_made_caches(workdir):
         shutil.rmtree(cache, ignore_errors=True)
         say(f"removed a source cache a killed run left half-made: {cache}")
@@ -82,7 +85,6 @@ def clean(workdir: Path, say: Say) -> None:
         with contextlib.suppress(FileNotFoundError):
             lock.unlink()
         say(f"removed a stale git lock left by a killed run: {lock}")
-    work = Workdir.shared(workdir)
     for leftover in sorted(work.src.glob("*.old")) + sorted(work.src.glob("*.partial")):
         if leftover.is_dir() and not leftover.is_symlink():
             shutil.rmtree(leftover, ignore_errors=True)
