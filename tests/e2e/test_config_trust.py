@@ -202,3 +202,34 @@ def test_a_config_value_of_the_wrong_type_names_the_key(tmp_path: Path, line: st
     said = " ".join(done.stderr.split())
     assert f"key '{key}'" in said and str(project / "rocbuild.toml") in said, said
     assert not (project / "{'a': 1}").exists()
+
+
+def test_a_signer_list_another_user_can_write_trusts_no_key(tmp_path: Path,
+                                                            small: list[str]) -> None:
+    """allowed_signers says whose artifacts install into the prefix: one another user can
+    change would make their artifacts install as this user (root)."""
+    from tests.conftest import require_tool
+
+    require_tool("ssh-keygen")
+    run_cli("build", *small, "--no-verify", "--quiet", env=NO_SUDO, expect=0)
+    cache = tmp_path / "cache"
+    run_cli("cache", "keys", "new", "alice", env=NO_SUDO, expect=0)
+    run_cli("cache", "push", *small, "--to", str(cache), "--sign", "alice", env=NO_SUDO,
+            expect=0)
+    signers = tmp_path / "home" / ".config" / "rocbuild" / "allowed_signers"
+    assert signers.is_file()
+    os.chown(signers, OTHER, OTHER)
+    flags = [*small]
+    flags[flags.index("--workdir") + 1] = str(tmp_path / "work2")
+    flags[flags.index("--prefix") + 1] = str(tmp_path / "prefix2")
+    done = run_cli("build", *flags, "--cache", str(cache), "--no-verify", env=NO_SUDO,
+                   expect=0)
+    said = " ".join(done.output.split())
+    assert f"{signers} is not used" in said and f"uid {OTHER}" in said, done.explain()
+    assert (tmp_path / "work2" / "logs" / "a" / "compile.log").exists()  # built, not served
+    os.chown(signers, 0, 0)  # the user's own again: the artifact is served
+    flags[flags.index("--workdir") + 1] = str(tmp_path / "work3")
+    flags[flags.index("--prefix") + 1] = str(tmp_path / "prefix3")
+    done = run_cli("build", *flags, "--cache", str(cache), "--no-verify", env=NO_SUDO,
+                   expect=0)
+    assert not (tmp_path / "work3" / "logs" / "a" / "compile.log").exists(), done.explain()
