@@ -178,10 +178,50 @@ def forget(prefix: Path) -> int:
     return 0
 
 
+def _remove_marker_last(prefix: Path) -> None:
+    """Remove ``prefix`` with its marker (``.rocbuild/``: build-info and install records)
+    last, so a removal a kill cut short is still a prefix rocbuild built, holding only what
+    its records name, and the same command finishes it (removed in the order rmtree finds
+    things, the marker went first as often as not and the rest was refused for good)."""
+    for entry in sorted(prefix.iterdir()):
+        if entry.name == INFO_DIR:
+            continue
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.rmtree(entry)
+        else:
+            entry.unlink()
+    shutil.rmtree(prefix / INFO_DIR)
+    prefix.rmdir()
+
+
+def _left_by_a_killed_remove(prefix: Path) -> bool:
+    """An empty folder: what a removal a kill stopped after the marker leaves (the prefix's
+    own folder goes last)."""
+    if prefix.is_symlink():
+        return False
+    try:
+        return prefix.is_dir() and next(prefix.iterdir(), None) is None
+    except OSError:
+        return False
+
+
 def remove(prefix: Path, link: Path) -> int:
     """Delete a prefix rocbuild built, after the checks that it is rocbuild's alone and
     unused: its marker and build-info, no file that no install record holds, no link
     pointing at it, no build installing into it (the prefix lock)."""
+    listed = str(prefix) in {str(p) for p in registry.known_prefixes()}
+    if not (prefix.exists() or prefix.is_symlink()):  # removing is done: say it, exit 0
+        if listed:
+            registry.forget(prefix)
+        console().print(f"nothing to remove: {escape(str(prefix))} does not exist"
+                        + ("; it is off the list now" if listed else ""))
+        return 0
+    if listed and _left_by_a_killed_remove(prefix):
+        prefix.rmdir()
+        registry.forget(prefix)
+        console().print(f"finished removing {escape(str(prefix))} (an earlier --remove was "
+                        "interrupted); it is off the list")
+        return 0
     if prefix.is_symlink():  # rmtree refuses a link (a traceback), and a link is not a prefix
         target = Path(os.path.realpath(prefix))
         raise ConfigError(f"{prefix} is a link (to {target}), not a prefix; rocbuild removes "
@@ -208,10 +248,10 @@ def remove(prefix: Path, link: Path) -> int:
                                               "remove the prefix yourself")
     size = clean.tree_size(prefix)
     with prefix_lock(prefix, create=False):  # refused (exit 3) while a build installs there
-        shutil.rmtree(prefix)
-    registry.forget(prefix)
+        _remove_marker_last(prefix)
     owner = info.extra.get("workdir") if info is not None else None
     if isinstance(owner, str) and owner:
         workdirs.release(Path(owner), prefix)  # the workdir no longer builds into it
+    registry.forget(prefix)  # last: while listed, a rerun knows it was removing this
     console().print(f"removed {escape(str(prefix))} ({format_bytes(size)}); it is off the list")
     return 0

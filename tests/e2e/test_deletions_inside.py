@@ -98,17 +98,19 @@ def test_prefixes_remove_of_a_link_to_a_prefix_is_refused_without_a_traceback(
     assert (tmp_path / "prefix" / ".rocbuild").is_dir() and link.is_symlink()
 
 
-# a `rocbuild` whose deletions die by SIGKILL at the Nth file removed: a kill in the middle of
-# removing a checkout, as a real `kill -9` (or the OOM killer) would leave it
+# a `rocbuild` whose deletions die by SIGKILL at the Nth file or folder removed: a kill in the
+# middle of removing a checkout, as a real `kill -9` (or the OOM killer) would leave it
 KILL_AT = """
 import os, signal, sys
-count, real = [int(sys.argv[1])], os.unlink
-def unlink(*args, **kwargs):
-    count[0] -= 1
-    if count[0] == 0:
-        os.kill(os.getpid(), signal.SIGKILL)
-    return real(*args, **kwargs)
-os.unlink = unlink
+count = [int(sys.argv[1])]
+def counted(real):
+    def call(*args, **kwargs):
+        count[0] -= 1
+        if count[0] == 0:
+            os.kill(os.getpid(), signal.SIGKILL)
+        return real(*args, **kwargs)
+    return call
+os.unlink, os.rmdir = counted(os.unlink), counted(os.rmdir)
 sys.argv = ["rocbuild", *sys.argv[2:]]
 from rocbuild.__main__ import run
 run()
@@ -178,3 +180,34 @@ def test_a_killed_activate_leaves_no_temp_file_after_the_next_activate(tmp_path:
 
 def test_repo_is_importable() -> None:  # the child scripts above import rocbuild from here
     assert (REPO / "rocbuild" / "__main__.py").is_file()
+
+
+def test_a_killed_prefixes_remove_is_finished_by_the_same_command(tmp_path: Path,
+                                                                   small: list[str]) -> None:
+    """Killed at each file it removes in turn: the same command again finishes the removal
+    (the marker went first as often as not, and the rest was refused as "not a prefix
+    rocbuild built" for good)."""
+    import shutil
+
+    run_flags(small, "build", "--no-verify", "--quiet", expect=0)
+    prefix, pristine = tmp_path / "prefix", tmp_path / "pristine"
+    shutil.copytree(prefix, pristine, symlinks=True)
+    listed = tmp_path / "home" / ".local" / "state" / "rocbuild" / "prefixes.json"
+    listing = listed.read_text()  # the user's list of prefixes names it (conftest's XDG)
+    kills = 0
+    for at in range(1, 40):
+        if prefix.exists():
+            shutil.rmtree(prefix)
+        shutil.copytree(pristine, prefix, symlinks=True)
+        listed.write_text(listing)
+        done = subprocess.run([sys.executable, "-c", KILL_AT, str(at), "prefixes", "--remove",
+                               str(prefix)], env=child_env(), capture_output=True, text=True,
+                              timeout=120)
+        if done.returncode != -signal.SIGKILL:  # fewer files than ``at``: removed in one go
+            assert done.returncode == 0 and not prefix.exists(), done.stderr
+            break
+        kills += 1
+        again = run_cli("prefixes", "--remove", str(prefix), expect=0)
+        assert not prefix.exists() and str(prefix) not in listed.read_text(), (
+            at, again.explain())
+    assert kills >= 5
