@@ -211,3 +211,37 @@ def test_a_killed_prefixes_remove_is_finished_by_the_same_command(tmp_path: Path
         assert not prefix.exists() and str(prefix) not in listed.read_text(), (
             at, again.explain())
     assert kills >= 5
+
+
+def test_a_killed_uninstall_is_finished_by_the_same_command(tmp_path: Path,
+                                                            chain: Chain) -> None:
+    """Killed at each file it removes in turn: the prefix never claims to be complete with a
+    component gone, and the same command again finishes the removal."""
+    import shutil
+
+    from rocbuild.prefix.buildinfo import read_build_info
+
+    run_flags(chain.flags(), "build", "--no-verify", "--quiet", expect=0)
+    pristine = tmp_path / "pristine"
+    shutil.copytree(chain.prefix, pristine, symlinks=True)
+    kills = 0
+    for at in range(1, 40):
+        shutil.rmtree(chain.prefix)
+        shutil.copytree(pristine, chain.prefix, symlinks=True)
+        done = subprocess.run([sys.executable, "-c", KILL_AT, str(at), "uninstall", "gamma",
+                               *chain.flags()], env=child_env(), capture_output=True,
+                              text=True, timeout=120)
+        if done.returncode != -signal.SIGKILL:
+            assert done.returncode == 0, done.stderr
+            break
+        kills += 1
+        info = read_build_info(chain.prefix)
+        assert info is not None and not (info.complete and not (chain.prefix / "bin" /
+                                                                "gamma").exists()), at
+        again = run_flags(chain.flags(), "uninstall", "gamma")
+        # killed after its last write (the temp name's cleanup): nothing was left to do
+        assert again.returncode == 0 or "gamma is not installed" in again.stderr, again.explain()
+        info = read_build_info(chain.prefix)
+        assert info is not None and "gamma" not in info.components, (at, again.explain())
+        assert not (chain.prefix / "bin" / "gamma").exists() and not info.complete
+    assert kills >= 2
