@@ -233,3 +233,26 @@ def test_a_signer_list_another_user_can_write_trusts_no_key(tmp_path: Path,
     done = run_cli("build", *flags, "--cache", str(cache), "--no-verify", env=NO_SUDO,
                    expect=0)
     assert not (tmp_path / "work3" / "logs" / "a" / "compile.log").exists(), done.explain()
+
+
+def test_a_compiler_cache_another_user_can_write_is_not_used(tmp_path: Path,
+                                                             small: list[str]) -> None:
+    """ccache.conf in the cache folder names commands every compile runs (prefix_command,
+    compiler_check): a folder another user owns is theirs to fill with one."""
+    from tests.conftest import require_tool
+
+    require_tool("ccache")
+    shared = tmp_path / "shared-ccache"
+    shared.mkdir()
+    (shared / "ccache.conf").write_text("prefix_command = /tmp/theirs\n")
+    os.chown(shared, OTHER, OTHER)
+    plan = run_cli("plan", *small, "--ccache-dir", str(shared), env=NO_SUDO, expect=0)
+    said = " ".join(plan.stdout.split())
+    assert f"the compiler cache {shared} is not used" in said and f"uid {OTHER}" in said, said
+    done = run_cli("build", *small, "--ccache", "on", "--ccache-dir", str(shared),
+                   "--no-verify", env=NO_SUDO, expect=2)
+    assert str(shared) in " ".join(done.output.split()), done.explain()
+    # trusted by name (a team's shared cache): used
+    plan = run_cli("plan", *small, "--ccache-dir", str(shared), "--safe-directories",
+                   str(shared), env=NO_SUDO, expect=0)
+    assert "auto: on (ccache" in " ".join(plan.stdout.split()), plan.explain()
