@@ -23,9 +23,10 @@ def register(sub: argparse._SubParsersAction, parents: list[argparse.ArgumentPar
         "config", parents=parents, help="show the config file read and every setting in force",
         description="Show which rocbuild.toml is read (the nearest one in the current folder "
                     "or a folder above it, not above your home folder, else "
-                    "$XDG_CONFIG_HOME/rocbuild/rocbuild.toml) and the value of every setting "
-                    "with where it came from: flag, ROCBUILD_* variable, config file, the "
-                    "workdir's last build, or the default.")
+                    "$XDG_CONFIG_HOME/rocbuild/rocbuild.toml; a file another user could "
+                    "have written is not used, see safe_directories) and the value of every "
+                    "setting with where it came from: flag, ROCBUILD_* variable, config "
+                    "file, the workdir's last build, or the default.")
     parser.add_argument("--json", action="store_true", help="print the files and values as JSON")
     parser.set_defaults(func=run, memo_notes=False)
 

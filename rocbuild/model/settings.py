@@ -271,10 +271,11 @@ OPTIONS: tuple[Option, ...] = (
     Option("cache", "binary cache of built components to install from (a folder, an "
            "http(s):// URL serving one, or oci://REGISTRY/NAMESPACE/NAME)", _parse_cache,
            "DIR_OR_URL", is_path=True, path=True),
-    Option("safe_directories", "folders whose config files, recipes and patches are used "
-           "even when another user owns them or may write them (as git's safe.directory; "
-           "'*' for every folder). Read from the flag, the variable or your own config file "
-           "($XDG_CONFIG_HOME/rocbuild/rocbuild.toml) only, never from a project's",
+    Option("safe_directories", "folders whose files are used even when another user owns "
+           "them or may write them: config files, recipes, patches, allowed_signers, the "
+           "compiler cache (as git's safe.directory; '*' for every folder). Read from the "
+           "flag, the variable or your own config file ($XDG_CONFIG_HOME/rocbuild/"
+           "rocbuild.toml) only, never from a project's",
            _parse_safe_directories, "DIR", default=(), repeatable=True, path=True,
            config_types=(str, list)),
 )

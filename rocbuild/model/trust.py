@@ -1,5 +1,6 @@
 """Whose files rocbuild runs as code: git's ``safe.directory`` rule (CVE-2022-24765) for
-rocbuild's configuration, recipes and patches.
+rocbuild's configuration, recipes and patches, the binary cache's ``allowed_signers`` and
+the compiler cache's folder (its ``ccache.conf`` names commands every compile runs).
 
 A config file names the compiler launcher every compile runs through, a recipe and a patch
 are code (docs/robustness.md), so a file is used only when nobody but the user running

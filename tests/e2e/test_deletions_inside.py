@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli import REPO, child_env, run_cli, run_flags
+from tests.cli import child_env, run_cli, run_flags
 from tests.e2e.test_empty_paths import a_users_project
 from tests.support.chain import Chain
 
@@ -177,9 +177,6 @@ def test_a_killed_activate_leaves_no_temp_file_after_the_next_activate(tmp_path:
     assert [p.name for p in opt.iterdir() if p.name.endswith(".tmp")] == []
     assert os.readlink(link) == str(old)
 
-
-def test_repo_is_importable() -> None:  # the child scripts above import rocbuild from here
-    assert (REPO / "rocbuild" / "__main__.py").is_file()
 
 
 def test_a_killed_prefixes_remove_is_finished_by_the_same_command(tmp_path: Path,
