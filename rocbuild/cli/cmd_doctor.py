@@ -14,6 +14,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from rocbuild.checks import doctor, hostreqs
+from rocbuild.cli.argerrors import path_arg
 from rocbuild.cli.ui import console, glue_commands, print_row
 from rocbuild.errors import ConfigError
 from rocbuild.model import cost, wording
@@ -36,7 +37,7 @@ def register(sub: argparse._SubParsersAction, parents: list[argparse.ArgumentPar
                     "and swap, disk, toolchain and anything that would shadow or break the "
                     "build, each with its fix. Exit code 1 when a check fails.")
     parser.add_argument("--json", action="store_true", help="print a JSON document")
-    parser.add_argument("--root", type=Path, default=Path("/"), metavar="DIR",
+    parser.add_argument("--root", type=path_arg, default=Path("/"), metavar="DIR",
                         help="read sys/, proc/, dev/ and etc/ from a tree captured on another "
                              "host instead of / (toolchain, packages and disk are then skipped)")
     parser.add_argument("--user", default=None, metavar="NAME",

@@ -15,6 +15,7 @@ from typing import Any
 from rich.markup import escape
 
 from rocbuild.cli import clean
+from rocbuild.cli.argerrors import path_arg
 from rocbuild.cli.ui import console, glue
 from rocbuild.errors import ConfigError
 from rocbuild.model.graph import load_stack
@@ -39,13 +40,13 @@ def register(sub: argparse._SubParsersAction, parents: list[argparse.ArgumentPar
                     "workdir filled it, and which links point at it (the one marked * is "
                     "where the stable link points).")
     parser.add_argument("--json", action="store_true", help="print a JSON document")
-    parser.add_argument("--link", type=Path, default=None, metavar="PATH",
+    parser.add_argument("--link", type=path_arg, default=None, metavar="PATH",
                         help=f"the stable link to mark as active (default "
                              f"{activate.DEFAULT_LINK}) [env {activate.LINK_ENV}]")
     what = parser.add_mutually_exclusive_group()
-    what.add_argument("--forget", type=Path, metavar="PREFIX",
+    what.add_argument("--forget", type=path_arg, metavar="PREFIX",
                       help="take PREFIX off the list (its files stay)")
-    what.add_argument("--remove", type=Path, metavar="PREFIX",
+    what.add_argument("--remove", type=path_arg, metavar="PREFIX",
                       help="delete PREFIX: only a prefix rocbuild built, holding nothing but "
                            "what its components installed, that no link points at")
     parser.set_defaults(func=run)
@@ -198,10 +199,57 @@ def forget(prefix: Path) -> int:
     return 0
 
 
+def _remove_marker_last(prefix: Path) -> None:
+    """Remove ``prefix`` with its marker (``.rocbuild/``: build-info and install records)
+    last, so a removal a kill cut short is still a prefix rocbuild built, holding only what
+    its records name, and the same command finishes it (removed in the order rmtree finds
+    things, the marker went first as often as not and the rest was refused for good)."""
+    for entry in sorted(prefix.iterdir()):
+        if entry.name == INFO_DIR:
+            continue
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.rmtree(entry)
+        else:
+            entry.unlink()
+    shutil.rmtree(prefix / INFO_DIR)
+    prefix.rmdir()
+
+
+def _left_by_a_killed_remove(prefix: Path) -> bool:
+    """An empty folder: what a removal a kill stopped after the marker leaves (the prefix's
+    own folder goes last)."""
+    if prefix.is_symlink():
+        return False
+    try:
+        return prefix.is_dir() and next(prefix.iterdir(), None) is None
+    except OSError:
+        return False
+
+
 def remove(prefix: Path, link: Path) -> int:
     """Delete a prefix rocbuild built, after the checks that it is rocbuild's alone and
     unused: its marker and build-info, no file that no install record holds, no link
     pointing at it, no build installing into it (the prefix lock)."""
+    listed = str(prefix) in {str(p) for p in registry.known_prefixes()}
+    if not (prefix.exists() or prefix.is_symlink()):  # removing is done: say it, exit 0
+        if listed:
+            registry.forget(prefix)
+        console().print(f"nothing to remove: {escape(str(prefix))} does not exist"
+                        + ("; it is off the list now" if listed else ""))
+        return 0
+    if listed and _left_by_a_killed_remove(prefix):
+        prefix.rmdir()
+        registry.forget(prefix)
+        console().print(f"finished removing {escape(str(prefix))} (an earlier --remove was "
+                        "interrupted); it is off the list")
+        return 0
+    if prefix.is_symlink():  # rmtree refuses a link (a traceback), and a link is not a prefix
+        target = Path(os.path.realpath(prefix))
+        raise ConfigError(f"{prefix} is a link (to {target}), not a prefix; rocbuild removes "
+                          "a prefix by its own path, never through a link",
+                          tip=f"rocbuild prefixes --remove {target}, after pointing {prefix} "
+                              "elsewhere (or removing it)" if prefixguard.is_ours(target)
+                          else f"remove the link {prefix} yourself if you mean it")
     if not prefixguard.is_ours(prefix):
         raise ConfigError(f"{prefix} is not a prefix rocbuild built (no {INFO_DIR}/ in it); "
                           "rocbuild removes only its own", tip="remove it yourself if you mean it")
@@ -224,10 +272,10 @@ def remove(prefix: Path, link: Path) -> int:
                                               "remove the prefix yourself")
     size = clean.tree_size(prefix)
     with prefix_lock(prefix, create=False):  # refused (exit 3) while a build installs there
-        shutil.rmtree(prefix)
-    registry.forget(prefix)
+        _remove_marker_last(prefix)
     owner = info.extra.get("workdir") if info is not None else None
     if isinstance(owner, str) and owner:
         workdirs.release(Path(owner), prefix)  # the workdir no longer builds into it
+    registry.forget(prefix)  # last: while listed, a rerun knows it was removing this
     console().print(f"removed {escape(str(prefix))} ({format_bytes(size)}); it is off the list")
     return 0

@@ -41,6 +41,10 @@ def register(sub: argparse._SubParsersAction, parents: list[argparse.ArgumentPar
 
 def run_edit(args: argparse.Namespace, settings: Settings) -> int:
     overlay = settings.overlay
+    if settings.refused_overlay:  # others could write it: editing there would not count
+        raise ConfigError(settings.refused_overlay,
+                          tip="make the overlay folder yours alone (chown, chmod go-w), or "
+                              "name another with --recipe-overlay")
     if overlay is None:
         raise ConfigError(f"--recipes {settings.recipes} is your own folder: edit its files "
                           "there (an overlay applies to the shipped recipes, or to --recipes "

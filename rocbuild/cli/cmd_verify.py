@@ -33,6 +33,7 @@ from rocbuild.checks.verify import (
     verify_paths,
     verify_prefix,
 )
+from rocbuild.cli.argerrors import path_arg
 from rocbuild.cli.ui import console
 from rocbuild.errors import EXIT_OK, EXIT_VERIFY_FAILED, ConfigError, notice
 from rocbuild.files import write_json_atomic
@@ -64,15 +65,15 @@ def register(sub: argparse._SubParsersAction, parents: list[argparse.ArgumentPar
                     "target or is broken or unreadable, the Tensile set is incomplete, a "
                     "library does not resolve or resolves outside the prefix, a smoke test "
                     "failed); 2: bad input.")
-    parser.add_argument("paths", nargs="*", type=Path, metavar="PATH",
+    parser.add_argument("paths", nargs="*", type=path_arg, metavar="PATH",
                         help="files or folders to check (default: the whole prefix)")
     parser.add_argument("--json", action="store_true", help="print a JSON document")
-    parser.add_argument("--model", type=Path, metavar="FILE",
+    parser.add_argument("--model", type=path_arg, metavar="FILE",
                         help="GGUF model for a llama-bench smoke run (GPU hosts only)")
     parser.add_argument("--no-smoke", action="store_true", help="skip the GPU smoke tests")
-    parser.add_argument("--gpu-root", type=Path, metavar="DIR", default=Path("/"),
+    parser.add_argument("--gpu-root", type=path_arg, metavar="DIR", default=Path("/"),
                         help="read /dev/kfd and /sys/class/kfd below DIR (default: /)")
-    parser.add_argument("--system-root", type=Path, metavar="DIR", default=Path("/"),
+    parser.add_argument("--system-root", type=path_arg, metavar="DIR", default=Path("/"),
                         help="resolve system libraries (/etc/ld.so.conf, /lib, /usr/lib) "
                              "below DIR (default: /)")
     parser.set_defaults(func=run)

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from rocbuild import __version__, faults
-from rocbuild.checks import hostload
+from rocbuild.checks import hostload, trust
 from rocbuild.cli import argerrors, help_text
 from rocbuild.errors import (
     EXIT_BAD_INPUT,
@@ -182,7 +182,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         for warning in settings.unknown_variables(os.environ):
             notice(f"rocbuild: warning: {warning}")
         # the workdir's last --base and --prefix
-        chosen = settings.resolve(flags, os.environ, Path.cwd(), hostload.usable_cpus()[0])
+        chosen = settings.resolve(flags, os.environ, Path.cwd(), hostload.usable_cpus()[0],
+                                  trust.host_trust(os.environ))
+        for warning in chosen.warnings:  # files others could write, passed over
+            notice(f"rocbuild: warning: {warning}")
         resolved = prefixmemo.apply(basememo.apply(chosen))
         # a command that never reads the prefix or base (memo_notes=False: activate names
         # its own PREFIX, config shows each value's source) is spared their notes

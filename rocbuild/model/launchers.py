@@ -158,6 +158,17 @@ class HostTools:
     distcc: str | None = None  # only looked for when --distcc names hosts
     env_tool: str = "/usr/bin/env"  # the env program (clears CCACHE_PREFIX for HIP compiles)
     distcc_install: str = "apt-get install -y distcc"  # the command, written for this host
+    # why the cache folder is not used ("" while it is): another user could write its
+    # ccache.conf, whose prefix_command and compiler_check run with every compile
+    ccache_refused: str = ""
+
+
+def chosen_cache_dir(settings: Settings, env: Mapping[str, str]) -> tuple[Path, bool]:
+    """The compiler cache's folder and whether it is the user's own CCACHE_DIR: --ccache-dir
+    (flag, variable or config) first; else the user's CCACHE_DIR, which rocbuild leaves as
+    it is (no size limit set); else the per-user default."""
+    user_dir = env.get("CCACHE_DIR") if settings.source("ccache_dir") == "default" else None
+    return (Path(user_dir), True) if user_dir else (settings.ccache_dir, False)
 
 
 def resolve(settings: Settings, workdir: Path, build_disk: int, tools: HostTools,
@@ -177,17 +188,17 @@ def resolve(settings: Settings, workdir: Path, build_disk: int, tools: HostTools
     elif version is not None and version < MIN_CCACHE:
         state = (f"off (ccache {version_text(version)} is older than "
                  f"{version_text(MIN_CCACHE)})")
+    elif tools.ccache_refused:
+        state = f"off ({tools.ccache_refused})"
     else:
         ccache = found
         state = f"on (ccache {version_text(version) if version else '?'})"
-    # --ccache-dir (flag, variable or config) first; else the user's own CCACHE_DIR, which
-    # rocbuild leaves as it is (no size limit set); else the per-user default
-    user_dir = env.get("CCACHE_DIR") if settings.source("ccache_dir") == "default" else None
+    cache_dir, user_dir = chosen_cache_dir(settings, env)
     return Launch(
         ccache=ccache, ccache_state=state, mode=mode,
         distcc=tools.distcc if hosts else None, hosts=hosts,
-        cache_dir=Path(user_dir) if user_dir else settings.ccache_dir,
-        user_cache_dir=bool(user_dir), max_size=max(MIN_CACHE_SIZE, build_disk // 2),
+        cache_dir=cache_dir, user_cache_dir=user_dir,
+        max_size=max(MIN_CACHE_SIZE, build_disk // 2),
         workdir=workdir, user_launcher=settings.launcher,
         user_launcher_source=settings.source("launcher") if settings.launcher else "",
         env_tool=tools.env_tool, distcc_install=tools.distcc_install,

@@ -29,6 +29,8 @@ from __future__ import annotations
 
 import hashlib
 import os
+import stat
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -90,6 +92,23 @@ def same_stack(entry: dict[str, Any], stack: str | None, recipes: Path) -> bool:
     if isinstance(entry.get("recipes"), str):
         return os.path.abspath(entry["recipes"]) == os.path.abspath(recipes)
     return True
+
+
+def made_by_rocbuild(root: Path) -> bool:
+    """``root`` is a workdir a build has used: its state holds the list of configurations
+    (every build's preflight writes it) or step stamps (a workdir of a rocbuild before that
+    list). `clean` removes nothing from any other folder: ``src/`` and ``build/`` of a user's
+    own project looked the same to it. The run lock alone proves nothing (`clean` itself
+    takes it)."""
+    state = root / STATE
+    return _is(state / CONFIGS_FILE, stat.S_ISREG) or _is(state / "stamps", stat.S_ISDIR)
+
+
+def _is(path: Path, kind: Callable[[int], bool]) -> bool:
+    try:
+        return kind(os.lstat(path).st_mode)
+    except OSError:
+        return False
 
 
 def config_dir_name(root: Path, prefix: Path) -> str:
@@ -176,6 +195,12 @@ class Workdir:
     @property
     def lock(self) -> Path:
         return self.state / "lock"
+
+    @property
+    def trash(self) -> Path:
+        """Where `clean` moves what it removes first (run/state/trash.py), so a kill leaves
+        each folder whole or gone, never half of a checkout."""
+        return self.state / "trash"
 
     @property
     def running(self) -> Path:

@@ -25,7 +25,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rocbuild.errors import ActivationError, ConfigError, RocbuildError
-from rocbuild.files import open_lock, parse_json, read_regular, write_text_atomic
+from rocbuild.files import (
+    open_lock,
+    parse_json,
+    read_regular,
+    remove_stale_temps,
+    write_text_atomic,
+)
 from rocbuild.model.layout import info_path
 from rocbuild.prefix import buildinfo, registry
 from rocbuild.prefix.buildinfo import PREFIX_FILE_MODE, BuildInfo, now, read_build_info
@@ -161,7 +167,9 @@ def _check_link_path(link: Path) -> None:
 
 
 def _remove_stray(link: Path) -> bool:
-    """Remove the temporary link an interrupted switch left behind."""
+    """Remove the temporary link and state temp files an interrupted switch left behind (a
+    link or a file is removed, never followed)."""
+    remove_stale_temps(state_path(link))  # a kill between its write and its rename
     tmp = temp_link_path(link)
     if tmp.is_symlink():
         tmp.unlink()

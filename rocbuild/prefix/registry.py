@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from rocbuild.errors import StateWriteError
-from rocbuild.files import open_lock, read_json, write_text_atomic
+from rocbuild.files import open_lock, read_json, remove_stale_temps, write_text_atomic
 
 FILE = "prefixes.json"
 
@@ -74,6 +74,7 @@ def _editing() -> Iterator[_Edit]:
         return
     with os.fdopen(lock, "rb"):
         fcntl.flock(lock, fcntl.LOCK_EX)
+        remove_stale_temps(path)  # every writer holds this lock: a temp here is a kill's
         edit = _Edit(read())
         yield edit
         try:

@@ -378,8 +378,7 @@ def fetch(req: FetchRequest, log: Logger,
     with locked_cache(cache, log):
         commit, known = _fetch_into_cache(req, log, registry)
         kind = known or ref_kind(cache, req.ref, registry)
-        if partial.exists():
-            shutil.rmtree(partial)  # left by a run that was killed while checking out
+        _remove_own(partial)  # left by a run that was killed while checking out
         if checkout_commit(req.checkout_dir) == commit:
             log(f"{req.checkout_dir} already at {commit}")
             return FetchResult(commit, checkout_id(req.checkout_dir)
@@ -389,6 +388,16 @@ def fetch(req: FetchRequest, log: Logger,
         _run(partial, ["fetch", "--depth", "1", "--no-tags", "--", cache.as_uri(), commit],
              log, registry)
     return _finish_checkout(req, partial, commit, kind, log, registry)
+
+
+def _remove_own(path: Path) -> None:
+    """Remove a folder of the fetch's own (a half-made ``.partial``, a replaced ``.old``): a
+    link or a file in its place is removed as such, never followed (rmtree refused a link with
+    an error, and the fetch failed until the user removed it)."""
+    if path.is_symlink() or path.is_file():
+        path.unlink()
+    elif path.is_dir():
+        shutil.rmtree(path)
 
 
 def _finish_checkout(req: FetchRequest, partial: Path, commit: str, kind: str, log: Logger,
@@ -403,8 +412,7 @@ def _finish_checkout(req: FetchRequest, partial: Path, commit: str, kind: str, l
     saved = None
     if req.checkout_dir.exists():  # an older ref: replace the source, never a build tree
         old = req.checkout_dir.with_name(req.checkout_dir.name + ".old")
-        if old.exists():
-            shutil.rmtree(old)
+        _remove_own(old)
         keep = req.save_root is not None and _holds_user_work(req)
         req.checkout_dir.rename(old)
         partial.rename(req.checkout_dir)
@@ -414,7 +422,7 @@ def _finish_checkout(req: FetchRequest, partial: Path, commit: str, kind: str, l
             old.rename(saved)
             log(f"the old checkout holds commits or edits of yours: moved to {saved}")
         else:
-            shutil.rmtree(old)
+            _remove_own(old)
     else:
         partial.rename(req.checkout_dir)
     log(f"checked out {commit} in {req.checkout_dir}")
