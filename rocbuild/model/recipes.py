@@ -128,6 +128,11 @@ class Recipe:
     # of its installed files does; a stack where no component says so passes verify on its
     # linkage alone (a CPU-only llama.cpp)
     gpu_code: bool = _key("gpu_code", "bool", False)
+    # the shape of its GPU code ("bundles" in its .so, "tensile" kernel folders, "host" only,
+    # "headers" compiled into its users, "jit" compiled at run time) and the installed files
+    # that must carry code for each target (verify)
+    gpu_shape: str = _key("gpu.shape", "str", "")
+    gpu_libraries: tuple[str, ...] = _key("gpu.libraries", "strlist", ())
     source: SourceSpec = field(default_factory=SourceSpec, metadata={"key": "source"})
     # what AMD's packaging adds after `cmake --install`, as data: prefix-relative paths
     install_links: Mapping[str, str] = _key("install.links", "strmap", {})
