@@ -17,7 +17,7 @@ from rocbuild.model.cost import Cost, estimate
 from rocbuild.model.graph import Component, Stack
 from rocbuild.model.launchers import Launch, choices, effective_settings, split_jobs
 from rocbuild.model.resources import JOB_MEMORY_KEYS, HostSnapshot, JobCount, jobs_by_kind
-from rocbuild.model.roads import Road, roads
+from rocbuild.model.roads import ProfileRoads, Road, profile_roads, roads
 from rocbuild.model.settings import OPTIONS, Settings
 from rocbuild.model.steptable import StepCommands, commands_for, steps_of
 
@@ -46,6 +46,8 @@ class Plan:
     components: list[PlannedComponent]
     cost: Cost | None = None  # cost.py: disk, CPU-hours, wall time, risky steps
     roads: tuple[Road, ...] = field(default_factory=tuple)  # from source, on a base
+    # both roads to each profile of stack.toml (--profile NAME)
+    profiles: tuple[ProfileRoads, ...] = field(default_factory=tuple)
 
 
 def component_jobs(component: Component, host: HostSnapshot, settings: Settings,
@@ -90,7 +92,8 @@ def build_plan(stack: Stack, settings: Settings, host: HostSnapshot,
     total = estimate(stack, host, [n for n in pending if n not in cached],
                      swap_weight=settings.swap_weight, cap=settings.jobs,
                      from_cache=cached)
-    return Plan(stack, settings, host, planned, total, roads(stack, requested))
+    return Plan(stack, settings, host, planned, total, roads(stack, requested),
+                profile_roads(stack))
 
 
 def _json_value(value: Any) -> Any:
@@ -169,6 +172,9 @@ def to_json(plan: Plan) -> dict[str, Any]:
         "base": _base_json(stack),
         "roads": {"full": plan.roads[0].to_json(), "base": plan.roads[1].to_json()}
         if plan.roads else None,
+        # the profile this plan's default set comes from, and both roads to every profile
+        "profile": stack.profile,
+        "profiles": {p.name: p.to_json() for p in plan.profiles},
     }
 
 
