@@ -271,6 +271,22 @@ def print_base(plan: Plan, out: Console) -> None:
             if not road.measured:
                 out.print("    [dim](assumed: the base has every \\[base] component but the "
                           "Tensile kernels)[/]")
+    print_profiles(plan, out)
+
+
+def print_profiles(plan: Plan, out: Console) -> None:
+    """Both roads to each profile of stack.toml, so a user can compare them before choosing
+    one with --profile NAME."""
+    if not plan.profiles:
+        return
+    out.print(escape("profiles (--profile NAME; recipes' [resources]):"))
+    for profile in plan.profiles:
+        here = " (this plan)" if profile.name == plan.stack.profile else ""
+        print_row(out, f"  {escape(profile.name + here)}: {escape(profile.summary)}", 4)
+        for road in (profile.full, profile.base) if _offers_a_base(plan) else (profile.full,):
+            out.print(f"    {escape(road.name):<28} {len(road.components):>2} "
+                      f"{plural(len(road.components), 'component')}, {road.cpu_hours:5.1f} "
+                      f"CPU-hours, {format_gib(road.disk)} disk")
 
 
 def print_package_hints(plan: Plan, out: Console) -> None:

@@ -19,7 +19,7 @@ from rocbuild.model.cost import Cost, estimate
 from rocbuild.model.graph import Component, Stack
 from rocbuild.model.launchers import Launch, choices, effective_settings, split_jobs
 from rocbuild.model.resources import JOB_MEMORY_KEYS, HostSnapshot, JobCount, jobs_by_kind
-from rocbuild.model.roads import Road, roads
+from rocbuild.model.roads import ProfileRoads, Road, profile_roads, roads
 from rocbuild.model.settings import OPTIONS, Settings
 from rocbuild.model.steptable import StepCommands, commands_for, steps_of
 
@@ -50,6 +50,8 @@ class Plan:
     roads: tuple[Road, ...] = field(default_factory=tuple)  # from source, on a base
     # on a --base: its GPU libraries no recipe names, read for the targets (baseaudit.py)
     base_others: tuple[Audited, ...] = ()
+    # both roads to each profile of stack.toml (--profile NAME)
+    profiles: tuple[ProfileRoads, ...] = field(default_factory=tuple)
 
 
 def component_jobs(component: Component, host: HostSnapshot, settings: Settings,
@@ -96,7 +98,8 @@ def build_plan(stack: Stack, settings: Settings, host: HostSnapshot,
                      from_cache=cached)
     others = (tuple(unclaimed(stack.base, stack.recipes.recipes, stack.targets))
               if stack.base is not None else ())
-    return Plan(stack, settings, host, planned, total, roads(stack, requested), others)
+    return Plan(stack, settings, host, planned, total, roads(stack, requested),
+                base_others=others, profiles=profile_roads(stack))
 
 
 def _json_value(value: Any) -> Any:
@@ -175,6 +178,9 @@ def to_json(plan: Plan) -> dict[str, Any]:
         "base": _base_json(stack, plan.base_others),
         "roads": {"full": plan.roads[0].to_json(), "base": plan.roads[1].to_json()}
         if plan.roads else None,
+        # the profile this plan's default set comes from, and both roads to every profile
+        "profile": stack.profile,
+        "profiles": {p.name: p.to_json() for p in plan.profiles},
     }
 
 

@@ -73,8 +73,12 @@ STACK_SCHEMA: _Schema = {
         "summary": "str",
         "programs": "str",
         "cmake_packages": "str",
+        "profile": "str",  # the profile a bare build takes (profiles below)
     },
 }
+# [profiles.<name>]: a named set of components a user picks with --profile (stack.toml)
+PROFILE_SCHEMA: _Schema = {"summary": "str", "components": "strlist"}
+_PROFILE_NAME_RE = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
 
 # [gpu] shape: where a component's GPU code lives, so verify and the base audit know what a
 # library must hold for a target to run (docs/verify.md, "Library shapes")
@@ -399,6 +403,16 @@ def provides_alternatives(pattern: str) -> list[str]:
 
 
 @dataclass(frozen=True)
+class Profile:
+    """A named set of components of the stack (``[profiles.<name>]`` in stack.toml): what a
+    bare `rocbuild build --profile NAME` builds, with everything it needs."""
+
+    name: str
+    summary: str
+    components: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class StackSpec:
     """``recipes/stack.toml``: the release, default targets and prefix template."""
 
@@ -417,6 +431,10 @@ class StackSpec:
     # words of the stack's own, so a stack of other projects gets none of ROCm's
     programs: str = ""
     cmake_packages: str = ""
+    # the named sets a user picks with --profile, and the one a bare build takes ("" none:
+    # then ``components`` is the default set, as in a stack.toml without profiles)
+    profiles: Mapping[str, Profile] = field(default_factory=dict)
+    profile: str = ""
 
     @property
     def display_title(self) -> str:
@@ -493,7 +511,9 @@ def load_stack_spec(folder: Path) -> StackSpec:
     if not file.is_file():
         raise ConfigError(f"{folder}: no {STACK_FILE} here, so this is not a recipes folder",
                           tip="point --recipes (or ROCBUILD_RECIPES) at a folder with stack.toml")
-    data = validate(file, read_toml(file), STACK_SCHEMA)
+    raw = read_toml(file)
+    profiles = _read_profiles(file, raw.pop("profiles", {}))
+    data = validate(file, raw, STACK_SCHEMA)
     stack = _require(file, data, "stack", "the [stack] table")
     for key, what in (("version", 'the ROCm release, e.g. "6.4.3"'),
                       ("targets", 'default GPU targets, e.g. ["gfx906"]'),
@@ -504,11 +524,43 @@ def load_stack_spec(folder: Path) -> StackSpec:
                           f"got {stack['version']!r}", tip=f"fix 'stack.version' in {file}")
     for key in ("title", "programs", "cmake_packages"):
         check_plain_text(file, f"stack.{key}", stack.get(key, ""))
+    default = stack.get("profile", "")
+    if default and default not in profiles:
+        raise ConfigError(f"{file}: key 'stack.profile' = {default!r} names no [profiles."
+                          f"<name>] table (declared: {', '.join(profiles) or 'none'})."
+                          + suggest(default, list(profiles)),
+                          tip=f"fix 'stack.profile' or add [profiles.\"{default}\"] to {file}")
     return StackSpec(file=file, name=stack.get("name", "rocm"), version=stack["version"],
                      targets=stack["targets"], prefix=stack["prefix"],
                      components=stack.get("components", ()), title=stack.get("title", ""),
                      summary=stack.get("summary", ""), programs=stack.get("programs", ""),
-                     cmake_packages=stack.get("cmake_packages", ""))
+                     cmake_packages=stack.get("cmake_packages", ""), profiles=profiles,
+                     profile=default)
+
+
+def _read_profiles(file: Path, data: Any) -> dict[str, Profile]:
+    """The ``[profiles.<name>]`` tables of stack.toml, each with its components."""
+    if not isinstance(data, dict):
+        raise ConfigError(f"{file}: key 'profiles' must be a table of [profiles.<name>] tables",
+                          tip=f"fix 'profiles' in {file}")
+    profiles: dict[str, Profile] = {}
+    for name, table in data.items():
+        key = f"profiles.{name}"
+        if not _PROFILE_NAME_RE.fullmatch(name):
+            raise ConfigError(f"{file}: '{key}': a profile name uses lower-case letters, digits, "
+                              "'.', '_' and '-' (it is typed as --profile NAME)",
+                              tip=f"rename [profiles.\"{name}\"] in {file}")
+        if not isinstance(table, dict):
+            raise ConfigError(f"{file}: key '{key}' must be a table [{key}]",
+                              tip=f"fix '{key}' in {file}")
+        checked = validate(file, table, PROFILE_SCHEMA, ("profiles", name))
+        components = _require(file, checked, "components", f"the components of profile {name}")
+        if not components:
+            raise ConfigError(f"{file}: key '{key}.components' is empty",
+                              tip=f"name the components profile {name} builds in {file}")
+        check_plain_text(file, f"{key}.summary", checked.get("summary", ""))
+        profiles[name] = Profile(name, checked.get("summary", ""), tuple(components))
+    return profiles
 
 
 def load_recipe(file: Path) -> Recipe:
@@ -707,5 +759,11 @@ def load_recipes(folder: Path, overlay: Path | None = None) -> RecipeSet:
         if name not in recipes:
             raise unknown_component(name, names, f"fix 'stack.components' in {stack.file}",
                                     where=f"{stack.file}: key 'stack.components': ")
+    for profile in stack.profiles.values():
+        for name in profile.components:
+            if name not in recipes:
+                key = f"profiles.{profile.name}.components"
+                raise unknown_component(name, names, f"fix '{key}' in {stack.file}",
+                                        where=f"{stack.file}: key '{key}': ")
     return RecipeSet(stack=stack, recipes=recipes, folder=folder, overlay=overlay,
                      overlaid=overlaid)

@@ -92,6 +92,19 @@ def _parse_targets(text: str) -> tuple[TargetId, ...]:
     return parse_target_list([text])
 
 
+_PROFILE_RE = re.compile(r"[a-z0-9][a-z0-9._-]*")
+
+
+def _parse_profile(text: str) -> str:
+    """A profile's name; whether the stack declares it is judged with the recipes
+    (graph.resolve_profile), which know the names."""
+    name = text.strip()
+    if not _PROFILE_RE.fullmatch(name):
+        raise ValueError(f"{text!r} is not a profile name (lower-case letters, digits, '.', '_' "
+                         "and '-', as stack.toml's [profiles.<name>] tables are named)")
+    return name
+
+
 def _parse_mirror_rules(text: str) -> tuple[tuple[str, str], ...]:
     rules = []
     for rule in re.split(r"[;\s]+", text.strip()):
@@ -242,6 +255,10 @@ OPTIONS: tuple[Option, ...] = (
            "else the one recipes/stack.toml names)", _parse_path, "PATH", is_path=True, path=True),
     Option("target", "comma-separated GPU targets, e.g. gfx906 or gfx906,gfx90a", _parse_targets,
            "LIST", config_types=(str, list)),
+    Option("profile", "the set of components a build takes when none is named: a profile of "
+           "stack.toml, e.g. llama.cpp (rocBLAS, hipBLAS, llama.cpp) or pytorch (the ROCm "
+           "libraries PyTorch needs)", _parse_profile, "NAME",
+           default_doc="the profile stack.toml names (`llama.cpp` in the shipped recipes)"),
     Option("mirror", "rewrite a source URL prefix, like git's insteadOf (repeatable)",
            _parse_mirror_rules, "FROM=TO", default=(), repeatable=True,
            config_types=(str, list)),
@@ -297,6 +314,7 @@ class Settings:
     workdir: Path
     prefix: Path | None
     target: tuple[TargetId, ...] | None
+    profile: str | None  # a profile of stack.toml; None: the one stack.toml names
     mirror: tuple[tuple[str, str], ...]
     base: Path | None
     jobs: int | None
