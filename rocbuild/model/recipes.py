@@ -443,7 +443,8 @@ def load_stack_spec(folder: Path) -> StackSpec:
         raise ConfigError(f"{file}: key 'stack.version' must look like 6.4.3, "
                           f"got {stack['version']!r}", tip=f"fix 'stack.version' in {file}")
     check_plain_text(file, "stack.title", stack.get("title", ""))
-    return StackSpec(file=file, name=stack.get("name", "rocm"), version=stack["version"],
+    name = inputcheck.path_name(str(file), "stack.name", stack.get("name", "rocm"))
+    return StackSpec(file=file, name=name, version=stack["version"],
                      targets=stack["targets"], prefix=stack["prefix"],
                      components=stack.get("components", ()), title=stack.get("title", ""),
                      summary=stack.get("summary", ""))

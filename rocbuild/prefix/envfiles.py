@@ -165,11 +165,12 @@ class EnvSpec:
         leading ``<stack>-`` (``/opt/rocm-6.4-gfx906`` -> ``6.4-gfx906``), so two prefixes
         built for the same targets (``/opt/rocm-6.4-gfx906-test``) are told apart in `module
         list`. Characters a module name should not hold (':' of gfx906:xnack-, spaces)
-        become '_'."""
+        become '_', and so does a leading '.' or '-' (a hidden file Lmod skips, an option
+        to ``module load``; ``..`` of a prefix given as ``/x/..`` the folder above)."""
         folder = self.prefix.name
         if folder.startswith(f"{self.name}-") and len(folder) > len(self.name) + 1:
             folder = folder[len(self.name) + 1:]
-        return re.sub(r"[^A-Za-z0-9._+-]", "_", folder) or "_"
+        return re.sub(r"^[.-]", "_", re.sub(r"[^A-Za-z0-9._+-]", "_", folder)) or "_"
 
 
 def _summary(stack: Stack) -> str:

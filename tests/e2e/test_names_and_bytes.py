@@ -1,0 +1,66 @@
+"""Names that become paths and bytes that could reach a terminal: a stack, component or module
+name is refused at load when it could leave its folder (exit 2, nothing run), and every field
+read from a file or an argument reaches the terminal with its control characters escaped.
+Every case runs rocbuild as a child."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.cli import run_cli
+from tests.e2e.conftest import SMALL_PROJECT
+from tests.support.chain import one_component_stack
+
+pytestmark = pytest.mark.e2e
+
+RECIPE = '[source]\ngit = "https://example.invalid/a.git"\nref = "v1"\n[cmake]\n'
+
+
+def toml_string(text: str) -> str:
+    """``text`` as a TOML basic string (json's escapes are TOML's, \\u included)."""
+    return json.dumps(text)
+
+
+def write_stack(folder: Path, stack_lines: str = "", recipe: str = RECIPE) -> list[str]:
+    """A recipes folder with one component ``a`` and ``stack_lines`` in [stack]; the flags."""
+    recipes = folder / "recipes"
+    recipes.mkdir(parents=True, exist_ok=True)
+    (recipes / "stack.toml").write_text('[stack]\nversion = "6.4.3"\ntargets = ["gfx906"]\n'
+                                        'prefix = "/opt/unused"\n' + stack_lines)
+    (recipes / "a.toml").write_text(recipe)
+    return ["--recipes", str(recipes), "--workdir", str(folder / "work"),
+            "--prefix", str(folder / "prefix")]
+
+
+HOSTILE_NAMES = ["../../victim", "a/b", "", "-rocm", ".", "..", "x\ny", "x\x1b[31m", "a b",
+                 "x" * 65]
+
+
+@pytest.mark.parametrize("name", HOSTILE_NAMES, ids=repr)
+def test_a_stack_name_that_is_not_one_folder_name_is_refused_at_load(tmp_path: Path,
+                                                                     name: str) -> None:
+    flags = write_stack(tmp_path, f"name = {toml_string(name)}\n")
+    result = run_cli("plan", *flags, expect=2)
+    assert "key 'stack.name'" in result.stderr and "not a name rocbuild can make a folder" \
+        in result.stderr, result.explain()
+    assert "\x1b" not in result.output and "x\ny" not in result.output
+
+
+def test_a_stack_name_leading_out_of_the_prefix_writes_nothing_there(tmp_path: Path) -> None:
+    """``name = "../../victim"`` made the modulefiles ``<prefix>/modulefiles/../../victim``,
+    replacing a file there, and ``clean --prefix-files`` deleted that folder."""
+    flags = one_component_stack(tmp_path, "a", SMALL_PROJECT)
+    stack = tmp_path / "recipes" / "stack.toml"
+    stack.write_text(stack.read_text() + 'name = "../../victim"\n')
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    (victim / "keep").write_text("mine\n")
+    result = run_cli("build", *flags, "--no-verify", expect=2)
+    assert "key 'stack.name'" in result.stderr, result.explain()
+    assert not (tmp_path / "work" / "src").exists()  # nothing ran
+    run_cli("clean", *flags, "--prefix-files", expect=2)
+    assert sorted(p.name for p in victim.iterdir()) == ["keep"]
+    assert (victim / "keep").read_text() == "mine\n"
