@@ -64,3 +64,27 @@ def test_a_stack_name_leading_out_of_the_prefix_writes_nothing_there(tmp_path: P
     run_cli("clean", *flags, "--prefix-files", expect=2)
     assert sorted(p.name for p in victim.iterdir()) == ["keep"]
     assert (victim / "keep").read_text() == "mine\n"
+
+
+UNSETS = [["-UCMAKE_INSTALL_PREFIX"], ["-U", "CMAKE_INSTALL_PREFIX"], ["-UCMAKE_INSTALL_*"],
+          ["-U*"], ["-U[C]MAKE_INSTALL_PREFIX"], ["-U?MAKE_INSTALL_PREFIX"],
+          ["-U[^X]MAKE_INSTALL_PREFIX"], ["-DX=1", "-UCMAKE_*_PREFIX"]]
+
+
+@pytest.mark.parametrize("args", UNSETS, ids=" ".join)
+@pytest.mark.parametrize("table_key", ["args", "job_args"])
+def test_a_cmake_unset_of_the_install_prefix_is_refused_at_load(tmp_path: Path,
+                                                                args: list[str],
+                                                                table_key: str) -> None:
+    """``-UCMAKE_INSTALL_PREFIX`` after rocbuild's ``-DCMAKE_INSTALL_PREFIX=<prefix>`` made
+    CMake install into /usr/local, and the files stayed there."""
+    flags = write_stack(tmp_path, recipe=RECIPE + f"{table_key} = {json.dumps(args)}\n")
+    result = run_cli("plan", *flags, expect=2)
+    assert f"key 'cmake.{table_key}[" in result.stderr, result.explain()
+    assert "removes CMAKE_INSTALL_PREFIX from CMake's cache" in result.stderr, result.explain()
+
+
+def test_a_cmake_unset_of_other_variables_still_loads(tmp_path: Path) -> None:
+    flags = write_stack(tmp_path, recipe=RECIPE + 'args = ["-UMY_OPTION", "-UCMAKE_INSTALL_'
+                                                  'PREFIX_OLD", "-Ucmake_install_prefix"]\n')
+    run_cli("plan", *flags, expect=0)
