@@ -294,8 +294,26 @@ def _check_value(file: Path, keypath: tuple[str, ...], tag: str, value: Any) -> 
                 raise ConfigError(
                     f"{file}: key '{key}.{name}' must be a string or a table with a string "
                     f"'value' (and a 'comment'), got {item!r}", tip=f"fix '{key}.{name}' in {file}")
+            for part, text in zip(("value", "comment"), out[name], strict=True):
+                one_line(file, f"{key}.{name}" + (".comment" if part == "comment" else ""),
+                         text)
         return out
     return value
+
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
+def one_line(file: Path, key: str, text: str) -> str:
+    """Refuse a control character (a newline, an escape) in a text the env files write into
+    a comment or a value every user sources: after a newline, the rest of a comment line is
+    a command."""
+    bad = _CONTROL.search(text)
+    if bad:
+        raise ConfigError(f"{file}: key '{key}' holds the control character {bad.group()!r}; "
+                          "the env files write it into a line every user sources, so it must "
+                          "be one line of plain text", tip=f"fix '{key}' in {file}")
+    return text
 
 
 def validate(file: Path, data: Mapping[str, Any], schema: _Schema,
@@ -519,6 +537,7 @@ def load_recipe(file: Path) -> Recipe:
             raise ConfigError(f"{file}: key '{key}' must be header:<file>, pkg-config:<name> or "
                               f"tool:<program>, got {spec!r}." + suggest(kind_, SYSTEM_CHECK_KINDS),
                               tip=f"fix '{key}' in {file}")
+    one_line(file, "install.runpath_reason", install.get("runpath_reason", ""))
     if install.get("runpath") is False and not install.get("runpath_reason", "").strip():
         raise ConfigError(f"{file}: key 'install.runpath' is false but 'install.runpath_reason' "
                           "does not say why (installed programs then need env.sh to start)",

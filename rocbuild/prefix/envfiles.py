@@ -28,10 +28,10 @@ import jinja2
 
 from rocbuild import __version__
 from rocbuild.errors import ConfigError
+from rocbuild.model import envtext
 from rocbuild.model.base import device_lib_dir
+from rocbuild.model.envtext import Provided, provided_by
 from rocbuild.model.graph import Stack
-from rocbuild.model.recipes import check_plain_text
-from rocbuild.model.render import render as render_text
 from rocbuild.prefix import ownfiles
 from rocbuild.prefix.buildinfo import PREFIX_FILE_MODE
 
@@ -74,53 +74,6 @@ TUNE_VARIABLES: tuple[EnvVar, ...] = (
     EnvVar("HIP_FORCE_DEV_KERNARG", "1", "set",
            "kernel arguments in device memory, a latency tweak"),
 )
-
-
-@dataclass(frozen=True)
-class Provided:
-    """A variable a component's recipe sets for users (``provides_env``): ``in_tree`` is the
-    path inside the tree the component is installed in ("" for the tree itself; None: ``value``
-    is a plain value), and ``on_base`` says that tree is the --base (the component is taken
-    from it), else the prefix."""
-
-    name: str
-    value: str
-    comment: str
-    in_tree: str | None = None
-    on_base: bool = False
-
-
-PREFIX_MARK = "\x00rocbuild-prefix\x00"  # what {{ prefix }} renders to in a provides_env value
-
-
-def provided_by(stack: Stack) -> tuple[Provided, ...]:
-    """The variables the stack's recipes provide to users, in the order of the stack's
-    default set and then of each recipe (the first recipe that names a variable wins): a
-    stack's identity comes from its recipes, so a stack without ROCm sets no ROCM_PATH."""
-    names = [*stack.recipes.stack.components, *(n for n in stack.order
-                                                 if n not in stack.recipes.stack.components)]
-    taken = stack.base.taken if stack.base else frozenset()
-    out: dict[str, Provided] = {}
-    for name in names:
-        recipe = stack.recipes.recipes.get(name)
-        if recipe is None:
-            continue
-        context = {"prefix": PREFIX_MARK, "version": stack.version, "series": stack.series,
-                   "targets": [str(t) for t in stack.targets], "name": name}
-        for var, (template, comment) in recipe.provides_env.items():
-            if var in out:
-                continue
-            value = render_text(template, context, file=recipe.file, key=f"provides_env.{var}")
-            if value.startswith(PREFIX_MARK):
-                rel = value[len(PREFIX_MARK):].strip("/")
-                out[var] = Provided(var, rel, comment or f"set by {name}", rel, name in taken)
-            elif PREFIX_MARK in value:
-                raise ConfigError(f"{recipe.file}: key 'provides_env.{var}': {{{{ prefix }}}} "
-                                  "may only start the value (a path inside the tree)",
-                                  tip=f"fix 'provides_env.{var}' in {recipe.file}")
-            else:
-                out[var] = Provided(var, value, comment or f"set by {name}")
-    return tuple(out.values())
 
 
 @dataclass(frozen=True)
@@ -173,15 +126,6 @@ class EnvSpec:
         return re.sub(r"^[.-]", "_", re.sub(r"[^A-Za-z0-9._+-]", "_", folder)) or "_"
 
 
-def _summary(stack: Stack) -> str:
-    spec = stack.recipes.stack
-    text = render_text(spec.summary, {"version": stack.version, "series": stack.series,
-                                      "targets": [str(t) for t in stack.targets]},
-                       file=spec.file, key="stack.summary")
-    check_plain_text(spec.file, "stack.summary", text)
-    return text
-
-
 def spec_for(stack: Stack, *, tune: bool = False) -> EnvSpec:
     prefix = stack.prefix
     if ":" in str(prefix):
@@ -201,7 +145,7 @@ def spec_for(stack: Stack, *, tune: bool = False) -> EnvSpec:
                                           for c in stack.selected()
                                           if c.builds and not c.recipe.runpath),
                    provided=provided_by(stack), title=stack.recipes.stack.display_title,
-                   summary=_summary(stack))
+                   summary=envtext.summary(stack))
 
 
 def _tree_var(spec: EnvSpec, name: str, tree: Path | None, rel: str, kind: str,

@@ -88,3 +88,49 @@ def test_a_cmake_unset_of_other_variables_still_loads(tmp_path: Path) -> None:
     flags = write_stack(tmp_path, recipe=RECIPE + 'args = ["-UMY_OPTION", "-UCMAKE_INSTALL_'
                                                   'PREFIX_OLD", "-Ucmake_install_prefix"]\n')
     run_cli("plan", *flags, expect=0)
+
+
+def provides(value: str, comment: str | None = None) -> str:
+    entry = (f"{{ value = {toml_string(value)}, comment = {toml_string(comment)} }}"
+             if comment is not None else toml_string(value))
+    return RECIPE + f"[provides_env]\nMY_VAR = {entry}\n"
+
+
+LATE_TEXTS = {
+    # a newline in a comment: the rest of the line was a command in env.sh
+    "comment-newline": ("", provides("1", "hi\ntouch /tmp/owned"), "provides_env.MY_VAR.comment"),
+    "comment-escape": ("", provides("1", "hi \x1b]0;title\x07"), "provides_env.MY_VAR.comment"),
+    "value-newline": ("", provides("a\nb"), "provides_env.MY_VAR"),
+    "value-renders-newline": ("", provides("a{{ '\\n' }}b"), "provides_env.MY_VAR"),
+    "value-undefined": ("", provides("{{ nosuch }}"), "provides_env.MY_VAR"),
+    "value-tree-path-space": ("", provides("{{ prefix }}/my dir"), "provides_env.MY_VAR"),
+    "runpath-reason-newline": ("", RECIPE + '[install]\nrunpath = false\nrunpath_reason = '
+                                           '"x\\ntouch /tmp/owned"\n', "install.runpath_reason"),
+    # refused only after every component was built (exit 1)
+    "summary-braces": ('summary = "x } ]] y"\n', RECIPE, "stack.summary"),
+    "summary-undefined": ('summary = "{{ nosuch }}"\n', RECIPE, "stack.summary"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(LATE_TEXTS))
+def test_what_the_env_files_say_is_checked_when_the_stack_loads(tmp_path: Path,
+                                                                case: str) -> None:
+    """A text the env files write (a provides_env value or comment, a runpath reason, the
+    stack's summary) that could run as a command, or that fails to render, is refused by
+    `plan` (exit 2): it was refused only when the env files were written, after the builds,
+    or not at all."""
+    stack_lines, recipe, key = LATE_TEXTS[case]
+    flags = write_stack(tmp_path, stack_lines, recipe)
+    result = run_cli("plan", *flags, expect=2)
+    assert f"'{key}'" in result.stderr, result.explain()
+    assert "\x1b" not in result.output
+
+
+def test_a_summary_the_env_files_cannot_print_stops_the_build_before_it_runs(
+        tmp_path: Path) -> None:
+    flags = one_component_stack(tmp_path, "a", SMALL_PROJECT)
+    stack = tmp_path / "recipes" / "stack.toml"
+    stack.write_text(stack.read_text() + 'summary = "x } ]] y"\n')
+    result = run_cli("build", *flags, "--no-verify", expect=2)
+    assert "key 'stack.summary'" in result.stderr, result.explain()
+    assert not (tmp_path / "work" / "src").exists()  # nothing ran
