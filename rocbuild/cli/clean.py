@@ -24,12 +24,12 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-import sys
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from rocbuild import proc
+from rocbuild.errors import notice
 from rocbuild.model import gitcache, launchers
 from rocbuild.model.graph import Component, Stack
 from rocbuild.model.layout import info_path
@@ -186,5 +186,5 @@ def remove(stack: Stack, items: list[Item]) -> int:
         workdirs.release(stack.workdir, stack.prefix)
         problem = registry.forget(stack.prefix)
         if problem is not None:
-            print(problem, file=sys.stderr)
+            notice(problem)
     return freed

@@ -15,7 +15,7 @@ from rich.markup import escape
 
 from rocbuild import proc
 from rocbuild.cli.ui import console
-from rocbuild.errors import ConfigError
+from rocbuild.errors import ConfigError, printable
 from rocbuild.model.recipes import STACK_FILE, load_recipes, unknown_component
 from rocbuild.model.settings import Settings
 
@@ -65,5 +65,5 @@ def run_edit(args: argparse.Namespace, settings: Settings) -> int:
     editor = os.environ.get("VISUAL") or os.environ.get("EDITOR")
     if editor and sys.stdin.isatty() and sys.stdout.isatty():
         return proc.run_interactive([*shlex.split(editor), str(mine)])
-    print(mine)  # to open it yourself, or for a script
+    print(printable(str(mine)))  # to open it yourself, or for a script
     return 0

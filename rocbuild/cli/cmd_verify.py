@@ -195,8 +195,8 @@ def record_result(prefix: Path, ok: bool, targets: tuple[TargetId, ...],
         buildinfo.write_build_info(prefix, updated)
         _record_for_status(prefix, updated, ok, seconds)
     except PermissionError as exc:
-        print(f"rocbuild: note: this verify is not recorded: {exc.filename}: {exc.strerror} "
-              "(run it as the prefix's owner)", file=sys.stderr)
+        notice(f"rocbuild: note: this verify is not recorded: {exc.filename}: {exc.strerror} "
+               "(run it as the prefix's owner)")
         return None
     if updated.verified:
         return "verified"

@@ -12,6 +12,7 @@ import time
 from typing import TextIO
 
 from rocbuild import proc
+from rocbuild.errors import TERMINAL_SEQUENCE, printable_lines
 from rocbuild.model import wording
 
 
@@ -24,8 +25,10 @@ class Output:
         self._lock = threading.Lock()
 
     def say(self, text: str) -> None:
+        # a control character of a tool's line or a name is written as its escape
+        # (errors.printable_lines): bytes from files never reach a terminal raw
         with self._lock:  # plain lines go to pipes and files: each says when it happened
-            self.stream.write(f"{proc.clock()} {text}\n")
+            self.stream.write(f"{proc.clock()} {printable_lines(text)}\n")
             self.stream.flush()
 
     def command(self, component: str, step: str, argv: list[str]) -> None:
@@ -35,8 +38,8 @@ class Output:
         self.say(f"+ {shlex.join(argv)}")
 
     def build_line(self, component: str, step: str, line: str) -> None:
-        if self.show_build_output:
-            self.say(f"  {component}:{step} | {line}")
+        if self.show_build_output:  # a tool's colours go (they would show as escapes)
+            self.say(f"  {component}:{step} | {TERMINAL_SEQUENCE.sub('', line)}")
 
     def step_started(self, component: str, step: str, expected: float | None) -> None:
         """A step begins; ``expected`` is its duration last time (or the recipe's estimate).

@@ -5,15 +5,16 @@ from __future__ import annotations
 
 import re
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any, TextIO
 
 from rich.cells import cell_len
 from rich.console import Console
 from rich.markup import escape
+from rich.segment import Segment
 from rich.text import Text
 
-from rocbuild.errors import redact
+from rocbuild.errors import printable_lines, redact
 from rocbuild.model import wording
 from rocbuild.model.cost import summary_lines
 from rocbuild.model.graph import Stack
@@ -40,6 +41,17 @@ class FittedConsole(Console):
     Tables keep rich's own layout (their columns are sized to fit). ``soft_wrap=True`` keeps
     rich's meaning, the line left whole for the terminal to wrap: a command to paste (a copy
     of a soft-wrapped line is still one line) or a finding meant for grep."""
+
+    def _render_buffer(self, buffer: Iterable[Segment]) -> str:
+        """Every character rocbuild prints passes here, rich's own output (tables, progress
+        bars) included: a control character in the text (a recipe's summary, a signer read
+        from a cache's index.json, a name given as an argument) is written as its escape
+        (errors.printable_lines), so no caller can forget it; rich's own styles and cursor
+        moves (control segments) are added after and stay as they are."""
+        return super()._render_buffer(
+            segment if segment.control or not segment.text else
+            Segment(printable_lines(segment.text), segment.style, segment.control)
+            for segment in buffer)
 
     def print(self, *objects: Any, **kwargs: Any) -> None:
         if kwargs.get("soft_wrap"):

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from rocbuild.errors import ConfigError
+from rocbuild.errors import ConfigError, printable
 from rocbuild.model import buildsystems, inputcheck
 
 if sys.version_info >= (3, 11):
@@ -48,8 +48,9 @@ def suggest(word: str, choices: list[str] | tuple[str, ...]) -> str:
 def unknown_component(name: str, known: Iterable[str], tip: str, where: str = "") -> ConfigError:
     """The one "unknown component" error: names the known ones and the closest match.
     ``where`` is the file and key that named it (a recipe's ``depends``), else empty."""
-    names = sorted(known)
-    return ConfigError(f"{where}unknown component '{name}' (known: {', '.join(names)})."
+    names = sorted(known)  # a name given as an argument is shown on one line, escaped
+    return ConfigError(f"{where}unknown component '{printable(name)}' (known: "
+                       f"{', '.join(names)})."
                        + suggest(name, names), tip=tip)
 
 
@@ -227,7 +228,9 @@ def recipe_schema() -> _Schema:
 
 
 def _where(path: tuple[str, ...]) -> str:
-    return ".".join(path) if path else "(top level)"
+    """A key's dotted path for a message; a TOML key may hold any character (``"a\\nb" =
+    1``), so each part is shown escaped, on one line."""
+    return ".".join(printable(part) for part in path) if path else "(top level)"
 
 
 def _check_value(file: Path, keypath: tuple[str, ...], tag: str, value: Any) -> Any:

@@ -27,7 +27,7 @@ from pathlib import Path
 import jinja2
 
 from rocbuild import __version__
-from rocbuild.errors import ConfigError
+from rocbuild.errors import ConfigError, printable
 from rocbuild.model import envtext
 from rocbuild.model.base import device_lib_dir
 from rocbuild.model.envtext import Provided, provided_by
@@ -269,6 +269,9 @@ def _environment(compiled: Path | None = None) -> jinja2.Environment:
                              bytecode_cache=cache)
     quotes = {"sh": quote_sh, "fish": quote_fish, "lua": quote_lua, "tcl": quote_tcl}
     env.filters.update(quotes)
+    # a comment line stays one line whatever a recipe's comment holds (recipes.one_line
+    # refuses a control character at load; this keeps the file safe if a check is missed)
+    env.filters["comment"] = printable
     env.filters.update({f"{language}_value": _value_filter(language, quote)
                         for language, quote in quotes.items()})
     return env

@@ -134,3 +134,111 @@ def test_a_summary_the_env_files_cannot_print_stops_the_build_before_it_runs(
     result = run_cli("build", *flags, "--no-verify", expect=2)
     assert "key 'stack.summary'" in result.stderr, result.explain()
     assert not (tmp_path / "work" / "src").exists()  # nothing ran
+
+
+# what a terminal would act on: retitle the window, clear the screen, the C1 CSI, a bidi
+# override (a name that reads as another)
+SEQUENCES = ("\x1b]0;owned\x07", "\x1b[2J", "\x9b", "\u202e")
+
+
+def assert_escaped(text: str) -> None:
+    """None of SEQUENCES' control characters is in ``text``; their escapes are."""
+    for raw in ("\x1b", "\x07", "\x9b", "\u202e"):
+        assert raw not in text, (raw, text[-3000:])
+    assert "\\x1b]0;owned" in text, text[-3000:]
+
+
+HOSTILE = "x" + "".join(SEQUENCES)
+
+
+def test_info_shows_a_recipe_summary_escaped(tmp_path: Path) -> None:
+    flags = write_stack(tmp_path, recipe=f"summary = {toml_string(HOSTILE)}\n" + RECIPE)
+    assert_escaped(run_cli("info", "a", *flags, expect=0).stdout)
+
+
+def test_cache_list_shows_the_index_fields_escaped(tmp_path: Path) -> None:
+    """Anyone who may write the store writes its index.json (no key is needed for that):
+    its signer, component, targets are shown escaped; entries of the wrong shape are
+    skipped, never a traceback."""
+    store = tmp_path / "cache"
+    store.mkdir()
+    (store / "index.json").write_text(json.dumps({"artifacts": [
+        {"component": HOSTILE, "key": HOSTILE, "targets": [HOSTILE], "size": 1,
+         "archive_size": 1, "signer": HOSTILE, "created": HOSTILE},
+        {"component": "b", "targets": 5, "size": "many", "signer": 7}, 3, None]}))
+    result = run_cli("cache", "list", "--cache", str(store), expect=0)
+    assert_escaped(result.stdout)
+    assert "untrusted key 1" in result.stdout
+
+
+def test_a_patch_file_name_in_a_failure_is_shown_escaped(tmp_path: Path) -> None:
+    flags = one_component_stack(tmp_path, "a", SMALL_PROJECT)
+    patches = tmp_path / "patches" / "a"
+    patches.mkdir(parents=True)
+    (patches / f"0001-{SEQUENCES[0]}.patch").write_text(
+        "--- a/a.txt\n+++ b/a.txt\n@@ -1 +1 @@\n-zzz\n+b\n")
+    result = run_cli("build", *flags, "--no-verify", expect=1)
+    assert "does not apply" in result.output, result.explain()
+    assert_escaped(result.output)
+    assert_escaped(run_cli("status", *flags, expect=1).output)
+
+
+@pytest.mark.parametrize("argv", [
+    ["build", f"a{SEQUENCES[0]}\nrocbuild: all is well"],  # a component name
+    ["plan", f"--target=gfx906{SEQUENCES[0]}"],  # a flag's value
+    ["plan", f"--{SEQUENCES[0]}"],  # an option that is none
+    [f"pl{SEQUENCES[0]}an"],  # a command that is none
+], ids=["component", "flag-value", "option", "command"])
+def test_an_argument_echoed_in_an_error_is_shown_escaped_on_one_line(tmp_path: Path,
+                                                                     argv: list[str]) -> None:
+    flags = write_stack(tmp_path)
+    result = run_cli(*argv, *flags, expect=2)
+    assert_escaped(result.stderr)
+    assert "\nrocbuild: all is well" not in result.stderr, result.explain()
+
+
+def test_a_config_key_and_a_variable_name_are_shown_escaped(tmp_path: Path) -> None:
+    flags = write_stack(tmp_path)
+    (tmp_path / "rocbuild.toml").write_text(f"[rocbuild]\n{toml_string(HOSTILE)} = 1\n")
+    assert_escaped(run_cli("plan", *flags, cwd=tmp_path, expect=2).stderr)
+    (tmp_path / "rocbuild.toml").unlink()
+    result = run_cli("plan", *flags, env={f"ROCBUILD_{SEQUENCES[0]}": "1"}, expect=0)
+    assert "is not a rocbuild setting" in result.stderr, result.explain()
+    assert "\x1b" not in result.stderr and "\\x1b]0;owned" in result.stderr
+
+
+def test_plan_commands_writes_a_control_character_of_an_argument_as_a_shell_escape(
+        tmp_path: Path) -> None:
+    """The line still means the same argument when pasted into bash."""
+    flags = write_stack(tmp_path, recipe=RECIPE + f"args = [{toml_string('-DX=' + HOSTILE)}]\n")
+    text = run_cli("plan", "--commands", *flags, expect=0).stdout
+    assert_escaped(text)
+    line = next(line for line in text.splitlines() if line.startswith("cmake ") or
+                " cmake -G" in line)
+    assert "$'-DX=x\\x1b]0;owned\\x07\\x1b[2J\\u009b\\u202e'" in line, line
+
+
+ESCAPING_PROJECT = {
+    "CMakeLists.txt": "cmake_minimum_required(VERSION 3.20)\nproject(a NONE)\n"
+                      "string(ASCII 27 ESC)\nstring(ASCII 7 BEL)\n"
+                      'message(STATUS "title ${ESC}]0;owned${BEL} cleared ${ESC}[2J")\n'
+                      "install(FILES a.txt DESTINATION share)\n",
+    "a.txt": "a\n",
+}
+
+
+def test_a_tools_output_is_shown_escaped_and_the_log_keeps_it(tmp_path: Path) -> None:
+    """A project's configure prints a terminal sequence (a source tree is files too): the
+    build's plain output shows it escaped, `rocbuild logs` on a terminal too, and the log
+    itself, and `logs` into a pipe, keep the bytes as the tool wrote them."""
+    from tests.e2e.test_output_width import in_a_pty
+
+    flags = one_component_stack(tmp_path, "a", ESCAPING_PROJECT)
+    built = run_cli("build", *flags, "--no-verify", expect=0)
+    assert "title \\x1b]0;owned\\x07 cleared" in built.stdout, built.explain()
+    assert "\x1b]0;owned" not in built.stdout
+    piped = run_cli("logs", "a", "configure", *flags, expect=0).stdout
+    assert "\x1b]0;owned\x07" in piped
+    shown = in_a_pty(["logs", "a", "configure", *flags], 80, tmp_path)
+    assert "title \\x1b]0;owned\\x07 cleared \\x1b[2J" in shown, shown
+    assert "\x1b]0;owned" not in shown
