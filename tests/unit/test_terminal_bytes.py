@@ -110,14 +110,13 @@ def _raw_writes() -> set[tuple[str, str]]:
                 if not isinstance(node, ast.Call):
                     continue
                 func = node.func
-                if isinstance(func, ast.Name) and func.id == "print":
+                streams = ("sys.stdout", "sys.stderr", "self.stream",
+                           *(("out",) if rel.startswith("cli/") else ()))
+                newline = bool(node.args) and ast.unparse(node.args[0]) == "'\\n'"
+                if (isinstance(func, ast.Name) and func.id == "print") or (
+                        isinstance(func, ast.Attribute) and func.attr in ("write", "writelines")
+                        and ast.unparse(func.value) in streams and not newline):
                     found.add((rel, name))
-                elif isinstance(func, ast.Attribute) and func.attr in ("write", "writelines") \
-                        and ast.unparse(func.value) in (
-                            "sys.stdout", "sys.stderr", "self.stream",
-                            *(("out",) if rel.startswith("cli/") else ())):
-                    if not (node.args and ast.unparse(node.args[0]) == "'\\n'"):
-                        found.add((rel, name))
     return found
 
 
