@@ -464,6 +464,13 @@ def load_stack_spec(folder: Path) -> StackSpec:
         raise ConfigError(f"{file}: key 'stack.version' must look like 6.4.3, "
                           f"got {stack['version']!r}", tip=f"fix 'stack.version' in {file}")
     check_plain_text(file, "stack.title", stack.get("title", ""))
+    if "components" in stack and not stack["components"]:
+        # without the key a bare `rocbuild build` builds every recipe of the folder; an
+        # empty list reads as "none" and built them all without a word
+        raise ConfigError(f"{file}: key 'stack.components' is empty, so it says nothing of "
+                          "what a bare `rocbuild build` builds",
+                          tip=f"list the components in 'stack.components' of {file}, or "
+                              "remove the key to build every recipe of the folder")
     name = inputcheck.path_name(str(file), "stack.name", stack.get("name", "rocm"))
     return StackSpec(file=file, name=name, version=stack["version"],
                      targets=stack["targets"], prefix=stack["prefix"],

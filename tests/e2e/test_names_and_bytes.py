@@ -242,3 +242,14 @@ def test_a_tools_output_is_shown_escaped_and_the_log_keeps_it(tmp_path: Path) ->
     shown = in_a_pty(["logs", "a", "configure", *flags], 80, tmp_path)
     assert "title \\x1b]0;owned\\x07 cleared \\x1b[2J" in shown, shown
     assert "\x1b]0;owned" not in shown
+
+
+def test_an_empty_components_list_is_refused_not_read_as_every_recipe(tmp_path: Path) -> None:
+    """``components = []`` built every recipe of the folder without a word; without the
+    key, every recipe is what a bare build means."""
+    flags = write_stack(tmp_path, "components = []\n")
+    result = run_cli("build", *flags, expect=2)
+    assert "key 'stack.components' is empty" in result.stderr, result.explain()
+    assert not (tmp_path / "work" / "src").exists()
+    flags = write_stack(tmp_path / "without", "")
+    assert "a " in run_cli("plan", *flags, expect=0).stdout
