@@ -78,10 +78,11 @@ def test_registry_reaps_a_session_whose_leader_is_gone(tmp_path: Path) -> None:
     pidfile = tmp_path / "job.pid"
     leader = subprocess.Popen(py(
         "import subprocess, sys, os\n"
-        "job = subprocess.Popen(['sleep', '300'], preexec_fn=os.setpgrp)\n"
+        "job = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(300)'],\n"
+        "                       preexec_fn=os.setpgrp)\n"
         f"open({str(pidfile)!r}, 'w').write(str(job.pid))\n"), start_new_session=True)
     registry.add(leader, ["cmake", "--build", "."])
-    bystander = subprocess.Popen(["sleep", "300"], start_new_session=True)
+    bystander = subprocess.Popen(py("import time; time.sleep(300)"), start_new_session=True)
     assert leader.wait(timeout=30) == 0
     job = int(pidfile.read_text())
     record = tmp_path / "running" / f"{leader.pid}.json"
@@ -102,7 +103,7 @@ def test_registry_reaps_a_session_whose_leader_is_gone(tmp_path: Path) -> None:
 
 
 def test_a_recorded_session_whose_leader_pid_is_reused_is_left_alone(tmp_path: Path) -> None:
-    other = subprocess.Popen(["sleep", "300"], start_new_session=True)
+    other = subprocess.Popen(py("import time; time.sleep(300)"), start_new_session=True)
     folder = tmp_path / "running"
     folder.mkdir()
     write_json_atomic(folder / f"{other.pid}.json", {
