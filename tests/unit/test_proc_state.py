@@ -275,3 +275,43 @@ def test_probe_memo_is_written_only_into_an_existing_folder(tmp_path: Path) -> N
     run_probe([str(tool)], memo=memo)
     run_probe([str(tool)], memo=memo)
     assert count.read_text() == "xxx"
+
+
+def _stop(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+@pytest.mark.parametrize("runner", ["run_capture", "run_logged"])
+def test_a_stop_signal_as_the_child_starts_ends_the_child_too(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, runner: str) -> None:
+    """SIGHUP delivered the moment Popen has forked the child, before rocbuild holds it (as
+    __main__'s handler makes it a KeyboardInterrupt): it came out of Popen, rocbuild exited
+    130 and the child ran on (test_signals[plan-1] under load, 13 runs of 30 with both cores
+    busy). The interrupt now propagates and the child is ended with it."""
+    from rocbuild import proc
+
+    started: list[subprocess.Popen[str]] = []
+    real_start = proc._start
+
+    def start_then_hangup(*args: object, **kwargs: object) -> subprocess.Popen[str]:
+        child = real_start(*args, **kwargs)  # type: ignore[arg-type]
+        started.append(child)
+        os.kill(os.getpid(), signal.SIGHUP)  # the signal's handler runs before this returns
+        return child
+
+    monkeypatch.setattr(proc, "_start", start_then_hangup)
+    previous = signal.signal(signal.SIGHUP, _stop)
+    argv = py("import time; time.sleep(300)")
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            if runner == "run_capture":
+                proc.run_capture(argv, timeout=None, registry=ChildRegistry(None))
+            else:
+                run_logged(argv, log=tmp_path / "step.log", registry=ChildRegistry(None))
+        assert started and started[0].poll() is not None, "the child outlived the interrupt"
+    finally:
+        signal.signal(signal.SIGHUP, previous)
+        for child in started:
+            if child.poll() is None:
+                child.kill()
+                child.wait()
