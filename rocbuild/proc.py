@@ -179,6 +179,7 @@ class ChildRegistry:
     _live: dict[int, Popen] = field(default_factory=dict, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _watchdog: Popen | None = field(default=None, repr=False)
+    _ended: bool = field(default=False, repr=False)  # kill_all ran: the run is interrupted
 
     def _tell_watchdog(self, line: str) -> None:
         """One line to the watchdog, started on the first child; a watchdog that cannot start
@@ -210,6 +211,9 @@ class ChildRegistry:
     def add(self, proc: Popen, argv: Sequence[str]) -> None:
         with self._lock:
             self._live[proc.pid] = proc
+            ended = self._ended
+        if ended:  # started by a worker thread as the run's children were ended: end it too
+            kill_tree(proc)
         if self.folder is None:
             return
         ticks = _start_ticks(proc.pid)
@@ -242,8 +246,12 @@ class ChildRegistry:
 
     def kill_all(self) -> None:
         """Kill every child still running (the run was interrupted; worker threads may still
-        own children in their own sessions)."""
-        for proc in self.live():
+        own children in their own sessions), and each one a worker thread registers after
+        this (it was starting it meanwhile: Popen had returned, add had not run)."""
+        with self._lock:
+            self._ended = True
+            live = list(self._live.values())
+        for proc in live:
             kill_tree(proc)
 
     def _records(self) -> list[tuple[Path, dict[str, Any] | None]]:

@@ -315,3 +315,13 @@ def test_a_stop_signal_as_the_child_starts_ends_the_child_too(
             if child.poll() is None:
                 child.kill()
                 child.wait()
+
+
+def test_a_child_registered_after_the_runs_children_were_ended_is_ended_too(
+        tmp_path: Path) -> None:
+    """--parallel: a worker thread's Popen returned as the main thread ended the run's
+    children (kill_all), and registered its child after: it ran on after rocbuild exited."""
+    registry = ChildRegistry(None)
+    registry.kill_all()  # the interrupt's report phase came first
+    result = run_logged(py("import time; time.sleep(300)"), registry=registry, timeout=60)
+    assert not result.timed_out and result.signal == signal.SIGTERM
