@@ -192,6 +192,24 @@ def test_an_edit_older_than_the_objects_is_built(calc: Calc) -> None:
     assert ran_steps(build(calc)) == set()  # and then nothing is left to do
 
 
+def test_a_patched_file_set_back_and_forth_with_old_times_is_built_each_time(
+        calc: Calc) -> None:
+    """A patched file set back to the commit's content (an edit that reads "pristine") and
+    then to the patched content again, each copied with an old time: both are contents
+    other than the last compile's."""
+    calc.add_patch("0001-plus-two.patch", value_patch(1, 3))
+    build(calc)
+    assert calc.run_tool().startswith("value=3 ")
+    calc_c = calc.checkout / "calc.c"
+    patched = calc_c.read_text()
+    _with_old_time(calc_c, CALC_C)
+    build(calc)
+    assert calc.run_tool().startswith("value=1 ")
+    _with_old_time(calc_c, patched)
+    build(calc)
+    assert calc.run_tool().startswith("value=3 ")
+
+
 def test_an_old_dated_edit_of_the_build_files_configures_again(calc: Calc) -> None:
     """An edit of CMakeLists.txt with an old time: ninja's check of its own build files
     compares times too, so the edit was never configured."""

@@ -197,8 +197,11 @@ def date_edits(ctx: BuildContext, comp: Component, log: Path, outcome: StepOutco
     outcome.record["edit_blobs"] = now
     before = (ctx.state.read_stamp(comp.name, "compile") or {}).get("edit_blobs")
     before = before if isinstance(before, dict) else {}  # a stamp of an older rocbuild
+    # a path in neither is as the patch series left it (an edit may be patches.PRISTINE: a
+    # patched file set back to the commit's content, which is another content)
+    as_left = object()
     changed = sorted(p for p in now.keys() | before.keys()
-                     if now.get(p, patches.PRISTINE) != before.get(p, patches.PRISTINE))
+                     if now.get(p, as_left) != before.get(p, as_left))
     checkout = comp.checkout_dir
     dated = []
     for rel in changed:
