@@ -62,7 +62,7 @@ def redact(text: str) -> str:
 # text), DEL, the C1 controls (0x9b is CSI on some terminals) and the marks that reorder the
 # text shown (bidirectional overrides and isolates: a name that reads as another)
 _BUT_LINES = r"\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069"
-_CONTROL = re.compile(rf"[\t\n{_BUT_LINES}]")
+CONTROL = re.compile(rf"[\t\n{_BUT_LINES}]")  # one such character (steps.shell_word too)
 _CONTROL_BUT_LINES = re.compile(rf"[{_BUT_LINES}]")  # keeps tab (\x09) and newline (\x0a)
 # a tool's colour or cursor sequence (ESC [ ... letter): CMake, ninja and clang colour their
 # lines when a recipe forces it; dropped from a tool's line before it is shown or matched
@@ -79,7 +79,7 @@ def printable(text: str) -> str:
     """``text`` with every control character written as its escape (``\\x1b``, ``\\n``,
     ``\\u202e``), as Python's repr writes it: one field read from a file or an argument (a
     component, key or variable name, a signer, a patch file name) shown on one line."""
-    return _CONTROL.sub(_escaped, text) if _CONTROL.search(text) else text
+    return CONTROL.sub(_escaped, text) if CONTROL.search(text) else text
 
 
 def printable_lines(text: str) -> str:

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from rocbuild.errors import ConfigError, printable
+from rocbuild.errors import CONTROL, ConfigError, printable
 from rocbuild.model import buildsystems, inputcheck
 
 if sys.version_info >= (3, 11):
@@ -304,14 +304,11 @@ def _check_value(file: Path, keypath: tuple[str, ...], tag: str, value: Any) -> 
     return value
 
 
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
-
-
 def one_line(file: Path, key: str, text: str) -> str:
     """Refuse a control character (a newline, an escape) in a text the env files write into
     a comment or a value every user sources: after a newline, the rest of a comment line is
     a command."""
-    bad = _CONTROL.search(text)
+    bad = CONTROL.search(text)  # what errors.printable escapes
     if bad:
         raise ConfigError(f"{file}: key '{key}' holds the control character {bad.group()!r}; "
                           "the env files write it into a line every user sources, so it must "

@@ -10,11 +10,11 @@ would run.
 from __future__ import annotations
 
 import os
-import re
 import shlex
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from rocbuild.errors import CONTROL
 from rocbuild.model import gitcache, launchers
 from rocbuild.model.base import device_lib_dir
 from rocbuild.model.graph import Component, Stack, venv_dir
@@ -102,18 +102,14 @@ def patch_argv(component: Component) -> list[list[str]]:
             for p in component.patches]
 
 
-# what errors.printable escapes: C0, DEL, C1 and the bidirectional marks
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
-
-
 def shell_word(text: str) -> str:
     """``shlex.quote``, except that a word with a control character (an ESC, a newline in a
     recipe's argument) is written in bash's ``$'...'`` form with each one as its escape: the
     line still means the same argument when pasted, and no raw control byte reaches the
     terminal it is printed on."""
-    if not _CONTROL.search(text):
+    if not CONTROL.search(text):  # what errors.printable escapes
         return shlex.quote(text)
-    body = "".join(ch if not (_CONTROL.fullmatch(ch) or ch in "'\\") else
+    body = "".join(ch if not (CONTROL.fullmatch(ch) or ch in "'\\") else
                    f"\\x{ord(ch):02x}" if ord(ch) < 0x80 else f"\\u{ord(ch):04x}"
                    for ch in text)
     return f"$'{body}'"
