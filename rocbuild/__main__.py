@@ -1,12 +1,21 @@
-"""`python -m rocbuild` and the `rocbuild` console script. ``run`` first holds back Ctrl-C,
-SIGTERM and SIGHUP while the CLI is imported (the first ~0.4 s), then makes each end the
-command as Ctrl-C does (a signal during the imports printed a traceback, or killed
-Python by the signal, where docs/exit-codes.md promises exit 130 and one line). A signal
-that came during the imports is acted on right after them. Nothing heavy is imported here."""
+"""`python -m rocbuild` and the `rocbuild` command (scripts/rocbuild). Ctrl-C, SIGTERM and
+SIGHUP are held from the first line of rocbuild that runs (this file's, run as `python -m`;
+the command's own) while the CLI is imported (the first ~0.4 s), then each ends the command
+as Ctrl-C does (a signal during the imports printed a traceback, or killed Python by the
+signal, where docs/exit-codes.md promises exit 130 and one line). A signal that came during
+the imports is acted on right after them. Nothing heavy is imported here."""
+
+if __name__ == "__main__":  # `python -m rocbuild`: held from here (``_hold`` below)
+    import _signal  # type: ignore[import-not-found]  # the C module: signal.py imports enum
+
+    _early: list[int] = []
+    for _signum in (_signal.SIGINT, _signal.SIGTERM, _signal.SIGHUP):
+        _signal.signal(_signum, lambda signum, frame: _early.append(signum))
 
 import contextlib
 import signal
 import sys
+from collections.abc import Iterable
 
 EXIT_INTERRUPTED = 130  # errors.EXIT_INTERRUPTED, not imported: errors comes after the handlers
 INTERRUPTED = ("rocbuild: interrupted; what finished is kept, run the same command again to "
@@ -49,10 +58,12 @@ def _exit_interrupted() -> None:
     os._exit(EXIT_INTERRUPTED)
 
 
-def run() -> int:
-    """The CLI's exit code; 130 with one line for an interrupt at any moment, imports too."""
+def run(held: Iterable[int] = ()) -> int:
+    """The CLI's exit code; 130 with one line for an interrupt at any moment, imports too.
+    ``held``: the signals that came before this module was imported (scripts/rocbuild)."""
     for signum in STOP_SIGNALS:
         signal.signal(signum, _hold)
+    _held.extend(held)
     from rocbuild.cli.main import main  # an exception inside importlib helps no one
 
     signal.signal(signal.SIGINT, signal.default_int_handler)
@@ -66,13 +77,15 @@ def run() -> int:
         return _interrupted()
 
 
-def console() -> None:
-    """The `rocbuild` console script and `python -m rocbuild`."""
-    code = run()
+def console(held: Iterable[int] = ()) -> None:
+    """The `rocbuild` command and `python -m rocbuild`; ``held``: the stop signals that came
+    before this module was imported (a console_scripts wrapper of an older install calls it
+    without)."""
+    code = run(held)
     if code == EXIT_INTERRUPTED:
         _exit_interrupted()
     sys.exit(code)
 
 
 if __name__ == "__main__":
-    console()
+    console(_early)

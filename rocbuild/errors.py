@@ -78,6 +78,39 @@ def redact(text: str) -> str:
     return _URL_PASSWORD.sub(rf"\g<1>{REDACTED}@", text)
 
 
+# what a terminal acts on instead of showing: the C0 controls (ESC starts a sequence that
+# retitles the window, moves the cursor, rewrites what is on screen; BEL, BS and CR hide
+# text), DEL, the C1 controls (0x9b is CSI on some terminals) and the marks that reorder the
+# text shown (bidirectional overrides and isolates: a name that reads as another)
+_BUT_LINES = r"\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069"
+CONTROL = re.compile(rf"[\t\n{_BUT_LINES}]")  # one such character (steps.shell_word too)
+_CONTROL_BUT_LINES = re.compile(rf"[{_BUT_LINES}]")  # keeps tab (\x09) and newline (\x0a)
+# a tool's colour or cursor sequence (ESC [ ... letter): CMake, ninja and clang colour their
+# lines when a recipe forces it; dropped from a tool's line before it is shown or matched
+TERMINAL_SEQUENCE = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+_NAMED = {"\n": "\\n", "\t": "\\t", "\r": "\\r"}
+
+
+def _escaped(match: re.Match[str]) -> str:
+    ch = match.group()
+    return _NAMED.get(ch) or (f"\\x{ord(ch):02x}" if ord(ch) < 0x100 else f"\\u{ord(ch):04x}")
+
+
+def printable(text: str) -> str:
+    """``text`` with every control character written as its escape (``\\x1b``, ``\\n``,
+    ``\\u202e``), as Python's repr writes it: one field read from a file or an argument (a
+    component, key or variable name, a signer, a patch file name) shown on one line."""
+    return CONTROL.sub(_escaped, text) if CONTROL.search(text) else text
+
+
+def printable_lines(text: str) -> str:
+    """``printable`` that keeps newlines and tabs: a whole message or a line of a tool's
+    output. The console (cli/ui.py), errors and notices (``fit_terminal``) and the build's
+    plain output pass everything they print through it, so no caller can forget: bytes from
+    files never reach a terminal raw (docs/robustness.md)."""
+    return _CONTROL_BUT_LINES.sub(_escaped, text) if _CONTROL_BUT_LINES.search(text) else text
+
+
 class RocbuildError(Exception):
     """Base of every error rocbuild reports without a traceback. The message and the tip are
     shown, logged and kept in failure records, so a URL's password is taken out here."""
@@ -154,6 +187,7 @@ def fit_terminal(text: str, stream: TextIO) -> str:
     itself would break a long line inside a word); unchanged in a pipe or file, where one
     line per message serves grep and logs. A continued line starts under its own line's
     text: after the indent, or after the name column of a "  name   description" row."""
+    text = printable_lines(text)
     try:
         if not stream.isatty():
             return text

@@ -179,6 +179,7 @@ class ChildRegistry:
     _live: dict[int, Popen] = field(default_factory=dict, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _watchdog: Popen | None = field(default=None, repr=False)
+    _ended: bool = field(default=False, repr=False)  # kill_all ran: the run is interrupted
 
     def _tell_watchdog(self, line: str) -> None:
         """One line to the watchdog, started on the first child; a watchdog that cannot start
@@ -210,6 +211,9 @@ class ChildRegistry:
     def add(self, proc: Popen, argv: Sequence[str]) -> None:
         with self._lock:
             self._live[proc.pid] = proc
+            ended = self._ended
+        if ended:  # started by a worker thread as the run's children were ended: end it too
+            kill_tree(proc)
         if self.folder is None:
             return
         ticks = _start_ticks(proc.pid)
@@ -242,8 +246,12 @@ class ChildRegistry:
 
     def kill_all(self) -> None:
         """Kill every child still running (the run was interrupted; worker threads may still
-        own children in their own sessions)."""
-        for proc in self.live():
+        own children in their own sessions), and each one a worker thread registers after
+        this (it was starting it meanwhile: Popen had returned, add had not run)."""
+        with self._lock:
+            self._ended = True
+            live = list(self._live.values())
+        for proc in live:
             kill_tree(proc)
 
     def _records(self) -> list[tuple[Path, dict[str, Any] | None]]:
@@ -346,6 +354,40 @@ def kill_tree(proc: Popen, grace: float = 5.0) -> None:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
+
+
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+class HeldStops:
+    """Ctrl-C, SIGTERM and SIGHUP held back while a child is started and registered, and
+    acted on at ``release``, once the caller knows the child and ends it with itself. The
+    signal's KeyboardInterrupt came out of subprocess.Popen right after the fork, before it
+    returned the child (``self.pid = _fork_exec(...)``): rocbuild exited 130 and the child
+    it had just started ran on (`.ci/run`'s test_signals[plan-1], one run in ten here).
+    Only the main thread runs Python's signal handlers, so only it holds them."""
+
+    def __init__(self) -> None:
+        self.held: list[int] = []
+        self._previous: dict[int, Any] = {}
+        if threading.current_thread() is threading.main_thread():
+            for signum in STOP_SIGNALS:
+                handler = signal.getsignal(signum)
+                if handler is not None:  # one set outside Python could not be put back
+                    self._previous[signum] = signal.signal(signum, self._hold)
+
+    def _hold(self, signum: int, frame: object) -> None:
+        self.held.append(signum)
+
+    def release(self) -> None:
+        """The handlers back; a signal that came meanwhile is raised again now, so its
+        handler (KeyboardInterrupt: the caller ends the child) acts here. Idempotent."""
+        previous, self._previous = self._previous, {}
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+        held, self.held = self.held, []
+        for signum in dict.fromkeys(held):
+            signal.raise_signal(signum)
 
 
 def _start(argv: Sequence[str], *, cwd: Path | None, env: Mapping[str, str] | None,
@@ -519,24 +561,32 @@ def run_logged(argv: Sequence[str], *, log: Path | None = None, cwd: Path | None
             log.parent.mkdir(parents=True, exist_ok=True)
             logf = stack.enter_context(open_log(log))
             attempt = write_attempt_marker(logf, log, shlex.join(argv), env, cwd)
+        held = HeldStops()  # until the child is registered and watched (HeldStops)
         try:
             proc = _start(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL,
                           stderr=subprocess.STDOUT, text=False)
         except OSError as exc:
+            held.release()
             message = f"cannot start {redact(argv[0])}: {exc.strerror}"
             if logf is not None:
                 logf.write((stamped(f"exit 127: {message}") + "\n").encode())
             if on_line is not None:
                 on_line(message)
             return RunResult(argv, 127, [message], 0.0, log=log)
-        if registry is not None:
-            registry.add(proc, argv)
-        sampler = _PeakSampler(proc.pid)
-        sampler.start()
-        deadline = _Deadline(proc, timeout, grace) if timeout is not None else None
-        if deadline is not None:
-            deadline.start()
+        except BaseException:
+            held.release()
+            raise
+        sampler: _PeakSampler | None = None
+        deadline: _Deadline | None = None
         try:
+            if registry is not None:
+                registry.add(proc, argv)
+            sampler = _PeakSampler(proc.pid)
+            sampler.start()
+            deadline = _Deadline(proc, timeout, grace) if timeout is not None else None
+            if deadline is not None:
+                deadline.start()
+            held.release()  # a stop signal that came meanwhile acts here: the child is ended
             assert proc.stdout is not None
             for raw in proc.stdout:
                 if b"://" in raw and b"@" in raw:  # git may echo the URL it was given
@@ -558,9 +608,10 @@ def run_logged(argv: Sequence[str], *, log: Path | None = None, cwd: Path | None
                 ).encode())
             raise
         finally:
+            held.release()
             if deadline is not None:
                 deadline.cancel()
-            peak = sampler.stop()
+            peak = sampler.stop() if sampler is not None else 0
             if registry is not None:
                 registry.remove(proc)
             if proc.stdout is not None:
@@ -606,16 +657,22 @@ def run_capture(argv: Sequence[str], *, timeout: float | None = 30.0, cwd: Path 
     argv = [str(a) for a in argv]
     if echo is not None:
         echo(redact(f"+ {shlex.join(argv)}"))
+    held = HeldStops()  # until the child is registered (HeldStops)
     try:
         proc = _start(argv, cwd=cwd, env=env,
                       stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
                       stderr=subprocess.STDOUT if merge_stderr else subprocess.PIPE, text=True)
     except OSError as exc:
+        held.release()
         return Captured(127, "", f"cannot run {argv[0]}: {exc.strerror or exc}", started=False)
-    if registry is not None:
-        registry.add(proc, argv)
+    except BaseException:
+        held.release()
+        raise
     try:
         try:
+            if registry is not None:
+                registry.add(proc, argv)
+            held.release()  # a stop signal that came meanwhile acts here: the child is ended
             out, err = proc.communicate(input, timeout=timeout)
             return Captured(proc.returncode, out or "", err or "")
         except subprocess.TimeoutExpired:
@@ -631,6 +688,7 @@ def run_capture(argv: Sequence[str], *, timeout: float | None = 30.0, cwd: Path 
         kill_tree(proc, grace)
         raise
     finally:
+        held.release()
         if registry is not None:
             registry.remove(proc)
 

@@ -23,6 +23,7 @@ from typing import Any
 from rocbuild.bench import llamabench, stats
 from rocbuild.bench.host import VramWait, VramWatcher
 from rocbuild.bench.llamabench import BenchSettings, DeviceCheck
+from rocbuild.proc import HeldStops
 
 Echo = Callable[[str], None]
 _STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
@@ -67,21 +68,27 @@ def run_process(argv: Sequence[str], env: Mapping[str, str], *, timeout: float, 
                 on_poll: Callable[[], None] = lambda: None, poll: float = 0.25) -> Outcome:
     """Run ``argv`` in its own session, stdout and stderr kept apart (JSON vs device lines)."""
     started = time.monotonic()
+    held = HeldStops()  # a Ctrl-C now would leave the program running (proc.HeldStops)
     try:
         proc = subprocess.Popen(list(argv), env=dict(env), stdin=subprocess.DEVNULL,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                 start_new_session=True)
     except OSError as exc:
+        held.release()
         return Outcome(127, "", f"cannot start {argv[0]}: {exc.strerror}", 0.0)
+    except BaseException:
+        held.release()
+        raise
     out: list[bytes] = []
     err: list[bytes] = []
     readers = [threading.Thread(target=_drain, args=(proc.stdout, out), daemon=True),
                threading.Thread(target=_drain, args=(proc.stderr, err), daemon=True)]
-    for reader in readers:
-        reader.start()
     sent: list[str] = []
     timed_out = False
     try:
+        for reader in readers:
+            reader.start()
+        held.release()
         on_poll()  # a first reading while it loads: short runs may end before the first poll
         while True:
             try:
@@ -97,8 +104,10 @@ def run_process(argv: Sequence[str], env: Mapping[str, str], *, timeout: float, 
         stop_gracefully(proc, grace, sent)
         raise
     finally:
+        held.release()
         for reader in readers:
-            reader.join(timeout=1.0 if proc.poll() is not None else 0.1)
+            if reader.is_alive():
+                reader.join(timeout=1.0 if proc.poll() is not None else 0.1)
     return Outcome(proc.poll(), b"".join(out).decode("utf-8", "replace"),
                    b"".join(err).decode("utf-8", "replace"), time.monotonic() - started,
                    sent, timed_out, proc.pid)

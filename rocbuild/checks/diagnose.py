@@ -25,6 +25,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from rocbuild.errors import TERMINAL_SEQUENCE
 from rocbuild.model import commandline
 
 if sys.version_info >= (3, 11):
@@ -32,8 +33,6 @@ if sys.version_info >= (3, 11):
 else:
     import tomli as tomllib
 
-# Colour codes from clang/gcc/ninja would otherwise split words the regexes look for.
-_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 _FIELD = re.compile(r"\{(\w+)\}")
 
 
@@ -116,7 +115,8 @@ def _fill(text: str, match: re.Match[str], context: Mapping[str, str]) -> str:
 
 
 def clean(line: str) -> str:
-    return _ANSI.sub("", line).rstrip("\r\n")
+    # colour codes from clang/gcc/ninja would otherwise split words the regexes look for
+    return TERMINAL_SEQUENCE.sub("", line).rstrip("\r\n")
 
 
 def diagnose(lines: Sequence[str], *, context: Mapping[str, str] | None = None

@@ -129,6 +129,10 @@ class Probe:
     path: str  # the PATH the build will run with
     run: RunTool = run_tool
     env: Mapping[str, str] = field(default_factory=dict)  # for CPATH and friends
+    # the file system whose system folders a header check reads (usr/include, ...): the
+    # host's; a test hands in a folder of its own, so no answer depends on what the host
+    # has installed
+    root: Path = Path("/")
 
     def which(self, tool: str) -> str | None:
         return shutil.which(tool, path=self.path)
@@ -157,11 +161,14 @@ def requirements(stack: Stack) -> Requirements:
 
 
 # --- system packages ---------------------------------------------------------------------
-def _include_dirs(env: Mapping[str, str]) -> list[Path]:
-    dirs = [d for var in ("CPATH", "C_INCLUDE_PATH", "CPLUS_INCLUDE_PATH")
-            for d in env.get(var, "").split(":") if d]
-    dirs += ["/usr/local/include", "/usr/include", *sorted(glob.glob("/usr/include/*-linux-*"))]
-    return [Path(d) for d in dirs]
+def _include_dirs(probe: Probe) -> list[Path]:
+    """Where a compile finds a header: the folders of CPATH and its kin, then the system's
+    (``/usr/local/include``, ``/usr/include`` and its multiarch folder) under ``probe.root``."""
+    dirs = [Path(d) for var in ("CPATH", "C_INCLUDE_PATH", "CPLUS_INCLUDE_PATH")
+            for d in probe.env.get(var, "").split(":") if d]
+    system = probe.root / "usr" / "include"
+    return [*dirs, probe.root / "usr" / "local" / "include", system,
+            *sorted(Path(p) for p in glob.glob(str(system / "*-linux-*")))]
 
 
 def probe_passes(spec: str, probe: Probe) -> bool:
@@ -169,7 +176,7 @@ def probe_passes(spec: str, probe: Probe) -> bool:
     if kind == "tool":
         return probe.which(name) is not None
     if kind == "header":
-        return any((d / name).is_file() for d in _include_dirs(probe.env))
+        return any((d / name).is_file() for d in _include_dirs(probe))
     if kind == "pkg-config":
         tool = probe.which("pkg-config")
         result = probe.run([tool, "--exists", name]) if tool else None

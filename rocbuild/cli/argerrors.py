@@ -16,7 +16,7 @@ import difflib
 from collections.abc import Sequence
 from pathlib import Path
 
-from rocbuild.errors import ConfigError
+from rocbuild.errors import ConfigError, printable
 from rocbuild.model.settings import OPTIONS
 from rocbuild.model.targets import looks_like_target
 
@@ -112,19 +112,19 @@ def unknown_flags_error(parser: argparse.ArgumentParser, flags: Sequence[str],
     sub = _subparsers(parser)
     parts = []
     for word in flags:
-        name = word.split("=", 1)[0]
+        name, shown = word.split("=", 1)[0], printable(word)
         owners = [cmd for cmd, child in (sub.choices.items() if sub else ())
                   if any(name in a.option_strings for a in child._actions)]
         if command in owners:  # `rocbuild --json status`: the command's own, given before it
-            parts.append(f"'{word}' is an option of `rocbuild {command}`: give it after the "
+            parts.append(f"'{shown}' is an option of `rocbuild {command}`: give it after the "
                          "command")
         elif owners:  # `rocbuild --verbose`: some command's option
-            parts.append(f"'{word}' is an option of `rocbuild {owners[0]}`"
+            parts.append(f"'{shown}' is an option of `rocbuild {owners[0]}`"
                          + (f" (and {len(owners) - 1} more commands)" if len(owners) > 1
                             else "") + ": give it after the command")
         else:
             close = _close(name, options)
-            parts.append(f"'{word}' is not an option of rocbuild"
+            parts.append(f"'{shown}' is not an option of rocbuild"
                          + (f" (did you mean '{close}'?)" if close else ""))
     return ConfigError("; ".join(parts),
                        tip="`rocbuild --help` lists the commands and the global options")
@@ -139,6 +139,7 @@ def bad_choice(parser: argparse.ArgumentParser, bad: BadChoice, argv: Sequence[s
         return unknown_flags_error(parser, stray)  # `--jbos 3 plan`: '3' taken for the command
     words, where = command_path(parser, argv)
     value = str(bad.value)
+    shown = printable(value)  # an argument: its control characters as escapes, one line
     sub = _subparsers(where)
     if isinstance(bad.action, argparse._SubParsersAction) and sub is not None:
         names = sorted(sub.choices)
@@ -146,14 +147,14 @@ def bad_choice(parser: argparse.ArgumentParser, bad: BadChoice, argv: Sequence[s
         scope = " ".join(["rocbuild", *words])
         hint = f" Did you mean '{close}'?" if close else ""
         if looks_like_target(value):
-            hint = f" '{value}' is a GPU target: give it as --target {value}"
-        return ConfigError(f"'{value}' is not a command of {scope}.{hint}",
+            hint = f" '{shown}' is a GPU target: give it as --target {shown}"
+        return ConfigError(f"'{shown}' is not a command of {scope}.{hint}",
                            tip=f"`{scope} --help` lists the commands")
     choices = [str(c) for c in bad.action.choices or ()]
     name = "/".join(bad.action.option_strings) or bad.action.metavar or bad.action.dest
     close = _close(value, choices)
     hint = f" Did you mean '{close}'?" if close else ""
-    return ConfigError(f"{name}: '{value}' is not one of {', '.join(choices)}.{hint}",
+    return ConfigError(f"{name}: '{shown}' is not one of {', '.join(choices)}.{hint}",
                        tip=_help_tip(words))
 
 
@@ -169,15 +170,16 @@ def unrecognized(parser: argparse.ArgumentParser, unknown: Sequence[str], argv: 
     flags = _flags_of(where)
     parts = []
     for word in unknown:
+        shown = printable(word)
         if word.startswith("-"):
             close = _close(word.split("=", 1)[0], flags)
-            parts.append(f"'{word}' is not an option here"
+            parts.append(f"'{shown}' is not an option here"
                          + (f" (did you mean '{close}'?)" if close else ""))
         elif looks_like_target(word):
-            parts.append(f"'{word}' looks like a second GPU target: to build for several "
+            parts.append(f"'{shown}' looks like a second GPU target: to build for several "
                          "targets, separate them with commas (--target gfx906,gfx90a)")
         else:
-            parts.append(f"'{word}' is an unexpected argument")
+            parts.append(f"'{shown}' is an unexpected argument")
     command = " ".join(["rocbuild", *words])
     return ConfigError(f"{command}: " + "; ".join(parts), tip=_help_tip(words))
 
@@ -189,6 +191,7 @@ def explain(parser: argparse.ArgumentParser, message: str, argv: Sequence[str]) 
     if stray and "required: COMMAND" in message:  # `rocbuild --verison`: no command left
         return unknown_flags_error(parser, stray)
     words, _ = command_path(parser, argv)
+    message = printable(message)  # one line, which may quote the value given
     required = message.partition("the following arguments are required: ")[2]
     if required:
         return ConfigError(f"{' '.join(['rocbuild', *words])}: missing {required}",

@@ -32,13 +32,12 @@ import contextlib
 import glob
 import os
 import shutil
-import sys
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from rocbuild import proc
-from rocbuild.errors import ConfigError
+from rocbuild.errors import ConfigError, notice
 from rocbuild.model import gitcache, launchers
 from rocbuild.model.graph import Component, Stack
 from rocbuild.model.layout import info_path
@@ -268,4 +267,4 @@ def release_prefix(stack: Stack) -> None:
     workdirs.release(stack.workdir, stack.prefix)
     problem = registry.forget(stack.prefix)
     if problem is not None:
-        print(problem, file=sys.stderr)
+        notice(problem)

@@ -11,6 +11,8 @@ import os
 import sys
 from pathlib import Path
 
+from rich.markup import escape
+
 from rocbuild.bench import chart, llamabench, report
 from rocbuild.bench.host import read_host
 from rocbuild.bench.llamabench import BenchSettings
@@ -160,5 +162,5 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         report.print_report(result, console())
         for path in (args.csv, args.chart):
             if path is not None:
-                print(f"wrote {path}")
+                console().print(f"wrote {escape(str(path))}")
     return 0 if result.ok else 1

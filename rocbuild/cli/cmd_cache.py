@@ -227,7 +227,9 @@ def run_list(args: argparse.Namespace, settings: Settings) -> int:
                           tip="rocbuild cache list /srv/rocbuild-cache")
     store = cache.open_cache(settings.cache)
     assert store is not None
-    entries = store.index()
+    # anyone who may write the store writes its index: an entry that is not a table is
+    # none, and a field of the wrong type is shown as text (a signature is checked on install)
+    entries = [e for e in store.index() if isinstance(e, dict)]
     if args.json:
         json.dump({"cache": store.location, "artifacts": entries}, sys.stdout, indent=2)
         sys.stdout.write("\n")
@@ -248,15 +250,22 @@ def run_list(args: argparse.Namespace, settings: Settings) -> int:
         signer = signers.get(fingerprint) or _signer(fingerprint, trusted, len(signers) + 1)
         if fingerprint:
             signers[fingerprint] = signer
-        table.add_row(escape(str(e.get("component"))), str(e.get("key", ""))[:12],
-                      ",".join(map(str, e.get("targets", []))),
-                      fmt_size(float(e.get("size", 0))),
-                      fmt_size(float(e.get("archive_size", 0))), escape(signer),
-                      _when(e.get("created"))[:10])
+        targets = e.get("targets", [])
+        table.add_row(escape(str(e.get("component"))), escape(str(e.get("key", ""))[:12]),
+                      escape(",".join(map(str, targets)) if isinstance(targets, list)
+                             else str(targets)),
+                      fmt_size(_size(e.get("size"))), fmt_size(_size(e.get("archive_size"))),
+                      escape(signer), escape(_when(e.get("created"))[:10]))
     out.print(table)
     for fingerprint, signer in signers.items():  # the fingerprints, whole, for comparing
         out.print(f"  {escape(signer)} ({escape(fingerprint)})", soft_wrap=True)
     return 0
+
+
+def _size(value: Any) -> float:
+    """An index entry's size in bytes; 0 for anything that is not a number."""
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) \
+        else 0.0
 
 
 def _signer(fingerprint: str, trusted: dict[str, str], number: int) -> str:

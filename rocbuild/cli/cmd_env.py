@@ -7,7 +7,7 @@ import argparse
 import os
 import sys
 
-from rocbuild.errors import ConfigError
+from rocbuild.errors import ConfigError, printable_lines
 from rocbuild.model.graph import load_stack
 from rocbuild.model.settings import Settings
 from rocbuild.prefix import envfiles, prefixguard
@@ -49,5 +49,5 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
                               "built stack (`rocbuild prefixes` lists them)")
     spec = envfiles.spec_for(stack, tune=args.tune)
     shell = args.shell or default_shell()
-    sys.stdout.write(envfiles.render(spec, shell))
+    sys.stdout.write(printable_lines(envfiles.render(spec, shell)))
     return 0

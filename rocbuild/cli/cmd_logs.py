@@ -20,10 +20,11 @@ import shutil
 import sys
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import TextIO
 
-from rocbuild.errors import ConfigError, notice
+from rocbuild.errors import ConfigError, notice, printable_lines
 from rocbuild.model import steptable
 from rocbuild.model.graph import Component, load_stack
 from rocbuild.model.settings import Settings
@@ -126,6 +127,30 @@ def choose_step(work: Workdir, comp: Component, step: str | None) -> str | None:
 FOLLOW_POLL = 0.2  # seconds between looks at a followed log
 
 
+class Shown:
+    """``stream`` that writes a log's control characters as their escapes
+    (errors.printable_lines) when it is a terminal: a step log holds what tools printed,
+    source lines a compiler quoted among them, and bytes from files never reach a terminal
+    raw. A pipe (``| less -R``, ``| grep``) gets the log as it is."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self.stream = stream
+        try:
+            self.terminal = stream.isatty()
+        except (AttributeError, ValueError):
+            self.terminal = False
+
+    def write(self, text: str) -> int:
+        return self.stream.write(printable_lines(text) if self.terminal else text)
+
+    def writelines(self, lines: Iterable[str]) -> None:
+        for line in lines:
+            self.write(line)
+
+    def flush(self) -> None:
+        self.stream.flush()
+
+
 def follow(log: Path, tail: int | None, runs: Callable[[], bool]) -> None:
     """``tail -f`` of ``log`` while ``runs()`` says its step runs: what is there (its last
     ``tail`` lines), then each new piece as it is written; ends once the step ended and
@@ -134,15 +159,16 @@ def follow(log: Path, tail: int | None, runs: Callable[[], bool]) -> None:
         if not runs():
             return
         time.sleep(FOLLOW_POLL)
+    out = Shown(sys.stdout)
     with log.open(encoding="utf-8", errors="replace") as f:
         if tail is not None:
-            sys.stdout.writelines(deque(f, maxlen=tail))
+            out.writelines(deque(f, maxlen=tail))
         while True:
             running_now = runs()  # asked before reading: the last write is never missed
             piece = f.read()
             if piece:
-                sys.stdout.write(piece)
-                sys.stdout.flush()
+                out.write(piece)
+                out.flush()
             elif not running_now:
                 return
             else:
@@ -150,9 +176,10 @@ def follow(log: Path, tail: int | None, runs: Callable[[], bool]) -> None:
 
 
 def print_log(log: Path, tail: int | None) -> None:
+    out = Shown(sys.stdout)
     with log.open(encoding="utf-8", errors="replace") as f:
         if tail is None:
-            shutil.copyfileobj(f, sys.stdout)
+            shutil.copyfileobj(f, out)
         elif tail > 0:
-            sys.stdout.writelines(deque(f, maxlen=tail))
-    sys.stdout.flush()
+            out.writelines(deque(f, maxlen=tail))
+    out.flush()

@@ -35,7 +35,13 @@ from rocbuild.checks.verify import (
 )
 from rocbuild.cli.argerrors import path_arg
 from rocbuild.cli.ui import console
-from rocbuild.errors import EXIT_OK, EXIT_VERIFY_FAILED, ConfigError, notice
+from rocbuild.errors import (
+    EXIT_OK,
+    EXIT_VERIFY_FAILED,
+    ConfigError,
+    StateWriteError,
+    notice,
+)
 from rocbuild.files import write_json_atomic
 from rocbuild.model import wording
 from rocbuild.model.base import multiarch_dirs
@@ -210,9 +216,14 @@ def record_result(prefix: Path, ok: bool, targets: tuple[TargetId, ...],
     try:
         buildinfo.write_build_info(prefix, updated)
         _record_for_status(prefix, updated, ok, seconds)
-    except PermissionError as exc:
-        print(f"rocbuild: note: this verify is not recorded: {exc.filename}: {exc.strerror} "
-              "(run it as the prefix's owner)", file=sys.stderr)
+    except (OSError, StateWriteError) as exc:
+        # the result stands (it was printed, and the exit code says it); only its record is
+        # missing: a prefix on a read-only file system (an NFS export, faults.py's
+        # StateWriteError), another user's (run it as its owner), a full disk
+        what = (f"{exc.filename}: {exc.strerror} (run it as the prefix's owner)"
+                if isinstance(exc, OSError) else str(exc))
+        notice(f"rocbuild: warning: this verify is not recorded: {what}; `prefixes` and "
+               "`activate` go by the verify recorded before")
         return None
     if updated.verified:
         return "verified"

@@ -13,6 +13,7 @@ import time
 from typing import TextIO
 
 from rocbuild import proc
+from rocbuild.errors import TERMINAL_SEQUENCE, printable_lines
 from rocbuild.model import wording
 
 
@@ -25,9 +26,12 @@ class Output:
         self._lock = threading.Lock()
 
     def say(self, text: str) -> None:
+        # a control character of a tool's line or a name is written as its escape
+        # (errors.printable_lines): bytes from files never reach a terminal raw
         with self._lock:  # plain lines go to pipes and files: each says when it happened,
             clock = proc.clock()  # the lines of a message of several too
-            self.stream.write("".join(f"{clock} {line}\n" for line in text.split("\n")))
+            self.stream.write("".join(f"{clock} {printable_lines(line)}\n"
+                                      for line in text.split("\n")))
             self.stream.flush()
 
     def command(self, component: str, step: str, argv: list[str]) -> None:
@@ -37,8 +41,8 @@ class Output:
         self.say(f"+ {shlex.join(argv)}")
 
     def build_line(self, component: str, step: str, line: str) -> None:
-        if self.show_build_output:
-            self.say(f"  {component}:{step} | {line}")
+        if self.show_build_output:  # a tool's colours go (they would show as escapes)
+            self.say(f"  {component}:{step} | {TERMINAL_SEQUENCE.sub('', line)}")
 
     def step_started(self, component: str, step: str, expected: float | None) -> None:
         """A step begins; ``expected`` is its duration last time (or the recipe's estimate).

@@ -5,16 +5,17 @@ from __future__ import annotations
 
 import re
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any, TextIO, cast
 
 from rich.cells import cell_len
 from rich.console import Console
 from rich.markup import escape
+from rich.segment import Segment
 from rich.text import Text
 
 from rocbuild import proc
-from rocbuild.errors import redact
+from rocbuild.errors import printable_lines, redact
 from rocbuild.model import wording
 from rocbuild.model.baseaudit import audit_lines
 from rocbuild.model.cost import summary_lines
@@ -46,6 +47,17 @@ class FittedConsole(Console):
     # a log (a build's plain output in a pipe): every text line whole, for grep, as the step
     # lines before it are; tables keep their layout (console(stamped=True))
     whole_lines = False
+
+    def _render_buffer(self, buffer: Iterable[Segment]) -> str:
+        """Every character rocbuild prints passes here, rich's own output (tables, progress
+        bars) included: a control character in the text (a recipe's summary, a signer read
+        from a cache's index.json, a name given as an argument) is written as its escape
+        (errors.printable_lines), so no caller can forget it; rich's own styles and cursor
+        moves (control segments) are added after and stay as they are."""
+        return super()._render_buffer(
+            segment if segment.control or not segment.text else
+            Segment(printable_lines(segment.text), segment.style, segment.control)
+            for segment in buffer)
 
     def print(self, *objects: Any, **kwargs: Any) -> None:
         if self.whole_lines and objects and all(isinstance(o, (str, Text)) for o in objects):

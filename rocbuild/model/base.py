@@ -498,10 +498,13 @@ def llvm_home(base: Base) -> Path:
               and f.parent.name == "bin"]
     if not clangs:
         return base.path / "lib" / "llvm"
+    return max(clangs, key=lambda clang: version_key(clang.parent.parent.name)).parent.parent
 
-    def newest(path: Path) -> tuple[int, ...]:
-        return tuple(int(n) for n in re.findall(r"\d+", path.parent.parent.name)) or (0,)
-    return max(clangs, key=newest).parent.parent
+
+def version_key(name: str) -> tuple[int, ...]:
+    """The numbers in ``name`` as a tuple, to order versions as numbers: by name,
+    ``llvm-9`` sorts after ``llvm-21`` and ``clang/19`` before ``clang/21``."""
+    return tuple(int(n) for n in re.findall(r"\d+", name)) or (0,)
 
 
 def device_lib_dir(base: Base) -> Path | None:
@@ -512,8 +515,15 @@ def device_lib_dir(base: Base) -> Path | None:
     21.1.8 in a sid root); naming the folder serves every layout."""
     provided = base.taken if base.provided is None else base.provided
     libs = provided.get("device-libs")
-    bitcode = [f for f in (libs.files if libs else ()) if f.name == "ocml.bc"]
-    return bitcode[0].parent if bitcode else None
+    bitcode = [f.parent for f in (libs.files if libs else ()) if f.name == "ocml.bc"]
+    if not bitcode:
+        return None
+    # the bitcode of the LLVM that compiles (llvm_home), not the first by name: with clang
+    # 19 and 21 installed, lib/llvm-19 sorts first and clang 21 got clang 19's bitcode
+    home = llvm_home(base)
+    own = [b for b in bitcode if b.is_relative_to(home)]
+    return own[0] if own else max(bitcode, key=lambda b: version_key(
+        b.relative_to(base.path).as_posix()))
 
 
 def base_runpath(base: Base | None) -> list[str]:

@@ -24,6 +24,7 @@ of argument change what that command is:
 
 from __future__ import annotations
 
+import fnmatch
 import re
 from collections.abc import Sequence
 
@@ -46,6 +47,18 @@ def mode(arg: str) -> str | None:
                 flag in ("-P", "-E") and arg.startswith(flag) and not arg.startswith("-E-")):
             return flag
     return None
+
+
+def unsets(arg: str, names: Sequence[str]) -> str | None:
+    """The first of ``names`` a ``-U<glob>`` argument removes from CMake's cache, or None.
+    CMake (3.25 ``cmake::SetCacheArgs``) removes every cache entry the glob matches, case
+    sensitive, with ``*``, ``?`` and ``[...]`` (``[^...]`` and ``[!...]`` negated): tested,
+    ``-UCMAKE_INSTALL_*``, ``-U*`` and ``-U[C]MAKE_INSTALL_PREFIX`` after
+    ``-DCMAKE_INSTALL_PREFIX=/x`` configure for /usr/local."""
+    if not arg.startswith("-U"):
+        return None
+    pattern = arg[2:].replace("[^", "[!")
+    return next((name for name in names if fnmatch.fnmatchcase(name, pattern)), None)
 
 
 def writer(arg: str) -> str | None:

@@ -14,7 +14,14 @@ from pathlib import Path
 from typing import Any
 
 from rocbuild.errors import ConfigError, redact
-from rocbuild.model import buildsystems, inputcheck, launchers, layout, patchseries
+from rocbuild.model import (
+    buildsystems,
+    envtext,
+    inputcheck,
+    launchers,
+    layout,
+    patchseries,
+)
 from rocbuild.model.base import Base, fetch_sources, llvm_home, load_base, restricted_to
 from rocbuild.model.codeaudit import CodeMemo
 from rocbuild.model.patchseries import Patch
@@ -434,9 +441,11 @@ def load_stack(settings: Settings, requested: Iterable[str] = ()) -> Stack:
         components[name] = _render_component(stack, recipes.recipes[name], components, settings)
     # no launchers yet: they depend on the host's programs, probed when a run starts
     # (checks/launchtools.py), so loading a stack runs nothing
-    return Stack(recipes=recipes, version=version, series=spec.series, targets=targets,
-                 prefix=prefix, workdir=workdir, components=components, order=order,
-                 base=rocm_base, config_dir=config_dir, profile=profile)
+    stack = Stack(recipes=recipes, version=version, series=spec.series, targets=targets,
+                  prefix=prefix, workdir=workdir, components=components, order=order,
+                  base=rocm_base, config_dir=config_dir, profile=profile)
+    envtext.check(stack)  # what the env files will say, rendered now: not after the builds
+    return stack
 
 
 def _render_component(stack: Stack, recipe: Recipe, done: Mapping[str, Component],

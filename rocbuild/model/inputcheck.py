@@ -44,6 +44,23 @@ def no_nul(where: str, key: str, value: str) -> str:
     return value
 
 
+# a name that becomes one folder or file name (the stack's: modulefiles/<name>/): letters,
+# digits and . _ + - , starting with a letter or digit (so never '', '.', '..', '-x' or a
+# hidden file), no '/' and no control character, and short enough for every file system
+_PATH_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,63}")
+
+
+def path_name(where: str, key: str, name: str) -> str:
+    """A name rocbuild makes one path element of (the stack's name: the modulefiles folder
+    ``modulefiles/<name>/`` and the module ``<name>/<version>``): ``../../x`` wrote the
+    modulefiles outside the prefix, and ``clean --prefix-files`` then deleted that folder."""
+    if not _PATH_NAME_RE.fullmatch(name):
+        raise _fail(where, key, f"{name!r} is not a name rocbuild can make a folder of: use "
+                    "letters, digits and . _ + - (at most 64, the first a letter or digit; "
+                    "no '/', spaces or control characters)", f"fix '{key}' in {where}")
+    return name
+
+
 def git_ref(where: str, key: str, ref: str) -> str:
     """A tag, branch or full commit id that git cannot read as an option or a refspec trick."""
     no_nul(where, key, ref)

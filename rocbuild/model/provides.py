@@ -9,17 +9,24 @@ so a stack of other projects gets no ROCM_PATH or HIP_PLATFORM in its files or i
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from rocbuild.errors import ConfigError
 from rocbuild.model.base import device_lib_dir
-from rocbuild.model.graph import Stack
+from rocbuild.model.recipes import one_line
 from rocbuild.model.render import render as render_text
+
+if TYPE_CHECKING:
+    from rocbuild.model.graph import Stack
 
 PREFIX_MARK = "\x00rocbuild-prefix\x00"  # what {{ prefix }} renders to in a provides_env value
 # the variable naming the device bitcode: on a base it is where the base showed its
 # device-libs (Debian: clang's resource folder), not the recipe's path inside the base
 DEVICE_LIB_VAR = "HIP_DEVICE_LIB_PATH"
+# a path inside the tree, as the env files write it after their computed prefix ("/lib")
+_TREE_PATH = re.compile(r"[A-Za-z0-9/_.+-]*")
 
 
 @dataclass(frozen=True)
@@ -42,7 +49,9 @@ def provided_by(stack: Stack) -> tuple[Provided, ...]:
     """The variables the stack's recipes provide to users, in the order of the stack's
     default set (every recipe, by name, when stack.toml lists none), then of the components
     built and those taken from a base (the first recipe that names a variable wins): a
-    stack's identity comes from its recipes, so a stack without ROCm sets no ROCM_PATH."""
+    stack's identity comes from its recipes, so a stack without ROCm sets no ROCM_PATH.
+    Every value lands in a file every user sources: a path after {{ prefix }} holds only
+    characters the files write as they are, a plain value no control character (exit 2)."""
     taken = stack.base.taken if stack.base else frozenset()
     default = stack.recipes.stack.components or sorted(stack.recipes.recipes)
     names = list(dict.fromkeys([*default, *stack.order, *sorted(taken)]))
@@ -56,9 +65,15 @@ def provided_by(stack: Stack) -> tuple[Provided, ...]:
         for var, (template, comment, steps) in recipe.provides_env.items():
             if var in out:
                 continue
-            value = render_text(template, context, file=recipe.file, key=f"provides_env.{var}")
+            key = f"provides_env.{var}"
+            value = render_text(template, context, file=recipe.file, key=key)
             if value.startswith(PREFIX_MARK):
                 rel = value[len(PREFIX_MARK):].strip("/")
+                if not _TREE_PATH.fullmatch(rel):
+                    raise ConfigError(
+                        f"{recipe.file}: key '{key}': the path after {{{{ prefix }}}} is "
+                        f"{rel!r}; the env files write it as it is, so use letters, digits "
+                        "and / _ . + - only", tip=f"fix '{key}' in {recipe.file}")
                 out[var] = Provided(var, rel, comment or f"set by {name}", rel, name in taken,
                                     steps)
             elif PREFIX_MARK in value:
@@ -66,7 +81,8 @@ def provided_by(stack: Stack) -> tuple[Provided, ...]:
                                   "may only start the value (a path inside the tree)",
                                   tip=f"fix 'provides_env.{var}' in {recipe.file}")
             else:
-                out[var] = Provided(var, value, comment or f"set by {name}", steps=steps)
+                out[var] = Provided(var, one_line(recipe.file, key, value),
+                                    comment or f"set by {name}", steps=steps)
     return tuple(out.values())
 
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from rocbuild.errors import ConfigError
+from rocbuild.errors import CONTROL, ConfigError, printable
 from rocbuild.model import buildsystems, inputcheck
 
 if sys.version_info >= (3, 11):
@@ -48,8 +48,9 @@ def suggest(word: str, choices: list[str] | tuple[str, ...]) -> str:
 def unknown_component(name: str, known: Iterable[str], tip: str, where: str = "") -> ConfigError:
     """The one "unknown component" error: names the known ones and the closest match.
     ``where`` is the file and key that named it (a recipe's ``depends``), else empty."""
-    names = sorted(known)
-    return ConfigError(f"{where}unknown component '{name}' (known: {', '.join(names)})."
+    names = sorted(known)  # a name given as an argument is shown on one line, escaped
+    return ConfigError(f"{where}unknown component '{printable(name)}' (known: "
+                       f"{', '.join(names)})."
                        + suggest(name, names), tip=tip)
 
 
@@ -271,7 +272,9 @@ def recipe_schema() -> _Schema:
 
 
 def _where(path: tuple[str, ...]) -> str:
-    return ".".join(path) if path else "(top level)"
+    """A key's dotted path for a message; a TOML key may hold any character (``"a\\nb" =
+    1``), so each part is shown escaped, on one line."""
+    return ".".join(printable(part) for part in path) if path else "(top level)"
 
 
 def _check_value(file: Path, keypath: tuple[str, ...], tag: str, value: Any) -> Any:
@@ -345,8 +348,23 @@ def _check_value(file: Path, keypath: tuple[str, ...], tag: str, value: Any) -> 
                     f"{file}: key '{key}.{name}' must be a string or a table with a string "
                     f"'value' (and a 'comment', 'steps'), got {item!r}",
                     tip=f"fix '{key}.{name}' in {file}")
+            for part, text in zip(("value", "comment"), out[name][:2], strict=True):
+                one_line(file, f"{key}.{name}" + (".comment" if part == "comment" else ""),
+                         text)
         return out
     return value
+
+
+def one_line(file: Path, key: str, text: str) -> str:
+    """Refuse a control character (a newline, an escape) in a text the env files write into
+    a comment or a value every user sources: after a newline, the rest of a comment line is
+    a command."""
+    bad = CONTROL.search(text)  # what errors.printable escapes
+    if bad:
+        raise ConfigError(f"{file}: key '{key}' holds the control character {bad.group()!r}; "
+                          "the env files write it into a line every user sources, so it must "
+                          "be one line of plain text", tip=f"fix '{key}' in {file}")
+    return text
 
 
 def validate(file: Path, data: Mapping[str, Any], schema: _Schema,
@@ -524,13 +542,21 @@ def load_stack_spec(folder: Path) -> StackSpec:
                           f"got {stack['version']!r}", tip=f"fix 'stack.version' in {file}")
     for key in ("title", "programs", "cmake_packages"):
         check_plain_text(file, f"stack.{key}", stack.get(key, ""))
+    if "components" in stack and not stack["components"]:
+        # without the key a bare `rocbuild build` builds every recipe of the folder; an
+        # empty list reads as "none" and built them all without a word
+        raise ConfigError(f"{file}: key 'stack.components' is empty, so it says nothing of "
+                          "what a bare `rocbuild build` builds",
+                          tip=f"list the components in 'stack.components' of {file}, or "
+                              "remove the key to build every recipe of the folder")
+    name = inputcheck.path_name(str(file), "stack.name", stack.get("name", "rocm"))
     default = stack.get("profile", "")
     if default and default not in profiles:
         raise ConfigError(f"{file}: key 'stack.profile' = {default!r} names no [profiles."
                           f"<name>] table (declared: {', '.join(profiles) or 'none'})."
                           + suggest(default, list(profiles)),
                           tip=f"fix 'stack.profile' or add [profiles.\"{default}\"] to {file}")
-    return StackSpec(file=file, name=stack.get("name", "rocm"), version=stack["version"],
+    return StackSpec(file=file, name=name, version=stack["version"],
                      targets=stack["targets"], prefix=stack["prefix"],
                      components=stack.get("components", ()), title=stack.get("title", ""),
                      summary=stack.get("summary", ""), programs=stack.get("programs", ""),
@@ -632,6 +658,7 @@ def load_recipe(file: Path) -> Recipe:
             raise ConfigError(f"{file}: key '{key}' must be header:<file>, pkg-config:<name> or "
                               f"tool:<program>, got {spec!r}." + suggest(kind_, SYSTEM_CHECK_KINDS),
                               tip=f"fix '{key}' in {file}")
+    one_line(file, "install.runpath_reason", install.get("runpath_reason", ""))
     if install.get("runpath") is False and not install.get("runpath_reason", "").strip():
         raise ConfigError(f"{file}: key 'install.runpath' is false but 'install.runpath_reason' "
                           "does not say why (installed programs then need env.sh to start)",

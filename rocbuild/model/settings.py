@@ -18,7 +18,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from rocbuild.errors import ConfigError, redact
+from rocbuild.errors import ConfigError, printable, redact
 from rocbuild.model import bounds, inputcheck
 from rocbuild.model.launchers import parse_ccache_mode, parse_distcc_hosts, parse_launcher
 from rocbuild.model.recipes import read_toml, suggest
@@ -387,7 +387,7 @@ def unknown_variables(env: Mapping[str, str]) -> list[str]:
     (a misspelt workdir variable would otherwise be ignored in silence, where a misspelt
     config key is refused)."""
     known = known_variables()
-    return [f"environment variable {name} is not a rocbuild setting and is ignored."
+    return [f"environment variable {printable(name)} is not a rocbuild setting and is ignored."
             + suggest(name, known) + " (`rocbuild help options` lists them)"
             for name in sorted(env) if name.startswith("ROCBUILD_") and name not in known]
 
@@ -422,18 +422,19 @@ def _read_config_file(path: Path) -> dict[str, Any]:
         for key in data:
             if key != "rocbuild":
                 raise ConfigError(
-                    f"{path}: table or key '{key}' is not allowed beside [rocbuild] (rocbuild "
-                    "reads only [rocbuild])." + suggest(key, ["rocbuild", *names]),
-                    tip=f"move the settings into [rocbuild] or remove '{key}' from {path}")
+                    f"{path}: table or key '{printable(key)}' is not allowed beside [rocbuild] "
+                    "(rocbuild reads only [rocbuild])." + suggest(key, ["rocbuild", *names]),
+                    tip=f"move the settings into [rocbuild] or remove '{printable(key)}' from "
+                        f"{path}")
     for key in section:
         if key not in OPTION_BY_NAME:
             kind = "table" if isinstance(section[key], dict) else "key"
             # people write the flag's spelling (swap-weight) as often as a typo (worksdir)
             hint = (f" Did you mean '{key.replace('-', '_')}'?"
                     if key.replace("-", "_") in OPTION_BY_NAME else suggest(key, names))
-            raise ConfigError(f"{path}: {kind} '{key}' is not a setting (known settings: "
-                              f"{', '.join(names)})." + hint,
-                              tip=f"fix the spelling or remove '{key}' from {path}; "
+            raise ConfigError(f"{path}: {kind} '{printable(key)}' is not a setting (known "
+                              f"settings: {', '.join(names)})." + hint,
+                              tip=f"fix the spelling or remove '{printable(key)}' from {path}; "
                                   "`rocbuild --help` describes each setting")
     return section
 

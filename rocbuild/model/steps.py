@@ -14,6 +14,7 @@ import shlex
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from rocbuild.errors import CONTROL
 from rocbuild.model import gitcache, launchers
 from rocbuild.model.graph import Component, Stack, venv_dir
 from rocbuild.model.inputcheck import CLEARED_ENV
@@ -97,14 +98,27 @@ def patch_argv(component: Component) -> list[list[str]]:
             for p in component.patches]
 
 
+def shell_word(text: str) -> str:
+    """``shlex.quote``, except that a word with a control character (an ESC, a newline in a
+    recipe's argument) is written in bash's ``$'...'`` form with each one as its escape: the
+    line still means the same argument when pasted, and no raw control byte reaches the
+    terminal it is printed on."""
+    if not CONTROL.search(text):  # what errors.printable escapes
+        return shlex.quote(text)
+    body = "".join(ch if not (CONTROL.fullmatch(ch) or ch in "'\\") else
+                   f"\\x{ord(ch):02x}" if ord(ch) < 0x80 else f"\\u{ord(ch):04x}"
+                   for ch in text)
+    return f"$'{body}'"
+
+
 def shell_line(argv: Sequence[str], env: tuple[tuple[str, str], ...] = ()) -> str:
     """One paste-ready shell line (plan's commands, smoke's echo); ``$PATH`` in an override
     stays expandable."""
     assignments = []
     for key, value in env:
         if value.endswith(":$PATH"):
-            assignments.append(f'{key}={shlex.quote(value[: -len(":$PATH")])}:"$PATH"')
+            assignments.append(f'{key}={shell_word(value[: -len(":$PATH")])}:"$PATH"')
         else:
-            assignments.append(f"{key}={shlex.quote(value)}")
-    return " ".join([*assignments, shlex.join(list(argv))])
+            assignments.append(f"{key}={shell_word(value)}")
+    return " ".join([*assignments, *(shell_word(arg) for arg in argv)])
 

@@ -27,12 +27,11 @@ from pathlib import Path
 import jinja2
 
 from rocbuild import __version__
-from rocbuild.errors import ConfigError
+from rocbuild.errors import ConfigError, printable
+from rocbuild.model import envtext
 from rocbuild.model.base import device_lib_dir
 from rocbuild.model.graph import Stack
 from rocbuild.model.provides import DEVICE_LIB_VAR, Provided, provided_by
-from rocbuild.model.recipes import check_plain_text
-from rocbuild.model.render import render as render_text
 from rocbuild.prefix import ownfiles
 from rocbuild.prefix.buildinfo import PREFIX_FILE_MODE
 
@@ -122,13 +121,15 @@ class EnvSpec:
         built for the same targets (``/opt/rocm-6.4-gfx906-test``) are told apart in `module
         list`. A folder named like the stack (``~/opt/mystack``) gives the series, and the
         targets of a stack with GPU code (``mystack/1.0``, not ``mystack/mystack``).
-        Characters a module name should not hold (':' of gfx906:xnack-, spaces) become '_'."""
+        Characters a module name should not hold (':' of gfx906:xnack-, spaces) become '_',
+        and so does a leading '.' or '-' (a hidden file Lmod skips, an option to ``module
+        load``; ``..`` of a prefix given as ``/x/..`` the folder above)."""
         folder = self.prefix.name
         if folder.startswith(f"{self.name}-") and len(folder) > len(self.name) + 1:
             folder = folder[len(self.name) + 1:]
         elif folder == self.name:
             folder = "-".join([self.series, *(self.targets if self.gpu_code else ())])
-        return re.sub(r"[^A-Za-z0-9._+-]", "_", folder) or "_"
+        return re.sub(r"^[.-]", "_", re.sub(r"[^A-Za-z0-9._+-]", "_", folder)) or "_"
 
     @property
     def path_comment(self) -> str:
@@ -139,15 +140,6 @@ class EnvSpec:
         return f"find_package({self.cmake_packages}) finds this prefix first" \
             if self.cmake_packages else f"find_package finds {self.display_title}'s " \
             "packages in this prefix first"
-
-
-def _summary(stack: Stack) -> str:
-    spec = stack.recipes.stack
-    text = render_text(spec.summary, {"version": stack.version, "series": stack.series,
-                                      "targets": [str(t) for t in stack.targets]},
-                       file=spec.file, key="stack.summary")
-    check_plain_text(spec.file, "stack.summary", text)
-    return text
 
 
 def spec_for(stack: Stack, *, tune: bool = False) -> EnvSpec:
@@ -169,7 +161,7 @@ def spec_for(stack: Stack, *, tune: bool = False) -> EnvSpec:
                                           for c in stack.selected()
                                           if c.builds and not c.recipe.runpath),
                    provided=provided_by(stack), title=stack.recipes.stack.display_title,
-                   summary=_summary(stack),
+                   summary=envtext.summary(stack),
                    gpu_code=stack.recipes.gpu_code,
                    programs=stack.recipes.stack.programs,
                    cmake_packages=stack.recipes.stack.cmake_packages)
@@ -294,6 +286,9 @@ def _environment(compiled: Path | None = None) -> jinja2.Environment:
                              bytecode_cache=cache)
     quotes = {"sh": quote_sh, "fish": quote_fish, "lua": quote_lua, "tcl": quote_tcl}
     env.filters.update(quotes)
+    # a comment line stays one line whatever a recipe's comment holds (recipes.one_line
+    # refuses a control character at load; this keeps the file safe if a check is missed)
+    env.filters["comment"] = printable
     env.filters.update({f"{language}_value": _value_filter(language, quote)
                         for language, quote in quotes.items()})
     return env

@@ -182,7 +182,7 @@ class _Claims:
         self.held: dict[str, tuple[str, str]] = {}  # real path -> (who, entry as written)
         for entry in sorted(_manifest(comp, prefix)):
             self._hold(entry, f"{comp.name}'s CMake install")
-        for other in sorted(set(others) - {comp.name} - set(comp.recipe.install_overwrites)):
+        for other in others_of(prefix, comp, others):
             for entry in sorted(installed_by(prefix, other)):
                 self._hold(entry, other)
 
@@ -324,6 +324,15 @@ def _owners(prefix: Path) -> list[str]:
     return layout.recorded_components(prefix)
 
 
+def others_of(prefix: Path, comp: Component, others: Iterable[str]) -> list[str]:
+    """The components whose files ``comp`` may not touch: ``others`` (the run's stack) and
+    every component the prefix holds a record of, this run's or not (``build alpha`` into a
+    prefix that also holds delta, which alpha does not need: an artifact of alpha carrying
+    delta's header overwrote it), less ``comp`` and what its install.overwrites names."""
+    return sorted((set(others) | set(_owners(prefix))) - {comp.name}
+                  - set(comp.recipe.install_overwrites))
+
+
 def _manifest(comp: Component, prefix: Path) -> set[str]:
     """The prefix-relative entries of what the component's build system recorded as
     installed (CMake's install_manifest.txt). An entry outside the prefix (``install(FILES x
@@ -356,7 +365,7 @@ def claimed_by_others(prefix: Path, comp: Component, others: Iterable[str]) -> s
     to another component's file is not its own to remove)."""
     real = RealPaths(prefix)
     held = set()
-    for other in set(others) - {comp.name} - set(comp.recipe.install_overwrites):
+    for other in others_of(prefix, comp, others):
         held |= {r for e in installed_by(prefix, other) if (r := real.of(e)) is not None}
     return held
 
@@ -409,8 +418,7 @@ def finish_install(prefix: Path, comp: Component, others: Iterable[str], log: Lo
                 tip=f"fix the [install] tables of {comp.recipe.file} or the project's install "
                     "destinations so each path is written once")
         by_real[where] = rel
-    allowed = set(comp.recipe.install_overwrites)
-    for other in sorted(set(others) - {comp.name} - allowed):
+    for other in others_of(prefix, comp, others):
         theirs = {real.of(e) for e in installed_by(prefix, other)}
         clash = sorted(by_real[w] for w in by_real.keys() & theirs)
         if clash:

@@ -597,6 +597,25 @@ def test_plan_on_a_recorded_debian_sid_layout(tmp_path: Path) -> None:
     assert f"HIP_DEVICE_LIB_PATH={base}/lib/llvm-21/lib/clang/21/amdgcn/bitcode" in commands
 
 
+def test_of_several_llvms_the_newest_compiles_with_its_own_device_bitcode(
+        tmp_path: Path) -> None:
+    """A base with clang 9, 19 and 21 installed: the compiler is 21's (by version, not by
+    name: "llvm-9" sorts after "llvm-21") and so is the device bitcode named for it (the
+    first by name, 19's, was clang 19's bitcode for clang 21)."""
+    base = debian_tree(tmp_path)
+    for n in (9, 19):
+        for rel in (f"lib/llvm-{n}/bin/clang", f"lib/llvm-{n}/bin/clang++",
+                    f"lib/llvm-{n}/lib/clang/{n}/amdgcn/bitcode/ocml.bc"):
+            (base / rel).parent.mkdir(parents=True, exist_ok=True)
+            (base / rel).write_text("x")
+    plan = plan_json(amd_flags(tmp_path, base))
+    llama = next(c for c in plan["components"] if c["name"] == "llama.cpp")
+    assert f"-DCMAKE_HIP_COMPILER={base}/lib/llvm-21/bin/clang" in llama["configure_args"]
+    commands = run_flags(amd_flags(tmp_path, base), "plan", "llama.cpp", "--commands",
+                         expect=0).stdout
+    assert f"HIP_DEVICE_LIB_PATH={base}/lib/llvm-21/lib/clang/21/amdgcn/bitcode" in commands
+
+
 def test_a_debian_base_without_gfx906_tensile_files_builds_rocblas(tmp_path: Path) -> None:
     base = debian_tree(tmp_path)
     library = base / "lib/x86_64-linux-gnu/rocblas/4.4.1/library"

@@ -228,6 +228,38 @@ def test_a_refused_artifact_leaves_the_prefix_as_it_was(signed: Signed, tmp_path
     assert full_tree(signed.chain.prefix)["include/alpha.h"] == alpha_h
 
 
+OUTSIDE_THE_RUN = {
+    "direct": adding(_file("include/beta.h", b"int evil;\n")),
+    "through-its-own-link": adding(_link("share/al", "../include"),
+                                   _file("share/al/beta.h", b"int evil;\n")),
+}
+
+
+@pytest.mark.parametrize("how", sorted(OUTSIDE_THE_RUN))
+def test_an_artifact_carrying_the_file_of_a_component_outside_the_run_is_refused(
+        signed: Signed, tmp_path: Path, how: str) -> None:
+    """The prefix holds alpha and beta; alpha alone is installed again from an artifact
+    (signed by the trusted key) that also carries beta's header. beta is not in this run's
+    stack (alpha needs nothing), yet its file is its own: the artifact is refused and the
+    prefix is byte for byte what it was."""
+    shutil.rmtree(signed.chain.prefix, ignore_errors=True)
+    cache = tmp_path / "cache"
+    shutil.copytree(signed.cache, cache)
+    resign(signed, cache, "alpha", OUTSIDE_THE_RUN[how])
+    work = tmp_path / "work-b"
+    run_cli("build", *signed.flags(work, signed.cache), "beta", env=signed.env, expect=0)
+    run_cli("uninstall", *signed.flags(work, cache)[:-2], "--force", "alpha", env=signed.env,
+            expect=0)
+    before = full_tree(signed.chain.prefix)
+    result = run_cli("build", *signed.flags(work, cache), "alpha", env=signed.env)
+    assert "alpha: the cached artifact is refused" in result.stdout, result.explain()
+    assert "is a file another component installed" in result.stdout, result.explain()
+    assert result.returncode != 0, result.explain()  # its source build: the mirror leads nowhere
+    after = full_tree(signed.chain.prefix)
+    assert after == before, {k: (before.get(k), after.get(k))
+                             for k in before.keys() | after.keys() if before.get(k) != after.get(k)}
+
+
 # rocbuild killed by SIGKILL at the Nth rename into the prefix of a cache install
 KILL_AT_RENAME = """
 import os, signal, sys

@@ -86,6 +86,33 @@ def test_overwriting_another_components_file_fails_unless_declared(tmp_path: Pat
     assert (tmp_path / "prefix" / "share" / "same.txt").read_text() == "from b\n"
 
 
+def test_a_component_outside_the_run_keeps_its_files(tmp_path: Path) -> None:
+    """b is installed; then a alone is built (it needs nothing, so b is not in the run),
+    once with a CMake install and once with a recipe file that both land on b's file: each
+    fails naming b, and b's file is as b installed it."""
+    flags = _stack(tmp_path, {
+        "a": (_project({"a.txt": "a\n"}), "[cmake]\n"),
+        "b": (_project({"b.txt": "from b\n"}), "[cmake]\n"),
+    })
+    run_cli("build", *flags, "--no-verify", expect=0)
+    mine = tmp_path / "prefix" / "share" / "b.txt"
+    recipe_a = tmp_path / "recipes" / "a.toml"
+    recipe_a.write_text(recipe_a.read_text() + '[install.files]\n"share/b.txt" = "from a\\n"\n')
+    result = run_cli("build", *flags, "--no-verify", "a", expect=1)
+    assert "would overwrite share/b.txt of b" in result.output, result.explain()
+    assert mine.read_text() == "from b\n"
+    recipe_a.write_text(recipe_a.read_text().replace('[install.files]\n"share/b.txt" = '
+                                                     '"from a\\n"\n', ""))
+    checkout = tmp_path / "work" / "src" / "a"  # the user's edit of a's sources
+    (checkout / "b.txt").write_text("from a\n")
+    with (checkout / "CMakeLists.txt").open("a") as f:
+        f.write("install(FILES b.txt DESTINATION share)\n")
+    result = run_cli("build", *flags, "--no-verify", "a", expect=1)
+    assert "a: its install overwrote 1 file(s) that b installed" in result.output, \
+        result.explain()
+    assert "share/b.txt" in result.output
+
+
 def test_no_write_follows_a_link_out_of_the_prefix(tmp_path: Path) -> None:
     """A CMake-installed link that leads outside (which no recipe check can see) stops the
     next install before it runs, and the write-time check refuses to write through it."""

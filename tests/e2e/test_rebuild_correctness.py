@@ -164,6 +164,64 @@ def test_local_edits_are_rebuilt_and_saved_before_a_reset(calc: Calc) -> None:
     assert "+ 40" in (saved[0].parent.parent / "changes.patch").read_text()
 
 
+def _with_old_time(path: Path, text: str) -> None:
+    """Write ``text`` into ``path`` dated a year back, as `cp -p`, `rsync -a` or `tar x` of
+    an older copy leave it (or an edit made before the clock was stepped back)."""
+    old = path.stat().st_mtime - 365 * 86400
+    path.write_text(text)
+    os.utime(path, (old, old))
+
+
+def test_an_edit_older_than_the_objects_is_built(calc: Calc) -> None:
+    """ninja compares times: an edited file dated before the objects was not compiled, the
+    step ran, exit 0, and the old program was installed. The edit, its undoing (the
+    original copied back with its old time) and a second edit are each built."""
+    build(calc)
+    assert calc.run_tool().startswith("value=1 ")
+    calc_c = calc.checkout / "calc.c"
+    _with_old_time(calc_c, CALC_C.replace("VALUE + EXTRA", "VALUE + EXTRA + 40"))
+    assert "your edits in the checkout: calc.c" in str(status_steps(calc)["compile"]["why"])
+    assert ran_steps(build(calc)) == {"compile", "install"}
+    assert calc.run_tool().startswith("value=41 ")
+    _with_old_time(calc_c, CALC_C)  # the edit undone: the original, with its old time
+    build(calc)
+    assert calc.run_tool().startswith("value=1 ")
+    _with_old_time(calc_c, CALC_C.replace("VALUE + EXTRA", "VALUE + EXTRA + 7"))
+    build(calc)
+    assert calc.run_tool().startswith("value=8 ")
+    assert ran_steps(build(calc)) == set()  # and then nothing is left to do
+
+
+def test_a_patched_file_set_back_and_forth_with_old_times_is_built_each_time(
+        calc: Calc) -> None:
+    """A patched file set back to the commit's content (an edit that reads "pristine") and
+    then to the patched content again, each copied with an old time: both are contents
+    other than the last compile's."""
+    calc.add_patch("0001-plus-two.patch", value_patch(1, 3))
+    build(calc)
+    assert calc.run_tool().startswith("value=3 ")
+    calc_c = calc.checkout / "calc.c"
+    patched = calc_c.read_text()
+    _with_old_time(calc_c, CALC_C)
+    build(calc)
+    assert calc.run_tool().startswith("value=1 ")
+    _with_old_time(calc_c, patched)
+    build(calc)
+    assert calc.run_tool().startswith("value=3 ")
+
+
+def test_an_old_dated_edit_of_the_build_files_configures_again(calc: Calc) -> None:
+    """An edit of CMakeLists.txt with an old time: ninja's check of its own build files
+    compares times too, so the edit was never configured."""
+    build(calc)
+    cmake = calc.checkout / "CMakeLists.txt"
+    _with_old_time(cmake, cmake.read_text().replace(
+        "target_compile_definitions(calc PRIVATE VALUE=${CALC_VALUE})",
+        "target_compile_definitions(calc PRIVATE VALUE=${CALC_VALUE}0)"))
+    build(calc)
+    assert calc.run_tool().startswith("value=10 ")
+
+
 def test_user_commits_in_a_checkout_survive_a_ref_change(calc: Calc) -> None:
     build(calc)
     (calc.checkout / "notes.txt").write_text("mine\n")

@@ -14,7 +14,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from tests.cli import child_env
+from tests.cli import REPO, child_env
 from tests.support.chain import Chain
 
 HANG_GUARD = 60.0  # seconds: only so a regression fails instead of hanging
@@ -112,3 +112,46 @@ def test_a_signal_while_rocbuild_starts_is_one_line_and_130(
         "command again to continue", err
     if pidfile.exists() and alive(int(pidfile.read_text())):
         os.kill(int(pidfile.read_text()), signal.SIGKILL)
+
+
+# a sitecustomize (PYTHONPATH) that sends the process a signal when a module is first
+# imported: the signal comes at a chosen line of the start, however fast or loaded the machine
+SIGNAL_AT_IMPORT = """
+import os, sys
+
+
+class _SignalAt:
+    def find_spec(self, name, path=None, target=None):
+        if name == os.environ["SIGNAL_AT_IMPORT"]:
+            sys.meta_path.remove(self)
+            os.kill(os.getpid(), int(os.environ["SIGNAL_NUMBER"]))
+        return None
+
+
+sys.meta_path.insert(0, _SignalAt())
+"""
+# the first import of each entry's own code: the command (scripts/rocbuild, what bin/rocbuild
+# is once installed) imports the rocbuild package after its handlers; `python -m rocbuild`
+# imports the package itself first, then runs __main__.py, whose first lines hold them
+ENTRIES = {"command": ([str(REPO / "scripts" / "rocbuild")], "rocbuild"),
+           "python -m": (["-m", "rocbuild"], "signal")}
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP])
+@pytest.mark.parametrize("entry", sorted(ENTRIES))
+def test_a_signal_at_the_first_line_of_rocbuild_is_one_line_and_130(
+        tmp_path: Path, entry: str, signum: int) -> None:
+    """A console_scripts wrapper imported `re` before rocbuild's first line, and __main__.py
+    set its handlers only when its ``run`` began: a signal then killed Python (143, 129) or
+    printed a KeyboardInterrupt traceback. Now each entry holds the three from its first
+    line (scripts/rocbuild; __main__.py run as `python -m`)."""
+    (tmp_path / "sitecustomize.py").write_text(SIGNAL_AT_IMPORT)
+    args, module = ENTRIES[entry]
+    env = child_env({"SIGNAL_AT_IMPORT": module, "SIGNAL_NUMBER": str(int(signum))})
+    env["PYTHONPATH"] = f"{tmp_path}{os.pathsep}{env['PYTHONPATH']}"
+    done = subprocess.run([sys.executable, *args, "help"], env=env, cwd=tmp_path,
+                          capture_output=True, text=True, timeout=HANG_GUARD)
+    assert "Traceback" not in done.stderr, done.stderr
+    assert done.returncode == 130, (done.returncode, done.stderr)
+    assert done.stderr.strip() == "rocbuild: interrupted; what finished is kept, run the " \
+        "same command again to continue", done.stderr

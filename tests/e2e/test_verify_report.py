@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.cli import run_cli
+from tests.e2e.test_bad_input import _run_in_mount, needs_mount
 from tests.unit.test_verify_scan import elf_with_fatbin, fatbin, make_elf, tu, write
 
 pytestmark = pytest.mark.e2e
@@ -58,3 +59,24 @@ def test_some_bundles_missing_are_named_by_their_json_number(tmp_path: Path) -> 
     by_number = {b["number"]: b for b in doc["files"][0]["bundles"]}
     assert {n for n, b in by_number.items() if b["missing"]} == lacking
     assert by_number[2]["kernels"] == ["_Z1k2v"] and by_number[2]["index"] == 1
+
+
+@needs_mount
+def test_verify_of_a_read_only_prefix_verifies_and_warns_it_is_not_recorded(
+        small: list[str], tmp_path: Path) -> None:
+    """A prefix on a read-only file system (an NFS export) is verified; that its result could
+    not be recorded is a warning, not the verify's failure (it was one: exit 1)."""
+    run_cli("build", *small, expect=0)
+    prefix = tmp_path / "prefix"
+    record = prefix / ".rocbuild" / "build-info.json"
+    doc = json.loads(record.read_text())
+    doc["verify"]["when"] = "2000-01-01T00:00:00+00:00"  # so this verify has news to record
+    record.write_text(json.dumps(doc))
+    info = record.read_bytes()
+    result = _run_in_mount(f"mount --bind '{prefix}' '{prefix}'\n"
+                           f"mount -o remount,bind,ro '{prefix}'",
+                           ["verify", "--prefix", str(prefix), "--workdir",
+                            str(tmp_path / "work")], tmp_path)
+    assert result.returncode == 0, result.explain()
+    assert "this verify is not recorded" in result.stderr and "read-only" in result.stderr
+    assert record.read_bytes() == info

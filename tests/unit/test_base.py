@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from rocbuild.errors import ConfigError
-from rocbuild.model.base import read_version
+from rocbuild.model.base import Base, Taken, device_lib_dir, llvm_home, read_version
 from rocbuild.model.graph import load_stack
 from rocbuild.model.roads import roads
 from rocbuild.model.settings import resolve
@@ -222,3 +222,19 @@ def test_the_estimated_road_keeps_the_build_time_only_rule(write_recipes,
     base = make_base(tmp_path, files=("lib/libruntime.so", "lib/libuser.so"))
     _, measured = roads(load_stack(settings_for(folder, base=str(base))))
     assert measured.components == estimate.components
+
+
+def test_the_newest_llvm_and_its_own_bitcode_by_version_not_by_name() -> None:
+    usr = Path("/usr")
+    clangs = tuple(usr / f"lib/llvm-{n}/bin/clang" for n in (9, 19, 21))
+    bitcode = tuple(usr / f"lib/llvm-{n}/lib/clang/{n}/amdgcn/bitcode/ocml.bc"
+                    for n in (19, 21, 9))
+    for order in (clangs, clangs[::-1]):
+        base = Base(usr, "6.4.3", {"llvm": Taken("llvm", order),
+                                   "device-libs": Taken("device-libs", bitcode)})
+        assert llvm_home(base) == usr / "lib/llvm-21"
+        assert device_lib_dir(base) == usr / "lib/llvm-21/lib/clang/21/amdgcn/bitcode"
+    # no bitcode in the compiler's own tree: the newest by version
+    base = Base(usr, "6.4.3", {"llvm": Taken("llvm", clangs[:1]),
+                               "device-libs": Taken("device-libs", bitcode[:2])})
+    assert device_lib_dir(base) == usr / "lib/llvm-21/lib/clang/21/amdgcn/bitcode"

@@ -82,6 +82,26 @@ def test_module_is_named_after_the_prefix_folder() -> None:
         envfiles.relative_path(SPEC, "tcsh")
 
 
+@pytest.mark.parametrize("shell", ["bash", "fish", "lmod", "tcl"])
+def test_a_comment_stays_one_comment_line_in_every_file(shell: str) -> None:
+    """recipes.one_line refuses a control character in a provides_env comment at load; the
+    files themselves never let one end the comment line either."""
+    spec = rocm_spec(PREFIX, "6.4.3", "6.4", ("gfx906",), provided=(
+        envfiles.Provided("MY_VAR", "1", "hi\ntouch /tmp/owned \x1b]0;t\x07"),))
+    text = render(spec, shell)
+    assert "touch /tmp/owned \\x1b]0;t\\x07" in text and "\x1b" not in text
+    assert not [line for line in text.splitlines() if line.startswith("touch")]
+
+
+@pytest.mark.parametrize(("prefix", "version"), [("/x/..", "_."), ("/opt/-x", "_x"),
+                                                 ("/opt/.hidden", "_hidden")])
+def test_a_module_version_is_never_a_hidden_file_an_option_or_the_folder_above(
+        prefix: str, version: str) -> None:
+    spec = rocm_spec(Path(prefix), "6.4.3", "6.4", ("gfx906",))
+    assert spec.module_version == version
+    assert envfiles.relative_path(spec, "tcl") == Path("modulefiles/rocm") / version
+
+
 @pytest.mark.parametrize(("shell", "comment"), [("bash", "#"), ("fish", "#"), ("lmod", "--")])
 def test_tune_adds_each_article_variable_with_a_comment(shell: str, comment: str) -> None:
     plain = render(SPEC, shell)

@@ -29,7 +29,7 @@ def probe_answering(tmp_path: Path, answers: dict[str, str]) -> Probe:
     def run(argv: Sequence[str]) -> tuple[int, str] | None:
         return 0, answers.get(Path(argv[0]).name + " " + argv[1], "")
 
-    return Probe(path=str(bin_dir), run=run)
+    return Probe(path=str(bin_dir), run=run, root=tmp_path)
 
 
 def whats(findings: list[hostreqs.Finding]) -> list[tuple[str, str]]:
@@ -91,7 +91,7 @@ def test_a_declared_probe_meets_a_package_without_dpkg(tmp_path: Path) -> None:
     include = tmp_path / "inc"
     include.mkdir()
     (include / "there.h").write_text("")
-    probe = Probe(path=str(tmp_path / "nothing"), env={"CPATH": str(include)})
+    probe = Probe(path=str(tmp_path / "nothing"), env={"CPATH": str(include)}, root=tmp_path)
     reqs = Requirements(packages={"libthere-dev": ("a",), "libgone-dev": ("b",)},
                         checks={"libthere-dev": "header:there.h", "libgone-dev": "header:gone.h"})
     findings, unchecked = hostreqs.package_findings(reqs, probe)
@@ -179,7 +179,9 @@ def test_rocblas_takes_msgpack_cxx_headers_where_libmsgpack_dev_is_the_c_library
     def dpkg(argv: Sequence[str]) -> tuple[int, str]:  # every package installed but that one
         return 0, "".join(f"{p}\tii \n" for p in argv[3:] if p != "libmsgpack-dev")
 
-    probe = Probe(path=str(bin_dir), run=dpkg, env={"CPATH": str(include)})
+    # root: the system folders of tmp_path, so a host with msgpack.hpp in /usr/include (its
+    # libmsgpack-cxx-dev) does not answer for the test
+    probe = Probe(path=str(bin_dir), run=dpkg, env={"CPATH": str(include)}, root=tmp_path)
     findings, _ = hostreqs.package_findings(reqs, probe)
     assert not any("libmsgpack-dev" in f.what for f in findings), whats(findings)
     (include / "msgpack.hpp").unlink()

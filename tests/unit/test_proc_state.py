@@ -78,10 +78,11 @@ def test_registry_reaps_a_session_whose_leader_is_gone(tmp_path: Path) -> None:
     pidfile = tmp_path / "job.pid"
     leader = subprocess.Popen(py(
         "import subprocess, sys, os\n"
-        "job = subprocess.Popen(['sleep', '300'], preexec_fn=os.setpgrp)\n"
+        "job = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(300)'],\n"
+        "                       preexec_fn=os.setpgrp)\n"
         f"open({str(pidfile)!r}, 'w').write(str(job.pid))\n"), start_new_session=True)
     registry.add(leader, ["cmake", "--build", "."])
-    bystander = subprocess.Popen(["sleep", "300"], start_new_session=True)
+    bystander = subprocess.Popen(py("import time; time.sleep(300)"), start_new_session=True)
     assert leader.wait(timeout=30) == 0
     job = int(pidfile.read_text())
     record = tmp_path / "running" / f"{leader.pid}.json"
@@ -102,7 +103,7 @@ def test_registry_reaps_a_session_whose_leader_is_gone(tmp_path: Path) -> None:
 
 
 def test_a_recorded_session_whose_leader_pid_is_reused_is_left_alone(tmp_path: Path) -> None:
-    other = subprocess.Popen(["sleep", "300"], start_new_session=True)
+    other = subprocess.Popen(py("import time; time.sleep(300)"), start_new_session=True)
     folder = tmp_path / "running"
     folder.mkdir()
     write_json_atomic(folder / f"{other.pid}.json", {
@@ -274,3 +275,53 @@ def test_probe_memo_is_written_only_into_an_existing_folder(tmp_path: Path) -> N
     run_probe([str(tool)], memo=memo)
     run_probe([str(tool)], memo=memo)
     assert count.read_text() == "xxx"
+
+
+def _stop(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+@pytest.mark.parametrize("runner", ["run_capture", "run_logged"])
+def test_a_stop_signal_as_the_child_starts_ends_the_child_too(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, runner: str) -> None:
+    """SIGHUP delivered the moment Popen has forked the child, before rocbuild holds it (as
+    __main__'s handler makes it a KeyboardInterrupt): it came out of Popen, rocbuild exited
+    130 and the child ran on (test_signals[plan-1] under load, 13 runs of 30 with both cores
+    busy). The interrupt now propagates and the child is ended with it."""
+    from rocbuild import proc
+
+    started: list[subprocess.Popen[str]] = []
+    real_start = proc._start
+
+    def start_then_hangup(*args: object, **kwargs: object) -> subprocess.Popen[str]:
+        child = real_start(*args, **kwargs)  # type: ignore[arg-type]
+        started.append(child)
+        os.kill(os.getpid(), signal.SIGHUP)  # the signal's handler runs before this returns
+        return child
+
+    monkeypatch.setattr(proc, "_start", start_then_hangup)
+    previous = signal.signal(signal.SIGHUP, _stop)
+    argv = py("import time; time.sleep(300)")
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            if runner == "run_capture":
+                proc.run_capture(argv, timeout=None, registry=ChildRegistry(None))
+            else:
+                run_logged(argv, log=tmp_path / "step.log", registry=ChildRegistry(None))
+        assert started and started[0].poll() is not None, "the child outlived the interrupt"
+    finally:
+        signal.signal(signal.SIGHUP, previous)
+        for child in started:
+            if child.poll() is None:
+                child.kill()
+                child.wait()
+
+
+def test_a_child_registered_after_the_runs_children_were_ended_is_ended_too(
+        tmp_path: Path) -> None:
+    """--parallel: a worker thread's Popen returned as the main thread ended the run's
+    children (kill_all), and registered its child after: it ran on after rocbuild exited."""
+    registry = ChildRegistry(None)
+    registry.kill_all()  # the interrupt's report phase came first
+    result = run_logged(py("import time; time.sleep(300)"), registry=registry, timeout=60)
+    assert not result.timed_out and result.signal == signal.SIGTERM

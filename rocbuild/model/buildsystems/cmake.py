@@ -33,6 +33,9 @@ MANIFEST = "install_manifest.txt"
 UNUSED_HEADER = "Manually-specified variables were not used by the project:"
 # CMake reads these itself whatever the project's files say
 CMAKE_OWN_DEFINES = frozenset({"BUILD_SHARED_LIBS"})
+# what a recipe's -U may not remove: without it CMake installs into /usr/local, outside the
+# prefix, and the files stay there after the step fails
+UNSET_RESERVED = ("CMAKE_INSTALL_PREFIX",)
 # job counts only fill the recipe's job_args; any count renders the same option names
 NAME_JOBS: Mapping[str, int] = {"compile": 1, "link": 1, "tensile": 1}
 
@@ -228,13 +231,21 @@ class CMake(BuildSystem):
 
     def check_args(self, file: Path, key: str, args: Sequence[str]) -> None:
         """The reserved prefixes in every spelling (``-D NAME=VALUE``, one option in two
-        words, is judged as ``-DNAME=VALUE``), -P (and the other modes of
-        ``cmakecode.mode``), which run a script instead of configuring, and CMake's own file
-        writers (``cmakecode.writer``: --trace-redirect=, --profiling-output=, --help-*),
-        which write wherever their argument says, outside the build tree and the prefix."""
-        joined = ["-D" + args[i + 1] if arg == "-D" and i + 1 < len(args) else arg
+        words, is judged as ``-DNAME=VALUE``), a ``-U`` glob that removes the install prefix
+        rocbuild set (``cmakecode.unsets``), -P (and the other modes of ``cmakecode.mode``),
+        which run a script instead of configuring, and CMake's own file writers
+        (``cmakecode.writer``: --trace-redirect=, --profiling-output=, --help-*), which write
+        wherever their argument says, outside the build tree and the prefix."""
+        joined = [arg + args[i + 1] if arg in ("-D", "-U") and i + 1 < len(args) else arg
                   for i, arg in enumerate(args)]
         refuse_reserved(file, key, joined, self.reserved)
+        for i, arg in enumerate(joined):
+            removed = cmakecode.unsets(arg, UNSET_RESERVED)
+            if removed:
+                raise ConfigError(f"{file}: key '{key}[{i}]': '{arg}' removes {removed} from "
+                                  "CMake's cache after rocbuild set it, so the project installs "
+                                  "into CMake's default (/usr/local) instead of the prefix",
+                                  tip=f"remove it from {file}")
         for i, arg in enumerate(args):
             if cmakecode.mode(arg):
                 raise ConfigError(f"{file}: key '{key}[{i}]': '{arg}' puts CMake in "

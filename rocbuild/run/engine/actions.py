@@ -235,7 +235,36 @@ def _since(log: Path, start: int) -> str:
 def compile(ctx: BuildContext, comp: Component, log: Path, outcome: StepOutcome) -> None:
     """The build with the jobs that fit; jobs.py retries with fewer when one dies of memory."""
     check_clock(ctx, comp, log, outcome)
+    date_edits(ctx, comp, log, outcome)
     jobs.compile_step(ctx, comp, log, outcome)
+
+
+def date_edits(ctx: BuildContext, comp: Component, log: Path, outcome: StepOutcome) -> None:
+    """Date now each file of the checkout whose content changed since the last compile
+    (an edit, or an edit undone), as its blob ids say (the compile stamp keeps them,
+    ``edit_blobs``). ninja rebuilds what is older than its sources, so a file copied with
+    its old time (``cp -p``, ``rsync -a``, ``tar x``, a clock stepped back) was not
+    compiled: the step ran, exit 0, and the old program was installed. rocbuild knows the
+    content changed (the compile's input, uptodate.py); this makes the time say so too."""
+    now = ctx.rule.edit_blobs(comp)
+    outcome.record["edit_blobs"] = now
+    before = (ctx.state.read_stamp(comp.name, "compile") or {}).get("edit_blobs")
+    before = before if isinstance(before, dict) else {}  # a stamp of an older rocbuild
+    # a path in neither is as the patch series left it (an edit may be patches.PRISTINE: a
+    # patched file set back to the commit's content, which is another content)
+    as_left = object()
+    changed = sorted(p for p in now.keys() | before.keys()
+                     if now.get(p, as_left) != before.get(p, as_left))
+    checkout = comp.checkout_dir
+    dated = []
+    for rel in changed:
+        path = checkout / rel
+        if within(path, checkout) and path.is_file() and not path.is_symlink():
+            os.utime(path)
+            dated.append(rel)
+    if dated:
+        step_logger(log)(f"dated now, so ninja compiles them whatever their times were: "
+                         f"{', '.join(dated)} (changed since the last compile)")
 
 
 def install(ctx: BuildContext, comp: Component, log: Path, outcome: StepOutcome) -> None:

@@ -148,14 +148,14 @@ def open_pool(ctx: BuildContext, parallel: int) -> None:
 
 
 def build(ctx: BuildContext, components: Sequence[str], whole: Stack, reports: Reports, *,
-          parallel: int | str = 1, keep_going: bool = False, out: Console | None = None,
+          out: Console, parallel: int | str = 1, keep_going: bool = False,
           verify: bool = True) -> int:
     """Build ``components`` (with everything they need) through the run's phases
     (lifecycle.py): the summary goes to ``reports``; the exit code. ``whole`` is the stack's
     whole default set, loaded with the run's stack (finish.py). A refusal before any step
     (busy, preflight) is raised, as the CLI reports it."""
-    console = out or Console(file=ctx.output.stream, highlight=False)  # the CLI passes its own
-    run = Run(ctx, reports, console, whole, verify=verify, components=list(components))
+    # the CLI's own console (cli/ui.py): the one that escapes what it prints
+    run = Run(ctx, reports, out, whole, verify=verify, components=list(components))
     # every source first (a missing ref or a stale patch fails before any compiler runs),
     # then every option check, then the builds
     try:

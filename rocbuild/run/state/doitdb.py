@@ -9,12 +9,13 @@ from __future__ import annotations
 import contextlib
 import os
 import sqlite3
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
 from doit.dependency import DatabaseException, SqliteDB
+
+from rocbuild.errors import notice
 
 
 def set_aside_corrupt_db(path: Path) -> Path:
@@ -41,9 +42,8 @@ class DurableSqliteDB(SqliteDB):
             # stamps are the truth (docs/architecture.md, State and stamps): a garbage DB is set
             # aside and started afresh
             aside = set_aside_corrupt_db(Path(name))
-            sys.stderr.write(f"rocbuild: doit's DB {name} was unreadable ({exc}); moved it to "
-                             f"{aside} and started a new one (rocbuild's stamps keep what is "
-                             "built)\n")
+            notice(f"rocbuild: doit's DB {name} was unreadable ({exc}); moved it to {aside} "
+                   "and started a new one (rocbuild's stamps keep what is built)")
             return self._open_checked(name)
 
     def _open_checked(self, name: str) -> Any:
@@ -64,8 +64,8 @@ class DurableSqliteDB(SqliteDB):
                                    (task_id, self.codec.encode(self._cache[task_id])))
             self._conn.commit()
         except sqlite3.OperationalError as exc:  # a full disk: the stamp is the record
-            sys.stderr.write(f"rocbuild: cannot save doit's record of {task_id} ({exc}); "
-                             "rocbuild's stamps still hold it\n")
+            notice(f"rocbuild: cannot save doit's record of {task_id} ({exc}); rocbuild's "
+                   "stamps still hold it")
             return
         self._dirty.discard(task_id)
 
@@ -78,8 +78,8 @@ class DurableSqliteDB(SqliteDB):
         try:
             super().dump()
         except sqlite3.OperationalError as exc:  # a full disk at the end of a run
-            sys.stderr.write(f"rocbuild: cannot save doit's DB ({exc}); rocbuild's stamps "
-                             "still hold what is built\n")
+            notice(f"rocbuild: cannot save doit's DB ({exc}); rocbuild's stamps still hold "
+                   "what is built")
 
     def remove(self, task_id: str) -> None:
         super().remove(task_id)

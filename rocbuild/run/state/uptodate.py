@@ -173,10 +173,19 @@ class Rule:
         return None if facts is None else {**doc, **facts}
 
     def local_edits(self, comp: Component) -> dict[str, Any] | None:
-        """The user's own changes in the checkout, beyond the patch series (None if none)."""
+        """The user's own changes in the checkout, beyond the patch series (None if none):
+        the edited paths and a digest of their contents (the compile step's input)."""
         if comp.checkout not in self._edits:
             self._read_all_edits(comp)
-        return self._edits[comp.checkout]
+        found = self._edits[comp.checkout]
+        return None if found is None else {k: v for k, v in found.items() if k != "blobs"}
+
+    def edit_blobs(self, comp: Component) -> dict[str, str | None]:
+        """Each edited path of ``comp``'s checkout with its git blob id now (None: deleted),
+        read with ``local_edits``: which files changed since the last compile
+        (actions.date_edits)."""
+        self.local_edits(comp)
+        return dict((self._edits[comp.checkout] or {}).get("blobs") or {})
 
     def _read_all_edits(self, comp: Component) -> None:
         """The edits of ``comp``'s checkout, and of every other checkout of the stack not read
@@ -217,7 +226,8 @@ class Rule:
                                    applied if isinstance(applied, dict) else {})
         if not edits:
             return None
-        return {"paths": sorted(edits), "digest": sha256_text(json.dumps(edits, sort_keys=True))}
+        return {"paths": sorted(edits), "digest": sha256_text(json.dumps(edits, sort_keys=True)),
+                "blobs": edits}
 
     def expected_fingerprint(self, comp: Component, step: str) -> str | None:
         inputs = self.expected_inputs(comp, step)
