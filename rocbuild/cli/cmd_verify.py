@@ -29,6 +29,7 @@ from rocbuild.checks.verify import (
     FileResult,
     Verdict,
     VerifyReport,
+    generic_uses,
     to_json,
     verify_paths,
     verify_prefix,
@@ -351,6 +352,7 @@ def print_report(report: VerifyReport, out: Console) -> None:
             # one line each, never wrapped, so it can be grepped
             out.print(f"  [red]✗[/] {escape(_shown(result.path, report.prefix))}: "
                       f"{escape(problem)}", soft_wrap=True)
+    print_generic_uses(report, out)
     for tensile in report.tensile:
         where = escape(_shown(tensile.library, report.prefix))
         if tensile.ok:
@@ -365,6 +367,22 @@ def print_report(report: VerifyReport, out: Console) -> None:
     print_shapes(report, out)
     print_linkage(report, out)
     out.print(_summary(report))
+
+
+def print_generic_uses(report: VerifyReport, out: Console) -> None:
+    """A passing file whose code for a target is a generic processor's (Debian's rocSOLVER:
+    gfx9-generic for gfx906) says so, one line each."""
+    for result in report.files:
+        if result.verdict is not Verdict.PASS:
+            continue
+        gpu = [b for b in result.bundles if b.amdgcn]
+        for request, generic, count in generic_uses(gpu, report.targets):
+            where = ("its embedded code objects" if gpu[0].embedded else
+                     f"{count} of {len(gpu)} bundle{'' if len(gpu) == 1 else 's'}")
+            out.print(f"[green]✓[/] {escape(_shown(result.path, report.prefix))}: "
+                      f"{escape(str(request))} via {escape(generic)} in {escape(where)} (the "
+                      f"ROCm 6.4 runtime loads a {escape(generic)} code object on a "
+                      f"{escape(request.processor)} that has none of its own)", soft_wrap=True)
 
 
 def print_shapes(report: VerifyReport, out: Console) -> None:
