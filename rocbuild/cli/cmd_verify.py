@@ -40,6 +40,7 @@ from rocbuild.errors import EXIT_OK, EXIT_VERIFY_FAILED, ConfigError, notice
 from rocbuild.files import write_json_atomic
 from rocbuild.model import wording
 from rocbuild.model.base import multiarch_dirs
+from rocbuild.model.codeaudit import CodeMemo
 from rocbuild.model.graph import load_stack
 from rocbuild.model.layout import INFO_DIR
 from rocbuild.model.recipes import load_recipes
@@ -153,9 +154,12 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
                                else ())
         smoke_report = _smoke(args, report, prefix, targets,
                               base_to_scan(settings.base, prefix))
-    # findings on the base's own libraries; they inform, the prefix's report decides
+    # findings on the base's own libraries, by plan's audit (what the last plan read of
+    # them is reused); they inform, the prefix's report decides
     base_scan = None if args.paths else basescan.scan_for(
-        base_to_scan(settings.base, prefix), targets, settings.recipes)
+        base_to_scan(settings.base, prefix), targets, settings.recipes, settings.overlay,
+        info.components if info is not None else None,
+        CodeMemo.read(Workdir.shared(settings.workdir).code_memo))
     if args.json:
         doc = to_json(report)
         doc["smoke"] = smoke.to_json(smoke_report) if smoke_report else None

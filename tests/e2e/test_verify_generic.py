@@ -17,7 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli import run_cli
+from tests.cli import run_cli, run_flags
+from tests.e2e.test_base import amd_flags, debian_tree, plan_json
 from tests.support import gpulibs
 
 pytestmark = pytest.mark.e2e
@@ -87,3 +88,24 @@ def test_embedded_generic_code_objects_and_one_without_a_generic_version() -> No
     doc, text = verify(bad, "gfx906", expect=4)
     assert doc["files"][0]["targets_found"] == [
         "gfx9-generic (without a generic version: loads on no device)"]
+
+
+def test_the_base_audit_takes_a_compressed_generic_rocsolver(tmp_path: Path) -> None:
+    """Debian's layout with its rocSOLVER as a zstd bundle (headers only, as plan reads a
+    base): taken for gfx906 through gfx9-generic; asked for gfx1100 as well, the line names
+    what it lacks and that gfx906 came through the generic."""
+    pytest.importorskip("zstandard", reason="the zstandard module is not installed")
+    base = debian_tree(tmp_path)
+    gpulibs.place(base, {"lib/x86_64-linux-gnu/librocsolver.so.0": gpulibs.generic(
+        ("gfx9-generic", "gfx10-3-generic", "gfx908"), True)})
+    flags = amd_flags(tmp_path, base)
+    plan = plan_json(flags, "--profile", "pytorch")
+    assert "rocsolver" in plan["base"]["taken"]
+    audit = {a["library"]: a for a in plan["base"]["audit"]}
+    rocsolver = audit["lib/x86_64-linux-gnu/librocsolver.so.0"]
+    assert (rocsolver["carries"], rocsolver["via"]) == (
+        "1 bundle, all with gfx906 via gfx9-generic", {"gfx906": "gfx9-generic"})
+    wide = [*flags[:2], "--target", "gfx906,gfx1030", *flags[4:]]
+    text = run_flags(wide, "plan", "--profile", "pytorch", expect=0, env=WIDE).stdout
+    assert ("✓ lib/x86_64-linux-gnu/librocsolver.so.0 (rocsolver): 1 bundle, all with gfx906 "
+            "via gfx9-generic, gfx1030 via gfx10-3-generic") in text, text
