@@ -56,7 +56,7 @@ from rocbuild.model.elf import (
     section_window,
 )
 from rocbuild.model.recipes import HEADERS, HOST, JIT, TENSILE, Recipe
-from rocbuild.model.targets import TargetId, device_modes, runs_on
+from rocbuild.model.targets import TargetId, device_modes, runs_on, via_generic
 from rocbuild.model.tensile import TensileResult, check_tensile
 
 # 2: "ok" also covers linkage; files carry "linkage", bundles "number" (as in the text)
@@ -79,6 +79,23 @@ def missing_in_bundle(bundle: Bundle, requests: Sequence[TargetId],
         if modes:
             result.append((request, modes))
     return result
+
+
+def generic_uses(bundles: Sequence[Bundle], requests: Sequence[TargetId],
+                 ) -> list[tuple[TargetId, str, int]]:
+    """(request, generic processor, how many bundles meet it only through a code object for
+    that generic) for each request some bundle meets that way: Debian's rocSOLVER carries
+    gfx9-generic, not gfx906, which the 6.4 runtime loads on a gfx906 (targets.GENERIC_OF)."""
+    uses = []
+    for request in requests:
+        generic, count = "", 0
+        for bundle in bundles:
+            found = via_generic([t for t in (e.target for e in bundle.amdgcn) if t], request)
+            if found is not None:
+                generic, count = found, count + 1
+        if count:
+            uses.append((request, generic, count))
+    return uses
 
 
 def describe_missing(missing: list[tuple[TargetId, list[TargetId]]]) -> str:
@@ -660,6 +677,10 @@ def to_json(report: VerifyReport) -> dict[str, Any]:
             "targets_found": list(f.targets_found),
             "problems": list(f.problems),
             "note": f.note or None,
+            # requests met only through a generic code object ("gfx906" by gfx9-generic)
+            "via_generic": [{"target": str(request), "generic": generic, "bundles": count}
+                            for request, generic, count
+                            in generic_uses(f.bundles, report.targets)],
             "bundles": [_bundle_json(b, report.targets) for b in f.bundles],
             "linkage": _file_linkage_json(links.get(f.path)),
         } for f in report.files],
@@ -713,6 +734,6 @@ __all__ = [
     "Decoders", "Duty", "Entry", "FileResult", "ShapeResult", "TensileResult", "Verdict",
     "VerifyReport",
     "bundler_lister", "check_tensile", "default_decoders", "describe_missing", "device_modes",
-    "find_bundler", "kernel_names", "missing_by_file", "missing_in_bundle", "scan_fatbin",
-    "to_json", "verify_file", "verify_paths", "verify_prefix", "zstandard_decoder",
+    "find_bundler", "generic_uses", "kernel_names", "missing_by_file", "missing_in_bundle",
+    "scan_fatbin", "to_json", "verify_file", "verify_paths", "verify_prefix", "zstandard_decoder",
 ]

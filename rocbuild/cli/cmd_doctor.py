@@ -19,7 +19,7 @@ from rocbuild.cli.ui import console, glue_commands, print_row
 from rocbuild.errors import ConfigError
 from rocbuild.model import cost, wording
 from rocbuild.model.baseaudit import audit_lines, unclaimed
-from rocbuild.model.graph import Stack, load_stack
+from rocbuild.model.graph import Stack, load_stack, profile_sets
 from rocbuild.model.settings import Settings
 from rocbuild.run.state import basememo
 from rocbuild.run.state.state import StateDir
@@ -129,6 +129,8 @@ def _base_audit(stack: Stack, settings: Settings) -> dict[str, Any]:
     if stack.base is None:
         return {}
     lines = audit_lines(stack.base, stack.recipes.recipes, stack.targets,
-                        unclaimed(stack.base, stack.recipes.recipes, stack.targets))
+                        unclaimed(stack.base.path, stack.recipes.recipes, stack.targets,
+                                  stack.base.memo, stack.base.audit),
+                        profile_sets(stack.recipes))
     basememo.save_code_memo(settings.workdir, stack.base)
     return {"base": stack.base.path, "base_audit": tuple((a.ok, a.text) for a in lines)}

@@ -29,6 +29,7 @@ from rocbuild.checks.verify import (
     FileResult,
     Verdict,
     VerifyReport,
+    generic_uses,
     to_json,
     verify_paths,
     verify_prefix,
@@ -45,6 +46,7 @@ from rocbuild.errors import (
 from rocbuild.files import write_json_atomic
 from rocbuild.model import wording
 from rocbuild.model.base import multiarch_dirs
+from rocbuild.model.codeaudit import CodeMemo
 from rocbuild.model.graph import load_stack
 from rocbuild.model.layout import INFO_DIR
 from rocbuild.model.recipes import load_recipes
@@ -158,9 +160,12 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
                                else ())
         smoke_report = _smoke(args, report, prefix, targets,
                               base_to_scan(settings.base, prefix))
-    # findings on the base's own libraries; they inform, the prefix's report decides
+    # findings on the base's own libraries, by plan's audit (what the last plan read of
+    # them is reused); they inform, the prefix's report decides
     base_scan = None if args.paths else basescan.scan_for(
-        base_to_scan(settings.base, prefix), targets, settings.recipes)
+        base_to_scan(settings.base, prefix), targets, settings.recipes, settings.overlay,
+        info.components if info is not None else None,
+        CodeMemo.read(Workdir.shared(settings.workdir).code_memo))
     if args.json:
         doc = to_json(report)
         doc["smoke"] = smoke.to_json(smoke_report) if smoke_report else None
@@ -362,6 +367,7 @@ def print_report(report: VerifyReport, out: Console) -> None:
             # one line each, never wrapped, so it can be grepped
             out.print(f"  [red]✗[/] {escape(_shown(result.path, report.prefix))}: "
                       f"{escape(problem)}", soft_wrap=True)
+    print_generic_uses(report, out)
     for tensile in report.tensile:
         where = escape(_shown(tensile.library, report.prefix))
         if tensile.ok:
@@ -376,6 +382,22 @@ def print_report(report: VerifyReport, out: Console) -> None:
     print_shapes(report, out)
     print_linkage(report, out)
     out.print(_summary(report))
+
+
+def print_generic_uses(report: VerifyReport, out: Console) -> None:
+    """A passing file whose code for a target is a generic processor's (Debian's rocSOLVER:
+    gfx9-generic for gfx906) says so, one line each."""
+    for result in report.files:
+        if result.verdict is not Verdict.PASS:
+            continue
+        gpu = [b for b in result.bundles if b.amdgcn]
+        for request, generic, count in generic_uses(gpu, report.targets):
+            where = ("its embedded code objects" if gpu[0].embedded else
+                     f"{count} of {len(gpu)} bundle{'' if len(gpu) == 1 else 's'}")
+            out.print(f"[green]✓[/] {escape(_shown(result.path, report.prefix))}: "
+                      f"{escape(str(request))} via {escape(generic)} in {escape(where)} (the "
+                      f"ROCm 6.4 runtime loads a {escape(generic)} code object on a "
+                      f"{escape(request.processor)} that has none of its own)", soft_wrap=True)
 
 
 def print_shapes(report: VerifyReport, out: Console) -> None:

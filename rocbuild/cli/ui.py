@@ -17,9 +17,9 @@ from rich.text import Text
 from rocbuild import proc
 from rocbuild.errors import printable_lines, redact
 from rocbuild.model import wording
-from rocbuild.model.baseaudit import audit_lines
+from rocbuild.model.baseaudit import OUTSIDE, audit_lines
 from rocbuild.model.cost import summary_lines
-from rocbuild.model.graph import Stack
+from rocbuild.model.graph import Stack, profile_sets
 from rocbuild.model.resources import format_gib
 from rocbuild.model.steps import shell_line
 from rocbuild.model.steptable import venv_commands
@@ -322,14 +322,16 @@ def print_base_audit(plan: Plan, out: Console) -> None:
     if base is None:
         return
     lines = audit_lines(base, plan.stack.recipes.recipes, plan.stack.targets,
-                        plan.base_others)
+                        plan.base_others, profile_sets(plan.stack.recipes))
     if not lines:
         return
     wanted = ", ".join(str(t) for t in plan.stack.targets)
     lacking = sum(not line.ok for line in lines)
+    outside = sum(line.action == OUTSIDE for line in lines)
     out.print(escape(f"base audit ({wanted}): {len(lines)} GPU librar"
                      f"{'y' if len(lines) == 1 else 'ies'} read, "
-                     f"{lacking} lack{'s' if lacking == 1 else ''} a target"))
+                     f"{lacking} lack{'s' if lacking == 1 else ''} a target"
+                     + (f" ({outside} outside this run)" if outside else "")))
     for line in lines:  # one line each, never wrapped, so it can be grepped
         mark = "[green]✓[/]" if line.ok else "[red]✗[/]"
         out.print(f"  {mark} {escape(line.text)}", soft_wrap=True)

@@ -60,12 +60,16 @@ class NotTaken:
 
 @dataclass(frozen=True)
 class Audited:
-    """One base library a recipe's [gpu] table names, read for the targets."""
+    """One base library a recipe's [gpu] table names (or its [base] tensile folder), read for
+    the targets."""
 
     component: str
     library: str  # relative to the base
     text: str  # what it carries ("66 bundles, all with gfx906")
     lacking: tuple[str, ...] = ()  # the targets it has no code for
+    # the targets it meets only through a generic code object: (("gfx906", "gfx9-generic"),)
+    via: tuple[tuple[str, str], ...] = ()
+    tensile: bool = False  # a [base] tensile folder's set for one processor, not a library
 
     @property
     def ok(self) -> bool:
@@ -92,13 +96,17 @@ class Base:
     # A key of `taken` alone would differ between `build rocblas` and `build`, so each
     # would see what the other built as stale. None: the same as `taken`.
     provided: Mapping[str, Taken] | None = None
-    # the GPU libraries of every recipe's [gpu] table found in the base, read for the targets
+    # the GPU libraries of every recipe's [gpu] table found in the base, read for the targets:
+    # every recipe's, whatever the run asked for (what the base provides is judged whole)
     audit: tuple[Audited, ...] = ()
     # each component's own version where a package database says it (Debian's librocblas4
     # 6.4.4 on a HIP 6.4.3 base); a component not named has the base's version
     versions: Mapping[str, str] = field(default_factory=dict)
     hints: tuple[PackageHint, ...] = ()
     memo: CodeMemo | None = field(default=None, compare=False)  # what the audit read
+    # the components of the run this base serves (``restricted_to``: the closure of what
+    # was asked for); None: every recipe's. Only these are built; the audit names the others
+    run: frozenset[str] | None = None
 
     def version_of(self, name: str) -> str:
         return self.versions.get(name, self.version)
@@ -325,7 +333,47 @@ def audit_libraries(root: Path, recipe: Recipe, targets: Sequence[TargetId],
                 continue
             lacking = code.lacking(targets) if not code.error else list(targets)
             audited.append(Audited(recipe.name, rel, code.describe(targets),
-                                   tuple(str(t) for t in lacking)))
+                                   tuple(str(t) for t in lacking),
+                                   tuple(code.via(targets).items())))
+    return audited
+
+
+def audit_base(root: Path, recipes: Mapping[str, Recipe], order: Iterable[str],
+               targets: Sequence[TargetId], memo: CodeMemo) -> list[Audited]:
+    """What ``load_base`` reads, without deciding anything (verify's base check): for each
+    recipe in ``order`` whose [base] files the base has, its [gpu] libraries and its Tensile
+    set, read for the targets."""
+    audited: list[Audited] = []
+    for name in order:
+        recipe = recipes[name]
+        if any(_matches(root, entry) for entry in recipe.base_provides):
+            audited += audit_libraries(root, recipe, targets, memo)
+            audited += audit_tensile(root, recipe, targets)
+    return audited
+
+
+def audit_tensile(root: Path, recipe: Recipe, targets: Sequence[TargetId]) -> list[Audited]:
+    """The Tensile set of ``recipe``'s [base] tensile folder, one line per processor: the
+    same check (``check_tensile``, ``tensile_dirs``) as the decision's (``_check``)."""
+    if not recipe.base_tensile:
+        return []
+    libraries = tensile_dirs(root, recipe.base_tensile)
+    audited = []
+    for processor in dict.fromkeys(t.processor for t in targets):
+        results = [check_tensile(library, processor) for library in libraries]
+        good = next((r for r in results if r.ok), None)
+        library = good.library if good else libraries[0]
+        where = (str(library.relative_to(root)) if good or len(libraries) == 1
+                 else recipe.base_tensile)
+        if good is not None:
+            count = good.code_objects
+            audited.append(Audited(recipe.name, where, f"{processor} Tensile set complete "
+                                   f"({count} code object file{'' if count == 1 else 's'})",
+                                   tensile=True))
+        else:
+            first = results[0].missing[0] if results else "the folder"
+            audited.append(Audited(recipe.name, where, f"no {processor} Tensile set ({first} "
+                                   "not found)", (processor,), tensile=True))
     return audited
 
 
@@ -388,7 +436,7 @@ def load_base(path: Path, series: str, recipes: Mapping[str, Recipe],
         found, missing = _check(path, recipe, targets)
         if memo is not None and found:
             audited = audit_libraries(path, recipe, targets, memo)
-            audit += audited
+            audit += audited + audit_tensile(path, recipe, targets)
             if not recipe.base_required:
                 missing += [f"{', '.join(a.lacking)} code in {a.library} ({a.text})"
                             for a in audited if not a.ok]
@@ -468,11 +516,16 @@ def _hints(order: Sequence[str], recipes: Mapping[str, Recipe],
 
 def restricted_to(base: Base, names: Iterable[str]) -> Base:
     """``base`` as one run sees it: what it takes and builds among ``names`` (the closure of
-    what was asked for), with the key still over everything the base provides."""
-    keep = set(names)
+    what was asked for), with the key still over everything the base provides. A package
+    tip counts what it saves among ``names`` only, and is dropped when its component is not
+    one of them; the audit keeps every library it read (the lines say which are outside)."""
+    keep = frozenset(names)
+    hints = tuple(replace(h, saves=tuple(n for n in h.saves if n in keep))
+                  for h in base.hints if h.component in keep)
     return replace(base, taken={n: t for n, t in base.taken.items() if n in keep},
                    not_taken={n: t for n, t in base.not_taken.items() if n in keep},
-                   provided=base.taken if base.provided is None else base.provided)
+                   provided=base.taken if base.provided is None else base.provided,
+                   hints=tuple(h for h in hints if h.saves), run=keep)
 
 
 def fetch_sources(base: Base, readers: Mapping[str, str]) -> Base:

@@ -30,7 +30,13 @@ from rocbuild.model.elf import (
     section_list,
     section_window,
 )
-from rocbuild.model.targets import TargetError, TargetId, parse_target, uncovered
+from rocbuild.model.targets import (
+    TargetError,
+    TargetId,
+    parse_target,
+    uncovered,
+    via_generic,
+)
 
 MEMO_SCHEMA = 1
 
@@ -62,15 +68,29 @@ class LibraryCode:
                     break
         return missing
 
+    def via(self, targets: Sequence[TargetId]) -> dict[str, str]:
+        """The requested targets some bundle meets only through a generic code object, and
+        that generic processor ({"gfx906": "gfx9-generic"}: Debian's rocSOLVER)."""
+        found: dict[str, str] = {}
+        for request in targets:
+            for group in self.bundles:
+                generic = via_generic([t for t in map(_parsed, group) if t], request)
+                if generic is not None:
+                    found[str(request)] = generic
+                    break
+        return found
+
     def describe(self, targets: Sequence[TargetId]) -> str:
-        """"66 bundles, all with gfx906" or "47 bundles, 47 without gfx906 (they have
-        gfx908, gfx90a)" for a plan line."""
+        """"66 bundles, all with gfx906", "235 bundles, all with gfx906 via gfx9-generic" or
+        "47 bundles, 47 without gfx906 (they have gfx908, gfx90a)" for a plan line."""
         if self.error:
             return f"unreadable ({self.error})"
         count = len(self.bundles)
         what = ("embedded code objects" if self.embedded else
                 f"{count} bundle{'' if count == 1 else 's'}")
-        wanted = ", ".join(map(str, targets))
+        via = self.via(targets)
+        wanted = ", ".join(f"{t} via {via[str(t)]}" if str(t) in via else str(t)
+                           for t in targets)
         missing = self.lacking(targets)
         if not missing:
             return f"{what}, all with {wanted}"

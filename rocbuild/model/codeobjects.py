@@ -36,8 +36,13 @@ MACH = {
     0x36: "gfx1030", 0x37: "gfx1031", 0x38: "gfx1032", 0x39: "gfx1033", 0x3e: "gfx1034",
     0x3d: "gfx1035", 0x45: "gfx1036",
     0x41: "gfx1100", 0x46: "gfx1101", 0x47: "gfx1102", 0x44: "gfx1103", 0x43: "gfx1150",
-    0x4a: "gfx1151", 0x48: "gfx1200", 0x4e: "gfx1201",
+    0x4a: "gfx1151", 0x55: "gfx1152", 0x58: "gfx1153", 0x48: "gfx1200", 0x4e: "gfx1201",
+    # generic processors (code object v6): loaded only with a generic version of 1 or more
+    0x51: "gfx9-generic", 0x5f: "gfx9-4-generic", 0x52: "gfx10-1-generic",
+    0x53: "gfx10-3-generic", 0x54: "gfx11-generic", 0x59: "gfx12-generic",
 }
+GENERIC_MACHS = frozenset({0x51, 0x52, 0x53, 0x54, 0x59, 0x5f})
+_V6 = 4
 
 
 @dataclass(frozen=True)
@@ -50,6 +55,12 @@ def target_of(e_flags: int, abi_version: int) -> str:
     """The target ID a code object's ``e_flags`` name; ``mach-0x..`` for a processor this
     table does not know (it then matches no requested target)."""
     processor = MACH.get(e_flags & 0xFF, f"mach-{e_flags & 0xFF:#04x}")
+    if e_flags & 0xFF in GENERIC_MACHS and (abi_version < _V6 or e_flags >> 24 == 0):
+        # EF_AMDGPU_GENERIC_VERSION (the top byte, v6 only) is 0: ROCr and the HIP runtime
+        # take it for a specific processor, which no device is (isa.cpp, hip_code_object.cpp
+        # getGenericVersion), so the code object loads nowhere; the name says so, and parses
+        # as no target
+        return f"{processor} (without a generic version: loads on no device)"
     features: list[str] = []
     if abi_version >= _V4:
         # 0 unsupported, 1 any (left out of the ID), 2 off, 3 on

@@ -279,6 +279,14 @@ def profile_components(recipes: RecipeSet) -> set[str]:
     return reachable(named, lambda n: direct_deps(recipes.recipes[n]))
 
 
+def profile_sets(recipes: RecipeSet) -> dict[str, frozenset[str]]:
+    """Each profile's components with their dependencies: the set a build of it may build
+    (the base audit names the profile that builds a library outside the run)."""
+    return {name: frozenset(reachable(profile.components,
+                                      lambda n: direct_deps(recipes.recipes[n])))
+            for name, profile in recipes.stack.profiles.items()}
+
+
 def drop_unused_sources(recipes: RecipeSet, order: tuple[str, ...]) -> tuple[str, ...]:
     """Leave out source-only components nothing in ``order`` needs (on a base, the LLVM
     checkout once the compilers come from the base)."""

@@ -14,7 +14,7 @@ from typing import Any
 
 from rocbuild.model import cmakecode
 from rocbuild.model.base import Audited
-from rocbuild.model.baseaudit import unclaimed
+from rocbuild.model.baseaudit import action, unclaimed
 from rocbuild.model.cost import Cost, estimate
 from rocbuild.model.graph import Component, Stack
 from rocbuild.model.launchers import Launch, choices, effective_settings, split_jobs
@@ -96,7 +96,8 @@ def build_plan(stack: Stack, settings: Settings, host: HostSnapshot,
     total = estimate(stack, host, [n for n in pending if n not in cached],
                      swap_weight=settings.swap_weight, cap=settings.jobs,
                      from_cache=cached)
-    others = (tuple(unclaimed(stack.base, stack.recipes.recipes, stack.targets))
+    others = (tuple(unclaimed(stack.base.path, stack.recipes.recipes, stack.targets,
+                              stack.base.memo, stack.base.audit))
               if stack.base is not None else ())
     return Plan(stack, settings, host, planned, total, roads(stack, requested),
                 base_others=others, profiles=profile_roads(stack))
@@ -199,7 +200,12 @@ def _base_json(stack: Stack, others: tuple[Audited, ...]) -> dict[str, Any] | No
             # the GPU libraries read for the targets: the recipes' ([gpu] libraries), then
             # the others (no recipe: rocbuild can only name them)
             "audit": [{"component": a.component or None, "library": a.library,
-                       "carries": a.text, "lacking": list(a.lacking)}
+                       "carries": a.text, "lacking": list(a.lacking),
+                       # the targets met only by a generic code object: {"gfx906": "gfx9-generic"}
+                       "via": dict(a.via),
+                       # what happens to it (baseaudit.action): ok, built, taken, base-only,
+                       # outside (its component is not in this run), no-recipe
+                       "action": action(a, stack.recipes.recipes, base.run, base.taken)}
                       for a in (*base.audit, *others)],
             "packages": [{"component": h.component, "packages": list(h.packages),
                           "saves": list(h.saves)} for h in base.hints]}

@@ -155,14 +155,40 @@ def parse_target_list(texts: Iterable[str]) -> tuple[TargetId, ...]:
     return tuple(seen)
 
 
+# Generic processors (LLVM 19 and later, code object v6 only): one code object serves every
+# member of a family. The members are those the ROCm 6.4 runtime gives each generic, which is
+# what decides whether such a code object loads: the HIP runtime picks a generic bundle entry
+# for a device whose own processor has none (clr rocm-6.4.3, hipamd/src/hip_comgr_helper.cpp
+# GenericTargetMapping, used by hip_code_object.cpp isCodeObjectCompatibleWithDevice for plain
+# bundles and for compressed ones through comgr), and ROCr 6.4.3 accepts it for that agent
+# (runtime/hsa-runtime/core/runtime/isa.cpp: Isa::IsCompatible and the ISAREG_ENTRY_GEN table).
+# LLVM's table (AMDGPUUsage, "AMDGPU Generic Processors", llvmorg-20.1.0) also lists gfx940 and
+# gfx941 under gfx9-4-generic and gfx1152 and gfx1153 under gfx11-generic; 6.4's HIP runtime
+# maps none of the four, so a generic code object does not cover them here.
+GENERIC_MEMBERS: dict[str, tuple[str, ...]] = {
+    "gfx9-generic": ("gfx900", "gfx902", "gfx904", "gfx906", "gfx909", "gfx90c"),
+    "gfx9-4-generic": ("gfx942", "gfx950"),
+    "gfx10-1-generic": ("gfx1010", "gfx1011", "gfx1012", "gfx1013"),
+    "gfx10-3-generic": ("gfx1030", "gfx1031", "gfx1032", "gfx1033", "gfx1034", "gfx1035",
+                        "gfx1036"),
+    "gfx11-generic": ("gfx1100", "gfx1101", "gfx1102", "gfx1103", "gfx1150", "gfx1151"),
+    "gfx12-generic": ("gfx1200", "gfx1201"),
+}
+GENERIC_OF: dict[str, str] = {member: generic for generic, members in GENERIC_MEMBERS.items()
+                              for member in members}
+
+
 def runs_on(code_object: TargetId, device: TargetId) -> bool:
     """Whether the loader accepts a code object built for ``code_object`` on ``device``.
 
-    Processors must match; each feature the code object pins must equal the device's
-    setting. A feature the device reports as "any" (not given) accepts either setting,
-    which is how a requested build target such as plain ``gfx906`` is matched.
+    Processors must match, or the code object's is the generic processor that covers the
+    device's (``GENERIC_OF``: gfx9-generic for gfx906); each feature the code object pins
+    must equal the device's setting. A feature the device reports as "any" (not given)
+    accepts either setting, which is how a requested build target such as plain ``gfx906``
+    is matched.
     """
-    if code_object.processor != device.processor:
+    if code_object.processor != device.processor and \
+            code_object.processor != GENERIC_OF.get(device.processor):
         return False
     device_features = dict(device.features)
     for name, on in code_object.features:
@@ -209,3 +235,19 @@ def uncovered(found: Iterable[TargetId], request: TargetId) -> list[TargetId]:
     bundle's, or a library's embedded set): empty when the request is met."""
     found = list(found)
     return [m for m in device_modes(request) if not any(runs_on(c, m) for c in found)]
+
+
+def is_generic(target: TargetId) -> bool:
+    return target.processor in GENERIC_MEMBERS
+
+
+def via_generic(found: Iterable[TargetId], request: TargetId) -> str | None:
+    """The generic processor through which ``found`` meets ``request`` when its own
+    processor's code objects alone do not ("gfx9-generic" for a gfx906 request met by a
+    gfx9-generic code object); None when the request is met without one, or not at all."""
+    found = list(found)
+    if uncovered(found, request):
+        return None
+    if not uncovered([c for c in found if not is_generic(c)], request):
+        return None
+    return GENERIC_OF.get(request.processor)

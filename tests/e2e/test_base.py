@@ -159,22 +159,39 @@ def test_base_from_the_environment_is_shown_with_its_source(chain: Chain) -> Non
 
 
 # the GPU libraries of each recorded layout, as real code objects (tests/support/gpulibs.py):
-# AMD's 6.4 rocBLAS lacks gfx906 in its own kernels as in its Tensile set (issue reports on
-# 6.4.3: TRSM, ROCm/ROCm#4625), Debian's librocblas4 carries it (its 66 bundles, read with
-# verify), ROCr embeds its blit kernels for gfx906 in every layout
+# - AMD's 6.4: rocBLAS lacks gfx906 in its own kernels as in its Tensile set (issue reports on
+#   6.4.3: TRSM, ROCm/ROCm#4625), and so does rocSOLVER ("Cannot find CO in the bundle
+#   .../librocsolver.so.0.4.60403 for ISA: gfx906:sramecc+:xnack-", ROCm#4625's comments on
+#   6.4.3); rocRAND, rocSPARSE and RCCL carry it here: no report says they lack it on 6.4 (not
+#   checked against AMD's packages); rocFFT and MIOpen compile at run time (jit)
+# - Debian's sid packages, as verify read them (docs/base-road.md): librocblas4's 66 bundles,
+#   librocrand1, librocsparse1 and librocfft0 carry gfx906; librocsolver0 carries generic
+#   processors (gfx9-generic covers gfx906) and gfx803/908/90a; libMIOpen1 has no bundle at
+#   all (jit); its placeholder, like every file not listed here, holds no GPU code
+# - ROCr embeds its blit kernels for gfx906 in every layout
+_GFX906 = ("bundled", ("gfx906", "gfx90a"))
 LAYOUT_LIBRARIES = {
     "rocm-6.4.3-files.txt": {"lib/librocblas.so.4": ("bundled", ("gfx908", "gfx90a")),
-                             "lib/libhsa-runtime64.so.1": ("embedded", ("gfx906", "gfx90a"))},
+                             "lib/libhsa-runtime64.so.1": ("embedded", ("gfx906", "gfx90a")),
+                             "lib/librocsolver.so.0": ("bundled", ("gfx908", "gfx90a")),
+                             "lib/librocrand.so.1": _GFX906, "lib/librocsparse.so.1": _GFX906,
+                             "lib/librccl.so.1": _GFX906},
     "rocbuild-6.4.3-files.txt": {"lib/librocblas.so.4": ("bundled", ("gfx906",)),
                                  "lib/libhsa-runtime64.so.1": ("embedded", ("gfx906",))},
     "debian-sid-rocm-6.4-files.txt": {
-        "lib/x86_64-linux-gnu/librocblas.so.4": ("bundled", ("gfx906", "gfx90a")),
-        "lib/x86_64-linux-gnu/libhsa-runtime64.so.1": ("embedded", ("gfx906", "gfx90a"))},
+        "lib/x86_64-linux-gnu/librocblas.so.4": _GFX906,
+        "lib/x86_64-linux-gnu/libhsa-runtime64.so.1": ("embedded", ("gfx906", "gfx90a")),
+        "lib/x86_64-linux-gnu/librocrand.so.1": _GFX906,
+        "lib/x86_64-linux-gnu/librocsparse.so.1": _GFX906,
+        "lib/x86_64-linux-gnu/librocfft.so.0": _GFX906,
+        "lib/x86_64-linux-gnu/librocsolver.so.0": ("generic", ("gfx9-generic", "gfx10-3-generic",
+                                                               "gfx908"))},
 }
+_MAKERS = {"bundled": gpulibs.bundled, "embedded": gpulibs.embedded, "generic": gpulibs.generic}
 
 
 def place_gpu_libraries(base: Path, layout: str) -> None:
-    gpulibs.place(base, {rel: (gpulibs.bundled if kind == "bundled" else gpulibs.embedded)(archs)
+    gpulibs.place(base, {rel: _MAKERS[kind](archs)
                          for rel, (kind, archs) in LAYOUT_LIBRARIES[layout].items()})
 
 

@@ -1,6 +1,9 @@
 """`verify` also scans the base: each base library without code for the targets is a finding
-that names it and says whether rocbuild can build it (a recipe's [base] provides names it).
-The libraries are real HIP code objects from Debian's hipcc (HIP_PLATFORM=amd, no GPU)."""
+that names it and says whether rocbuild can build it. The scan is plan's base audit (the
+recipes' [gpu] libraries and Tensile sets, the base's other libraries with offload bundles),
+so it names a library as plan does (the recipe's lib/librocblas.so.4, not the file behind the
+link). The libraries are real HIP code objects from Debian's hipcc (HIP_PLATFORM=amd, no
+GPU)."""
 
 from __future__ import annotations
 
@@ -43,22 +46,26 @@ def test_verify_lists_base_libraries_without_target_code(tmp_path: Path) -> None
     shutil.copy(gfx906, base / "lib/libamdhip64.so.6.4.43484")  # carries gfx906: no finding
     shutil.copy(gfx1030, base / "lib/librocblas.so.4.4.60403")
     (base / "lib/librocblas.so.4").symlink_to("librocblas.so.4.4.60403")
+    # without the lib/librocrand.so.1 link its recipe reads: still rocRAND's, by its name
     shutil.copy(gfx1030, base / "lib/librocrand.so.1.1.60403")
+    shutil.copy(gfx1030, base / "lib/libhipblaslt.so.0.12.60403")  # no recipe names it
     (base / "lib/rocblas/library/TensileLibrary_lazy_gfx942.dat").write_text("x")
 
     flags = ["--prefix", str(prefix), "--base", str(base), "--target", "gfx906",
              "--recipes", str(REPO_RECIPES), "--no-smoke"]
     doc = json.loads(run_cli("verify", "--json", *flags, expect=0).stdout)
     findings = {f["library"]: f for f in doc["base"]["findings"]}
-    assert sorted(findings) == ["lib/librocblas.so.4.4.60403", "lib/librocrand.so.1.1.60403",
-                                "lib/rocblas/library"]
-    assert findings["lib/librocblas.so.4.4.60403"]["recipe"] == "rocblas"
+    assert sorted(findings) == ["lib/libhipblaslt.so.0.12.60403", "lib/librocblas.so.4",
+                                "lib/librocrand.so.1.1.60403", "lib/rocblas/library"]
+    assert findings["lib/librocblas.so.4"]["recipe"] == "rocblas"
     assert findings["lib/rocblas/library"]["recipe"] == "rocblas"
     assert findings["lib/rocblas/library"]["lacks"] == "gfx906 (Tensile set)"
-    assert findings["lib/librocrand.so.1.1.60403"]["buildable"] is False
+    assert findings["lib/librocrand.so.1.1.60403"]["recipe"] == "rocrand"
+    assert findings["lib/libhipblaslt.so.0.12.60403"]["buildable"] is False
 
     text = run_cli("verify", *flags, expect=0).stdout
-    assert ("base lib/librocblas.so.4.4.60403 has no code for gfx906: rocbuild builds it "
+    # the prefix has no build-info: what it holds is not known
+    assert ("base lib/librocblas.so.4 has no code for gfx906: rocbuild builds it "
             "(component rocblas)") in text
-    assert "base lib/librocrand.so.1.1.60403 has no code for gfx906: rocbuild has no recipe" \
-        in text
+    assert ("base lib/libhipblaslt.so.0.12.60403 has no code for gfx906: rocbuild has no "
+            "recipe") in text

@@ -85,6 +85,10 @@ def test_the_pytorch_profile_on_the_recorded_debian_layout(tmp_path: Path) -> No
         assert name in taken or name == "rccl", (name, sorted(taken))
     assert taken["rocsolver"] == ["lib/x86_64-linux-gnu/librocsolver.so.0",
                                   "include/rocsolver/rocsolver.h"]
+    # Debian's rocSOLVER carries gfx9-generic, not gfx906: the 6.4 runtime loads it there
+    audit = {a["library"]: a for a in plan["base"]["audit"]}
+    assert audit["lib/x86_64-linux-gnu/librocsolver.so.0"]["via"] == {"gfx906": "gfx9-generic"}
+    assert all(a["action"] == "ok" for a in audit.values()), audit
     # a header-only library's CMake package is in share/cmake on Debian
     assert taken["rocprim"] == ["include/rocprim/rocprim.hpp",
                                 "share/cmake/rocprim/rocprim-config.cmake"]
@@ -102,7 +106,8 @@ def test_the_pytorch_profile_on_the_recorded_debian_layout(tmp_path: Path) -> No
 
 
 # AMD's 6.4 rocBLAS lacks the gfx906 Tensile set, so rocBLAS is built, and so is everything
-# linked against it (a base's copy built against the base's rocBLAS would be stale)
+# linked against it (a base's copy built against the base's rocBLAS would be stale); AMD's
+# rocSOLVER lacks gfx906 itself (test_base.LAYOUT_LIBRARIES)
 AMD_PYTORCH_BUILT = ["tensile", "rocblas", "hipblas", "rocsolver", "hipsolver", "rocsparse",
                      "hipsparse", "miopen"]
 
@@ -111,7 +116,10 @@ def test_the_pytorch_profile_on_the_recorded_amd_layout(tmp_path: Path) -> None:
     base = amd_tree(tmp_path)
     plan = plan_json(amd_flags(tmp_path, base), "--profile", "pytorch")
     assert [c["name"] for c in plan["components"]] == AMD_PYTORCH_BUILT
-    assert plan["base"]["built"]["rocsolver"] == "depends on rocblas, which is built"
+    assert plan["base"]["built"]["rocsolver"] == (
+        "base lacks gfx906 code in lib/librocsolver.so.0 (1 bundle, 1 without gfx906 (they "
+        "have gfx908, gfx90a))")
+    assert plan["base"]["built"]["rocsparse"] == "depends on rocblas, which is built"
     for name in ("rocprim", "hipcub", "rocthrust", "rocrand", "hiprand", "rocfft", "hipfft",
                  "rccl"):
         assert name in plan["base"]["taken"], name

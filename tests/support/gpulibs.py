@@ -1,7 +1,9 @@
 """Real GPU libraries for recorded base layouts: HIP libraries whose offload bundles hold code
-objects for the given processors (Debian's hipcc, HIP_PLATFORM=amd, no GPU), and a library
-with whole code objects embedded as data, as ROCr embeds its blit kernels. Each kind is
-compiled once per test process and copied where a layout needs it."""
+objects for the given processors (Debian's hipcc, HIP_PLATFORM=amd, no GPU), the same for
+generic processors such as gfx9-generic (clang-19: code object v6, which Debian's hipcc, clang
+15, cannot make), and a library with whole code objects embedded as data, as ROCr embeds its
+blit kernels. Each kind is compiled once per test process and copied where a layout needs
+it."""
 
 from __future__ import annotations
 
@@ -45,6 +47,34 @@ def bundled(archs: tuple[str, ...]) -> Path:
     return out
 
 
+# the device library has no bitcode for the generic processors in Debian 12 (ROCm 5.2's),
+# so the kernel calls none: no threadIdx (it calls __ockl_get_local_id), -O2 drops the
+# unused __assert_fail, and -nogpulib links nothing
+GENERIC_KERNEL = """#include <hip/hip_runtime.h>
+__global__ void k(float* x) { x[__builtin_amdgcn_workitem_id_x()] += 1.0f; }
+extern "C" void run(float* x) { k<<<1, 64>>>(x); }
+"""
+
+
+@functools.cache
+def generic(archs: tuple[str, ...], compress: bool = False) -> Path:
+    """A shared library with one offload bundle holding a code object per processor, generic
+    ones among them (``gfx9-generic``), compiled by clang-19 for code object v6 (the only
+    version a generic processor exists in); ``compress``: a zstd bundle (--offload-compress).
+    Skips (fails under RB_TEST_REQUIRE_TOOLS) without clang-19 and lld-19."""
+    clang = require_tool("clang++-19")
+    require_tool("ld.lld-19")
+    folder = _folder()
+    source = folder / "generic.hip"
+    source.write_text(GENERIC_KERNEL)
+    out = folder / f"generic-{'-'.join(archs)}{'-z' if compress else ''}.so"
+    subprocess.run([clang, "-x", "hip", *(f"--offload-arch={a}" for a in archs),
+                    "-mcode-object-version=6", "-O2", "-nogpulib", "--rocm-path=/usr",
+                    *(["--offload-compress"] if compress else []), "-fPIC", "-shared",
+                    str(source), "-o", str(out)], check=True, capture_output=True)
+    return out
+
+
 @functools.cache
 def embedded(archs: tuple[str, ...]) -> Path:
     """A host library whose .rodata holds one whole code object per processor (ROCr's
@@ -53,16 +83,39 @@ def embedded(archs: tuple[str, ...]) -> Path:
     source = folder / "blit.hip"
     source.write_text("#include <hip/hip_runtime.h>\n__global__ void blit(int* d) "
                       "{ d[threadIdx.x] = 1; }\n")
-    arrays = []
+    blobs = []
     for arch in archs:
         co = folder / f"blit-{arch}.co"
         _hipcc(f"--offload-arch={arch}", "--cuda-device-only", "--no-gpu-bundle-output", "-c",
                str(source), "-o", str(co))
-        data = ", ".join(str(b) for b in co.read_bytes())
-        arrays.append(f"const unsigned char blit_{arch}[] = {{{data}}};\n")
-    c_file = folder / f"embedded-{'-'.join(archs)}.c"
+        blobs.append(co.read_bytes())
+    return embedding(f"embedded-{'-'.join(archs)}", tuple(blobs))
+
+
+def generic_code_object(arch: str) -> bytes:
+    """One whole code object (not bundled) for a processor clang-19 knows, generic ones
+    among them: code object v6, e_flags with the generic version."""
+    clang = require_tool("clang++-19")
+    require_tool("ld.lld-19")
+    folder = _folder()
+    source = folder / "generic.hip"
+    source.write_text(GENERIC_KERNEL)
+    out = folder / f"generic-{arch}.co"
+    subprocess.run([clang, "-x", "hip", f"--offload-arch={arch}", "-mcode-object-version=6",
+                    "-O2", "-nogpulib", "--rocm-path=/usr", "--cuda-device-only",
+                    "--no-gpu-bundle-output", "-c", str(source), "-o", str(out)],
+                   check=True, capture_output=True)
+    return out.read_bytes()
+
+
+def embedding(name: str, blobs: tuple[bytes, ...]) -> Path:
+    """A host library (gcc) whose .rodata holds each of ``blobs`` as a byte array."""
+    folder = _folder()
+    arrays = [f"const unsigned char blob_{i}[] = {{{', '.join(str(b) for b in blob)}}};\n"
+              for i, blob in enumerate(blobs)]
+    c_file = folder / f"{name}.c"
     c_file.write_text("".join(arrays))
-    out = folder / f"embedded-{'-'.join(archs)}.so"
+    out = folder / f"{name}.so"
     subprocess.run([require_tool("gcc"), "-fPIC", "-shared", str(c_file), "-o", str(out)],
                    check=True, capture_output=True)
     return out

@@ -47,3 +47,17 @@ def test_loader_compatibility() -> None:
     assert not runs_on(parse_target("gfx906:xnack+"), mi50)
     assert not runs_on(parse_target("gfx1030"), mi50)
     assert not runs_on(parse_target("gfx906:sramecc-"), mi50)
+
+
+def test_every_generic_member_is_a_known_processor_of_its_family() -> None:
+    """The members come from the 6.4 runtime's tables: each is a processor LLVM knows, and
+    each generic is one too (so a bundle entry for it parses)."""
+    from rocbuild.model.targets import GENERIC_MEMBERS, PROCESSOR_FEATURES
+
+    for generic, members in GENERIC_MEMBERS.items():
+        assert generic in PROCESSOR_FEATURES
+        for member in members:
+            assert member in PROCESSOR_FEATURES, member
+            assert runs_on(parse_target(generic), parse_target(member))
+    assert GENERIC_MEMBERS["gfx9-generic"] == ("gfx900", "gfx902", "gfx904", "gfx906",
+                                               "gfx909", "gfx90c")
