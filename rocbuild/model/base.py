@@ -23,7 +23,7 @@ import hashlib
 import json
 import re
 from collections.abc import Container, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from rocbuild.errors import ConfigError
@@ -67,6 +67,9 @@ class Base:
     # A key of `taken` alone would differ between `build rocblas` and `build`, so each
     # would see what the other built as stale. None: the same as `taken`.
     provided: Mapping[str, Taken] | None = None
+    # a distribution's packaged ROCm (read from hip_version.h, no .info/version): its include/
+    # and lib/ are the system's own, which the compiler and the loader search by themselves
+    packaged: bool = False
 
     @property
     def series(self) -> str:
@@ -77,6 +80,15 @@ class Base:
         """Where the base's shared libraries are, searched after the prefix's: lib/, and the
         multiarch folders of a distribution's packages (lib/x86_64-linux-gnu under /usr)."""
         return (self.path / "lib", *multiarch_dirs(self.path))
+
+    @property
+    def search_dirs(self) -> tuple[Path, ...]:
+        """The base as an entry of the include and library search variables of a build
+        (``rocm_dirs``): none for a distribution's packages. /usr/include there is harmful,
+        not redundant: CMake turns CPATH into ``-isystem /usr/include`` and GCC's <cmath>
+        (``#include_next <math.h>``) then finds no math.h; the compiler and the linker search
+        the system's folders anyway."""
+        return () if self.packaged else (self.path,)
 
     def key(self) -> str:
         """Path, version and size + mtime of every file that showed a taken component: an
@@ -89,6 +101,12 @@ class Base:
                 files.append([str(path.relative_to(self.path)), info.st_size, info.st_mtime_ns])
         doc["files"] = sorted(files)
         return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()
+
+
+def is_packaged(path: Path) -> bool:
+    """Whether the base at ``path`` is a distribution's packaged ROCm (Debian's
+    ``--base /usr``): HIP headers and no ``.info/version`` (``read_version``'s second road)."""
+    return not (path / VERSION_FILE).exists() and (path / HIP_VERSION_FILE).is_file()
 
 
 def multiarch_dirs(root: Path) -> list[Path]:
@@ -282,17 +300,17 @@ def load_base(path: Path, series: str, recipes: Mapping[str, Recipe],
                           + "; ".join(lacking),
                           tip="install the missing ROCm packages (e.g. `apt install rocm-hip-sdk`)"
                               " or pass the folder of a complete ROCm")
-    return Base(path=path, version=version, taken=taken, not_taken=not_taken)
+    return Base(path=path, version=version, taken=taken, not_taken=not_taken,
+                packaged=is_packaged(path))
 
 
 def restricted_to(base: Base, names: Iterable[str]) -> Base:
     """``base`` as one run sees it: what it takes and builds among ``names`` (the closure of
     what was asked for), with the key still over everything the base provides."""
     keep = set(names)
-    return Base(path=base.path, version=base.version,
-                taken={n: t for n, t in base.taken.items() if n in keep},
-                not_taken={n: t for n, t in base.not_taken.items() if n in keep},
-                provided=base.taken if base.provided is None else base.provided)
+    return replace(base, taken={n: t for n, t in base.taken.items() if n in keep},
+                   not_taken={n: t for n, t in base.not_taken.items() if n in keep},
+                   provided=base.taken if base.provided is None else base.provided)
 
 
 def fetch_sources(base: Base, readers: Mapping[str, str]) -> Base:
@@ -303,8 +321,8 @@ def fetch_sources(base: Base, readers: Mapping[str, str]) -> Base:
     not_taken = {**base.not_taken, **{
         n: NotTaken(n, f"fetched (source only): {user} is built from it")
         for n, user in readers.items()}}
-    return Base(path=base.path, version=base.version, taken=taken, not_taken=not_taken,
-                provided=base.taken if base.provided is None else base.provided)
+    return replace(base, taken=taken, not_taken=not_taken,
+                   provided=base.taken if base.provided is None else base.provided)
 
 
 def llvm_home(base: Base) -> Path:

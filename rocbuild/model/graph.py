@@ -111,6 +111,12 @@ class Stack:
         """Where dependencies are looked for: the prefix first, then the base."""
         return (self.prefix, self.base.path) if self.base else (self.prefix,)
 
+    @property
+    def search_dirs(self) -> tuple[Path, ...]:
+        """The trees for a build's include and library search variables (``rocm_dirs``):
+        the prefix, then the base unless it is the system's own (``Base.search_dirs``)."""
+        return (self.prefix, *self.base.search_dirs) if self.base else (self.prefix,)
+
     def selected(self) -> list[Component]:
         return [self.components[n] for n in self.order]
 
@@ -422,7 +428,7 @@ def _render_component(stack: Stack, recipe: Recipe, done: Mapping[str, Component
                   # every installed tree to search, the prefix first
                   "rocm": str(stack.rocm_root),
                   "llvm": str(stack.llvm_root),
-                  "rocm_dirs": [str(p) for p in stack.search_prefixes]}
+                  "rocm_dirs": [str(p) for p in stack.search_dirs]}
     where = str(recipe.file)
     subdir = inputcheck.subdir_inside(where, "source.subdir", render(
         recipe.source.subdir, subdir_ctx, file=recipe.file, key="source.subdir"))

@@ -30,6 +30,7 @@ from rocbuild import __version__
 from rocbuild.errors import ConfigError
 from rocbuild.model.base import device_lib_dir
 from rocbuild.model.graph import Stack
+from rocbuild.model.inputcheck import system_dir
 from rocbuild.model.recipes import check_plain_text
 from rocbuild.model.render import render as render_text
 from rocbuild.prefix import ownfiles
@@ -234,9 +235,11 @@ def variables(spec: EnvSpec) -> list[EnvVar]:
     ]
     if spec.runpath_opt_outs:
         who = "; ".join(f"{name} ({reason})" for name, reason in spec.runpath_opt_outs)
+        # never a system folder (a distribution's base, /usr/lib): the loader searches it
+        # anyway, and named here it would go before the user's own LD_LIBRARY_PATH
         out += [_tree_var(spec, "LD_LIBRARY_PATH", t, "lib", "prepend",
                           f"only for the programs of recipes built without a RUNPATH: {who}")
-                for t in trees]
+                for t in trees if t is None or not system_dir(f"{t}/lib")]
     out += [_tree_var(spec, "CMAKE_PREFIX_PATH", t, "", "prepend",
                       "find_package(hip/rocblas/hipblas) finds this prefix first")
             for t in trees]

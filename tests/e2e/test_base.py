@@ -591,6 +591,43 @@ def test_a_debian_base_without_gfx906_tensile_files_builds_rocblas(tmp_path: Pat
     assert rocblas["env"]["CMAKE_CXX_COMPILER"] == f"{base}/lib/llvm-21/bin/clang++"
 
 
+def test_a_debian_base_never_goes_into_an_include_or_library_search_variable(
+        tmp_path: Path) -> None:
+    """rocBLAS's CPATH/LIBRARY_PATH name the prefix and an AMD base, never a distribution's
+    /usr: CMake turned CPATH=/usr/include into `-isystem /usr/include`, and GCC's <cmath> then
+    stopped Tensile's host library at `#include_next <math.h>` ('math.h' file not found)."""
+    base = debian_tree(tmp_path)
+    for path in (base / "lib/x86_64-linux-gnu/rocblas/4.4.1/library").glob("*gfx906*"):
+        path.unlink()
+    commands = run_flags(amd_flags(tmp_path, base), "plan", "rocblas", "--commands",
+                         expect=0).stdout
+    prefix = "/opt/rocm-6.4-gfx906"
+    assert f"CPATH={prefix}/include " in commands, commands
+    assert f"LIBRARY_PATH={prefix}/lib " in commands, commands
+    assert f"{base}/include" not in commands and f"{base}/lib:" not in commands
+    # an AMD base is no system folder: its include/ stays after the prefix's
+    amd = amd_tree(tmp_path / "amd")
+    plan = plan_json([*amd_flags(tmp_path, amd), "--workdir", str(tmp_path / "work-amd")])
+    rocblas = next(c for c in plan["components"] if c["name"] == "rocblas")
+    assert rocblas["env"]["CPATH"] == f"{prefix}/include:{amd}/include"
+
+
+def test_a_recipe_naming_a_system_folder_in_a_search_variable_is_refused(
+        tmp_path: Path) -> None:
+    recipes = tmp_path / "recipes"
+    shutil.copytree(REPO_RECIPES, recipes)
+    hipcc = recipes / "hipcc.toml"
+    assert "[env]" not in hipcc.read_text()
+    hipcc.write_text(hipcc.read_text()
+                     + '[env]\nCPLUS_INCLUDE_PATH = "/opt/x/include:/usr/include/"\n')
+    result = run_cli("--recipes", str(recipes), "--workdir", str(tmp_path / "work"),
+                     "--target", "gfx906", "plan", "hipcc", expect=2)
+    line = " ".join(result.stderr.split())
+    assert f"{hipcc}: key 'env.CPLUS_INCLUDE_PATH': CPLUS_INCLUDE_PATH names the system " \
+           "folder /usr/include/" in line, result.explain()
+    assert "Traceback" not in result.stderr
+
+
 @pytest.mark.parametrize("removed, named", [
     ("lib/x86_64-linux-gnu/libamdhip64.so.6",
      "clr (lib/libamdhip64.so.6 | lib/*-linux-gnu/libamdhip64.so.6)"),
