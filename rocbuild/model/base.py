@@ -264,10 +264,14 @@ def tensile_dirs(root: Path, entry: str) -> list[Path]:
 
 def load_base(path: Path, series: str, recipes: Mapping[str, Recipe],
               order: Iterable[str], deps: Mapping[str, tuple[str, ...]],
-              targets: Sequence[TargetId]) -> Base:
+              targets: Sequence[TargetId], from_source: Mapping[str, str] | None = None
+              ) -> Base:
     """Read the base and decide, in build order, which components it provides. Refuses a
     base of another series, and one that lacks a component marked ``required`` (compilers,
-    HIP runtime, ROCr), naming the files it lacks."""
+    HIP runtime, ROCr), naming the files it lacks. ``from_source`` (name -> where the user
+    asked, "flag --from-source") are built whatever the base has, and so is what depends on
+    them (``why_built``)."""
+    from_source = from_source or {}
     path = path.absolute()
     version = read_version(path)
     base_series = ".".join(version.split(".")[:2])
@@ -291,6 +295,8 @@ def load_base(path: Path, series: str, recipes: Mapping[str, Recipe],
             lacking.append(f"{name} ({', '.join(missing)})")
             continue
         why = why_built(recipe, deps[name], taken, recipes, missing, absent)
+        if why is None and name in from_source:
+            why = f"from source, as {from_source[name]} asks (the base has it)"
         if why is None:
             taken[name] = Taken(name, tuple(found))
         else:

@@ -327,6 +327,23 @@ def prefix_problem(prefix: Path) -> str | None:
     return None
 
 
+def check_from_source(settings: Settings, recipes: Mapping[str, Recipe]) -> None:
+    """``--from-source`` names known components that a base may provide: an unknown name is
+    refused with the closest one, and so is a component the base must provide (compilers, HIP
+    runtime, ROCr: a stack built on a base runs on the base's, never on a second copy)."""
+    where = settings.source("from_source")
+    for name in settings.from_source:
+        if name not in recipes:
+            raise unknown_component(name, recipes, where=f"{where}: ",
+                                    tip="run `rocbuild plan` to see the components")
+        if recipes[name].base_required:
+            raise ConfigError(f"{where}: {name} is always the base's (the compilers, the HIP "
+                              "runtime and ROCr are what a build on a base runs on), so it "
+                              "cannot be built from source on a base",
+                              tip=f"drop {name} from --from-source, or build without --base "
+                                  "(--base none) to build the whole stack from source")
+
+
 def load_stack(settings: Settings, requested: Iterable[str] = ()) -> Stack:
     """Load recipes and resolve the Stack for ``requested`` components (default: the
     components listed in stack.toml, or every recipe when it lists none)."""
@@ -345,6 +362,7 @@ def load_stack(settings: Settings, requested: Iterable[str] = ()) -> Stack:
         if name not in recipes.recipes:
             raise unknown_component(name, recipes.recipes,
                                     tip="run `rocbuild plan` to see them all")
+    check_from_source(settings, recipes.recipes)
     targets = _resolve_targets(recipes, settings)
     target_names = [str(t) for t in targets]
     order = build_order(recipes, requested)
@@ -354,10 +372,11 @@ def load_stack(settings: Settings, requested: Iterable[str] = ()) -> Stack:
         # without a required component is refused by `plan X` as by `build X` (which also
         # loads the whole set), and its content key is the same for every request
         every = build_order(recipes, sorted(recipes.recipes))
+        asked = {n: settings.source("from_source") for n in settings.from_source}
         try:
             rocm_base = restricted_to(load_base(settings.base, spec.series, recipes.recipes, every,
                                          {n: direct_deps(recipes.recipes[n]) for n in every},
-                                         targets), order)
+                                         targets, asked), order)
         except ConfigError as exc:
             where = settings.source("base")
             if not where.startswith("workdir "):  # not remembered (run/state/basememo.py)

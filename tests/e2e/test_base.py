@@ -628,6 +628,52 @@ def test_a_recipe_naming_a_system_folder_in_a_search_variable_is_refused(
     assert "Traceback" not in result.stderr
 
 
+@pytest.mark.parametrize("how", ["flag", "env", "config"])
+def test_from_source_builds_what_the_base_has_and_what_uses_it(tmp_path: Path,
+                                                               how: str) -> None:
+    """Debian's base has rocBLAS with gfx906 kernels; --from-source rocblas builds it anyway
+    (with Tensile, its source), and hipBLAS over it, shown in plan with why."""
+    base = debian_tree(tmp_path)
+    flags, env = amd_flags(tmp_path, base), None
+    if how == "flag":
+        flags += ["--from-source", "rocblas"]
+        source = "flag --from-source"
+    elif how == "env":
+        env = {"ROCBUILD_FROM_SOURCE": "rocblas"}
+        source = "env ROCBUILD_FROM_SOURCE"
+    else:
+        (tmp_path / "rocbuild.toml").write_text('[rocbuild]\nfrom_source = ["rocblas"]\n')
+        source = f"config {tmp_path / 'rocbuild.toml'}"
+    result = run_cli(*flags, "plan", "--json", cwd=tmp_path, env=env, expect=0)
+    plan = json.loads(result.stdout)
+    names = [c["name"] for c in plan["components"]]
+    assert names[-4:] == ["tensile", "rocblas", "hipblas", "llama.cpp"], names
+    built = plan["base"]["built"]
+    assert built["rocblas"] == f"from source, as {source} asks (the base has it)"
+    assert built["hipblas"] == "depends on rocblas, which is built"
+    assert "rocblas" not in plan["base"]["taken"] and "roctracer" in plan["base"]["taken"]
+    text = " ".join(run_cli(*flags, "plan", cwd=tmp_path, env=env, expect=0).stdout.split())
+    assert f"rocblas built: from source, as {source} asks (the base has it)" in text, text
+    # llama.cpp links the prefix's rocBLAS: the prefix comes first in its search path
+    llama = next(c for c in plan["components"] if c["name"] == "llama.cpp")
+    assert f"-DCMAKE_PREFIX_PATH=/opt/rocm-6.4-gfx906;{base}" in llama["configure_args"]
+
+
+@pytest.mark.parametrize("name, needle", [
+    ("rocblsa", "flag --from-source: unknown component 'rocblsa'"),
+    ("clr", "flag --from-source: clr is always the base's"),
+])
+def test_from_source_refuses_an_unknown_or_a_base_only_component(
+        tmp_path: Path, name: str, needle: str) -> None:
+    base = debian_tree(tmp_path)
+    result = run_flags([*amd_flags(tmp_path, base), "--from-source", f"hipblas,{name}"],
+                       "plan", expect=2)
+    line = " ".join(result.stderr.split())
+    assert needle in line, result.explain()
+    if name == "rocblsa":
+        assert "Did you mean 'rocblas'?" in line, result.explain()
+
+
 @pytest.mark.parametrize("removed, named", [
     ("lib/x86_64-linux-gnu/libamdhip64.so.6",
      "clr (lib/libamdhip64.so.6 | lib/*-linux-gnu/libamdhip64.so.6)"),
