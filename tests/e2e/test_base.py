@@ -272,11 +272,16 @@ def test_device_bitcode_in_either_layout_shows_device_libs(tmp_path: Path) -> No
             "lib/llvm/lib/clang/*/lib/amdgcn/bitcode/ocml.bc" in refused.stderr), refused.explain()
 
 
-def test_base_version_decides_the_refs(tmp_path: Path) -> None:
-    plan = plan_json(amd_flags(tmp_path, amd_tree(tmp_path, "6.4.1")))
+@pytest.mark.parametrize("version, tensile", [
+    ("6.4.1", "be49885fce2a61b600ae4593f1c2d00c8b4fa11e"),
+    # rocBLAS 6.4.4's tensile_tag.txt (Debian's rocblas_6.4.4.orig.tar.gz)
+    ("6.4.4", "7449c7fefd3d208ba6a2705699cd1c13b654ad87"),
+])
+def test_base_version_decides_the_refs(tmp_path: Path, version: str, tensile: str) -> None:
+    plan = plan_json(amd_flags(tmp_path, amd_tree(tmp_path, version)))
     refs = {c["name"]: c["source"]["ref"] for c in plan["components"]}
-    assert refs["rocblas"] == refs["hipblas"] == "rocm-6.4.1"
-    assert refs["tensile"] == "be49885fce2a61b600ae4593f1c2d00c8b4fa11e"
+    assert refs["rocblas"] == refs["hipblas"] == f"rocm-{version}"
+    assert refs["tensile"] == tensile
 
 
 @pytest.mark.parametrize("version, needle", [
