@@ -15,7 +15,7 @@ import pytest
 
 from rocbuild.cli.main import main
 from tests.conftest import require_tool
-from tests.support.chain import one_component_stack
+from tests.support.chain import make_repo, one_component_stack
 
 pytestmark = pytest.mark.e2e
 
@@ -95,11 +95,20 @@ def test_an_offline_install_from_the_cache_never_reaches_pypi(tmp_path: Path) ->
     make_wheel(index)
     project = {"CMakeLists.txt": "cmake_minimum_required(VERSION 3.20)\nproject(usespy NONE)\n"
                                  "install(FILES a.txt DESTINATION share)\n", "a.txt": "a\n"}
+    # usespy depends on a component of its own (as rocBLAS on Tensile): both from the cache
     flags = one_component_stack(tmp_path, "usespy", project, """\
         [python]
         wheels = ["rbtinypkg"]
         [cmake]
         """)
+    make_repo(tmp_path / "repos", "lower", {
+        "CMakeLists.txt": "cmake_minimum_required(VERSION 3.20)\nproject(lower NONE)\n"
+                          "install(FILES b.txt DESTINATION share)\n", "b.txt": "b\n"})
+    recipes = tmp_path / "recipes"
+    (recipes / "lower.toml").write_text(
+        '[source]\ngit = "https://example.invalid/lower.git"\nref = "v1"\n[cmake]\n')
+    usespy = recipes / "usespy.toml"
+    usespy.write_text('depends = ["lower"]\n' + usespy.read_text())
     home = tmp_path / "home"
     env = {"XDG_CONFIG_HOME": str(home / "config"), "XDG_CACHE_HOME": str(home / "cache"),
            "PIP_CONFIG_FILE": "/dev/null"}

@@ -92,7 +92,10 @@ def component_tasks(ctx: BuildContext, comp: Component, end: End) -> list[dict[s
     if cached:
         out.append(step_task(ctx, steptable.kind(cache_install.STEP), comp,
                              [f"{BUILD}:{d}" for d in comp.depends]))
-    served_venv = cached and venv_after_cache(ctx)
+    # only for a user of the venv: its cache step comes after its dependencies' builds, so
+    # the venv before theirs would be a cycle (venv -> cache:user -> build:dep -> venv)
+    served_venv = (cached and venv_after_cache(ctx)
+                   and comp in actions.python_users(ctx.stack))
     for i, name in enumerate(steps):
         kind = steptable.kind(name)
         deps = _step_deps(ctx, comp, kind, cached, i == 0)
