@@ -164,6 +164,11 @@ def run_push(args: argparse.Namespace, settings: Settings) -> int:
             finally:
                 shutil.rmtree(staging, ignore_errors=True)
             signed = f", signed by {signing.key_name(signature)}" if signature else ", unsigned"
+            if not comp.builds:  # no files: the record that lets its users come from the cache
+                ctx.output.say(f"✔ {comp.name}: source only, no files: the record of commit "
+                               f"{(manifest.commit or '?')[:12]} that lets what reads it be "
+                               f"installed without its source ({key[:12]}{signed})")
+                continue
             ctx.output.say(f"✔ {comp.name}: {wording.count(len(manifest.files), 'file')}, "
                            f"{fmt_size(manifest.size)} packed to "
                            f"{fmt_size(manifest.archive_size)} ({key[:12]}{signed})")

@@ -110,6 +110,9 @@ class Base:
 
     def version_of(self, name: str) -> str:
         return self.versions.get(name, self.version)
+    # a distribution's packaged ROCm (read from hip_version.h, no .info/version): its include/
+    # and lib/ are the system's own, which the compiler and the loader search by themselves
+    packaged: bool = False
 
     @property
     def series(self) -> str:
@@ -120,6 +123,15 @@ class Base:
         """Where the base's shared libraries are, searched after the prefix's: lib/, and the
         multiarch folders of a distribution's packages (lib/x86_64-linux-gnu under /usr)."""
         return (self.path / "lib", *multiarch_dirs(self.path))
+
+    @property
+    def search_dirs(self) -> tuple[Path, ...]:
+        """The base as an entry of the include and library search variables of a build
+        (``rocm_dirs``): none for a distribution's packages. /usr/include there is harmful,
+        not redundant: CMake turns CPATH into ``-isystem /usr/include`` and GCC's <cmath>
+        (``#include_next <math.h>``) then finds no math.h; the compiler and the linker search
+        the system's folders anyway."""
+        return () if self.packaged else (self.path,)
 
     def key(self) -> str:
         """Path, version and size + mtime of every file that showed a taken component: an
@@ -132,6 +144,12 @@ class Base:
                 files.append([str(path.relative_to(self.path)), info.st_size, info.st_mtime_ns])
         doc["files"] = sorted(files)
         return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()
+
+
+def is_packaged(path: Path) -> bool:
+    """Whether the base at ``path`` is a distribution's packaged ROCm (Debian's
+    ``--base /usr``): HIP headers and no ``.info/version`` (``read_version``'s second road)."""
+    return not (path / VERSION_FILE).exists() and (path / HIP_VERSION_FILE).is_file()
 
 
 def multiarch_dirs(root: Path) -> list[Path]:
@@ -411,12 +429,16 @@ def tensile_dirs(root: Path, entry: str) -> list[Path]:
 
 def load_base(path: Path, series: str, recipes: Mapping[str, Recipe],
               order: Iterable[str], deps: Mapping[str, tuple[str, ...]],
-              targets: Sequence[TargetId], memo: CodeMemo | None = None) -> Base:
+              targets: Sequence[TargetId], memo: CodeMemo | None = None,
+              from_source: Mapping[str, str] | None = None) -> Base:
     """Read the base and decide, in build order, which components it provides. Refuses a
     base of another series, and one that lacks a component marked ``required`` (compilers,
     HIP runtime, ROCr), naming the files it lacks. With ``memo`` the GPU libraries of every
     recipe's [gpu] table are read for the targets (``audit_libraries``): one that lacks a
-    target makes its component built, unless it is required (then the line says so)."""
+    target makes its component built, unless it is required (then the line says so).
+    ``from_source`` (name -> where the user asked, "flag --from-source") are built whatever
+    the base has, and so is what depends on them (``why_built``)."""
+    from_source = from_source or {}
     path = path.absolute()
     version = read_version(path)
     base_series = ".".join(version.split(".")[:2])
@@ -448,20 +470,22 @@ def load_base(path: Path, series: str, recipes: Mapping[str, Recipe],
                           + "; ".join(lacking),
                           tip="install the missing ROCm packages (e.g. `apt install rocm-hip-sdk`)"
                               " or pass the folder of a complete ROCm")
-    taken, not_taken = _decide(order, recipes, deps, checks)
+    taken, not_taken = _decide(order, recipes, deps, checks, from_source)
     admin = path.parent / "var/lib/dpkg"
     dpkg = DpkgIndex(admin) if (admin / "status").is_file() else None
     return Base(path=path, version=version, taken=taken, not_taken=not_taken,
                 audit=tuple(audit), versions=_versions(dpkg, taken) if dpkg else {},
-                hints=_hints(order, recipes, deps, checks, taken) if dpkg else (), memo=memo)
+                hints=_hints(order, recipes, deps, checks, taken, from_source) if dpkg else (),
+                memo=memo, packaged=is_packaged(path))
 
 
 def _decide(order: Sequence[str], recipes: Mapping[str, Recipe],
             deps: Mapping[str, tuple[str, ...]],
             checks: Mapping[str, tuple[list[Path], list[str]]],
+            from_source: Mapping[str, str],
             ) -> tuple[dict[str, Taken], dict[str, NotTaken]]:
     """The base road's decision in build order (``why_built``), from each component's
-    (files found, what is missing)."""
+    (files found, what is missing); ``from_source`` are built whatever the base has."""
     taken: dict[str, Taken] = {}
     not_taken: dict[str, NotTaken] = {}
     absent: set[str] = set()
@@ -472,6 +496,8 @@ def _decide(order: Sequence[str], recipes: Mapping[str, Recipe],
         if not found:
             absent.add(name)
         why = why_built(recipes[name], deps[name], taken, recipes, missing, absent)
+        if why is None and name in from_source:
+            why = f"from source, as {from_source[name]} asks (the base has it)"
         if why is None:
             taken[name] = Taken(name, tuple(found))
         else:
@@ -494,7 +520,8 @@ def _versions(dpkg: DpkgIndex, taken: Mapping[str, Taken]) -> dict[str, str]:
 def _hints(order: Sequence[str], recipes: Mapping[str, Recipe],
            deps: Mapping[str, tuple[str, ...]],
            checks: Mapping[str, tuple[list[Path], list[str]]],
-           taken: Mapping[str, Taken]) -> tuple[PackageHint, ...]:
+           taken: Mapping[str, Taken], from_source: Mapping[str, str],
+           ) -> tuple[PackageHint, ...]:
     """For each component built because the base lacks its files and whose recipe names
     the distribution packages that install it (``[base] packages``): what would be taken
     instead with them installed (the decision again, with its files found)."""
@@ -507,7 +534,7 @@ def _hints(order: Sequence[str], recipes: Mapping[str, Recipe],
         if not missing or any(" code in " in m for m in missing):
             continue  # not files a package adds: a library that lacks a target
         assumed = {**checks, name: ([*found, Path(recipe.base_packages[0])], [])}
-        then, _ = _decide(order, recipes, deps, assumed)
+        then, _ = _decide(order, recipes, deps, assumed, from_source)
         saves = tuple(n for n in order if n in then and n not in taken and recipes[n].builds)
         if saves:
             hints.append(PackageHint(name, recipe.base_packages, saves))

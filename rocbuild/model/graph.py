@@ -121,6 +121,12 @@ class Stack:
         """Where dependencies are looked for: the prefix first, then the base."""
         return (self.prefix, self.base.path) if self.base else (self.prefix,)
 
+    @property
+    def search_dirs(self) -> tuple[Path, ...]:
+        """The trees for a build's include and library search variables (``rocm_dirs``):
+        the prefix, then the base unless it is the system's own (``Base.search_dirs``)."""
+        return (self.prefix, *self.base.search_dirs) if self.base else (self.prefix,)
+
     def selected(self) -> list[Component]:
         return [self.components[n] for n in self.order]
 
@@ -369,6 +375,23 @@ def prefix_problem(prefix: Path) -> str | None:
     return None
 
 
+def check_from_source(settings: Settings, recipes: Mapping[str, Recipe]) -> None:
+    """``--from-source`` names known components that a base may provide: an unknown name is
+    refused with the closest one, and so is a component the base must provide (compilers, HIP
+    runtime, ROCr: a stack built on a base runs on the base's, never on a second copy)."""
+    where = settings.source("from_source")
+    for name in settings.from_source:
+        if name not in recipes:
+            raise unknown_component(name, recipes, where=f"{where}: ",
+                                    tip="run `rocbuild plan` to see the components")
+        if recipes[name].base_required:
+            raise ConfigError(f"{where}: {name} is always the base's (the compilers, the HIP "
+                              "runtime and ROCr are what a build on a base runs on), so it "
+                              "cannot be built from source on a base",
+                              tip=f"drop {name} from --from-source, or build without --base "
+                                  "(--base none) to build the whole stack from source")
+
+
 def load_stack(settings: Settings, requested: Iterable[str] = ()) -> Stack:
     """Load recipes and resolve the Stack for ``requested`` components (default: the
     components listed in stack.toml, or every recipe when it lists none)."""
@@ -388,6 +411,7 @@ def load_stack(settings: Settings, requested: Iterable[str] = ()) -> Stack:
         if name not in recipes.recipes:
             raise unknown_component(name, recipes.recipes,
                                     tip="run `rocbuild plan` to see them all")
+    check_from_source(settings, recipes.recipes)
     targets = _resolve_targets(recipes, settings)
     target_names = [str(t) for t in targets]
     order = build_order(recipes, requested)
@@ -397,11 +421,12 @@ def load_stack(settings: Settings, requested: Iterable[str] = ()) -> Stack:
         # without a required component is refused by `plan X` as by `build X` (which also
         # loads the whole set), and its content key is the same for every request
         every = build_order(recipes, sorted(recipes.recipes))
+        asked = {n: settings.source("from_source") for n in settings.from_source}
         try:
             memo = CodeMemo.read(Workdir.shared(settings.workdir).code_memo)
             rocm_base = restricted_to(load_base(settings.base, spec.series, recipes.recipes, every,
                                          {n: direct_deps(recipes.recipes[n]) for n in every},
-                                         targets, memo), order)
+                                         targets, memo, asked), order)
         except ConfigError as exc:
             where = settings.source("base")
             if not where.startswith("workdir "):  # not remembered (run/state/basememo.py)
@@ -475,7 +500,7 @@ def _render_component(stack: Stack, recipe: Recipe, done: Mapping[str, Component
                   # every installed tree to search, the prefix first
                   "rocm": str(stack.rocm_root),
                   "llvm": str(stack.llvm_root),
-                  "rocm_dirs": [str(p) for p in stack.search_prefixes]}
+                  "rocm_dirs": [str(p) for p in stack.search_dirs]}
     where = str(recipe.file)
     subdir = inputcheck.subdir_inside(where, "source.subdir", render(
         recipe.source.subdir, subdir_ctx, file=recipe.file, key="source.subdir"))

@@ -129,10 +129,37 @@ def env_name(where: str, key: str, name: str) -> str:
     return name
 
 
+# the variables that add folders to the compiler's, the linker's and the loader's searches
+SEARCH_PATH_VARS = frozenset({"CPATH", "C_INCLUDE_PATH", "CPLUS_INCLUDE_PATH",
+                              "OBJC_INCLUDE_PATH", "LIBRARY_PATH", "LD_LIBRARY_PATH",
+                              "LD_RUN_PATH"})
+# the system's own include and library folders, which those programs search by themselves
+_SYSTEM_DIR_RE = re.compile(r"^(/usr(/local)?)?/(include|lib(32|64)?(/[a-z0-9_]+-linux-gnu\w*)?)$")
+
+
+def system_dir(entry: str) -> bool:
+    """Whether ``entry`` of a search variable is one of the system's own folders
+    (/usr/include, /usr/lib, /usr/lib/x86_64-linux-gnu, /lib64, /usr/local/include...)."""
+    return bool(_SYSTEM_DIR_RE.match(os.path.normpath(entry))) if entry.startswith("/") \
+        else False
+
+
 def env_value(where: str, key: str, name: str, value: str) -> str:
     """A value exec can pass: ``NAME=value`` is one string, held to MAX_ARG_BYTES like an
-    argument (a longer one fails every step's exec with E2BIG, at configure, hours in)."""
+    argument (a longer one fails every step's exec with E2BIG, at configure, hours in). A
+    search variable (SEARCH_PATH_VARS) never names a system folder: the tools search those
+    already, and naming one moves it before the compiler's own headers (CMake turns CPATH into
+    ``-isystem /usr/include``, and GCC's <cmath> then stops at ``#include_next <math.h>``)."""
     no_nul(where, key, value)
+    if name in SEARCH_PATH_VARS:
+        system = [e for e in value.split(":") if system_dir(e)]
+        if system:
+            raise _fail(where, key, f"{name} names the system folder {system[0]}, which the "
+                        "compiler and the linker search by themselves; in a search variable it "
+                        "comes before the compiler's own headers and breaks C++ builds "
+                        "(#include_next <math.h> fails)",
+                        f"drop {system[0]} from '{key}' in {where} (on a distribution's base "
+                        "{{ rocm_dirs }} already leaves /usr out)")
     size = len(f"{name}={value}".encode("utf-8", "surrogatepass"))
     if size > MAX_ARG_BYTES:
         raise _fail(where, key, f"a value of {len(value)} characters; {name}=<value> is "

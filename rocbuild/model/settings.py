@@ -123,6 +123,16 @@ def _parse_mirror_rules(text: str) -> tuple[tuple[str, str], ...]:
     return tuple(rules)
 
 
+def _parse_names(text: str) -> tuple[str, ...]:
+    """Component names, separated by commas or spaces (checked against the recipes when the
+    stack loads: graph.load_stack)."""
+    names = tuple(n for n in re.split(r"[,\s]+", text.strip()) if n)
+    for name in names:
+        if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._+-]*", name):
+            raise ValueError(f"'{name}' is not a component name (letters, digits and . _ + -)")
+    return names
+
+
 def _parse_positive_int(text: str) -> int:
     try:
         value = int(text)
@@ -266,6 +276,11 @@ OPTIONS: tuple[Option, ...] = (
            "of built; only what it lacks for the targets is built. Without it, the base of the "
            "workdir's last build; 'none' builds from source", _parse_base, "PATH", is_path=True,
            path=True),
+    Option("from_source", "components to build from source although the --base provides "
+           "them, e.g. rocblas (your own Tensile logic, a patch, a newer commit); what uses "
+           "them is built against the new build too (hipBLAS over rocBLAS). Comma-separated, "
+           "repeatable", _parse_names, "LIST", default=(), repeatable=True,
+           config_types=(str, list)),
     Option("jobs", "upper bound on parallel jobs", _parse_positive_int, "N",
            config_types=(str, int)),
     Option("parallel", "components built at the same time (a count, or auto: more than one "
@@ -317,6 +332,7 @@ class Settings:
     profile: str | None  # a profile of stack.toml; None: the one stack.toml names
     mirror: tuple[tuple[str, str], ...]
     base: Path | None
+    from_source: tuple[str, ...]  # built although the base provides them (base.load_base)
     jobs: int | None
     parallel: int | str  # a count, or AUTO
     swap_weight: float
@@ -709,8 +725,8 @@ def resolve(
             raise ConfigError(
                 f"{said}: {exc}", tip=f"see `rocbuild --help` for {option.flag}"
             ) from None
-        if option.repeatable:
-            value = tuple(rule for rules in parsed for rule in rules)
+        if option.repeatable:  # mirror rules, component names: each item adds its own
+            value = tuple(dict.fromkeys(rule for rules in parsed for rule in rules))
         else:
             value = parsed[-1]
         values[option.name] = value

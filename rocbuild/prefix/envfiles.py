@@ -31,6 +31,7 @@ from rocbuild.errors import ConfigError, printable
 from rocbuild.model import envtext
 from rocbuild.model.base import device_lib_dir
 from rocbuild.model.graph import Stack
+from rocbuild.model.inputcheck import system_dir
 from rocbuild.model.provides import DEVICE_LIB_VAR, Provided, provided_by
 from rocbuild.prefix import ownfiles
 from rocbuild.prefix.buildinfo import PREFIX_FILE_MODE
@@ -197,9 +198,11 @@ def variables(spec: EnvSpec) -> list[EnvVar]:
     ]
     if spec.runpath_opt_outs:
         who = "; ".join(f"{name} ({reason})" for name, reason in spec.runpath_opt_outs)
+        # never a system folder (a distribution's base, /usr/lib): the loader searches it
+        # anyway, and named here it would go before the user's own LD_LIBRARY_PATH
         out += [_tree_var(spec, "LD_LIBRARY_PATH", t, "lib", "prepend",
                           f"only for the programs of recipes built without a RUNPATH: {who}")
-                for t in trees]
+                for t in trees if t is None or not system_dir(f"{t}/lib")]
     out += [_tree_var(spec, "CMAKE_PREFIX_PATH", t, "", "prepend", spec.cmake_comment)
             for t in trees]
     return out

@@ -312,11 +312,16 @@ def test_device_bitcode_in_either_layout_shows_device_libs(tmp_path: Path) -> No
             "lib/llvm/lib/clang/*/lib/amdgcn/bitcode/ocml.bc" in refused.stderr), refused.explain()
 
 
-def test_base_version_decides_the_refs(tmp_path: Path) -> None:
-    plan = plan_json(amd_flags(tmp_path, amd_tree(tmp_path, "6.4.1")))
+@pytest.mark.parametrize("version, tensile", [
+    ("6.4.1", "be49885fce2a61b600ae4593f1c2d00c8b4fa11e"),
+    # rocBLAS 6.4.4's tensile_tag.txt (Debian's rocblas_6.4.4.orig.tar.gz)
+    ("6.4.4", "7449c7fefd3d208ba6a2705699cd1c13b654ad87"),
+])
+def test_base_version_decides_the_refs(tmp_path: Path, version: str, tensile: str) -> None:
+    plan = plan_json(amd_flags(tmp_path, amd_tree(tmp_path, version)))
     refs = {c["name"]: c["source"]["ref"] for c in plan["components"]}
-    assert refs["rocblas"] == refs["hipblas"] == "rocm-6.4.1"
-    assert refs["tensile"] == "be49885fce2a61b600ae4593f1c2d00c8b4fa11e"
+    assert refs["rocblas"] == refs["hipblas"] == f"rocm-{version}"
+    assert refs["tensile"] == tensile
 
 
 @pytest.mark.parametrize("version, needle", [
@@ -649,6 +654,89 @@ def test_a_debian_base_without_gfx906_tensile_files_builds_rocblas(tmp_path: Pat
     assert rocblas["env"]["TENSILE_ROCM_ASSEMBLER_PATH"] == f"{base}/lib/llvm-21/bin/clang++"
     # Tensile finds rocBLAS's "amdclang++" through $CMAKE_CXX_COMPILER (Debian has none)
     assert rocblas["env"]["CMAKE_CXX_COMPILER"] == f"{base}/lib/llvm-21/bin/clang++"
+
+
+def test_a_debian_base_never_goes_into_an_include_or_library_search_variable(
+        tmp_path: Path) -> None:
+    """rocBLAS's CPATH/LIBRARY_PATH name the prefix and an AMD base, never a distribution's
+    /usr: CMake turned CPATH=/usr/include into `-isystem /usr/include`, and GCC's <cmath> then
+    stopped Tensile's host library at `#include_next <math.h>` ('math.h' file not found)."""
+    base = debian_tree(tmp_path)
+    for path in (base / "lib/x86_64-linux-gnu/rocblas/4.4.1/library").glob("*gfx906*"):
+        path.unlink()
+    commands = run_flags(amd_flags(tmp_path, base), "plan", "rocblas", "--commands",
+                         expect=0).stdout
+    prefix = "/opt/rocm-6.4-gfx906"
+    assert f"CPATH={prefix}/include " in commands, commands
+    assert f"LIBRARY_PATH={prefix}/lib " in commands, commands
+    assert f"{base}/include" not in commands and f"{base}/lib:" not in commands
+    # an AMD base is no system folder: its include/ stays after the prefix's
+    amd = amd_tree(tmp_path / "amd")
+    plan = plan_json([*amd_flags(tmp_path, amd), "--workdir", str(tmp_path / "work-amd")])
+    rocblas = next(c for c in plan["components"] if c["name"] == "rocblas")
+    assert rocblas["env"]["CPATH"] == f"{prefix}/include:{amd}/include"
+
+
+def test_a_recipe_naming_a_system_folder_in_a_search_variable_is_refused(
+        tmp_path: Path) -> None:
+    recipes = tmp_path / "recipes"
+    shutil.copytree(REPO_RECIPES, recipes)
+    hipcc = recipes / "hipcc.toml"
+    assert "[env]" not in hipcc.read_text()
+    hipcc.write_text(hipcc.read_text()
+                     + '[env]\nCPLUS_INCLUDE_PATH = "/opt/x/include:/usr/include/"\n')
+    result = run_cli("--recipes", str(recipes), "--workdir", str(tmp_path / "work"),
+                     "--target", "gfx906", "plan", "hipcc", expect=2)
+    line = " ".join(result.stderr.split())
+    assert f"{hipcc}: key 'env.CPLUS_INCLUDE_PATH': CPLUS_INCLUDE_PATH names the system " \
+           "folder /usr/include/" in line, result.explain()
+    assert "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize("how", ["flag", "env", "config"])
+def test_from_source_builds_what_the_base_has_and_what_uses_it(tmp_path: Path,
+                                                               how: str) -> None:
+    """Debian's base has rocBLAS with gfx906 kernels; --from-source rocblas builds it anyway
+    (with Tensile, its source), and hipBLAS over it, shown in plan with why."""
+    base = debian_tree(tmp_path)
+    flags, env = amd_flags(tmp_path, base), None
+    if how == "flag":
+        flags += ["--from-source", "rocblas"]
+        source = "flag --from-source"
+    elif how == "env":
+        env = {"ROCBUILD_FROM_SOURCE": "rocblas"}
+        source = "env ROCBUILD_FROM_SOURCE"
+    else:
+        (tmp_path / "rocbuild.toml").write_text('[rocbuild]\nfrom_source = ["rocblas"]\n')
+        source = f"config {tmp_path / 'rocbuild.toml'}"
+    result = run_cli(*flags, "plan", "--json", cwd=tmp_path, env=env, expect=0)
+    plan = json.loads(result.stdout)
+    names = [c["name"] for c in plan["components"]]
+    assert names[-4:] == ["tensile", "rocblas", "hipblas", "llama.cpp"], names
+    built = plan["base"]["built"]
+    assert built["rocblas"] == f"from source, as {source} asks (the base has it)"
+    assert built["hipblas"] == "depends on rocblas, which is built"
+    assert "rocblas" not in plan["base"]["taken"] and "roctracer" in plan["base"]["taken"]
+    text = " ".join(run_cli(*flags, "plan", cwd=tmp_path, env=env, expect=0).stdout.split())
+    assert f"rocblas built: from source, as {source} asks (the base has it)" in text, text
+    # llama.cpp links the prefix's rocBLAS: the prefix comes first in its search path
+    llama = next(c for c in plan["components"] if c["name"] == "llama.cpp")
+    assert f"-DCMAKE_PREFIX_PATH=/opt/rocm-6.4-gfx906;{base}" in llama["configure_args"]
+
+
+@pytest.mark.parametrize("name, needle", [
+    ("rocblsa", "flag --from-source: unknown component 'rocblsa'"),
+    ("clr", "flag --from-source: clr is always the base's"),
+])
+def test_from_source_refuses_an_unknown_or_a_base_only_component(
+        tmp_path: Path, name: str, needle: str) -> None:
+    base = debian_tree(tmp_path)
+    result = run_flags([*amd_flags(tmp_path, base), "--from-source", f"hipblas,{name}"],
+                       "plan", expect=2)
+    line = " ".join(result.stderr.split())
+    assert needle in line, result.explain()
+    if name == "rocblsa":
+        assert "Did you mean 'rocblas'?" in line, result.explain()
 
 
 @pytest.mark.parametrize("removed, named", [

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import shutil
 import textwrap
 import zipfile
 from pathlib import Path
@@ -14,7 +15,7 @@ import pytest
 
 from rocbuild.cli.main import main
 from tests.conftest import require_tool
-from tests.support.chain import one_component_stack
+from tests.support.chain import make_repo, one_component_stack
 
 pytestmark = pytest.mark.e2e
 
@@ -79,3 +80,51 @@ def test_python_packages_are_installed_before_the_build_and_found_by_it(
     # current on the next run: no second pip install
     assert main(["build", *flags, "--quiet", "--no-verify"]) == 0
     assert "build venv" not in capsys.readouterr().out
+
+
+def test_an_offline_install_from_the_cache_never_reaches_pypi(tmp_path: Path) -> None:
+    """`build --cache DIR --offline` of a stack whose recipe pip-installs (rocBLAS's Tensile):
+    every component comes from the cache, so the wheelhouse is not filled and PyPI, here
+    unreachable, is never asked (it stopped the documented offline install before anything
+    was unpacked)."""
+    from tests.cli import run_cli
+
+    for tool in ("git", "cmake", "ninja"):
+        require_tool(tool)
+    index = tmp_path / "index"
+    make_wheel(index)
+    project = {"CMakeLists.txt": "cmake_minimum_required(VERSION 3.20)\nproject(usespy NONE)\n"
+                                 "install(FILES a.txt DESTINATION share)\n", "a.txt": "a\n"}
+    # usespy depends on a component of its own (as rocBLAS on Tensile): both from the cache
+    flags = one_component_stack(tmp_path, "usespy", project, """\
+        [python]
+        wheels = ["rbtinypkg"]
+        [cmake]
+        """)
+    make_repo(tmp_path / "repos", "lower", {
+        "CMakeLists.txt": "cmake_minimum_required(VERSION 3.20)\nproject(lower NONE)\n"
+                          "install(FILES b.txt DESTINATION share)\n", "b.txt": "b\n"})
+    recipes = tmp_path / "recipes"
+    (recipes / "lower.toml").write_text(
+        '[source]\ngit = "https://example.invalid/lower.git"\nref = "v1"\n[cmake]\n')
+    usespy = recipes / "usespy.toml"
+    usespy.write_text('depends = ["lower"]\n' + usespy.read_text())
+    home = tmp_path / "home"
+    env = {"XDG_CONFIG_HOME": str(home / "config"), "XDG_CACHE_HOME": str(home / "cache"),
+           "PIP_CONFIG_FILE": "/dev/null"}
+    run_cli("build", *flags, "--no-verify", "--quiet",
+            env={**env, "PIP_NO_INDEX": "1", "PIP_FIND_LINKS": str(index)}, expect=0)
+    cache = tmp_path / "cache"
+    run_cli("cache", "keys", "new", "alice", env=env, expect=0)
+    run_cli("cache", "push", *flags, "--to", str(cache), "--sign", "alice", env=env, expect=0)
+    shutil.rmtree(tmp_path / "prefix")
+    # the second machine: a fresh workdir, no source mirror, PyPI unreachable (a closed port)
+    second = [*flags[:2], "--workdir", str(tmp_path / "work-b"), *flags[4:6],
+              "--mirror", "https://example.invalid/=file:///nonexistent/", "--cache", str(cache)]
+    offline = {**env, "PIP_INDEX_URL": "http://127.0.0.1:9/simple", "PIP_RETRIES": "0",
+               "PIP_TIMEOUT": "2"}
+    built = run_cli("build", *second, "--offline", "--no-verify", env=offline)
+    assert built.returncode == 0, built.explain()
+    assert "build venv" not in built.stdout, built.stdout
+    assert (tmp_path / "prefix" / "share" / "a.txt").read_text() == "a\n"
+    assert not list((tmp_path / "work-b" / "wheels").glob("*.whl"))

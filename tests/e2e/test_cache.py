@@ -101,10 +101,17 @@ def first(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FirstMachine]:
     run_cli("cache", "keys", "new", "alice", env=env, expect=0)
     pushed = run_cli("cache", "push", *chain.flags(), "--to", str(cache), "--sign", "alice",
                      env=env, expect=0)
-    for name in (*COMPONENTS, "notes"):
+    for name in COMPONENTS:
         # the key by its name, not a bare fingerprint (issue 32)
         assert re.search(rf"^(?:[\d:]+ )?✔ {name}: \d+ files?.*, signed by alice \(SHA256:",
                          pushed.stdout, re.M), pushed.stdout
+    # a source-only component stores no files: said as the commit record it is, not as
+    # "0 files, 0 B packed to ..." (an "empty artifact", as rocBLAS's Tensile looked)
+    assert re.search(r"^(?:[\d:]+ )?✔ notes: source only, no files: the record of commit "
+                     r"[0-9a-f]{12} that lets what reads it be installed without its source "
+                     r"\([0-9a-f]{12}, signed by alice \(SHA256:", pushed.stdout, re.M), \
+        pushed.stdout
+    assert "notes: 0 files" not in pushed.stdout
     assert len(list(cache.glob("*/*.sig"))) == 4
     again = run_cli("cache", "push", *chain.flags(), "--to", str(cache), env=env, expect=0)
     assert again.stdout.count("already in") == 4 and again.stdout.count("signed by") == 4

@@ -54,8 +54,9 @@ def pushed(first: FirstMachine, tmp_path_factory: pytest.TempPathFactory) -> Pus
         assert f"the token service of {reg.host} said HTTP 401" in denied.stdout, denied.stdout
         out = run_cli("cache", "push", *first.chain.flags(), "--to", url, "--sign", "alice",
                       env=env, expect=0).stdout
-        for name in (*COMPONENTS, "notes"):
+        for name in COMPONENTS:
             assert re.search(rf"✔ {name}: \d+ files?.*signed by \S+ \(SHA256:", out), out
+        assert re.search(r"✔ notes: source only, no files: .*signed by \S+ \(SHA256:", out), out
         again = run_cli("cache", "push", *first.chain.flags(), "--to", url, env=env,
                         expect=0).stdout
         assert again.count("already in") == 4, again

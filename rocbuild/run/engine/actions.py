@@ -22,9 +22,9 @@ from rocbuild.errors import BuildFailed
 from rocbuild.model import buildsystems, layout, wording
 from rocbuild.model.buildsystems import venv
 from rocbuild.model.buildsystems.venv import PythonVenv
-from rocbuild.model.graph import Component, sha256_text
+from rocbuild.model.graph import Component, Stack, sha256_text
 from rocbuild.model.paths import within
-from rocbuild.model.steptable import PYTHON_VENV
+from rocbuild.model.steptable import PYTHON_VENV, steps_of
 from rocbuild.prefix import ownership, prefixguard
 from rocbuild.run.engine import jobs
 from rocbuild.run.engine.command import run_all
@@ -343,9 +343,20 @@ def _python_fingerprint(ctx: BuildContext) -> str:
     return sha256_text(json.dumps(python_inputs(ctx), sort_keys=True))
 
 
+def python_users(stack: Stack) -> list[Component]:
+    """The selected components whose recipes need the build venv or the wheelhouse."""
+    return [c for c in stack.selected()
+            if c.recipe.python_packages or c.recipe.python_wheels]
+
+
 def python_is_current(ctx: BuildContext, comp: Component | None = None) -> bool:
-    """The venv holds what the run's recipes need (nothing to do when they need nothing)."""
+    """The venv holds what the run's recipes need (nothing to do when they need nothing, nor
+    when every component that needs it is installed and current: unpacked from the binary
+    cache, so `build --cache … --offline` never reaches PyPI)."""
     if ctx.stack.python_needs() == ((), ()):
+        return True
+    users = python_users(ctx.stack)
+    if all(ctx.is_current(c, steps_of(c)[-1]) for c in users if steps_of(c)):
         return True
     return (ctx.state.stamp_matches(*PYTHON_STAMP, _python_fingerprint(ctx))
             and PythonVenv(workdir=ctx.stack.workdir).installed_files(None) is not None)

@@ -27,7 +27,7 @@ from rocbuild.model import steptable
 from rocbuild.model.buildsystems import venv
 from rocbuild.model.graph import Component
 from rocbuild.model.steptable import DEPENDENCIES, OF_CHECKOUT, OWN, StepKind
-from rocbuild.run.engine import cache_install, runner, schedule, stepbind
+from rocbuild.run.engine import actions, cache_install, runner, schedule, stepbind
 from rocbuild.run.engine.build import BuildContext
 from rocbuild.run.engine.outcome import FAILED
 
@@ -92,10 +92,19 @@ def component_tasks(ctx: BuildContext, comp: Component, end: End) -> list[dict[s
     if cached:
         out.append(step_task(ctx, steptable.kind(cache_install.STEP), comp,
                              [f"{BUILD}:{d}" for d in comp.depends]))
+    # only for a user of the venv: its cache step comes after its dependencies' builds, so
+    # the venv before theirs would be a cycle (venv -> cache:user -> build:dep -> venv)
+    served_venv = (cached and venv_after_cache(ctx)
+                   and comp in actions.python_users(ctx.stack))
     for i, name in enumerate(steps):
         kind = steptable.kind(name)
-        out.append(step_task(ctx, kind, comp, _step_deps(ctx, comp, kind, cached, i == 0)))
-    runs_venv = venv.needs(ctx.stack)
+        deps = _step_deps(ctx, comp, kind, cached, i == 0)
+        # the venv's pip, when the cache serves every user of it: after the cache step, so
+        # nothing reaches PyPI for components unpacked from the cache (a refused artifact
+        # is built, and then the venv is made first)
+        out.append(step_task(ctx, kind, comp,
+                             deps + ([steptable.PYTHON_VENV.name] if served_venv else [])))
+    runs_venv = venv.needs(ctx.stack) and not venv_after_cache(ctx)
     out.append({
         "basename": SOURCES,
         "name": comp.name,
@@ -136,6 +145,14 @@ def component_tasks(ctx: BuildContext, comp: Component, end: End) -> list[dict[s
     return out
 
 
+def venv_after_cache(ctx: BuildContext) -> bool:
+    """Whether the binary cache serves every component that needs the build venv: then the
+    venv is made (if at all) after their cache steps, not with the sources, and is current
+    when they were unpacked (actions.python_is_current)."""
+    users = actions.python_users(ctx.stack)
+    return bool(users) and all(cache_install.is_served(ctx, c.name) for c in users)
+
+
 def checkouts_needed(ctx: BuildContext, comp: Component) -> list[str]:
     """The checkouts of the component and of everything it depends on, in build order."""
     owners = {ctx.component(n).checkout for n in ctx.stack.closure(comp.name)}
@@ -163,7 +180,9 @@ def make_namespace(ctx: BuildContext, before: Before, end: End) -> dict[str, Any
             yield {"basename": basename, "name": None, "doc": docs.get(basename, "")}
         yield from made
         if venv.needs(ctx.stack):  # the run-wide step, when a recipe needs Python packages
-            yield step_task(ctx, steptable.PYTHON_VENV, None, [])
+            served = ([f"{cache_install.STEP}:{c.name}" for c in actions.python_users(ctx.stack)]
+                      if venv_after_cache(ctx) else [])
+            yield step_task(ctx, steptable.PYTHON_VENV, None, served)
 
     return {
         "task_build": task_build,
