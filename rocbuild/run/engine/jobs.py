@@ -69,23 +69,6 @@ class JobBudget:
             self._held.pop(name, None)
 
 
-def pool_size(ctx: BuildContext) -> resources.JobCount:
-    """The run's job pool: the compile jobs that fit now for the most demanding component of
-    the stack that builds (the memory of a job of any component then fits, and a recipe's
-    link jobs stay reserved: resources.job_counts), within --jobs. An OOM cap of one
-    component limits that component's own builds, not the pool."""
-    host = ctx.host_snapshot()
-    counts = [(resources.jobs_by_kind(c.recipe.resources, host,
-                                      swap_weight=ctx.settings.swap_weight,
-                                      cap=ctx.settings.jobs)["compile"], c.name)
-              for c in ctx.stack.components.values() if c.builds]
-    if not counts:
-        return resources.jobs_for(host, resources.DEFAULT_JOB_MEM,
-                                  swap_weight=ctx.settings.swap_weight, cap=ctx.settings.jobs)
-    count, name = min(counts, key=lambda item: item[0].jobs)
-    return resources.JobCount(count.jobs, f"{count.reason} (sized for {name})")
-
-
 def job_cap_path(workdir: Path, name: str) -> Path:
     return Workdir.shared(workdir).caps(name)
 
@@ -117,22 +100,26 @@ def job_counts(ctx: BuildContext, comp: Component) -> dict[str, resources.JobCou
 def compile_step(ctx: BuildContext, comp: Component, log: Path, outcome: StepOutcome) -> None:
     """The build system's build with the jobs that fit; retried with fewer jobs when one
     dies of memory. With the run's job pool (``ctx.pool``, --parallel above 1) the build is
-    its client and takes its jobs from the pool as they come free; without it, it takes
-    what the host affords minus what other compile steps hold (``ctx.budget``)."""
+    its client and takes its jobs from the pool as they come free, the pool counting this
+    build's own jobs while it runs (poolsize.py); without it, it takes what the host
+    affords minus what other compile steps hold (``ctx.budget``)."""
     counts = job_counts(ctx, comp)
     pool = ctx.pool
     if pool is not None:
-        wanted = counts["compile"].jobs
-        client = wanted >= pool.size and is_pool_client(comp)
-        jobs: int | None = None if client else min(wanted, pool.size)
-        how = (f"from the run's pool of {pool.size} (jobserver)" if client else
-               f"{jobs} of the run's pool of {pool.size}" + (
-                   "" if wanted < pool.size else
-                   f" (this build tree's ninja is older than "
-                   f"{'.'.join(map(str, jobserver.JOBSERVER_NINJA))}: no jobserver client)"))
-        ctx.output.say(f"  {comp.name}: {counts['compile'].reason}; {how}")
-        with launchstats.observe(ctx.stack.launch, comp, outcome.warnings):
-            compile_with_retries(ctx, comp, log, outcome, counts, jobs)
+        with _counted_in_pool(ctx, comp, counts["compile"].jobs):
+            wanted = counts["compile"].jobs
+            capped = job_cap(ctx.stack.workdir, comp.name)  # an OOM kill's lower count
+            speaks = is_pool_client(comp)
+            client = speaks and (capped is None or capped >= pool.size)
+            jobs: int | None = None if client else min(wanted, pool.size)
+            how = (f"from the run's pool of {pool.size} (jobserver)" if client else
+                   f"{jobs} of the run's pool of {pool.size}" + (
+                       "" if speaks else
+                       f" (this build tree's ninja is older than "
+                       f"{'.'.join(map(str, jobserver.JOBSERVER_NINJA))}: no jobserver client)"))
+            ctx.output.say(f"  {comp.name}: {counts['compile'].reason}; {how}")
+            with launchstats.observe(ctx.stack.launch, comp, outcome.warnings):
+                compile_with_retries(ctx, comp, log, outcome, counts, jobs)
         return
     jobs = ctx.budget.take(comp.name, counts["compile"].jobs)
     shared = "" if jobs == counts["compile"].jobs else f" (sharing: {jobs} left)"
@@ -142,6 +129,23 @@ def compile_step(ctx: BuildContext, comp: Component, log: Path, outcome: StepOut
             compile_with_retries(ctx, comp, log, outcome, counts, jobs)
     finally:
         ctx.budget.give_back(comp.name)
+
+
+@contextlib.contextmanager
+def _counted_in_pool(ctx: BuildContext, comp: Component, share: int) -> Iterator[None]:
+    """While the compile runs, the pool counts its ``share`` (poolsize.py): it grows before
+    the build starts and shrinks after it ended."""
+    pool, sizing = ctx.pool, ctx.pool_sizing
+    if pool is None or sizing is None:
+        yield
+        return
+    pool.resize(sizing.started(comp.name, share))
+    compiled = False
+    try:
+        yield
+        compiled = True
+    finally:
+        pool.resize(sizing.ended(comp.name, compiled=compiled))
 
 
 def configure_env(ctx: BuildContext, comp: Component) -> dict[str, str | None]:
