@@ -194,18 +194,33 @@ def _own_pool_share(comp: Component, counts: dict[str, resources.JobCount], size
     return 0
 
 
+def _phases(ctx: BuildContext, comp: Component, counts: dict[str, resources.JobCount],
+            jobs: int | None) -> list[tuple[str | None, int]]:
+    """(target, tokens held beyond the implicit slot) of each build a compile runs. A pool
+    client whose Tensile pool runs inside one of its jobs holds a share for those workers;
+    where the recipe names that job's target (``tensile_target``) it is built first with the
+    share and then the rest with the implicit slot alone, so the share's tokens serve the
+    other jobs once Tensile is done (held for the whole build, they left rocBLAS's library
+    compiles one job when the share was the whole pool)."""
+    if ctx.pool is None or jobs is not None:
+        return [(None, 0)]
+    share = _own_pool_share(comp, counts, ctx.pool.size)
+    target = comp.recipe.tensile_target
+    return [(target, share), (None, 0)] if share and target else [(None, share)]
+
+
 @contextlib.contextmanager
-def _slots(ctx: BuildContext, comp: Component, counts: dict[str, resources.JobCount],
-           jobs: int | None) -> Iterator[dict[str, str | None]]:
-    """The pool's tokens a compile holds while it runs, and the environment it runs in:
-    a client holds its implicit slot (and its Tensile share) and gets the pool's MAKEFLAGS;
+def _slots(ctx: BuildContext, jobs: int | None, share: int
+           ) -> Iterator[dict[str, str | None]]:
+    """The pool's tokens a build holds while it runs, and the environment it runs in:
+    a client holds its implicit slot (and ``share`` more) and gets the pool's MAKEFLAGS;
     a build given a count holds that many tokens. No pool: nothing held."""
     pool = ctx.pool
     if pool is None:
         yield {}
         return
     if jobs is None:
-        with pool.hold(1 + _own_pool_share(comp, counts, pool.size), client=True):
+        with pool.hold(1 + share, client=True):
             # CMAKE_BUILD_PARALLEL_LEVEL would make `cmake --build` pass -j (no client)
             yield {"MAKEFLAGS": pool.makeflags(), "CMAKE_BUILD_PARALLEL_LEVEL": None}
     else:
@@ -223,9 +238,11 @@ def compile_with_retries(ctx: BuildContext, comp: Component, log: Path, outcome:
         oom_before = hostload.cgroup_oom_kills()
         started_usec = hostload.monotonic_usec()
         try:
-            with _slots(ctx, comp, counts, jobs) as env:
-                run_all(ctx, comp, "compile", system.build(ctx.stack, comp, jobs), log,
-                        outcome, extra_env=env)
+            for target, share in _phases(ctx, comp, counts, jobs):
+                with _slots(ctx, jobs, share) as env:
+                    run_all(ctx, comp, "compile", system.build(ctx.stack, comp, jobs, target)
+                            if target else system.build(ctx.stack, comp, jobs), log, outcome,
+                            extra_env=env)
             return
         except BuildFailed:
             kernel_says = hostload.kernel_oom_kills_since(started_usec)
