@@ -301,6 +301,13 @@ def main() -> int:
     parser.add_argument("--before", type=Path,
                         help="a folder holding the rocbuild package to compare with")
     parser.add_argument("--out", type=Path, help="keep the timelines here (JSON, SVG)")
+    parser.add_argument("--reverse", action="store_true",
+                        help="the first round in reverse order (a repeat on another machine "
+                             "balances the drift of a long session)")
+    parser.add_argument("--warmup", action="store_true",
+                        help="one ggml by hand first, not measured: a cold machine gives its "
+                             "first build more CPU per second (seen: 77 CPU-s per ggml first, "
+                             "up to 94 later)")
     parser.add_argument("--skip-one", action="store_true", help="only the four components")
     parser.add_argument("--skip-four", action="store_true", help="only the one component")
     args = parser.parse_args()
@@ -352,12 +359,16 @@ def main() -> int:
                              lambda r, c, t=tool: through_rocbuild(
                                  t, recipes, repos, r, NAMES[:1], ["--jobs", str(cpus)],
                                  pycache, c)))
+        if args.warmup:
+            session.run("warmup", "warm-up: one by hand (not a figure)",
+                        lambda r, c: by_hand(served, NAMES[:1], r, cpus, c, at_once=False))
         for run in range(args.runs):  # alternate the order, so drift hits every side alike
             print(f"round {run + 1}", flush=True)
-            for key, label, fn in (plan if run % 2 == 0 else list(reversed(plan))):
+            forward = (run % 2 == 0) != args.reverse
+            for key, label, fn in (plan if forward else list(reversed(plan))):
                 session.run(key, label, fn)
         once = [t for t in session.timelines if "at once" in str(t["label"])
-                or "parallel auto" in str(t["label"])][:1 + len(tools)]
+                or "parallel auto" in str(t["label"])][-(1 + len(tools)):]
         longest = max((t["samples"][-1]["t"] for t in once if t["samples"]), default=None)  # type: ignore[index]
         print("\nTIMELINES (the four at once: jobs per component, CPUs busy)")
         for run_ in once:
@@ -365,6 +376,9 @@ def main() -> int:
         if args.out:
             args.out.mkdir(parents=True, exist_ok=True)
             (args.out / "timelines.json").write_text(json.dumps(session.timelines))
+            (args.out / "results.json").write_text(json.dumps({
+                key: [{"wall": m.wall, "cpu": m.cpu, "split": m.split.split} for m in got]
+                for key, got in session.results.items()}))
             (args.out / "timelines.svg").write_text(timeline.svg(
                 [t for t in session.timelines if "four" in str(t["label"])], cpus))
         print(f"\nFIGURES ({cpus} CPUs, {args.runs} run{'s' if args.runs > 1 else ''} of each, "
