@@ -59,13 +59,21 @@ STANDIN = MARK + textwrap.dedent('''\
 
 
 def project(name: str, files: int, standin: Path | None, log: Path) -> dict[str, str]:
+    """``files`` C files in a library; with a Tensile stand-in (rocBLAS), its custom command
+    and target, and a second library that waits for it as rocBLAS's TensileHost does (so
+    ninja starts the stand-in first, beside the files that do not wait)."""
     sources = [f"{name}{i}.c" for i in range(files)]
     tree = {f: f"int {f[:-2]}(void) {{ return {i}; }}\n" for i, f in enumerate(sources)}
-    tensile = "" if standin is None else textwrap.dedent(f"""\
-        add_custom_command(OUTPUT library.dat COMMAND {sys.executable} {standin} {log}
-                           ${{STANDIN_JOBS}} library.dat VERBATIM)
-        add_custom_target(TENSILE_LIBRARY_TARGET ALL DEPENDS library.dat)
-        """)
+    tensile = ""
+    if standin is not None:
+        tree.update({f"host{i}.c": f"int host{i}(void) {{ return {i}; }}\n" for i in range(2)})
+        tensile = textwrap.dedent(f"""\
+            add_custom_command(OUTPUT library.dat COMMAND {sys.executable} {standin} {log}
+                               ${{STANDIN_JOBS}} library.dat VERBATIM)
+            add_custom_target(TENSILE_LIBRARY_TARGET ALL DEPENDS library.dat)
+            add_library(host STATIC host0.c host1.c)
+            add_dependencies(host TENSILE_LIBRARY_TARGET)
+            """)
     tree["CMakeLists.txt"] = textwrap.dedent(f"""\
         cmake_minimum_required(VERSION 3.20)
         project({name} C)

@@ -34,6 +34,20 @@ def test_the_pool_is_each_compiles_own_jobs_added_up_within_memory_and_jobs() ->
     assert poolsize.capacity([], memory_fit=120, cap=None) == 1
 
 
+def test_compiles_that_fit_with_their_own_counts_run_with_them() -> None:
+    """Four builds of 16 jobs fit in memory for 120 with their own counts (no jobserver: a
+    ninja 1.13 client that starts after the others ran one job until its first ended); not
+    in memory for 40, nor with --jobs 32."""
+    assert poolsize.own_counts_fit([16, 16, 16, 16], memory_fit=120, cap=None)
+    assert not poolsize.own_counts_fit([16, 16, 16, 16], memory_fit=40, cap=None)
+    assert not poolsize.own_counts_fit([16, 16, 16, 16], memory_fit=120, cap=32)
+    sizing = poolsize.PoolSizing({"a": 20, "b": 20}, cap=None)
+    sizing.started("a", 16)
+    assert sizing.own_counts_fit()
+    sizing.started("b", 16)
+    assert not sizing.own_counts_fit()  # 32 jobs, 20 fit: they share the pool
+
+
 def test_the_pool_grows_when_the_most_demanding_component_is_done() -> None:
     sizing = poolsize.PoolSizing({"llama": 10, "ggml": 40}, cap=None)
     assert sizing.started("llama", 16) == 10  # a llama job needs more memory: 10 fit

@@ -15,7 +15,13 @@ Two limits, taken again whenever a compile starts or ends:
   with each build's own share the kernel shares the CPUs among them, as with the same builds
   started by hand at once, and memory, not CPUs, is what the pool guarantees.
 
-``--jobs`` bounds the whole pool. ``capacity`` is pure (tests/unit/test_pool_policies.py).
+``--jobs`` bounds the whole pool. Where the running compiles' own counts fit within it
+(``own_counts_fit``), each compile runs with its own count and holds that many tokens: there
+is nothing to share, and a jobserver client of ninja 1.13 looks for tokens only when one of
+its own jobs ends, so one that started while the others held the pool ran a single job until
+its first file was compiled (8 to 10 s on 16 cores, perf/timeline.py). The jobserver serves
+the compiles when memory or --jobs must be shared. ``capacity`` and ``own_counts_fit`` are
+pure (tests/unit/test_pool_size_and_gates.py).
 """
 
 from __future__ import annotations
@@ -39,6 +45,12 @@ def capacity(shares: Iterable[int], memory_fit: int, cap: int | None) -> int:
     if cap is not None:
         limits.append(cap)
     return max(1, min(limits))
+
+
+def own_counts_fit(shares: Iterable[int], memory_fit: int, cap: int | None) -> bool:
+    """The compiles with these ``shares`` can each run with its own count at once: their sum
+    is within the jobs that fit in memory and ``cap`` (--jobs)."""
+    return sum(shares) <= min([memory_fit] + ([cap] if cap is not None else []))
 
 
 def memory_fit(ctx: BuildContext, comp_resources: Mapping[str, float]) -> int:
@@ -80,6 +92,11 @@ class PoolSizing:
         with self._lock:
             self._running[name] = max(1, share)
             return capacity(self._running.values(), self._memory(), self.cap)
+
+    def own_counts_fit(self) -> bool:
+        """The compiles running now fit with their own counts (``own_counts_fit``)."""
+        with self._lock:
+            return own_counts_fit(self._running.values(), self._memory(), self.cap)
 
     def ended(self, name: str, *, compiled: bool) -> int:
         """``name``'s compile ended (``compiled``: it succeeded, its memory no longer counts);
