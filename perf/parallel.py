@@ -308,6 +308,9 @@ def main() -> int:
                         help="one ggml by hand first, not measured: a cold machine gives its "
                              "first build more CPU per second (seen: 77 CPU-s per ggml first, "
                              "up to 94 later)")
+    parser.add_argument("--only", default="",
+                        help="only these figures (comma-separated: hand-seq, p1, hand-once, "
+                             "auto, hand-one, one)")
     parser.add_argument("--skip-one", action="store_true", help="only the four components")
     parser.add_argument("--skip-four", action="store_true", help="only the one component")
     args = parser.parse_args()
@@ -359,6 +362,10 @@ def main() -> int:
                              lambda r, c, t=tool: through_rocbuild(
                                  t, recipes, repos, r, NAMES[:1], ["--jobs", str(cpus)],
                                  pycache, c)))
+        if args.only:
+            wanted = set(args.only.split(","))
+            plan = [step for step in plan if step[0].rsplit("-", 1)[0] in wanted
+                    or step[0] in wanted]
         if args.warmup:
             session.run("warmup", "warm-up: one by hand (not a figure)",
                         lambda r, c: by_hand(served, NAMES[:1], r, cpus, c, at_once=False))
