@@ -30,8 +30,8 @@ MIB = 1 << 20
 CHILD = """
 import json, resource, sys
 from pathlib import Path
-from rocbuild.checks.bundles import Decoders, scan_fatbin, zstandard_decoder
-from rocbuild.checks.elf import open_source, parse_sections
+from rocbuild.model.bundles import Decoders, scan_fatbin, zstandard_decoder
+from rocbuild.model.elf import open_source, parse_sections
 from rocbuild.model.targets import parse_target
 from rocbuild.checks.verify import verify_file
 mode, path = sys.argv[1], Path(sys.argv[2])

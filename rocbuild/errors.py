@@ -44,6 +44,27 @@ EXIT_CODES: dict[int, str] = {
 }
 
 
+def interrupt_cause(exc: BaseException) -> str:
+    """What stopped a run, in words, for a step log and `rocbuild status`: Ctrl-C raises a
+    bare KeyboardInterrupt; SIGTERM and SIGHUP are turned into one that says ``signal N``
+    (``__main__._stop``, ``engine._term_to_interrupt``)."""
+    if isinstance(exc, KeyboardInterrupt):
+        match = re.fullmatch(r"signal (\d+)", str(exc.args[0]) if exc.args else "")
+        if match is None:
+            return "Ctrl-C (SIGINT)"
+        import signal
+
+        try:
+            name = signal.Signals(int(match.group(1))).name
+        except ValueError:
+            return f"signal {match.group(1)}"
+        return {"SIGHUP": "SIGHUP (the terminal or ssh session closed)",
+                "SIGINT": "Ctrl-C (SIGINT)"}.get(name, name)
+    if isinstance(exc, SystemExit):
+        return "the program exiting"
+    return type(exc).__name__
+
+
 # the password of a URL's user part: ``https://user:secret@host/...`` (source.git, a mirror
 # rule, a cache URL). The URL still reaches git; no message, log line or plan shows it.
 _URL_PASSWORD = re.compile(r"(?i)(\b[a-z][a-z0-9+.-]*://[^/\s:@]*:)[^/\s@]+@")

@@ -33,7 +33,7 @@ def write_text_atomic(path: Path, text: str, mode: int | None = None, *,
     with faults.writing(path):
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
-            with tmp.open("w", encoding="utf-8") as f:
+            with os.fdopen(_new_temp(tmp), "w", encoding="utf-8") as f:
                 f.write(text)
                 f.flush()
                 if durable:
@@ -44,6 +44,38 @@ def write_text_atomic(path: Path, text: str, mode: int | None = None, *,
         finally:
             with contextlib.suppress(OSError):
                 tmp.unlink()
+
+
+def _new_temp(tmp: Path) -> int:
+    """A descriptor of the new file ``tmp``, never written through what is already there: a
+    leftover of a killed writer with the same pid, or a link another user planted under the
+    name (its pid is easy to guess; in a shared folder root wrote through it) is removed
+    first, never followed."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    try:
+        return os.open(tmp, flags, 0o666)  # the umask applies, as open() did
+    except FileExistsError:
+        _remove_in_place(tmp)
+        return os.open(tmp, flags, 0o666)
+
+
+def stale_temps(path: Path) -> list[Path]:
+    """The temp files of ``write_text_atomic(path)`` that killed writers left beside it
+    (``.<name>.<pid>.tmp``). Only a caller that holds the lock every writer of ``path`` takes
+    may remove them: then no writer is alive."""
+    found = []
+    for entry in sorted(path.parent.glob(f".{path.name}.*.tmp")):
+        if entry.name[len(path.name) + 2:-len(".tmp")].isdigit():
+            found.append(entry)
+    return found
+
+
+def remove_stale_temps(path: Path) -> None:
+    """Remove ``stale_temps(path)`` (a link among them is removed, never followed)."""
+    for leftover in stale_temps(path):
+        if leftover.is_symlink() or leftover.is_file():
+            with contextlib.suppress(FileNotFoundError):
+                leftover.unlink()
 
 
 def _holds(path: Path, text: str, mode: int | None) -> bool:

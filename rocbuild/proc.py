@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
 from rocbuild import files
-from rocbuild.errors import redact
+from rocbuild.errors import interrupt_cause, redact
 from rocbuild.files import parse_json, read_json, read_regular, write_json_atomic
 
 if TYPE_CHECKING:
@@ -552,9 +552,8 @@ def run_logged(argv: Sequence[str], *, log: Path | None = None, cwd: Path | None
         except BaseException as exc:
             kill_tree(proc, grace)
             if logf is not None:
-                why = type(exc).__name__
                 logf.write(("\n" + stamped(
-                    f"attempt {attempt} interrupted ({why}) after "
+                    f"attempt {attempt} interrupted by {interrupt_cause(exc)} after "
                     f"{time.monotonic() - started:.1f}s; its process group was ended") + "\n"
                 ).encode())
             raise

@@ -8,6 +8,7 @@ error boundary (the interpreter prints it, not our code).
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Mapping, Sequence
@@ -67,17 +68,45 @@ def run_flags(flags: Sequence[str], *args: str, **kwargs: object) -> CliResult:
     return run_cli(*args, *flags, **kwargs)  # type: ignore[arg-type]
 
 
+STAMP = re.compile(r"^\d\d:\d\d:\d\d ", re.M)  # the time a plain (piped) line starts with
+
+
+def unstamped(text: str) -> str:
+    """``text`` without the time each line of a build's plain output starts with."""
+    return STAMP.sub("", text)
+
+
+def commands_under(text: str, label: str = "continue with:") -> list[str]:
+    """The commands printed under ``label`` (ui.print_command: the label on its line, the
+    command whole on the next), in order."""
+    lines = unstamped(text).splitlines()
+    return [lines[i + 1].strip() for i, line in enumerate(lines[:-1]) if line.strip() == label]
+
+
 # lines rocbuild prints whole on purpose (soft_wrap=True, ui.FittedConsole): a command to
 # paste (a terminal soft-wraps it, so a copy stays one line) and verify's findings, one line
 # each for grep
 WHOLE_LINE_STARTS = ("continue with:", "after fixing it:", ". ", "source ", "module ", "+ ",
                      "environment: source ", "✗ ", "! ", "command: ")
+# the labels whose next line is a command printed whole (ui.print_command)
+COMMAND_LABELS = ("continue with:", "after fixing it:")
+# where a report quotes a tool's lines as printed, never re-wrapped (ui.print_quoted)
+QUOTE_START, QUOTE_END = ", as printed ---", "--- end of the log lines ---"
 
 
 def too_wide(text: str, width: int) -> list[str]:
     """The lines of ``text`` wider than ``width`` that rocbuild should have wrapped: a line may
-    be wider only when it is one word (a path, which is never broken inside) or a command
-    printed whole."""
-    return [line for line in text.splitlines()
-            if len(line) > width and len(line.split()) > 1
-            and not line.strip().startswith(WHOLE_LINE_STARTS)]
+    be wider only when it is one word (a path, which is never broken inside), a command
+    printed whole (after its label, or alone in backticks), or a tool's line quoted as
+    printed. The time a plain build line starts
+    with counts in the width."""
+    out, quoting, command = [], False, False
+    for line in text.splitlines():
+        body = STAMP.sub("", line).strip()
+        whole = quoting or command or len(body.split()) <= 1 or body.startswith(
+            WHOLE_LINE_STARTS) or re.fullmatch(r"`[^`]+`[,.;:)]?", body) is not None
+        quoting = (quoting or body.endswith(QUOTE_START)) and body != QUOTE_END
+        command = body in COMMAND_LABELS
+        if len(line) > width and not whole:
+            out.append(line)
+    return out

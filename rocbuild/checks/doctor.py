@@ -68,6 +68,24 @@ LIMITED_OS: dict[tuple[str, str], str] = {
     ("ol", "9"): "AMD lists Oracle Linux 9 for ROCm 6.4 only for Instinct MI300X",
     ("azurelinux", "3.0"): "AMD lists Azure Linux 3.0 for ROCm 6.4 only for MI300X and V710",
 }
+# What each road means on a distribution AMD does not list for an MI50 (README, "Your
+# distribution"): Debian 12's own ROCm is 5.2 and Debian 13's 5.7, which --base refuses
+# (another series), and AMD's 6.4 packages are made for Debian 12 for the MI300X only; Debian
+# testing (forky) and sid package ROCm 6.4 themselves (libamdhip64-dev 6.4.3, librocblas-dev
+# 6.4.4, llama.cpp-tools 0.7.0: Debian's package lists, docs/base-road.md). Testing and sid
+# have no VERSION_ID in os-release.
+_FROM_SOURCE = ("for an MI50 here: the whole stack from source needs nothing of AMD's "
+                "(`rocbuild build --target gfx906`, the overnight job)")
+OS_ROADS: dict[tuple[str, str], str] = {
+    ("debian", "12"): f"{_FROM_SOURCE}; Debian 12's own ROCm is 5.2, too old for --base, and "
+                      "AMD's 6.4 packages are not made for this system; Debian testing and sid "
+                      "package ROCm 6.4 (--base /usr)",
+    ("debian", "13"): f"{_FROM_SOURCE}; Debian 13's own ROCm is 5.7, too old for --base; "
+                      "Debian testing and sid package ROCm 6.4 (--base /usr)",
+    ("debian", ""): "Debian packages ROCm 6.4 here: `apt install llama.cpp-tools "
+                    "libggml0-backend-hip` (gfx906 included, nothing to build), or `rocbuild "
+                    "build --base /usr --target gfx906` for a llama.cpp of your own on it",
+}
 _KERNEL_PACKAGES = {"22.04": "linux-generic (5.15) or linux-generic-hwe-22.04 (6.8)",
                     "24.04": "linux-generic (6.8) or linux-generic-hwe-24.04"}
 
@@ -122,7 +140,8 @@ class Needs:
     targets_source: str
     workdir: Path
     prefix: Path | None
-    link_mem: int = REFERENCE_LINK_MEM
+    link_mem: int = REFERENCE_LINK_MEM  # the stack's largest job (cost.memory_need)
+    largest_job: str = "one LLVM link job"  # which job that is, in words
     disk_workdir: int = REFERENCE_DISK_WORKDIR
     disk_prefix: int = REFERENCE_DISK_PREFIX
     packages: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # component -> pkgs
@@ -130,6 +149,13 @@ class Needs:
     stack_summary: str = ""
     problem: str | None = None  # the recipes could not be loaded
     reqs: hostreqs.Requirements | None = None  # None: from ``packages`` alone
+    # the base audit (model/baseaudit.py): the base, and (ok, line) per GPU library read
+    base: Path | None = None
+    base_audit: tuple[tuple[bool, str], ...] = ()
+    # the ROCm the stack compiles HIP code against (the prefix, or a --base), when a recipe
+    # says it carries GPU code; None: the stack compiles no HIP (distribution HIP headers
+    # in /usr/include/hip are then nothing to it)
+    hip_rocm: Path | None = Path("/opt/rocm-6.4-gfx906")
 
 
 @dataclass(frozen=True)
@@ -240,16 +266,20 @@ def check_os(ctx: Context) -> Check:
         hint = _KERNEL_PACKAGES.get(version, "the distribution's GA or HWE kernel")
         return Check("os", WARN, f"{what}: ROCm 6.4 is tested on {name.split(' LTS')[0]} with "
                                  f"kernel {' or '.join(kernels)}, not {series}",
-                     f"boot a tested kernel: {privilege.as_root('apt install ' + hint)}; the "
+                     f"boot a tested kernel: `{privilege.as_root('apt install ' + hint)}`; the "
                      "in-tree amdgpu driver of other kernels usually works, but AMD did not "
                      "test it")
-    limited = LIMITED_OS.get((os_id, version)) or LIMITED_OS.get((os_id, version.split(".")[0]))
+    major = version.split(".")[0]
+    limited = LIMITED_OS.get((os_id, version)) or LIMITED_OS.get((os_id, major))
+    roads = OS_ROADS.get((os_id, major))  # ("debian", ""): testing and sid
     if limited:
         return Check("os", WARN, f"{what}: works for many, but not official: {limited}",
-                     "for the tested path use Ubuntu 22.04 or 24.04, the systems AMD lists "
-                     "for ROCm 6.4 (https://rocm.docs.amd.com/projects/install-on-linux/en/docs-6.4.3/reference/system-requirements.html)")
+                     (f"{roads}; " if roads else "") + "for the tested path use Ubuntu 22.04 "
+                     "or 24.04, the systems AMD lists for ROCm 6.4 (https://rocm.docs.amd.com/"
+                     "projects/install-on-linux/en/docs-6.4.3/reference/system-requirements.html)")
     return Check("os", WARN, f"{what}: not a system ROCm 6.4 lists",
-                 "the build may still work; for the tested path use Ubuntu 22.04 or 24.04")
+                 (f"{roads}; " if roads else "") + "the build may still work; for the tested "
+                 "path use Ubuntu 22.04 or 24.04")
 
 
 def _amdgpu_blockers(host: Host) -> list[str]:
@@ -271,15 +301,15 @@ def check_amdgpu(ctx: Context) -> Check:
     if not ctx.gpus:
         return Check("amdgpu", WARN, "amdgpu is not loaded and there is no AMD GPU: fine for a "
                                      "build-only host, running the result needs both",
-                     "on the GPU host: " + privilege.as_root("modprobe amdgpu"))
+                     f"on the GPU host: `{privilege.as_root('modprobe amdgpu')}`")
     blockers = _amdgpu_blockers(host)
     if blockers:
         args = " ".join(blockers)
         return Check("amdgpu", FAIL, f"amdgpu is not loaded; the kernel command line has {args}",
                      f"remove {args} from GRUB_CMDLINE_LINUX_DEFAULT in /etc/default/grub, run "
-                     f"{privilege.as_root('update-grub')} and reboot")
+                     f"`{privilege.as_root('update-grub')}` and reboot")
     return Check("amdgpu", FAIL, "amdgpu kernel module is not loaded",
-                 f"{privilege.as_root('modprobe amdgpu')}; if it fails, read "
+                 f"`{privilege.as_root('modprobe amdgpu')}`; if it fails, read "
                  f"`{privilege.as_root('dmesg')} | grep -i amdgpu` "
                  "(missing firmware: install linux-firmware; Ubuntu ships amdgpu in "
                  "linux-modules-extra-$(uname -r))")
@@ -310,7 +340,7 @@ def check_devices(ctx: Context) -> Check:
               if not os.access(p, wanted)]
     if denied:
         return Check("devices", FAIL, f"{host.user} cannot open {', '.join(denied)}",
-                     f"{privilege.as_root(f'usermod -aG render,video {host.user}')}, then log "
+                     f"`{privilege.as_root(f'usermod -aG render,video {host.user}')}`, then log "
                      "out and back in")
     return Check("devices", OK, f"{nodes} readable and writable by {host.user}")
 
@@ -336,7 +366,7 @@ def check_groups(ctx: Context) -> Check:
                                  f"{'s' if len(missing) > 1 else ''} that own /dev/kfd and "
                                  "/dev/dri/renderD* (a desktop seat may still grant access, "
                                  "ssh sessions and services do not get it)",
-                 f"{privilege.as_root(f'usermod -aG {chr(44).join(missing)} {user}')}, then log "
+                 f"`{privilege.as_root(f'usermod -aG {chr(44).join(missing)} {user}')}`, then log "
                  "out and back in "
                  "(ROCm's install guide adds users to render and video)")
 
@@ -454,12 +484,12 @@ def check_nouveau(ctx: Context) -> Check:
         return Check("nouveau", OK, "nouveau not loaded")
     beside = " beside amdgpu" if "amdgpu" in modules else ""
     return Check("nouveau", WARN, f"nouveau is loaded{beside}",
-                 "unless an NVIDIA card drives your display: "
+                 "unless an NVIDIA card drives your display: `"
                  + privilege.pipe_to_root("printf 'blacklist nouveau\\noptions nouveau "
                                           "modeset=0\\n'",
                                           "tee /etc/modprobe.d/blacklist-nouveau.conf")
                  + " && " + privilege.as_root("update-initramfs -u")
-                 + ", then reboot (nouveau claims display devices that amdgpu should drive "
+                 + "`, then reboot (nouveau claims display devices that amdgpu should drive "
                  "when no NVIDIA card needs it)")
 
 
@@ -478,7 +508,7 @@ def check_memory(ctx: Context) -> Check:
     budget = resources.memory_budget(available, swap_free, weight)
     what = (f"{format_bytes(available)} of {format_bytes(total)} RAM available, swap "
             f"{format_bytes(swap_free)} free of {format_bytes(swap_total)}")
-    job = f"one LLVM link job needs {format_bytes(need)}"
+    job = f"{needs.largest_job} needs {format_bytes(need)}"
     if budget >= need:
         return Check("memory", OK, f"{what}: {job}, which fits")
     if weight <= 0:
@@ -531,8 +561,10 @@ def _as_check(check_id: str, findings: Sequence[hostreqs.Finding], ok: str) -> C
     if not findings:
         return Check(check_id, OK, ok)
     status = FAIL if any(f.level == hostreqs.FAIL for f in findings) else WARN
+    # a fix that is one install line is a command to paste: whole (cmd_doctor glues it)
     return Check(check_id, status, "; ".join(f.what for f in findings),
-                 " / ".join(dict.fromkeys(f.fix for f in findings)))
+                 " / ".join(dict.fromkeys(f"`{f.fix}`" if f.installs else f.fix
+                                          for f in findings)))
 
 
 def check_toolchain(ctx: Context) -> Check:
@@ -555,6 +587,8 @@ def check_ccache(ctx: Context) -> Check:
     result = ctx.host.run_tool([path, "--version"]) if path else None
     version = launchers.parse_ccache_version(result[1]) if result else None
     level, summary, fix = launchtools.ccache_check(path, version)
+    if fix == launchtools.ccache_install():  # one install line: a command to paste, whole
+        fix = f"`{fix}`"
     return Check("ccache", level, summary, fix)
 
 
@@ -591,32 +625,66 @@ def _rocbuild_prefix_behind(host: Host, link: Path) -> Path | None:
     return resolved if info_path(inside).is_file() else None
 
 
+def dpkg_owners(host: Host, folder: str) -> list[str]:
+    """The installed packages that hold files in ``folder`` (absolute, e.g.
+    ``/usr/include/hip``), from dpkg's own record (``var/lib/dpkg/info/<package>.list``, what
+    `dpkg -S` reads); empty without one (not Debian/Ubuntu)."""
+    info = host.path("var/lib/dpkg/info")
+    inside = folder.rstrip("/") + "/"
+    owners = []
+    for listing in sorted(info.glob("*.list")) if info.is_dir() else []:
+        try:
+            text = listing.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            continue
+        if any(line.startswith(inside) for line in text.splitlines()):
+            owners.append(listing.stem.split(":")[0])  # libamdhip64-dev:amd64 -> its name
+    return owners
+
+
+def _hip_headers(ctx: Context) -> tuple[str, str] | None:
+    """(finding, fix) when distribution HIP headers in /usr/include/hip can reach a HIP
+    compile of the stack against another ROCm: llama.cpp's HIP build against a separate ROCm
+    took them and failed (ggml-org/llama.cpp#16320). Nothing when the stack compiles no HIP,
+    or compiles it against /usr itself (--base /usr: they are the base's headers)."""
+    host, rocm = ctx.host, ctx.needs.hip_rocm
+    if not host.path("usr/include/hip").is_dir() or rocm is None or rocm == Path("/usr"):
+        return None
+    owners = dpkg_owners(host, "/usr/include/hip")
+    which = f" of {', '.join(owners)}" if owners else ""
+    remove = (f"`{privilege.as_root('apt remove ' + ' '.join(owners))}` (apt names what goes "
+              "with them)" if owners else "remove the package that installed them")
+    return (f"distribution HIP headers{which} in /usr/include/hip can take the place of "
+            f"{rocm}'s in a HIP compile against it",
+            f"before building llama.cpp's HIP backend against {rocm}: {remove}; or build on "
+            "them with --base /usr (ggml-org/llama.cpp#16320)")
+
+
 def check_shadow(ctx: Context) -> Check:
     host = ctx.host
     found, fixes = [], []
-    if host.path("usr/include/hip").is_dir():
-        found.append("distribution HIP headers in /usr/include/hip")
-        fixes.append(privilege.as_root("apt remove libamdhip64-dev libhipblas-dev "
-                                       "librocblas-dev librocsolver-dev")
-                     + " (headers there break llama.cpp's HIP build against another ROCm, "
-                     "ggml-org/llama.cpp#16320)")
+    headers = _hip_headers(ctx)
+    if headers is not None:
+        found.append(headers[0])
+        fixes.append(headers[1])
     opt_rocm = host.path("opt/rocm")
-    note = ""
+    note, other = "", None
     if opt_rocm.is_symlink():
         ours = _rocbuild_prefix_behind(host, opt_rocm)
         if ours is None:
-            found.append(f"/opt/rocm -> {os.readlink(opt_rocm)} (not a rocbuild prefix)")
+            other = f"/opt/rocm -> {os.readlink(opt_rocm)} (not a rocbuild prefix)"
         else:
             note = f"; /opt/rocm points at the rocbuild prefix {ours}"
     elif opt_rocm.is_dir():
         version = (host.read("opt/rocm/.info/version") or "").strip()
-        found.append(f"a ROCm {version + ' ' if version else ''}installed in /opt/rocm")
-    if found and any("/opt/rocm" in f for f in found):
+        other = f"a ROCm {version + ' ' if version else ''}installed in /opt/rocm"
+    if other is not None:
+        found.append(f"{other} can shadow the prefix")
         fixes.append("CMake projects and hipcc look in /opt/rocm by default: build and run "
                      "with the prefix's env.sh, which puts the prefix first in PATH and "
                      "CMAKE_PREFIX_PATH, or move the other ROCm aside")
     if found:
-        return Check("shadow", WARN, "; ".join(found) + " can shadow the prefix", " / ".join(fixes))
+        return Check("shadow", WARN, "; ".join(found), " / ".join(fixes))
     return Check("shadow", OK, "no other ROCm/HIP in /usr/include/hip or /opt/rocm" + note)
 
 
@@ -683,11 +751,29 @@ def check_recipes(ctx: Context) -> Check:
                  f"{needs.stack_summary}, targets {targets} ({needs.targets_source})")
 
 
+def check_base(ctx: Context) -> Check:
+    """The base audit: which of the --base's GPU libraries lack the targets (rocbuild builds
+    those it has a recipe for; ``plan`` shows each library)."""
+    needs = ctx.needs
+    if needs.base is None:
+        return Check("base", OK, "no --base: every GPU library is built from source")
+    targets = ", ".join(str(t) for t in needs.targets)
+    lacking = [text for ok, text in needs.base_audit if not ok]
+    if not lacking:
+        return Check("base", OK, f"{needs.base}: {len(needs.base_audit)} GPU libraries read, "
+                                 f"each carries {targets}")
+    return Check("base", WARN, f"{needs.base}: {len(lacking)} of {len(needs.base_audit)} GPU "
+                               f"libraries lack {targets}: " + " | ".join(lacking),
+                 f"`rocbuild plan --base {needs.base}` shows what rocbuild builds instead; "
+                 "a library without a recipe needs a ROCm that carries the target")
+
+
 def check_target(ctx: Context) -> Check:
     recommended = recommended_targets(ctx.gpus)
     if not ctx.gpus:
         return Check("target", WARN, "no GPU found to recommend a target for",
-                     "name the target: rocbuild build --target gfx906 (MI50/MI60/Radeon VII)")
+                     "name the target: `rocbuild build --target gfx906` (MI50/MI60/Radeon "
+                     "VII)")
     if not recommended:
         return Check("target", WARN, "the GPUs found have no ISA known to ROCm 6.4's LLVM",
                      "name the target with --target")
@@ -698,7 +784,7 @@ def check_target(ctx: Context) -> Check:
         current = ",".join(str(t) for t in ctx.needs.targets)
         return Check("target", WARN, f"this host has {text}, but the stack is set to build "
                                      f"{current} ({ctx.needs.targets_source})",
-                     f"rocbuild build --target {text}")
+                     f"`rocbuild build --target {text}`")
     return Check("target", OK, f"recommended: --target {text}")
 
 
@@ -706,7 +792,7 @@ CHECKS: tuple[Callable[[Context], Check], ...] = (
     check_os, check_amdgpu, check_devices, check_groups, check_gpus, check_pcie,
     check_firmware, check_aspm, check_bar, check_nouveau, check_memory, check_disk,
     check_prefix, check_toolchain, check_ccache, check_packages, check_recipes, check_shadow,
-    check_hsa_override, check_target,
+    check_hsa_override, check_base, check_target,
 )
 
 

@@ -11,17 +11,19 @@ from __future__ import annotations
 import functools
 import os
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from rocbuild import proc
 from rocbuild.checks import privilege
+from rocbuild.checks.trust import host_trust
 from rocbuild.model.graph import Stack
 from rocbuild.model.launchers import (
     MIN_CCACHE,
     HostTools,
     Launch,
     attach,
+    chosen_cache_dir,
     parse_ccache_version,
     version_text,
 )
@@ -56,7 +58,28 @@ def find(settings: Settings, which: Callable[[str], str | None] | None = None) -
         ccache_version=(ccache_version(ccache, Workdir.shared(settings.workdir).probes)
                         if ccache and settings.ccache != "off" else None),
         distcc=which("distcc") if settings.distcc else None,
-        env_tool=which("env") or "/usr/bin/env", distcc_install=distcc_install())
+        env_tool=which("env") or "/usr/bin/env", distcc_install=distcc_install(),
+        ccache_refused=(cache_dir_refusal(settings, os.environ)
+                        if ccache and settings.ccache != "off" else ""))
+
+
+def cache_dir_refusal(settings: Settings, env: Mapping[str, str]) -> str:
+    """Why the compiler cache's folder is not used ("" while it is): its ``ccache.conf``
+    sets commands every compile runs (``prefix_command``, ``compiler_check``), so the folder
+    (the nearest one there, when it is not made yet) and that file must be ones no other
+    user could have written (model/trust.py; ``safe_directories`` trusts a team's shared
+    cache)."""
+    folder, _ = chosen_cache_dir(settings, env)
+    there = folder
+    while not (there.exists() or there.is_symlink()) and there != there.parent:
+        there = there.parent
+    bad = host_trust(env).with_safe(settings.safe_directories).first_untrusted(
+        [there, folder / "ccache.conf"])
+    if bad is None:
+        return ""
+    path, why = bad
+    return (f"the compiler cache {folder} is not used: {path} {why.removeprefix('it ')}; "
+            f"its ccache.conf runs commands with every compile")
 
 
 def launching(stack: Stack, settings: Settings) -> Stack:
@@ -86,7 +109,11 @@ def preflight_problems(launch: Launch | None, say: Callable[[str], None]
     if launch is None:
         return []
     problems = []
-    if launch.ccache is None and launch.mode == "on":
+    if launch.ccache is None and launch.mode == "on" and "is not used" in launch.ccache_state:
+        problems.append((f"--ccache on, but {launch.ccache_state[5:-1]}",
+                         "make that folder yours alone (chown, chmod go-w), add it to "
+                         "safe_directories if you trust who shares it, or give --ccache-dir"))
+    elif launch.ccache is None and launch.mode == "on":
         problems.append((f"--ccache on, but {launch.ccache_state[5:-1]}", ccache_install()))
     elif launch.ccache is None and launch.mode == "auto":
         say(f"preflight: compiler cache {launch.ccache_state}; rebuilds will compile "

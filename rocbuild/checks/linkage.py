@@ -23,7 +23,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from rocbuild.checks.elf import (
+from rocbuild.model.elf import (
     EM_AMDGPU,
     ET_DYN,
     ET_EXEC,

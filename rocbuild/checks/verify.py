@@ -4,14 +4,15 @@ and that the installed programs and libraries find their libraries on their own.
 HIP programs and libraries keep their device code in the ELF section ``.hip_fatbin``: a
 concatenation of offload bundles, one per translation unit (``clang-offload-bundler --list``
 reads only the first, so a library where one TU lacks gfx906 looks fine to it and fails at
-run time with "invalid device function"). This module walks every bundle (``bundles.py``
+run time with "invalid device function"). This module walks every bundle (``model/bundles.py``
 streams them: a section is never read whole) and checks each one against the requested
 targets with the loader's target-ID rules. It also checks the rocBLAS/Tensile file set per
 target (docs/architecture.md, Facts) and, for a prefix, the linkage of every host ELF file
 (``linkage.py``: each DT_NEEDED resolves with a bare environment, and nothing the stack
 installs resolves to a copy outside the prefix).
 
-Layers, top to bottom: ELF reading (``elf.py``), bundle parsing (``bundles.py``), target
+Layers, top to bottom: ELF reading (``model/elf.py``), bundle parsing (``model/bundles.py``,
+which the base road reads too), target
 matching (``device_modes``, ``missing_in_bundle``), one file (``verify_file``), the Tensile
 set (``check_tensile``), linkage (``linkage.py``), whole trees (``verify_prefix``,
 ``verify_paths``) and the JSON document (``to_json``). Only the optional
@@ -29,22 +30,21 @@ from enum import Enum
 from pathlib import Path
 from typing import Any
 
-from rocbuild.checks import linkage
-from rocbuild.checks.bundles import (
+from rocbuild.checks import linkage, shapes
+from rocbuild.checks.bundles import bundler_lister, default_decoders, find_bundler
+from rocbuild.errors import ConfigError
+from rocbuild.model.bundles import (
     BUNDLE_MAGIC,
     COMPRESSED_MAGIC,
     Bundle,
     DecodeError,
     Decoders,
     Entry,
-    bundler_lister,
-    default_decoders,
-    find_bundler,
     scan_fatbin,
     zstandard_decoder,
 )
-from rocbuild.checks.codeobjects import CodeObject, bare_code_object, embedded_code_objects
-from rocbuild.checks.elf import (
+from rocbuild.model.codeobjects import CodeObject, bare_code_object, embedded_code_objects
+from rocbuild.model.elf import (
     ELF_MAGIC,
     FormatError,
     NotElf,
@@ -55,8 +55,8 @@ from rocbuild.checks.elf import (
     section_list,
     section_window,
 )
-from rocbuild.errors import ConfigError
-from rocbuild.model.targets import PROCESSOR_FEATURES, TargetId, runs_on
+from rocbuild.model.recipes import HEADERS, HOST, JIT, TENSILE, Recipe
+from rocbuild.model.targets import TargetId, device_modes, runs_on
 from rocbuild.model.tensile import TensileResult, check_tensile
 
 # 2: "ok" also covers linkage; files carry "linkage", bundles "number" (as in the text)
@@ -67,39 +67,6 @@ _LISTED_BUNDLES = 8  # bundle numbers named in a missing-target line
 
 # ---------------------------------------------------------------------------------------------
 # Target matching
-
-# Processors whose kernel driver runs them with XNACK off unless the user opts in
-# (amdgpu.noretry=0 plus HSA_XNACK=1): the kernel's noretry default covers GC 9.0.1 (gfx900),
-# 9.4.x (gfx906 = Vega 20, gfx908, gfx90a, gfx94x, gfx950) and every gfx10.3+ part.
-_XNACK_OFF_BY_DEFAULT = frozenset(
-    {"gfx900", "gfx906", "gfx908", "gfx90a", "gfx940", "gfx941", "gfx942", "gfx950"})
-
-
-def device_modes(request: TargetId) -> tuple[TargetId, ...]:
-    """The device configurations a requested target stands for; a bundle must hold a code
-    object that runs on each of them.
-
-    A feature the request leaves out means "the devices users actually have":
-    - xnack: the default mode of the processor, off for gfx906 (MI50, MI60 and Radeon VII run
-      with xnack- unless the user opts in), so ``gfx906:xnack+`` code alone does not satisfy
-      a plain ``gfx906`` request. Where the default is not known, either setting passes.
-    - sramecc: both settings, because it is a property of the board, not a user choice: MI50
-      and MI60 report ``gfx906:sramecc+:xnack-``, a Radeon VII ``gfx906:sramecc-:xnack-``
-      (ollama/ollama#4780). So code for only ``gfx906:sramecc+`` fails a plain ``gfx906``
-      request (it would not load on a Radeon VII); request ``gfx906:sramecc+`` to check for
-      MI50/MI60 only. Plain ``gfx906`` code objects, what GPU_TARGETS=gfx906 builds, pass.
-    An explicit feature in the request is taken as given.
-    """
-    features = dict(request.features)
-    allowed = PROCESSOR_FEATURES.get(request.processor, frozenset())
-    if "xnack" in allowed and "xnack" not in features and \
-            request.processor in _XNACK_OFF_BY_DEFAULT:
-        features["xnack"] = False
-    modes = [features]
-    if "sramecc" in allowed and "sramecc" not in features:
-        modes = [{**m, "sramecc": on} for m in modes for on in (True, False)]
-    return tuple(TargetId(request.processor, tuple(sorted(m.items()))) for m in modes)
-
 
 def missing_in_bundle(bundle: Bundle, requests: Sequence[TargetId],
                       ) -> list[tuple[TargetId, list[TargetId]]]:
@@ -143,15 +110,22 @@ class Verdict(str, Enum):
     # a bare code object for a processor not asked for: in a scanned folder another
     # processor's part of a Tensile set (counted, not failed); named on its own, a failure
     OTHER_TARGET = "other-target"
+    # no GPU code, and its recipe says none is expected: a host library ([gpu] shape =
+    # "host") over one that carries it, or a library whose kernels are compiled at run time
+    HOST = "host"
+    RUNTIME = "runtime"
 
     @property
     def label(self) -> str:
         return {"not-elf": "not ELF", "no-gpu-code": "no GPU code",
-                "other-target": "other target"}.get(self.value, self.value)
+                "other-target": "other target", "host": "host library",
+                "runtime": "compiled at run time"}.get(self.value, self.value)
 
 
 # Verdicts of files that hold no GPU code at all: a tree scan counts and skips them.
 NO_CODE_VERDICTS = frozenset({Verdict.NOT_ELF, Verdict.NO_GPU_CODE, Verdict.UNSUPPORTED})
+# Verdicts that pass: code for every target, or no code where the recipe's shape expects none
+PASSING = frozenset({Verdict.PASS, Verdict.HOST, Verdict.RUNTIME})
 
 
 @dataclass(frozen=True)
@@ -302,6 +276,20 @@ def missing_by_file(gpu: Sequence[Bundle], targets: Sequence[TargetId]) -> list[
 
 
 @dataclass(frozen=True)
+class ShapeResult:
+    """What a component's [gpu] shape asked of its files, and what was found."""
+
+    component: str
+    shape: str
+    checked: tuple[str, ...] = ()  # one line per thing that holds
+    problems: tuple[str, ...] = ()  # one line per thing wrong (a file's own lines are its)
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+
+@dataclass(frozen=True)
 class VerifyReport:
     targets: tuple[TargetId, ...]
     prefix: Path | None
@@ -311,12 +299,14 @@ class VerifyReport:
     problems: tuple[str, ...] = ()  # report-level: e.g. nothing with GPU code was found
     linkage: linkage.LinkageReport | None = None  # None: not checked
     other_targets: int = 0  # code objects in scanned folders for processors not asked for
+    shapes: tuple[ShapeResult, ...] = ()  # per component with a [gpu] shape
 
     @property
     def code_ok(self) -> bool:
-        """Every file carries code for every target (the Tensile set included)."""
-        return (not self.problems and all(f.verdict is Verdict.PASS for f in self.files)
-                and all(t.ok for t in self.tensile))
+        """Every file carries code for every target (the Tensile set included), and each
+        component has what its shape needs."""
+        return (not self.problems and all(f.verdict in PASSING for f in self.files)
+                and all(t.ok for t in self.tensile) and all(s.ok for s in self.shapes))
 
     @property
     def ok(self) -> bool:
@@ -386,20 +376,25 @@ def tensile_sets(folders: Iterable[Path], targets: Sequence[TargetId]
     return tuple(check_tensile(folder, p) for folder in folders for p in processors)
 
 
+# a component's recipe and the files its install put into the prefix (None: not recorded)
+Duty = tuple[Recipe, Sequence[Path] | None]
+
+
 def verify_prefix(prefix: Path, targets: tuple[TargetId, ...],
                   decoders: Decoders | None = None,
                   system: linkage.System | None = None,
                   linkage_exempt: Mapping[Path, str] | None = None,
-                  gpu_components: Mapping[str, Sequence[Path] | None] | None = None,
+                  components: Mapping[str, Duty] | None = None,
+                  library_dirs: Sequence[Path] = (),
                   ) -> VerifyReport:
     """Check an installed stack: every file with GPU code under lib/, lib64/ and bin/, the
     Tensile set when rocBLAS is installed, and the linkage of every host ELF file in the
     prefix. ``linkage_exempt``: installed files of recipes with ``install.runpath = false``,
-    with the recipe's reason (shown, never failing). ``gpu_components``: the components whose
-    recipe says ``gpu_code = true``, with the files each installed (None: not recorded, any
-    file with GPU code counts); each must have installed a file with GPU code. Without it
-    (a prefix of unknown recipes), some file must carry GPU code. ``report.ok`` is the
-    build's gate."""
+    with the recipe's reason (shown, never failing). ``components``: the prefix's components
+    whose recipe says a GPU shape ([gpu], or ``gpu_code = true``), with the files each
+    installed; each is held to its shape (``shape_results``). Without it (a prefix of unknown
+    recipes), some file must carry GPU code. ``library_dirs``: where else a run-time compiler
+    may be found (a base's lib folders). ``report.ok`` is the build's gate."""
     if not prefix.is_dir():
         raise ConfigError(f"prefix {prefix} does not exist or is not a folder",
                           tip="pass --prefix PATH of an installed stack, or run "
@@ -411,22 +406,27 @@ def verify_prefix(prefix: Path, targets: tuple[TargetId, ...],
     scan = _scan(roots, targets, decoders, keep_no_code=False)
     files, skipped = scan.results, scan.skipped
     problems = []
-    if gpu_components is None and not files:
+    if components is None and not files:
         problems.append(f"no library or program with GPU code under {prefix} (lib/, lib64/, "
                         "bin/): nothing proves the stack can run on the GPU")
-    problems += _expected_code(files, gpu_components or {})
     # where rocBLAS is installed its set must be complete (even when the folder is missing);
     # any other folder holding Tensile files is checked too
     libraries = dict.fromkeys(folder for lib in
                               [prefix / "lib", *sorted(prefix.glob("lib/*-linux-gnu*"))]
                               if any(lib.glob("librocblas.so*"))
                               for folder in _rocblas_libraries(lib))
+    for recipe, _ in (components or {}).values():
+        if recipe.gpu == TENSILE:
+            for _, hits in shapes.resolve_libraries(prefix, recipe):
+                libraries.update(dict.fromkeys(f for h in hits for f in shapes.tensile_folders(h)))
     libraries.update(scan.tensile_dirs or {})
     tensile = tensile_sets(libraries, targets)
+    shaped = shape_results(prefix, files, targets, components or {},
+                           [prefix / "lib", *library_dirs])
     links = linkage.check_linkage(iter_files([prefix]), prefix, system,
                                   exempt=linkage_exempt)
     return VerifyReport(targets, prefix, tuple(files), skipped, tensile, tuple(problems),
-                        links, other_targets=scan.other)
+                        links, other_targets=scan.other, shapes=tuple(shaped))
 
 
 def _rocblas_libraries(lib: Path) -> list[Path]:
@@ -438,45 +438,158 @@ def _rocblas_libraries(lib: Path) -> list[Path]:
     return found or [lib / "rocblas" / "library"]
 
 
-def _expected_code(files: Sequence[FileResult],
-                   gpu_components: Mapping[str, Sequence[Path] | None]) -> list[str]:
-    """A problem for each component that should carry GPU code and installed none."""
-    with_code = {os.path.realpath(f.path) for f in files}  # files holds only code-bearing ones
-    problems = []
-    for name, installed in sorted(gpu_components.items()):
-        if installed is None:
-            carried = bool(with_code)
-        else:
-            carried = any(os.path.realpath(p) in with_code for p in installed)
-        if not carried:
-            problems.append(f"{name} carries no GPU code: its recipe says gpu_code = true, but "
-                            "none of the libraries and programs it installed holds a "
-                            ".hip_fatbin or embedded code objects (was its GPU backend off?)")
-    return problems
+def shape_results(prefix: Path, files: Sequence[FileResult], targets: Sequence[TargetId],
+                  components: Mapping[str, Duty], library_dirs: Sequence[Path],
+                  ) -> list[ShapeResult]:
+    """Each component held to its recipe's [gpu] shape (model/recipes.py GPU_SHAPES):
+
+    - bundles, tensile: each ``[gpu] libraries`` file is installed and carries code for every
+      target (its own verdict says where not); without a list, some installed file must
+      carry GPU code. tensile adds the kernel folder beside the library (``tensile_sets``);
+    - jit: the listed libraries are installed (any bundles they hold are checked as above),
+      and the run-time compiler knows every target (``shapes.jit_lines``);
+    - host, headers: no GPU code is expected; a listed host library must be installed."""
+    with_code = {os.path.realpath(f.path): f for f in files}  # only code-bearing files
+    processors = list(dict.fromkeys(t.processor for t in targets))
+    results = []
+    for name, (recipe, installed) in sorted(components.items()):
+        shape = recipe.gpu
+        checked: list[str] = []
+        problems: list[str] = []
+        listed = shapes.resolve_libraries(prefix, recipe)
+        for entry, hits in listed:
+            if not hits:
+                problems.append(f"{name}: its [gpu] library {entry} is not in the prefix")
+            for hit in hits:
+                rel = _shown_in(hit, prefix)
+                found = with_code.get(os.path.realpath(hit))
+                if found is None and shape in (HOST, HEADERS, JIT):
+                    checked.append(f"{rel}: no GPU code, as its shape says")
+                elif found is None:
+                    problems.append(f"{name}: {rel} holds no GPU code, but its recipe says "
+                                    f"{_said(recipe)} (was its GPU backend off?)")
+                elif found.verdict is Verdict.PASS:
+                    checked.append(f"{rel}: {_bundle_count(found)} carry "
+                                   f"{', '.join(map(str, targets))}")
+                else:
+                    problems.append(f"{name}: {rel} is {found.verdict.label} (see above)")
+        if shape in (HOST, HEADERS):
+            checked.append("no GPU code expected: " + ("it calls a library that carries it"
+                                                       if shape == HOST else
+                                                       "compiled into what uses it"))
+        elif not listed and shape != JIT:
+            carried = (bool(with_code) if installed is None else
+                       any(os.path.realpath(p) in with_code for p in installed))
+            if carried:
+                checked.append("an installed file carries GPU code")
+            else:
+                problems.append(f"{name} carries no GPU code: its recipe says {_said(recipe)}, "
+                                "but none of the libraries and programs it installed holds a "
+                                ".hip_fatbin or embedded code objects (was its GPU backend "
+                                "off?)")
+        if shape == JIT:
+            dirs = list(dict.fromkeys([*(h.parent for _, hits in listed for h in hits),
+                                       *library_dirs]))
+            more, wrong = shapes.jit_lines(dirs, installed, processors,
+                                           {p: _shown_in(p, prefix) for p in installed or ()})
+            checked += more
+            problems += [f"{name}: {w}" for w in wrong]
+        results.append(ShapeResult(name, shape, tuple(checked), tuple(problems)))
+    return results
+
+
+def _said(recipe: Recipe) -> str:
+    """How the recipe says its shape, in its own words."""
+    return f'[gpu] shape = "{recipe.gpu_shape}"' if recipe.gpu_shape else "gpu_code = true"
+
+
+def _shown_in(path: Path, prefix: Path) -> str:
+    return str(path.relative_to(prefix)) if path.is_relative_to(prefix) else str(path)
+
+
+def _bundle_count(result: FileResult) -> str:
+    if any(b.embedded for b in result.bundles):
+        return "its embedded code objects"
+    count = len(result.bundles)
+    return "its 1 bundle" if count == 1 else f"all {count} bundles"
 
 
 NO_CODE_PROBLEM = "no GPU code: this file has no .hip_fatbin/offload bundle"
 
 
-def _named(result: FileResult, targets: Sequence[TargetId]) -> FileResult:
-    """A file named on the command line that holds no GPU code says so as its problem."""
+def _named(result: FileResult, targets: Sequence[TargetId],
+           index: shapes.ShapeIndex | None = None) -> FileResult:
+    """A file named on the command line that holds no GPU code says so as its problem,
+    unless its recipe's shape expects none (``_by_shape``)."""
     if result.verdict is Verdict.OTHER_TARGET:
         return replace(result, verdict=Verdict.FAIL, problems=(
             *result.problems,
             f"no code object for {', '.join(map(str, targets))}: {result.note}"))
     if result.verdict not in NO_CODE_VERDICTS:
         return result
+    recipe = index.recipe_of(result.path) if index is not None else None
+    if result.verdict is Verdict.NO_GPU_CODE and recipe is not None:
+        return _by_shape(result, recipe, targets)
     why = f" ({result.note})" if result.note else ""
     return replace(result, problems=(*result.problems, NO_CODE_PROBLEM + why))
 
 
+def _by_shape(result: FileResult, recipe: Recipe, targets: Sequence[TargetId]) -> FileResult:
+    """A named library without GPU code, judged by its recipe's shape: a host library passes
+    (its GPU code is in what it loads, checked by ``_loaded``), a run-time compiled one
+    passes when its runtime compiler knows every target, any other lacks its code."""
+    said = f'{recipe.name}: [gpu] shape = "{recipe.gpu}"'
+    if recipe.gpu in (HOST, HEADERS):
+        return replace(result, verdict=Verdict.HOST,
+                       note=f"{said}, no GPU code expected")
+    if recipe.gpu == JIT:
+        processors = list(dict.fromkeys(t.processor for t in targets))
+        checked, problems = shapes.jit_lines([result.path.parent], None, processors)
+        if problems:
+            return replace(result, verdict=Verdict.FAIL, problems=(*result.problems, *problems))
+        return replace(result, verdict=Verdict.RUNTIME, note=f"{said}; {'; '.join(checked)}")
+    why = f" ({result.note})" if result.note else ""
+    return replace(result, problems=(*result.problems, f"{NO_CODE_PROBLEM}{why}, but {said}"))
+
+
+def _loaded(files: Sequence[FileResult], links: linkage.LinkageReport,
+            index: shapes.ShapeIndex, targets: tuple[TargetId, ...],
+            decoders: Decoders) -> tuple[list[FileResult], list[Path]]:
+    """The libraries a named host library loads whose recipe says they carry GPU code (Debian's
+    libhipblas.so.2 -> librocblas.so.4), verified too: a host library runs on a target only
+    when they do. Returns their results and the Tensile folders of the Tensile-shaped ones."""
+    hosts = {f.path for f in files if f.verdict is Verdict.HOST}
+    have = {os.path.realpath(f.path) for f in files}
+    added: list[FileResult] = []
+    folders: list[Path] = []
+    for entry in links.files:
+        if entry.path not in hosts:
+            continue
+        for needed in entry.needed:
+            recipe = index.recipe_of(needed.resolved) if needed.resolved else None
+            if needed.resolved is None or recipe is None or not recipe.carries_gpu_code:
+                continue
+            real = os.path.realpath(needed.resolved)
+            if real in have:
+                continue
+            have.add(real)
+            found = verify_file(Path(real), targets, decoders)
+            added.append(replace(found, note=f"loaded by {entry.path.name}"
+                                 + (f"; {found.note}" if found.note else "")))
+            if recipe.gpu == TENSILE:
+                folders += shapes.tensile_folders(Path(real))
+    return added, folders
+
+
 def verify_paths(paths: Sequence[Path], targets: tuple[TargetId, ...],
                  decoders: Decoders | None = None, prefix: Path | None = None,
-                 system: linkage.System | None = None) -> VerifyReport:
+                 system: linkage.System | None = None,
+                 index: shapes.ShapeIndex | None = None) -> VerifyReport:
     """Check the given files (each gets a row, whatever it holds) and folders (scanned like a
     prefix: only files with GPU code get a row), and the linkage of the host ELF files among
     them. ``prefix`` supplies its clang-offload-bundler for zstd bundles and its libraries
-    for the "outside the prefix" rule."""
+    for the "outside the prefix" rule. ``index``: the recipes' shapes, so a named host
+    library (hipBLAS) passes on the libraries it loads, which are then checked too."""
     decoders = decoders or default_decoders(prefix)
     files: list[FileResult] = []
     skipped = other = 0
@@ -488,7 +601,8 @@ def verify_paths(paths: Sequence[Path], targets: tuple[TargetId, ...],
                               tip="pass files or folders to check, e.g. "
                                   "`rocbuild verify /opt/rocm-6.4-gfx906/lib/libggml-hip.so`")
         scan = _scan([path], targets, decoders, keep_no_code=not path.is_dir())
-        files += scan.results if path.is_dir() else [_named(r, targets) for r in scan.results]
+        files += (scan.results if path.is_dir() else
+                  [_named(r, targets, index) for r in scan.results])
         skipped += scan.skipped
         other += scan.other
         if path.is_dir():
@@ -500,6 +614,10 @@ def verify_paths(paths: Sequence[Path], targets: tuple[TargetId, ...],
                             "code objects for other processors)")
     prefix_files = list(iter_files([prefix])) if prefix is not None else None
     links = linkage.check_linkage(iter_files(paths), prefix, system, prefix_files)
+    if index is not None:
+        loaded, tensile_folders = _loaded(files, links, index, targets, decoders)
+        files += loaded
+        folders.update(dict.fromkeys(tensile_folders))
     return VerifyReport(targets, None, tuple(files), skipped, tensile_sets(folders, targets),
                         tuple(problems), links, other_targets=other)
 
@@ -552,6 +670,10 @@ def to_json(report: VerifyReport) -> dict[str, Any]:
                     for t in report.tensile],
         "problems": list(report.problems),
         "linkage": _linkage_json(report.linkage),
+        # per component with a [gpu] shape: what its shape asked and what was found
+        "shapes": [{"component": s.component, "shape": s.shape, "ok": s.ok,
+                    "checked": list(s.checked), "problems": list(s.problems)}
+                   for s in report.shapes],
     }
 
 
@@ -588,7 +710,8 @@ def _linkage_json(report: linkage.LinkageReport | None) -> dict[str, Any] | None
 
 __all__ = [
     "BUNDLE_MAGIC", "COMPRESSED_MAGIC", "ELF_MAGIC", "NO_CODE_PROBLEM", "Bundle", "DecodeError",
-    "Decoders", "Entry", "FileResult", "TensileResult", "Verdict", "VerifyReport",
+    "Decoders", "Duty", "Entry", "FileResult", "ShapeResult", "TensileResult", "Verdict",
+    "VerifyReport",
     "bundler_lister", "check_tensile", "default_decoders", "describe_missing", "device_modes",
     "find_bundler", "kernel_names", "missing_by_file", "missing_in_bundle", "scan_fatbin",
     "to_json", "verify_file", "verify_paths", "verify_prefix", "zstandard_decoder",

@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import difflib
 from collections.abc import Sequence
+from pathlib import Path
 
 from rocbuild.errors import ConfigError
 from rocbuild.model.settings import OPTIONS
@@ -193,3 +194,13 @@ def explain(parser: argparse.ArgumentParser, message: str, argv: Sequence[str]) 
         return ConfigError(f"{' '.join(['rocbuild', *words])}: missing {required}",
                            tip=_help_tip(words))
     return ConfigError(f"{' '.join(['rocbuild', *words])}: {message}", tip=_help_tip(words))
+
+
+def path_arg(text: str) -> Path:
+    """argparse's ``type`` for a path argument: an empty one (a script's unset variable) is
+    refused instead of read as the current folder (``prefixes --remove ''`` took the folder
+    it ran in for the prefix to delete)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError(
+            "an empty path; give one (an empty value never means the current folder)")
+    return Path(text)

@@ -28,12 +28,13 @@ def _step(ctx: BuildContext, o: StepOutcome) -> dict[str, Any]:
                            "log": str(o.log) if o.log and ran else None,
                            "warnings": list(o.warnings)}
     if o.result == "failed":
-        found = diagnose([*o.tail, *o.message.splitlines()],
+        found = diagnose([*o.first_error, *o.tail, *o.message.splitlines()],
                          context={"prefix": str(ctx.stack.prefix), "component": o.component,
                                   "workdir": str(ctx.stack.workdir),
                                   "command": ctx.command or ""})
         doc["message"] = o.message
         doc["tail"] = o.tail[-20:]
+        doc["first_error"] = o.first_error  # the tool's first error (CMake's), [] if none
         doc["cause"] = None if found is None else {"id": found.id, "cause": found.cause,
                                                    "fix": found.fix,
                                                    "matched_line": found.matched_line}

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from rich.markup import escape
 
+from rocbuild.cli.argerrors import path_arg
 from rocbuild.cli.ui import console
 from rocbuild.errors import ConfigError
 from rocbuild.model.settings import Settings
@@ -26,7 +27,7 @@ def register(sub: argparse._SubParsersAction, parents: list[argparse.ArgumentPar
     which = parser.add_mutually_exclusive_group(required=True)
     # not "prefix": the global --prefix writes args.prefix too (a string), and
     # `activate P --prefix P` then failed with an AttributeError
-    which.add_argument("prefix_path", nargs="?", type=Path, metavar="PREFIX",
+    which.add_argument("prefix_path", nargs="?", type=path_arg, metavar="PREFIX",
                        help="the prefix to activate, e.g. /opt/rocm-6.4-gfx906")
     which.add_argument("--previous", action="store_true",
                        help="switch back to what the link pointed at before the last switch")
@@ -34,7 +35,7 @@ def register(sub: argparse._SubParsersAction, parents: list[argparse.ArgumentPar
                         help="accept a complete prefix that verify did not prove (built with "
                              "--no-verify, or its verify failed); `prefixes` and `status` "
                              "show it as activated unproven")
-    parser.add_argument("--link", type=Path, default=None, metavar="PATH",
+    parser.add_argument("--link", type=path_arg, default=None, metavar="PATH",
                         help=f"the stable link (default {activate.DEFAULT_LINK}) "
                              f"[env {activate.LINK_ENV}]")
     parser.set_defaults(func=run, memo_notes=False)
@@ -77,5 +78,6 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
                   "(--unproven); `rocbuild prefixes` marks it so")
     out.print(f"{escape(buildinfo.title_of(switch.info))} {escape(switch.info.version)} for "
               f"{escape(targets)}; load it with:")
-    out.print(f"  . {escape(str(switch.target))}/env.sh", soft_wrap=True)
+    # through the link: the line a shell profile keeps follows the next switch
+    out.print(f"  . {escape(str(switch.link))}/env.sh", soft_wrap=True)
     return 0

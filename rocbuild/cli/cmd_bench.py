@@ -17,6 +17,7 @@ from rocbuild.bench.llamabench import BenchSettings
 from rocbuild.bench.model import read_model
 from rocbuild.bench.runner import Limits
 from rocbuild.bench.session import choose_binaries, run_session
+from rocbuild.cli.argerrors import path_arg
 from rocbuild.cli.ui import console
 from rocbuild.errors import ConfigError, notice
 from rocbuild.files import write_text_atomic
@@ -71,7 +72,7 @@ def register(sub: argparse._SubParsersAction, parents: list[argparse.ArgumentPar
                     "Between runs it waits for the GPU's VRAM use to return to idle; a run is "
                     "stopped with SIGINT then SIGTERM, never SIGKILL. Figures count only when "
                     "the run's own output names the GPU device.")
-    parser.add_argument("model", type=Path, metavar="MODEL.gguf", help="the model to run")
+    parser.add_argument("model", type=path_arg, metavar="MODEL.gguf", help="the model to run")
     parser.add_argument("--backends", type=_backends, default=None, metavar="LIST",
                         help="comma-separated: hip, vulkan, cpu (default: each GPU backend "
                              "built in the prefix)")
@@ -99,8 +100,8 @@ def register(sub: argparse._SubParsersAction, parents: list[argparse.ArgumentPar
                         help="HIP: compare runs without and with each runtime variable of "
                              "`rocbuild env --tune`, alone and all together")
     parser.add_argument("--json", action="store_true", help="print a JSON document")
-    parser.add_argument("--csv", type=Path, metavar="FILE", help="write the figures as CSV")
-    parser.add_argument("--chart", type=Path, metavar="FILE.svg",
+    parser.add_argument("--csv", type=path_arg, metavar="FILE", help="write the figures as CSV")
+    parser.add_argument("--chart", type=path_arg, metavar="FILE.svg",
                         help="write a bar chart (SVG) of the figures with their spread")
     parser.add_argument("--vram-timeout", type=_seconds, default=60.0, metavar="SECONDS",
                         help="longest wait for VRAM use to return to idle between runs "
@@ -109,7 +110,7 @@ def register(sub: argparse._SubParsersAction, parents: list[argparse.ArgumentPar
                         help="time limit of one llama-bench run (default 3600)")
     parser.add_argument("--stop-grace", type=_seconds, default=30.0, metavar="SECONDS",
                         help="wait after SIGINT, and again after SIGTERM (default 30)")
-    parser.add_argument("--gpu-root", type=Path, metavar="DIR", default=Path("/"),
+    parser.add_argument("--gpu-root", type=path_arg, metavar="DIR", default=Path("/"),
                         help="read /sys below DIR (default: /)")
     parser.set_defaults(func=run)
 

@@ -8,7 +8,7 @@ import sys
 from typing import TYPE_CHECKING
 
 from rocbuild.cli import ui
-from rocbuild.cli.output import Output
+from rocbuild.cli.output import FittedOutput, Output
 from rocbuild.errors import RocbuildError
 from rocbuild.model import wording
 from rocbuild.model.graph import load_stack
@@ -16,6 +16,7 @@ from rocbuild.model.settings import Settings
 from rocbuild.prefix import prefixguard
 from rocbuild.run.engine import cache_install, continuation, engine, lifecycle
 from rocbuild.run.engine.build import BuildContext
+from rocbuild.run.state import basememo
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -59,13 +60,14 @@ def register(sub: argparse._SubParsersAction, parents: list[argparse.ArgumentPar
 def make_output(args: argparse.Namespace) -> Output:
     """Bars on a terminal; plain lines (the build output too, unless --quiet) elsewhere, so
     CI logs and nohup files read well."""
-    if getattr(args, "json", False):  # stdout is the JSON document's
-        return Output(sys.stderr, show_build_output=not args.quiet)
-    if sys.stdout.isatty() and not args.verbose:
+    stream = sys.stderr if getattr(args, "json", False) else sys.stdout  # stdout: the JSON
+    if stream.isatty() and not args.verbose and stream is sys.stdout:
         from rocbuild.cli.progress import LiveOutput  # rich's live display: terminals only
 
         return LiveOutput(sys.stdout)
-    return Output(sys.stdout, show_build_output=not args.quiet)
+    if stream.isatty():  # --verbose (or --json's lines): the same lines, fitted
+        return FittedOutput(stream, show_build_output=not args.quiet)
+    return Output(stream, show_build_output=not args.quiet)
 
 
 def expected_steps(ctx: BuildContext) -> dict[tuple[str, str], float | None]:
@@ -100,6 +102,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     stack = load_stack(settings, args.components)
     # the whole default set, once: the end of the run tells whether all of it is built
     whole = load_stack(settings) if args.components else stack
+    basememo.save_code_memo(settings.workdir, whole.base)  # what the base audit read
     prefixguard.check(stack.prefix, allow_existing=args.allow_existing_prefix,
                       workdir=stack.workdir)
     ctx = BuildContext.start(stack=stack, settings=settings, output=make_output(args),
@@ -117,10 +120,10 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     if not args.json:
         return engine.build(ctx, components, whole, reports(), parallel=settings.parallel,
                             keep_going=args.keep_going, verify=args.verify,
-                            out=ui.console(ctx.output.stream))
+                            out=ui.console(ctx.output.stream, stamped=True))
     from rocbuild.cli import build_report  # --json only
 
-    summary = ui.console(sys.stderr)
+    summary = ui.console(sys.stderr, stamped=True)
     try:
         code = engine.build(ctx, components, whole, reports(), parallel=settings.parallel,
                             keep_going=args.keep_going, verify=args.verify, out=summary)

@@ -16,7 +16,7 @@ from typing import Any
 from rich.markup import escape
 from rich.table import Table
 
-from rocbuild.cli.output import Output
+from rocbuild.cli.output import FittedOutput, Output
 from rocbuild.cli.ui import console, print_row
 from rocbuild.errors import BuildFailed, ConfigError
 from rocbuild.model import wording
@@ -52,15 +52,19 @@ def register(sub: argparse._SubParsersAction, parents: list[argparse.ArgumentPar
                            "keys new`, or an OpenSSH private key such as ~/.ssh/id_ed25519")
     push.set_defaults(func=run_push)
     listing = actions.add_parser("list", parents=parents, help="list what a cache holds",
-                                 description="List the artifacts of the cache (--cache): a "
-                                             "folder, an HTTP URL or an oci:// repository.")
+                                 description="List the artifacts of a cache: a folder, an "
+                                             "HTTP URL or an oci:// repository (the argument, "
+                                             "else --cache).")
+    _cache_argument(listing)
     listing.add_argument("--json", action="store_true", help="print a JSON document")
     listing.set_defaults(func=run_list)
     prune = actions.add_parser(
         "prune", parents=parents, help="remove old or unused artifacts from a cache",
-        description="Remove artifacts from the cache (--cache, a folder or an oci:// "
-                    "repository) that match any of the rules given. A registry frees the "
+        description="Remove artifacts from a cache (a folder or an oci:// repository: the "
+                    "argument, else --cache) that match any of the rules given. A registry "
+                    "frees the "
                     "space when its own garbage collection runs.")
+    _cache_argument(prune)
     prune.add_argument("--older-than", metavar="DAYS", type=float, default=None,
                        help="artifacts stored more than DAYS days ago")
     prune.add_argument("--keep", metavar="N", type=int, default=None,
@@ -105,7 +109,10 @@ def run_push(args: argparse.Namespace, settings: Settings) -> int:
     store = cache.writable_store(target)
     key_file = signing.key_path(args.sign) if args.sign else None
     stack = load_stack(settings, args.components)
-    ctx = BuildContext.start(stack=stack, settings=settings, output=Output(sys.stdout))
+    # plain lines in a pipe; on a terminal fitted to its width (lines of 140 columns were
+    # cut inside words by the terminal)
+    output = FittedOutput(sys.stdout) if sys.stdout.isatty() else Output(sys.stdout)
+    ctx = BuildContext.start(stack=stack, settings=settings, output=output)
     wanted = args.components or list(stack.order)
     comps = [stack.components[n] for n in stack.order if n in wanted]
     staging = stack.work.push_staging
@@ -204,10 +211,20 @@ def _when(created: Any) -> str:
         return "?"
 
 
+def _cache_argument(parser: argparse.ArgumentParser) -> None:
+    """``cache list DIR``: the cache as an argument, the same as ``--cache DIR``
+    (main.positional_settings)."""
+    parser.add_argument("cache_at", nargs="?", metavar="CACHE", default=None,
+                        help="the cache: a folder, an http(s):// URL or "
+                             "oci://REGISTRY/NAMESPACE/NAME (default: --cache)")
+    parser.set_defaults(setting_args={"cache_at": "cache"})
+
+
 def run_list(args: argparse.Namespace, settings: Settings) -> int:
     if not settings.cache:
-        raise ConfigError("cache list needs a cache: --cache DIR_OR_URL (or ROCBUILD_CACHE)",
-                          tip="rocbuild cache list --cache /srv/rocbuild-cache")
+        raise ConfigError("cache list needs a cache: a folder, URL or oci:// reference "
+                          "(or --cache, ROCBUILD_CACHE)",
+                          tip="rocbuild cache list /srv/rocbuild-cache")
     store = cache.open_cache(settings.cache)
     assert store is not None
     entries = store.index()
@@ -253,8 +270,9 @@ def _signer(fingerprint: str, trusted: dict[str, str], number: int) -> str:
 
 def _open_for_prune(settings: Settings) -> cache.FolderStore | cache.OciStore:
     if not settings.cache:
-        raise ConfigError("cache prune needs a cache: --cache DIR_OR_OCI",
-                          tip="rocbuild cache prune --cache /srv/rocbuild-cache --keep 2")
+        raise ConfigError("cache prune needs a cache: a folder or oci:// reference (or "
+                          "--cache, ROCBUILD_CACHE)",
+                          tip="rocbuild cache prune /srv/rocbuild-cache --keep 2")
     store = cache.open_cache(settings.cache)
     # (the OCI store's class is imported only with an oci:// cache: test what it is not)
     if store is None or isinstance(store, cache.HttpStore):

@@ -57,11 +57,18 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
                           tip="add --sources, --caches or --prefix-files")
     stack = load_stack(settings, args.components)
     chosen = None if args.all else [stack.components[n] for n in args.components]
+    clean.refuse_other_folders(stack)  # exit 2: a user's project is not a workdir
     if args.dry_run:
         return report(stack, clean.find(stack, chosen, kinds), dry_run=True)
+    if not stack.work.root.exists():  # nothing to remove, and no lock made in its place
+        console().print(f"nothing to clean: {escape(str(stack.work.root))} does not exist")
+        return 0
     with clean.locked(stack, lambda line: console().print(escape(line), soft_wrap=True)):
         # refused (exit 3) while a build runs
-        return report(stack, clean.find(stack, chosen, kinds), dry_run=False)
+        code = report(stack, clean.find(stack, chosen, kinds), dry_run=False)
+        if "prefix" in kinds:
+            clean.release_prefix(stack)
+        return code
 
 
 def report(stack: Stack, items: list[clean.Item], *, dry_run: bool) -> int:

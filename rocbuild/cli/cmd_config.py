@@ -23,9 +23,10 @@ def register(sub: argparse._SubParsersAction, parents: list[argparse.ArgumentPar
         "config", parents=parents, help="show the config file read and every setting in force",
         description="Show which rocbuild.toml is read (the nearest one in the current folder "
                     "or a folder above it, not above your home folder, else "
-                    "$XDG_CONFIG_HOME/rocbuild/rocbuild.toml) and the value of every setting "
-                    "with where it came from: flag, ROCBUILD_* variable, config file, the "
-                    "workdir's last build, or the default.")
+                    "$XDG_CONFIG_HOME/rocbuild/rocbuild.toml; a file another user could "
+                    "have written is not used, see safe_directories) and the value of every "
+                    "setting with where it came from: flag, ROCBUILD_* variable, config "
+                    "file, the workdir's last build, or the default.")
     parser.add_argument("--json", action="store_true", help="print the files and values as JSON")
     parser.set_defaults(func=run, memo_notes=False)
 
@@ -48,13 +49,16 @@ def shown(name: str, value: Any) -> str:
 
 def run(args: argparse.Namespace, settings: Settings) -> int:
     cwd, env = Path.cwd(), os.environ
-    used = settings_mod.find_config_file(cwd, env)
-    looked = settings_mod.config_candidates(cwd, env)
+    choice = settings.config or settings_mod.find_config(cwd, env)
+    used, looked = choice.path, list(choice.searched)
     values = [{"name": o.name, "value": shown(o.name, settings.value(o.name)),
                "source": settings.source(o.name)} for o in settings_mod.OPTIONS]
     if args.json:
         json.dump({"config_file": str(used) if used else None,
-                   "searched": [str(p) for p in looked], "settings": values},
+                   "searched": [str(p) for p in looked], "settings": values,
+                   "not_used": [{"file": str(path), "why": why}
+                                for path, why in choice.skipped],
+                   "overlay_not_used": settings.refused_overlay or None},
                   sys.stdout, indent=2)
         sys.stdout.write("\n")
         return 0
@@ -69,6 +73,10 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         if used != user and user.is_file():
             out.print(f"not read: {escape(str(user))} (the nearer file wins; they are not "
                       "merged)")
+    for path, why in choice.skipped:  # others could write it (model/trust.py)
+        out.print(f"not used: {escape(str(path))} ({escape(why)})")
+    if settings.refused_overlay:
+        out.print(f"not used: {escape(settings.refused_overlay)}")
     # rows, not a table: a path stays whole (to paste), a long row continues under its value
     width = max(len(row["name"]) for row in values)
     out.print("settings (value, then where it came from):")

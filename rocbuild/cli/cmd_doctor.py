@@ -8,16 +8,20 @@ import json
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 from rich.console import Console
 from rich.markup import escape
 
 from rocbuild.checks import doctor, hostreqs
-from rocbuild.cli.ui import console, print_row
+from rocbuild.cli.argerrors import path_arg
+from rocbuild.cli.ui import console, glue_commands, print_row
 from rocbuild.errors import ConfigError
 from rocbuild.model import cost, wording
-from rocbuild.model.graph import load_stack
+from rocbuild.model.baseaudit import audit_lines, unclaimed
+from rocbuild.model.graph import Stack, load_stack
 from rocbuild.model.settings import Settings
+from rocbuild.run.state import basememo
 from rocbuild.run.state.state import StateDir
 from rocbuild.run.state.uptodate import Rule
 
@@ -33,7 +37,7 @@ def register(sub: argparse._SubParsersAction, parents: list[argparse.ArgumentPar
                     "and swap, disk, toolchain and anything that would shadow or break the "
                     "build, each with its fix. Exit code 1 when a check fails.")
     parser.add_argument("--json", action="store_true", help="print a JSON document")
-    parser.add_argument("--root", type=Path, default=Path("/"), metavar="DIR",
+    parser.add_argument("--root", type=path_arg, default=Path("/"), metavar="DIR",
                         help="read sys/, proc/, dev/ and etc/ from a tree captured on another "
                              "host instead of / (toolchain, packages and disk are then skipped)")
     parser.add_argument("--user", default=None, metavar="NAME",
@@ -67,7 +71,9 @@ def print_report(report: doctor.Report, out: Console) -> None:
         # margin)
         print_row(out, f"  [{style}]{label:<4}[/] {check.id:<12} {escape(check.summary)}", 20)
         if check.fix and check.status != doctor.OK:
-            print_row(out, f"  {'':<4} {'':<12} [dim]fix:[/] {escape(check.fix)}", 25)
+            # a command in it stays whole, on a line of its own when it does not fit
+            print_row(out, f"  {'':<4} {'':<12} [dim]fix:[/] "
+                           f"{escape(glue_commands(check.fix))}", 25)
     failed = sum(c.status == doctor.FAIL for c in report.checks)
     warned = sum(c.status == doctor.WARN for c in report.checks)
     target = report.recommended_target
@@ -95,7 +101,8 @@ def needs_from(settings: Settings) -> doctor.Needs:
                      workdir=settings.workdir, swap_weight=settings.swap_weight,
                      prefix=settings.prefix, problem=str(exc))
     selected = stack.selected()
-    link_mem = max((int(c.recipe.resources.get("link_mem", 0)) for c in selected), default=0)
+    # the largest job, as `plan`'s memory line says it (one rule: cost.memory_need)
+    largest = cost.memory_need(stack.recipes, [c.name for c in selected if c.builds])
     # the figure plan shows and preflight refuses on: components not installed yet
     rule = Rule(stack, StateDir.of(stack))  # read-only: no build context
     runs = rule.next_runs(selected)
@@ -103,11 +110,25 @@ def needs_from(settings: Settings) -> doctor.Needs:
     source = settings.source("target") if settings.target is not None else \
         f"default of {stack.recipes.stack.file}"
     return doctor.Needs(targets=stack.targets, targets_source=source, prefix=stack.prefix,
-                 link_mem=link_mem or doctor.REFERENCE_LINK_MEM,
+                 link_mem=largest.job if largest else doctor.REFERENCE_LINK_MEM,
+                 largest_job=(f"one {largest.component} {largest.kind} job" if largest
+                              else "one LLVM link job"),
                  disk_workdir=disk.workdir, disk_prefix=disk.prefix,
                  reqs=hostreqs.requirements(stack),
                  packages={c.name: c.recipe.system_packages for c in selected
                            if c.recipe.system_packages},
                  stack_summary=f"{stack.recipes.stack.name} {stack.version}, "
                                f"{wording.count(len(selected), 'component')}",
-                 workdir=settings.workdir, swap_weight=settings.swap_weight)
+                 workdir=settings.workdir, swap_weight=settings.swap_weight,
+                 hip_rocm=stack.rocm_root if stack.recipes.gpu_code else None,
+                 **_base_audit(stack, settings))
+
+
+def _base_audit(stack: Stack, settings: Settings) -> dict[str, Any]:
+    """The base audit's lines for the doctor (and what it read kept for the next command)."""
+    if stack.base is None:
+        return {}
+    lines = audit_lines(stack.base, stack.recipes.recipes, stack.targets,
+                        unclaimed(stack.base, stack.recipes.recipes, stack.targets))
+    basememo.save_code_memo(settings.workdir, stack.base)
+    return {"base": stack.base.path, "base_audit": tuple((a.ok, a.text) for a in lines)}

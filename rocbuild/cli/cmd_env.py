@@ -23,8 +23,9 @@ def register(sub: argparse._SubParsersAction, parents: list[argparse.ArgumentPar
     parser = sub.add_parser(
         "env", parents=parents, help="print the prefix's environment file for a shell",
         description="Print env.sh (bash, zsh), env.fish, the Lmod or the Tcl modulefile as the "
-                    "install step writes it into the prefix. It sets ROCM_PATH, HIP_PATH, "
-                    "HIP_PLATFORM, HIP_DEVICE_LIB_PATH and puts the prefix first in PATH "
+                    "install step writes it into the prefix. It sets what the stack's "
+                    "recipes provide (ROCm's: ROCM_PATH, HIP_PATH, HIP_PLATFORM, "
+                    "HIP_DEVICE_LIB_PATH) and puts the prefix first in PATH "
                     "and CMAKE_PREFIX_PATH; never LD_LIBRARY_PATH (each installed program "
                     "finds its libraries through its RUNPATH) and never "
                     "HSA_OVERRIDE_GFX_VERSION.")

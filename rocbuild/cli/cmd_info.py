@@ -90,7 +90,9 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
                                                   if doc["summary"] else ""))
 
     def row(name: str, value: str) -> None:
-        print_row(out, f"  {name:<11} {escape(value)}", 14)
+        # a value too long for its column goes under its label (column 4), not to the
+        # margin, where it read as a label of its own
+        print_row(out, f"  {name:<11} {escape(value)}", 14, under=4)
 
     row("recipe", doc["recipe"])
     source = doc["source"]
@@ -103,8 +105,8 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     if doc["kind"] != "source-only":
         row("build type", build["build_type"])
         row("cmake args", " ".join(build["cmake_args"]) or "(none)")
-    for key, value in build["env"].items():
-        row("env", f"{key}={value}")
+    for i, (key, value) in enumerate(build["env"].items()):  # one label, its values under it
+        row("" if i else "env", f"{key}={value}")
     row("patches", ", ".join(build["patches"]) or "(none)")
     steps = ", ".join(f"{s['step']} {s['state']}" for s in doc["steps"])
     row("state", f"{doc['state']}" + (f" ({steps})" if steps else ""))

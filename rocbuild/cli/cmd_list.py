@@ -23,13 +23,16 @@ from rich.table import Table
 
 from rocbuild.cli.ui import console, plural
 from rocbuild.errors import ConfigError
+from rocbuild.model import layout
 from rocbuild.model.graph import load_stack
 from rocbuild.model.resources import format_bytes
 from rocbuild.model.settings import Settings
+from rocbuild.model.workdir import Workdir, prefix_key, read_registry
 from rocbuild.prefix import registry
 from rocbuild.prefix.buildinfo import info_path
 from rocbuild.prefix.inventory import Installed, PrefixInventory, inventory
 from rocbuild.run.state import prefixmemo
+from rocbuild.run.state.state import installing_now
 
 WIDE = 90  # columns from which the install time shows its year
 
@@ -58,7 +61,8 @@ def prefixes_to_list(settings: Settings) -> list[Path]:
         found.append(load_stack(settings).prefix)
     found += registry.known_prefixes()
     unique = dict.fromkeys(Path(os.path.abspath(p)) for p in found)
-    return [p for p in unique if info_path(p).exists()]
+    # a prefix being built (its first build runs, or stopped) has install records only
+    return [p for p in unique if info_path(p).exists() or layout.recorded_components(p)]
 
 
 def when_text(when: float | None, *, year: bool = True) -> str:
@@ -76,15 +80,18 @@ def origin_text(comp: Installed) -> str:
 
 def run(args: argparse.Namespace, settings: Settings) -> int:
     wanted = set(args.components)
-    found = [inventory(p) for p in prefixes_to_list(settings)]
+    found = [inventory(p, _configured(settings, p)) for p in prefixes_to_list(settings)]
     for inv in found:
         inv.components[:] = [c for c in inv.components if not wanted or c.name in wanted]
     if args.json:
-        json.dump({"prefixes": [inv.to_json() for inv in found]}, sys.stdout, indent=2)
+        json.dump({"prefixes": [{**inv.to_json(), "state": _state(inv),
+                                 "installing_now": installing_now(inv.path)}
+                                for inv in found]}, sys.stdout, indent=2)
         sys.stdout.write("\n")
         return 0
     out = console()
-    if not found or all(inv.info is None and inv.error is None for inv in found):
+    if not found or all(inv.info is None and inv.error is None and not inv.components
+                        for inv in found):
         where = (f"in {settings.prefix}" if settings.prefix is not None
                  else f"in any prefix recorded in {registry.registry_path()}")
         out.print(f"nothing installed {escape(where)} yet; `rocbuild build` fills one and "
@@ -97,20 +104,42 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
+def _configured(settings: Settings, prefix: Path) -> Workdir | None:
+    """The configuration of this workdir that builds ``prefix``, when it has one: where a
+    prefix without build-info (its first build runs) finds its components' facts."""
+    if prefix_key(prefix) not in read_registry(settings.workdir):
+        return None
+    return Workdir.for_prefix(settings.workdir, prefix)
+
+
+def _state(inv: PrefixInventory) -> str:
+    """One word for the prefix, in the words of `prefixes` and `status`: complete but never
+    proved is "unproven"; with no build-info yet, its first build has not ended."""
+    info = inv.info
+    if info is None:
+        return "being built" if inv.components else "no build-info file"
+    return ("verified" if info.verified else "complete, unproven" if info.complete
+            else "incomplete")
+
+
 def print_prefix(inv: PrefixInventory, out: Console) -> None:
     out.print(f"[bold]{escape(str(inv.path))}[/]")
     info = inv.info
-    if info is None:
+    total = sum(c.size for c in inv.components)
+    count = f"{len(inv.components)} {plural(len(inv.components), 'component')}"
+    now = installing_now(inv.path)
+    running = f"a build is installing into it now ({now})" if now else ""
+    if info is None and not inv.components:
         out.print(f"  {escape(inv.error or 'no build-info file')}")
         return
-    state = ("verified" if info.verified else "complete, not verified" if info.complete
-             else "incomplete")
-    total = sum(c.size for c in inv.components)
-    stack = "ROCm" if info.stack == "rocm" else info.stack
-    out.print(f"  {escape(stack)} {escape(info.version)} for "
-              f"{escape(', '.join(info.targets))}; {state}; "
-              f"{len(inv.components)} {plural(len(inv.components), 'component')}, "
-              f"{format_bytes(total)}")
+    if info is None:  # its first build runs, or stopped before its end
+        out.print(f"  being built: {count} installed so far, {format_bytes(total)}; "
+                  f"{escape(running or 'no build runs now: `rocbuild status` shows what is left')}")
+    else:
+        stack = "ROCm" if info.stack == "rocm" else info.stack
+        out.print(f"  {escape(stack)} {escape(info.version)} for "
+                  f"{escape(', '.join(info.targets))}; {_state(inv)}; {count}, "
+                  f"{format_bytes(total)}" + (f"; {escape(running)}" if running else ""))
     table = Table(box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False, collapse_padding=True)
     # every cell one word but the time, which wraps at its space when 80 columns are short
     # (ROCm's "rocprofiler-register" and "rocm-6.4.3" need the room)
@@ -123,5 +152,5 @@ def print_prefix(inv: PrefixInventory, out: Console) -> None:
                       format_bytes(comp.size), origin_text(comp),
                       when_text(comp.when, year=out.width >= WIDE))
     out.print(table)
-    if info.extra.get("workdir"):
+    if info is not None and info.extra.get("workdir"):
         out.print(f"  built in {escape(str(info.extra['workdir']))}")

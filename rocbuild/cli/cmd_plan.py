@@ -12,6 +12,7 @@ from rich.markup import escape
 
 from rocbuild.checks import hostload, launchtools
 from rocbuild.cli import plan_table
+from rocbuild.cli.cmd_status import launcher_notes, print_dropped, print_launcher_notes
 from rocbuild.cli.ui import console, print_commands, print_cost, print_plan
 from rocbuild.errors import redact
 from rocbuild.model import cost
@@ -86,7 +87,8 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     # read-only: no build context, no output; the state walk and the pending list ask the
     # same questions, so they share the answers (nothing runs meanwhile)
     rule = Rule(stack, StateDir.of(stack), _answers=Answers())
-    states = {c.name: c.state for c in status.collect(rule, settings).components}
+    report = status.collect(rule, settings, list(args.components))
+    states = {c.name: c.state for c in report.components}
     pending = [c.name for c in cost.pending_components(stack,
                                                        rule.next_runs(stack.selected()))]
     host = hostload.snapshot()
@@ -101,10 +103,13 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     served = {n: size for n, size in lines.downloads.items() if states[n] != "done"}
     plan = build_plan(stack, settings, host, lambda c: states[c.name], pending,
                       lambda c: offers[c.name], requested=args.components, served=served)
+    basememo.save_code_memo(settings.workdir, stack.base)  # what the base audit read
     changed = basememo.change(settings)
     if args.json:
         doc = to_json(plan)
         doc["base_change"] = changed  # the workdir's last build was on another base (or none)
+        doc["uninstalls"] = report.dropped  # installed, no longer in the stack
+        doc["launcher_notes"] = launcher_notes(stack, settings)  # trees' own launchers
         sys.stdout.write(redact(json.dumps(doc, indent=2)) + "\n")  # no URL's password
     elif args.commands:
         print_commands(plan, sys.stdout)
@@ -114,7 +119,9 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         plan_table.print_table(plan, out, expected_seconds(rule, host.cpus), why=args.why,
                                cache_total=lines.total(
                                    {n for n, state in states.items() if state == "done"}))
+        print_launcher_notes(out, launcher_notes(stack, settings))
         print_cost(plan, out)
+        print_dropped(out, report.dropped)
         if changed is not None:
             out.print(escape(base_change_text(changed, plan)))
     return 0

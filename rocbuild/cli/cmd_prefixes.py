@@ -15,6 +15,7 @@ from typing import Any
 from rich.markup import escape
 
 from rocbuild.cli import clean
+from rocbuild.cli.argerrors import path_arg
 from rocbuild.cli.ui import console, glue
 from rocbuild.errors import ConfigError
 from rocbuild.model.graph import load_stack
@@ -39,13 +40,13 @@ def register(sub: argparse._SubParsersAction, parents: list[argparse.ArgumentPar
                     "workdir filled it, and which links point at it (the one marked * is "
                     "where the stable link points).")
     parser.add_argument("--json", action="store_true", help="print a JSON document")
-    parser.add_argument("--link", type=Path, default=None, metavar="PATH",
+    parser.add_argument("--link", type=path_arg, default=None, metavar="PATH",
                         help=f"the stable link to mark as active (default "
                              f"{activate.DEFAULT_LINK}) [env {activate.LINK_ENV}]")
     what = parser.add_mutually_exclusive_group()
-    what.add_argument("--forget", type=Path, metavar="PREFIX",
+    what.add_argument("--forget", type=path_arg, metavar="PREFIX",
                       help="take PREFIX off the list (its files stay)")
-    what.add_argument("--remove", type=Path, metavar="PREFIX",
+    what.add_argument("--remove", type=path_arg, metavar="PREFIX",
                       help="delete PREFIX: only a prefix rocbuild built, holding nothing but "
                            "what its components installed, that no link points at")
     parser.set_defaults(func=run)
@@ -61,15 +62,14 @@ def configured_prefix(settings: Settings) -> Path | None:
 
 
 def _target(link: Path) -> Path | None:
-    target = activate.current_target(link)
-    return Path(os.path.abspath(link.parent / target)) if target is not None else None
+    return activate.target_of(link)
 
 
-def entry_json(found: FoundPrefix, active: Path | None,
+def entry_json(found: FoundPrefix, active: set[Path],
                links: dict[Path, list[tuple[Path, bool]]]) -> dict[str, Any]:
     info = found.info
     pointing = links.get(found.path, [])
-    doc: dict[str, Any] = {"prefix": str(found.path), "active": found.path == active,
+    doc: dict[str, Any] = {"prefix": str(found.path), "active": found.path in active,
                            "links": [str(link) for link, _ in pointing],
                            "activated_unproven": any(unproven for _, unproven in pointing),
                            "error": found.error}
@@ -96,25 +96,44 @@ def _state(doc: dict[str, Any]) -> str:
         return str(doc["error"])
     if doc.get("verified"):
         return "verified"
+    if "complete" not in doc:  # install records, no build-info: its first build has not ended
+        return "being built (its first build runs, or stopped: `rocbuild list` shows what it holds)"
     return f"complete, unproven: {doc['unproven_why']}" if doc.get("complete") else "incomplete"
 
 
-def active_text(link: Path, active: Path | None, found: list[FoundPrefix]) -> str:
-    """What the stable link says about the list: it claimed "points at the one marked *"
+def active_links(link: Path, given: bool) -> list[Path]:
+    """The stable links that make a prefix active: the one --link (or ROCBUILD_LINK) names;
+    without one, the default link and every link `activate` switched (`activate P --link L`
+    made L the user's stable link: it read "none is active: /opt/rocm does not exist")."""
+    if given:
+        return [link]
+    pointing = [each for each in sorted({*registry.known_links(), link})
+                if _target(each) is not None]
+    return pointing or [link]
+
+
+def active_text(links: list[Path], found: list[FoundPrefix]) -> str:
+    """What the stable links say about the list: it claimed "points at the one marked *"
     when there was no link and no mark."""
-    if active is not None and any(f.path == active for f in found):
-        return f"{link} points at the one marked *"
+    listed = {f.path for f in found}
+    marked = [each for each in links if _target(each) in listed]
+    if len(marked) == 1:
+        return f"{marked[0]} points at the one marked *"
+    if marked:
+        return f"{', '.join(map(str, marked))} point at the ones marked *"
+    link = links[0]
+    active = _target(link)
     if active is not None:
         return f"{link} points at {active}, not one of these"
     if link.exists():
         return f"{link} is not a link, so none of these is active"
-    return (f"none is active: {link} does not exist; {glue('`rocbuild activate PREFIX`')} "
-            "makes it")
+    command = activate.activate_command(link, "PREFIX")
+    return f"none is active: {link} does not exist; {glue(f'`{command}`')} makes it"
 
 
 def run(args: argparse.Namespace, settings: Settings) -> int:
-    link = args.link or Path(os.environ.get(activate.LINK_ENV) or activate.DEFAULT_LINK)
-    link = Path(os.path.abspath(link))
+    given = args.link or os.environ.get(activate.LINK_ENV)
+    link = Path(os.path.abspath(Path(given or activate.DEFAULT_LINK).expanduser()))
     if args.forget is not None:
         return forget(Path(os.path.abspath(args.forget)))
     if args.remove is not None:
@@ -133,10 +152,13 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     extra = (*(p for p in (configured_prefix(settings),) if p is not None),
              *registry.known_prefixes(), *links)
     found = scan_prefixes(SEARCH_DIR, tuple(extra))
-    active = _target(link)
+    stable = active_links(link, bool(given))
+    active = {target for each in stable if (target := _target(each)) is not None}
     docs = [entry_json(f, active, links) for f in found]
     if args.json:
-        json.dump({"link": str(link), "registry": str(registry.registry_path()),
+        json.dump({"link": str(link), "active_links": [str(each) for each in stable
+                                                       if _target(each) is not None],
+                   "registry": str(registry.registry_path()),
                    "prefixes": docs}, sys.stdout, indent=2)
         sys.stdout.write("\n")
         return 0
@@ -147,7 +169,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         return 0
     # a list, not a table: a prefix path is long and must stay whole (to paste or grep), so
     # each prefix gets its own line and its facts the next ones
-    out.print(f"rocbuild prefixes ({escape(active_text(link, active, found))}):")
+    out.print(f"rocbuild prefixes ({escape(active_text(stable, found))}):")
     for where, doc in zip(found, docs, strict=True):
         facts = [f"{doc.get('title', 'ROCm')} {doc.get('version', '?')}",
                  ", ".join(doc.get("targets", [])) or "?",
@@ -177,21 +199,71 @@ def forget(prefix: Path) -> int:
     return 0
 
 
+def _remove_marker_last(prefix: Path) -> None:
+    """Remove ``prefix`` with its marker (``.rocbuild/``: build-info and install records)
+    last, so a removal a kill cut short is still a prefix rocbuild built, holding only what
+    its records name, and the same command finishes it (removed in the order rmtree finds
+    things, the marker went first as often as not and the rest was refused for good)."""
+    for entry in sorted(prefix.iterdir()):
+        if entry.name == INFO_DIR:
+            continue
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.rmtree(entry)
+        else:
+            entry.unlink()
+    shutil.rmtree(prefix / INFO_DIR)
+    prefix.rmdir()
+
+
+def _left_by_a_killed_remove(prefix: Path) -> bool:
+    """An empty folder: what a removal a kill stopped after the marker leaves (the prefix's
+    own folder goes last)."""
+    if prefix.is_symlink():
+        return False
+    try:
+        return prefix.is_dir() and next(prefix.iterdir(), None) is None
+    except OSError:
+        return False
+
+
 def remove(prefix: Path, link: Path) -> int:
     """Delete a prefix rocbuild built, after the checks that it is rocbuild's alone and
     unused: its marker and build-info, no file that no install record holds, no link
     pointing at it, no build installing into it (the prefix lock)."""
+    listed = str(prefix) in {str(p) for p in registry.known_prefixes()}
+    if not (prefix.exists() or prefix.is_symlink()):  # removing is done: say it, exit 0
+        if listed:
+            registry.forget(prefix)
+        console().print(f"nothing to remove: {escape(str(prefix))} does not exist"
+                        + ("; it is off the list now" if listed else ""))
+        return 0
+    if listed and _left_by_a_killed_remove(prefix):
+        prefix.rmdir()
+        registry.forget(prefix)
+        console().print(f"finished removing {escape(str(prefix))} (an earlier --remove was "
+                        "interrupted); it is off the list")
+        return 0
+    if prefix.is_symlink():  # rmtree refuses a link (a traceback), and a link is not a prefix
+        target = Path(os.path.realpath(prefix))
+        raise ConfigError(f"{prefix} is a link (to {target}), not a prefix; rocbuild removes "
+                          "a prefix by its own path, never through a link",
+                          tip=f"rocbuild prefixes --remove {target}, after pointing {prefix} "
+                              "elsewhere (or removing it)" if prefixguard.is_ours(target)
+                          else f"remove the link {prefix} yourself if you mean it")
     if not prefixguard.is_ours(prefix):
         raise ConfigError(f"{prefix} is not a prefix rocbuild built (no {INFO_DIR}/ in it); "
                           "rocbuild removes only its own", tip="remove it yourself if you mean it")
     info = buildinfo.read_build_info(prefix)
     stack_name = info.stack if info is not None else "rocm"
-    pointing = [each for each in sorted({*registry.known_links(), link})
-                if _target(each) == prefix]
+    pointing = activate.links_to(prefix, also=[link])
     if pointing:
-        raise ConfigError(f"{', '.join(map(str, pointing))} points at {prefix}; removing it "
-                          "would leave a dangling link",
-                          tip="point the link elsewhere first (rocbuild activate OTHER_PREFIX)")
+        # the command names each link: without its --link it would make /opt/rocm instead
+        commands = "; ".join(activate.activate_command(each) for each in pointing)
+        raise ConfigError(f"{', '.join(map(str, pointing))} "
+                          f"{'points' if len(pointing) == 1 else 'point'} at {prefix}; "
+                          "removing it would leave a dangling link",
+                          tip=f"point {'it' if len(pointing) == 1 else 'them'} elsewhere "
+                              f"first: {commands}")
     foreign = uninstall.foreign_files(prefix, stack_name)
     if foreign:
         raise ConfigError(f"{prefix} holds files no component installed ({', '.join(foreign)}"
@@ -200,10 +272,10 @@ def remove(prefix: Path, link: Path) -> int:
                                               "remove the prefix yourself")
     size = clean.tree_size(prefix)
     with prefix_lock(prefix, create=False):  # refused (exit 3) while a build installs there
-        shutil.rmtree(prefix)
-    registry.forget(prefix)
+        _remove_marker_last(prefix)
     owner = info.extra.get("workdir") if info is not None else None
     if isinstance(owner, str) and owner:
         workdirs.release(Path(owner), prefix)  # the workdir no longer builds into it
+    registry.forget(prefix)  # last: while listed, a rerun knows it was removing this
     console().print(f"removed {escape(str(prefix))} ({format_bytes(size)}); it is off the list")
     return 0

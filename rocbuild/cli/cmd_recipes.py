@@ -41,6 +41,10 @@ def register(sub: argparse._SubParsersAction, parents: list[argparse.ArgumentPar
 
 def run_edit(args: argparse.Namespace, settings: Settings) -> int:
     overlay = settings.overlay
+    if settings.refused_overlay:  # others could write it: editing there would not count
+        raise ConfigError(settings.refused_overlay,
+                          tip="make the overlay folder yours alone (chown, chmod go-w), or "
+                              "name another with --recipe-overlay")
     if overlay is None:
         raise ConfigError(f"--recipes {settings.recipes} is your own folder: edit its files "
                           "there (an overlay applies to the shipped recipes, or to --recipes "
@@ -51,8 +55,8 @@ def run_edit(args: argparse.Namespace, settings: Settings) -> int:
     mine = overlay / file
     out = console()
     if mine.is_file():
-        out.print(f"{escape(str(mine))}: already in your overlay (it replaces "
-                  f"{escape(str(shipped))})")
+        out.print(f"{escape(file)} is already in your overlay, where it replaces the shipped "
+                  "one:")
     else:
         if not shipped.is_file():
             names = sorted(load_recipes(settings.recipes).recipes)
@@ -60,10 +64,12 @@ def run_edit(args: argparse.Namespace, settings: Settings) -> int:
                                     where=f"{settings.recipes}: ")
         mine.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(shipped, mine)
-        out.print(f"copied {escape(str(shipped))} to {escape(str(mine))}; it replaces the "
-                  "shipped one from now on (delete it to go back)")
+        out.print(f"copied the shipped {escape(file)} into your overlay, where it replaces "
+                  "the shipped one from now on (delete it to go back):")
+        out.print(f"  from {escape(str(shipped))}", soft_wrap=True)
+    # the path whole on the last line: to open it yourself, or for a script
+    out.print(escape(str(mine)), soft_wrap=True)
     editor = os.environ.get("VISUAL") or os.environ.get("EDITOR")
     if editor and sys.stdin.isatty() and sys.stdout.isatty():
         return proc.run_interactive([*shlex.split(editor), str(mine)])
-    print(mine)  # to open it yourself, or for a script
     return 0

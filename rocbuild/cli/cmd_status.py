@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import sys
 import time
 
@@ -18,12 +19,21 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from rocbuild.cli.ui import console, glue_commands
+from rocbuild.checks import launchtools
+from rocbuild.cli.ui import (
+    FIRST_ERROR,
+    console,
+    first_error_lines,
+    glue_commands,
+    print_command,
+    print_quoted,
+)
 from rocbuild.errors import EXIT_OK, EXIT_STEP_FAILED, notice
-from rocbuild.model import wording
-from rocbuild.model.graph import load_stack
+from rocbuild.model import buildsystems, launchers, wording
+from rocbuild.model.graph import Stack, load_stack
 from rocbuild.model.resources import format_bytes
 from rocbuild.model.settings import Settings
+from rocbuild.model.workdir import stack_name_of
 from rocbuild.run.engine.status import (
     ComponentStatus,
     FailureStatus,
@@ -74,17 +84,40 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         stack = load_stack(settings, [*stack.order, *tried])
         rule = Rule(stack, StateDir.of(stack), _answers=Answers())
     report = collect(rule, settings, list(args.components))
+    notes = launcher_notes(stack, settings)
     if args.json:
-        json.dump(to_json(report), sys.stdout, indent=2)
+        json.dump({**to_json(report), "launcher_notes": notes}, sys.stdout, indent=2)
         sys.stdout.write("\n")
     elif nothing_built(report):  # the whole table would read "pending" 100 times
-        console().print(f"nothing built yet in {escape(str(report.workdir))}: "
-                        f"{wording.count(len(report.components), 'component')} pending; "
-                        "`rocbuild plan` shows them, `rocbuild build` starts")
+        out = console()
+        out.print(f"nothing built yet in {escape(str(report.workdir))}: "
+                  f"{wording.count(len(report.components), 'component')} pending; "
+                  "`rocbuild plan` shows them, `rocbuild build` starts")
+        print_other_stacks(out, settings)
     else:
-        print_status(report, console(), list(args.components))
+        print_status(report, console(), list(args.components), notes)
     # scripts: 1 when a step or the verify failed (exit codes in `rocbuild --help`)
     return EXIT_STEP_FAILED if report.failed else EXIT_OK
+
+
+def print_other_stacks(out: Console, settings: Settings) -> None:
+    """Where the workdir's builds are, when they are of another stack than these recipes
+    (a workdir built with `--recipes X` read "nothing built yet" without it)."""
+    others = workdirs.other_stacks(settings)
+    if not others:
+        return
+    stack = stack_name_of(settings.recipes) or "?"
+    out.print(f"this workdir holds builds of another stack than {escape(stack)} "
+              f"({escape(str(settings.recipes))}, {escape(settings.source('recipes'))}); "
+              "to see one, pass its recipes and prefix:")
+    for prefix, entry in others[:3]:
+        recipes = entry.get("recipes")
+        flags = (f"--recipes {shlex.quote(recipes)} " if isinstance(recipes, str) else "") \
+            + f"--prefix {shlex.quote(prefix)}" + (
+                f" --workdir {shlex.quote(str(settings.workdir))}"
+                if settings.source("workdir") != "default" else "")
+        out.print(f"  {escape(str(entry.get('stack') or 'a stack'))}: "
+                  f"[bold]rocbuild status {escape(flags)}[/]", soft_wrap=True)
 
 
 def nothing_built(report: StatusReport) -> bool:
@@ -110,7 +143,43 @@ def _peak(size: int | None) -> str:
     return "-" if not size else format_bytes(size, "GiB", digits=2)
 
 
-def print_status(report: StatusReport, out: Console, requested: list[str]) -> None:
+def launcher_notes(stack: Stack, settings: Settings) -> dict[str, str]:
+    """Per component whose build tree's compiler launchers are not the ones a build now
+    configures with, what that means for its next compile (launchers.tree_note). The host's
+    launchers are resolved (a `ccache --version` probe, kept in the workdir) only when some
+    tree exists."""
+    trees = {c.name: t for c in stack.selected()
+             if c.builds and (t := buildsystems.of(c).tree_launchers(c)) is not None}
+    if not trees:
+        return {}
+    if stack.launch is None:
+        stack = launchtools.launching(stack, settings)
+    return {name: note for name, tree in trees.items()
+            if (note := launchers.tree_note(stack.launch, stack.components[name], tree))}
+
+
+def print_launcher_notes(out: Console, notes: dict[str, str]) -> None:
+    """The build trees whose launchers differ from this run's, one line per kind of note."""
+    by_note: dict[str, list[str]] = {}
+    for name, note in notes.items():
+        by_note.setdefault(note, []).append(name)
+    for note, names in by_note.items():
+        one = len(names) == 1
+        trees = f"{'the build tree of' if one else 'the build trees of'} {', '.join(names)}"
+        clean = f"`rocbuild clean {' '.join(names)}`"
+        if note == launchers.NO_CACHE:
+            text = (f"{trees} {'was' if one else 'were'} {note}: {'its' if one else 'their'} "
+                    f"compiles bypass ccache until {'it is' if one else 'each is'} configured "
+                    f"again (a change to a recipe or source does that); {clean} rebuilds "
+                    f"{'it' if one else 'them'} through the cache now")
+        else:
+            text = (f"{trees} {'was' if one else 'were'} {note}: the compile fails until it "
+                    f"is configured again ({clean}, then build)")
+        out.print(f"[yellow]compiler launcher[/]: {escape(text)}")
+
+
+def print_status(report: StatusReport, out: Console, requested: list[str],
+                 notes: dict[str, str] | None = None) -> None:
     out.print(f"[bold]rocbuild status[/] — workdir {escape(str(report.workdir))}, "
               f"prefix {escape(str(report.prefix))}")
     out.print(_table(report, wide=out.width >= WIDE))
@@ -118,6 +187,7 @@ def print_status(report: StatusReport, out: Console, requested: list[str]) -> No
         saved = launchstats.status_text(report.workdir, comp.name)
         if saved:
             out.print(f"last compile of {escape(comp.name)}: {escape(saved)}")
+    print_launcher_notes(out, notes or {})
     for comp in report.components:
         if comp.job_cap:
             _print_cap(out, comp)
@@ -138,6 +208,7 @@ def print_status(report: StatusReport, out: Console, requested: list[str]) -> No
     if report.run_failures or any(c.failure is not None for c in report.components):
         return  # each failure above names the command that continues
     command = report.next_command(requested)
+    print_dropped(out, report.dropped)
     if command is None and report.verify is not None and report.verify.state == "unproven":
         out.print("[green]everything is built and current[/], but [yellow]unproven[/]: verify "
                   "was skipped, so `rocbuild activate` refuses the prefix without --unproven; "
@@ -147,9 +218,20 @@ def print_status(report: StatusReport, out: Console, requested: list[str]) -> No
                   + (" and verified" if report.verify is not None else ""))
     elif report.verify is not None and report.verify.state == "failed":
         out.print(f"[bold red]verify failed[/]: {escape(report.verify.why)}")
-        out.print(f"after fixing it: [bold]{escape(command)}[/]", soft_wrap=True)
+        print_command(out, "after fixing it:", command)
     else:
-        out.print(f"continue with: [bold]{escape(command)}[/]", soft_wrap=True)
+        print_command(out, "continue with:", command)
+
+
+def print_dropped(out: Console, dropped: list[str]) -> None:
+    """What the next build takes out of the prefix (status and plan say it alike)."""
+    if not dropped:
+        return
+    names = ", ".join(dropped)
+    out.print(f"[yellow]uninstalls[/] {escape(names)}: no longer in the stack, so the next "
+              "build that completes the stack takes "
+              f"{'its' if len(dropped) == 1 else 'their'} files out of the prefix "
+              f"(`rocbuild uninstall {escape(' '.join(dropped))}` does it now)")
 
 
 def _table(report: StatusReport, *, wide: bool = True) -> Table:
@@ -237,17 +319,21 @@ def _print_failure(out: Console, name: str, failure: FailureStatus, *,
     for line in failure.message.splitlines()[:MESSAGE_LINES]:
         out.print(f"  {escape(line)}")
     found = failure.diagnosis
+    first = first_error_lines(failure.first_error, failure.tail[-TAIL_LINES:])
     if found is not None:
         out.print(f"  cause: {escape(found.cause)}")
         out.print(f"  fix:   {escape(glue_commands(found.fix))}")
         out.print(f"  seen:  {escape(found.matched_line)}")
+    elif first:  # the cause is the first error, not the last lines
+        out.print("  cause: not a known failure; the first error of the log:")
+        print_quoted(out, first, FIRST_ERROR, indent="  ")
     elif failure.tail:  # a check's message is the whole story: it has no tail
-        out.print("  cause: not a known failure; the last lines of the log:")
-        for line in failure.tail[-TAIL_LINES:]:
-            out.print(f"  | {escape(line)}")
+        out.print("  cause: not a known failure; see the log's last lines:")
+        print_quoted(out, failure.tail[-TAIL_LINES:],
+                     f"its last {len(failure.tail[-TAIL_LINES:])} lines", indent="  ")
     out.print(f"  log:   {escape(failure.log or '(none)')}")
     if not show_command:  # a build holds the workdir: a second one would be refused
         return
-    out.print(f"  continue with: [bold]{escape(failure.command)}[/]", soft_wrap=True)
+    print_command(out, "continue with:", failure.command, indent="  ")
     out.print("  (finished steps are kept)")
 

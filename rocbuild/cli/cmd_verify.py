@@ -16,14 +16,16 @@ import argparse
 import json
 import sys
 import time
+from collections.abc import Mapping
 from pathlib import Path
 
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from rocbuild.checks import basescan, linkage, smoke
+from rocbuild.checks import basescan, linkage, shapes, smoke, verify
 from rocbuild.checks.verify import (
+    PASSING,
     FileResult,
     Verdict,
     VerifyReport,
@@ -31,10 +33,12 @@ from rocbuild.checks.verify import (
     verify_paths,
     verify_prefix,
 )
+from rocbuild.cli.argerrors import path_arg
 from rocbuild.cli.ui import console
 from rocbuild.errors import EXIT_OK, EXIT_VERIFY_FAILED, ConfigError, notice
 from rocbuild.files import write_json_atomic
 from rocbuild.model import wording
+from rocbuild.model.base import multiarch_dirs
 from rocbuild.model.graph import load_stack
 from rocbuild.model.layout import INFO_DIR
 from rocbuild.model.recipes import load_recipes
@@ -45,7 +49,7 @@ from rocbuild.prefix import buildinfo, ownership
 from rocbuild.prefix.buildinfo import read_build_info
 
 _STYLE = {Verdict.PASS: "green", Verdict.FAIL: "bold red", Verdict.CORRUPT: "bold red",
-          Verdict.UNKNOWN: "yellow"}
+          Verdict.UNKNOWN: "yellow", Verdict.HOST: "green", Verdict.RUNTIME: "green"}
 
 
 def register(sub: argparse._SubParsersAction, parents: list[argparse.ArgumentParser]) -> None:
@@ -61,15 +65,15 @@ def register(sub: argparse._SubParsersAction, parents: list[argparse.ArgumentPar
                     "target or is broken or unreadable, the Tensile set is incomplete, a "
                     "library does not resolve or resolves outside the prefix, a smoke test "
                     "failed); 2: bad input.")
-    parser.add_argument("paths", nargs="*", type=Path, metavar="PATH",
+    parser.add_argument("paths", nargs="*", type=path_arg, metavar="PATH",
                         help="files or folders to check (default: the whole prefix)")
     parser.add_argument("--json", action="store_true", help="print a JSON document")
-    parser.add_argument("--model", type=Path, metavar="FILE",
+    parser.add_argument("--model", type=path_arg, metavar="FILE",
                         help="GGUF model for a llama-bench smoke run (GPU hosts only)")
     parser.add_argument("--no-smoke", action="store_true", help="skip the GPU smoke tests")
-    parser.add_argument("--gpu-root", type=Path, metavar="DIR", default=Path("/"),
+    parser.add_argument("--gpu-root", type=path_arg, metavar="DIR", default=Path("/"),
                         help="read /dev/kfd and /sys/class/kfd below DIR (default: /)")
-    parser.add_argument("--system-root", type=Path, metavar="DIR", default=Path("/"),
+    parser.add_argument("--system-root", type=path_arg, metavar="DIR", default=Path("/"),
                         help="resolve system libraries (/etc/ld.so.conf, /lib, /usr/lib) "
                              "below DIR (default: /)")
     parser.set_defaults(func=run)
@@ -87,10 +91,10 @@ def _targets_and_prefix(settings: Settings, need_prefix: bool,
     return targets, prefix
 
 
-def _gpu_components(settings: Settings, prefix: Path) -> dict[str, list[Path] | None] | None:
-    """What must carry GPU code in a prefix rocbuild built: the components its build-info
-    names whose recipe says ``gpu_code = true``. None (some file must carry GPU code) for a
-    prefix without build-info or when the recipes do not load."""
+def _duties(settings: Settings, prefix: Path) -> Mapping[str, verify.Duty] | None:
+    """What each component of a prefix rocbuild built must carry: the components its
+    build-info names whose recipe says a GPU shape. None (some file must carry GPU code) for
+    a prefix without build-info or when the recipes do not load."""
     try:
         info = read_build_info(prefix)
         recipes = (load_recipes(settings.recipes, settings.overlay).recipes
@@ -99,8 +103,17 @@ def _gpu_components(settings: Settings, prefix: Path) -> dict[str, list[Path] | 
         return None
     if info is None:
         return None
-    return ownership.gpu_code_expected(
-        prefix, (recipes[n] for n in info.components if n in recipes))
+    return ownership.gpu_duties(prefix, (recipes[n] for n in info.components if n in recipes))
+
+
+def _shape_index(settings: Settings) -> shapes.ShapeIndex | None:
+    """The recipes' shapes, to tell a named host library from one that lost its code; None
+    when the recipes do not load (every file is then judged by its code alone)."""
+    try:
+        return shapes.ShapeIndex.of(
+            load_recipes(settings.recipes, settings.overlay).recipes.values())
+    except ConfigError:
+        return None
 
 
 def run(args: argparse.Namespace, settings: Settings) -> int:
@@ -128,12 +141,15 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     if args.paths:
         known_prefix = prefix if prefix is not None and prefix.is_dir() else None
         report = verify_paths([p.absolute() for p in args.paths], targets, prefix=known_prefix,
-                              system=system)
+                              system=system, index=_shape_index(settings))
         smoke_report = None
     else:
         assert prefix is not None
+        base = base_to_scan(settings.base, prefix)
         report = verify_prefix(prefix, targets, system=system,
-                               gpu_components=_gpu_components(settings, prefix))
+                               components=_duties(settings, prefix),
+                               library_dirs=[base / "lib", *multiarch_dirs(base)] if base
+                               else ())
         smoke_report = _smoke(args, report, prefix, targets,
                               base_to_scan(settings.base, prefix))
     # findings on the base's own libraries; they inform, the prefix's report decides
@@ -346,18 +362,32 @@ def print_report(report: VerifyReport, out: Console) -> None:
                       f"{escape(', '.join(tensile.missing))}")
     for problem in report.problems:
         out.print(f"  [red]✗[/] {escape(problem)}")
+    print_shapes(report, out)
     print_linkage(report, out)
     out.print(_summary(report))
 
 
+def print_shapes(report: VerifyReport, out: Console) -> None:
+    """One line per component with a [gpu] shape: what its shape asked, and what held or not
+    (each on one line, never wrapped, so it can be grepped)."""
+    for result in report.shapes:
+        head = f"{result.component} ({result.shape})"
+        if result.ok:
+            out.print(f"[green]✓[/] {escape(head)}: {escape('; '.join(result.checked))}",
+                      soft_wrap=True)
+        for problem in result.problems:
+            out.print(f"  [red]✗[/] {escape(problem)}", soft_wrap=True)
+
+
 def _summary(report: VerifyReport) -> str:
-    bad = [f for f in report.files if f.verdict is not Verdict.PASS]
+    bad = [f for f in report.files if f.verdict not in PASSING]
+    coded = [f for f in report.files if f.verdict is Verdict.PASS]
     targets = ", ".join(str(t) for t in report.targets)
-    if report.ok and not report.files:  # a stack no recipe expects GPU code of (gpu_code)
+    if report.ok and not coded:  # a stack (or a host library) no recipe expects GPU code of
         return ("[bold green]verify: PASS[/] — no GPU code expected and none found; the "
                 "linkage is what was checked")
     if report.ok:
-        return (f"[bold green]verify: PASS[/] — {wording.count(len(report.files), 'file')} "
+        return (f"[bold green]verify: PASS[/] — {wording.count(len(coded), 'file')} "
                 "with GPU code, "
                 f"each translation unit carries {escape(targets)}")
     parts = []
@@ -368,6 +398,11 @@ def _summary(report: VerifyReport) -> str:
         parts.append("Tensile set incomplete for "
                      + ", ".join(t.processor for t in missing_sets))
     parts += [p.split(":")[0] for p in report.problems]
+    for shape in report.shapes:
+        if not shape.ok:
+            first = shape.problems[0].split(":")[0]
+            parts.append(first if first != shape.component else
+                         f"{shape.component} lacks what its [gpu] shape ({shape.shape}) needs")
     if report.linkage is not None and not report.linkage.ok:
         count = len(report.linkage.failing)
         parts.append(f"{count} file{'' if count == 1 else 's'} with broken linkage")

@@ -18,11 +18,11 @@ from typing import Any
 
 from doit import get_var
 
-from rocbuild.checks import hostload
+from rocbuild.checks import hostload, trust
 from rocbuild.cli import ui
 from rocbuild.cli.cmd_build import reports
 from rocbuild.cli.output import Output
-from rocbuild.errors import RocbuildError, report
+from rocbuild.errors import RocbuildError, notice, report
 from rocbuild.model.graph import Stack, load_stack
 from rocbuild.model.recipes import load_recipes
 from rocbuild.model.settings import Settings, resolve
@@ -45,9 +45,12 @@ def _loader(settings: Settings) -> Callable[[list[str] | None], tuple[Stack, Sta
 def namespace_from_environment() -> dict[str, Any]:
     flags = {"target": get_var("target", None), "jobs": get_var("jobs", None)}
     try:
-        settings = prefixmemo.apply(basememo.apply(
-            resolve({k: v for k, v in flags.items() if v is not None},
-                    os.environ, Path.cwd(), hostload.usable_cpus()[0])))
+        chosen = resolve({k: v for k, v in flags.items() if v is not None},
+                         os.environ, Path.cwd(), hostload.usable_cpus()[0],
+                         trust.host_trust(os.environ))
+        for warning in chosen.warnings:  # files others could write, passed over
+            notice(f"rocbuild: warning: {warning}")
+        settings = prefixmemo.apply(basememo.apply(chosen))
         default = load_stack(settings)
         # the folders rocbuild never installs into, as for `rocbuild build` (plain doit has
         # no --allow-existing-prefix: an existing folder is the user's choice here)
@@ -62,7 +65,7 @@ def namespace_from_environment() -> dict[str, Any]:
                        command=continuation.doit_command_line(sys.argv[1:], settings,
                                                               Path.cwd()))
     default_tasks = tuple(f"{tasks.BUILD}:{name}" for name in default.order)
-    run = Run(ctx, reports(), ui.console(output.stream),
+    run = Run(ctx, reports(), ui.console(output.stream, stamped=True),
               default, verify=get_var("verify", "yes") not in ("no", "0", "false"),
               components=None, raise_refusals=False, load=_loader(settings),
               default_tasks=default_tasks)  # verify=no is like --no-verify

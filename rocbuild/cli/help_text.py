@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import difflib
 import sys
+import textwrap
 from collections.abc import Iterable
 
 from rocbuild import errors
@@ -86,7 +87,7 @@ EXAMPLES: dict[str, tuple[tuple[str, str], ...]] = {  # command -> (what it does
     ),
     "cache": (
         ("store every built component in a shared folder", "rocbuild cache push --to /srv/rb"),
-        ("what a cache holds", "rocbuild cache list --cache /srv/rb"),
+        ("what a cache holds", "rocbuild cache list /srv/rb"),
         ("another machine installs from it", "rocbuild build --cache /srv/rb"),
     ),
     "clean": (
@@ -240,8 +241,17 @@ class Formatter(argparse.RawDescriptionHelpFormatter):
             if block.startswith("  ") or not block:
                 out.append(indent + block)
             else:
-                out.append(argparse.HelpFormatter._fill_text(self, block, width, indent))
+                out.append(textwrap.fill(" ".join(block.split()), width, initial_indent=indent,
+                                         subsequent_indent=indent, break_on_hyphens=False,
+                                         break_long_words=False))
         return "\n".join(out)
+
+    def _split_lines(self, text: str, width: int) -> list[str]:
+        """An option's help, wrapped between words only, as the fitted console wraps
+        (ui.FittedConsole): argparse's textwrap broke "opt-in" at its hyphen and would cut a
+        path longer than the column."""
+        return textwrap.wrap(" ".join(text.split()), width, break_on_hyphens=False,
+                             break_long_words=False)
 
 
 def attach(sub: argparse._SubParsersAction, prefix: str = "") -> None:

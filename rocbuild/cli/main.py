@@ -18,11 +18,12 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from rocbuild import __version__, faults
-from rocbuild.checks import hostload
+from rocbuild.checks import hostload, trust
 from rocbuild.cli import argerrors, help_text
 from rocbuild.errors import (
     EXIT_BAD_INPUT,
     EXIT_INTERRUPTED,
+    ConfigError,
     RocbuildError,
     fit_terminal,
     notice,
@@ -147,6 +148,23 @@ def chosen_command(argv: Sequence[str]) -> str | None:
     return command
 
 
+def positional_settings(args: argparse.Namespace, flags: dict[str, Any]) -> dict[str, Any]:
+    """The settings a command takes as a positional argument too (``cache list DIR`` is
+    ``cache list --cache DIR``: its ``setting_args`` maps the argument's dest to the
+    setting); both given and different is bad input."""
+    out: dict[str, Any] = {}
+    for dest, name in getattr(args, "setting_args", {}).items():
+        value = getattr(args, dest, None)
+        if value is None:
+            continue
+        flag = settings.OPTION_BY_NAME[name].flag
+        if flags.get(name) not in (None, value):
+            raise ConfigError(f"{value} and {flag} {flags[name]} name two different places",
+                              tip=f"give one of them (`{flag} X` or the argument alone)")
+        out[name] = value
+    return out
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     global _root, _argv, _partial
     _argv = list(sys.argv[1:] if argv is None else argv)
@@ -158,12 +176,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     flags = {o.name: getattr(args, o.name) for o in settings.OPTIONS if hasattr(args, o.name)}
     resolved: settings.Settings | None = None
     try:
+        flags.update(positional_settings(args, flags))
         if not getattr(args, "needs_settings", True):  # `rocbuild help`: no config is read
             return int(args.func(args))
         for warning in settings.unknown_variables(os.environ):
             notice(f"rocbuild: warning: {warning}")
         # the workdir's last --base and --prefix
-        chosen = settings.resolve(flags, os.environ, Path.cwd(), hostload.usable_cpus()[0])
+        chosen = settings.resolve(flags, os.environ, Path.cwd(), hostload.usable_cpus()[0],
+                                  trust.host_trust(os.environ))
+        for warning in chosen.warnings:  # files others could write, passed over
+            notice(f"rocbuild: warning: {warning}")
         resolved = prefixmemo.apply(basememo.apply(chosen))
         # a command that never reads the prefix or base (memo_notes=False: activate names
         # its own PREFIX, config shows each value's source) is spared their notes

@@ -1,7 +1,8 @@
 """The console output of a build: plain lines (CI logs, nohup, pipes), one per event.
 
 run/ writes through its small sink protocol (run/engine/build.py ``Sink``); this is the plain
-implementation, and progress.LiveOutput draws bars on a terminal.
+implementation, ``FittedOutput`` the same lines fitted to a terminal, and progress.LiveOutput
+draws bars on a terminal.
 """
 
 from __future__ import annotations
@@ -24,8 +25,9 @@ class Output:
         self._lock = threading.Lock()
 
     def say(self, text: str) -> None:
-        with self._lock:  # plain lines go to pipes and files: each says when it happened
-            self.stream.write(f"{proc.clock()} {text}\n")
+        with self._lock:  # plain lines go to pipes and files: each says when it happened,
+            clock = proc.clock()  # the lines of a message of several too
+            self.stream.write("".join(f"{clock} {line}\n" for line in text.split("\n")))
             self.stream.flush()
 
     def command(self, component: str, step: str, argv: list[str]) -> None:
@@ -55,3 +57,35 @@ class Output:
             self.say(f"expected: {wording.count(len(expected), 'step')}, "
                      f"{wording.duration(total)} from this host's history and the recipes' "
                      f"estimates (done about {at})")
+
+
+class FittedOutput(Output):
+    """The same events on a terminal (`cache push`, `build --verbose`): rocbuild's own lines
+    wrap between words to the terminal's width (ui.FittedConsole; a plain line of 140
+    columns was cut inside words by the terminal), a command to paste is one line, and a
+    tool's own output is shown as the tool printed it, never re-wrapped (a compiler's caret
+    line stays under its column, and the terminal wraps it as it wraps the tool)."""
+
+    def __init__(self, stream: TextIO, *, show_build_output: bool = True) -> None:
+        super().__init__(stream, show_build_output=show_build_output)
+        from rocbuild.cli import ui  # rich: loaded only for a terminal's output
+
+        self.console = ui.console(stream)
+
+    def say(self, text: str) -> None:
+        with self._lock:  # a continued line goes on under the text, after the time
+            stamp = f"{proc.clock()} "
+            for line in text.split("\n"):
+                self.console.print(stamp + line, markup=False, highlight=False,
+                                   hang=len(stamp))
+
+    def command(self, component: str, step: str, argv: list[str]) -> None:
+        self._whole(f"+ {shlex.join(argv)}")
+
+    def build_line(self, component: str, step: str, line: str) -> None:
+        if self.show_build_output:
+            self._whole(f"  {component}:{step} | {line}")
+
+    def _whole(self, text: str) -> None:
+        with self._lock:
+            self.console.print(f"{proc.clock()} {text}", markup=False, soft_wrap=True)

@@ -6,15 +6,17 @@ from __future__ import annotations
 import re
 import sys
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO, cast
 
 from rich.cells import cell_len
 from rich.console import Console
 from rich.markup import escape
 from rich.text import Text
 
+from rocbuild import proc
 from rocbuild.errors import redact
 from rocbuild.model import wording
+from rocbuild.model.baseaudit import audit_lines
 from rocbuild.model.cost import summary_lines
 from rocbuild.model.graph import Stack
 from rocbuild.model.resources import format_gib
@@ -41,7 +43,15 @@ class FittedConsole(Console):
     rich's meaning, the line left whole for the terminal to wrap: a command to paste (a copy
     of a soft-wrapped line is still one line) or a finding meant for grep."""
 
+    # a log (a build's plain output in a pipe): every text line whole, for grep, as the step
+    # lines before it are; tables keep their layout (console(stamped=True))
+    whole_lines = False
+
     def print(self, *objects: Any, **kwargs: Any) -> None:
+        if self.whole_lines and objects and all(isinstance(o, (str, Text)) for o in objects):
+            for name in ("hang", "under"):
+                kwargs.pop(name, None)
+            kwargs["soft_wrap"] = True
         if kwargs.get("soft_wrap"):
             super().print(*(_unglued(o) for o in objects), **kwargs)
             return
@@ -50,6 +60,7 @@ class FittedConsole(Console):
             super().print(*(_unglued(o) for o in objects), **kwargs)
             return
         hang = kwargs.pop("hang", None)
+        under = kwargs.pop("under", None)
         sep = kwargs.pop("sep", " ")
         markup = kwargs.pop("markup", None)
         style = kwargs.pop("style", None)
@@ -69,10 +80,17 @@ class FittedConsole(Console):
                 # a continued line stays in its column, not at the margin; a word too long
                 # for that (a path) goes under the line's own indent, or at the margin when
                 # it fits there (plan's 66-character recipes path made an 81-column row);
-                # one longer than any line keeps the column, as it overflows anyway
+                # one longer than any line keeps the column, as it overflows anyway. A
+                # row's value too long for its column goes under its label (``under``,
+                # default two columns in from the row's indent), never to the margin, where
+                # it read as a label of its own (`info`'s env values)
                 if i:
                     room = self.width - cell_len(piece.plain)
-                    at = next((c for c in (indent, lead, 0) if c <= room), indent)
+                    if hang is None:
+                        at = next((c for c in (indent, lead, 0) if c <= room), indent)
+                    else:
+                        at = hang if hang <= room else min(
+                            lead + 2 if under is None else under, hang)
                     piece = Text(" " * at) + piece if at else piece
                 super().print(piece, overflow="ignore", crop=False, **kwargs)
 
@@ -99,11 +117,32 @@ def glue_commands(text: str) -> str:
     return re.sub(r"`[^`]+`", lambda m: glue(m.group()), text)
 
 
-def print_row(out: Console, text: str, hang: int) -> None:
+def print_command(out: Console, label: str, command: str, indent: str = "") -> None:
+    """A command meant to be copied, under its label ("continue with:"): on a line of its
+    own, whole (soft_wrap: a terminal wraps it, and a copy is still one line), so selecting
+    the line copies the command and nothing else; bold on a terminal."""
+    out.print(f"{indent}{label}")
+    out.print(f"{indent}  [bold]{escape(command)}[/]", soft_wrap=True)
+
+
+def print_quoted(out: Console, lines: Sequence[str], what: str, indent: str = "") -> None:
+    """Tool output quoted in a report (a failed step's last log lines): each line as the
+    tool printed it, never re-wrapped, at the margin, so a compiler's caret line stays under
+    the column it points at and its ``|`` gutter stays whole (re-wrapped between words, the
+    pieces lost both); a terminal wraps a long one as it wraps the tool itself. A line
+    before and after marks where the quote begins and ends."""
+    out.print(f"{indent}--- {what}, as printed ---")
+    for line in lines:
+        out.print(escape(line), soft_wrap=True)
+    out.print(f"{indent}--- end of the log lines ---")
+
+
+def print_row(out: Console, text: str, hang: int, under: int | None = None) -> None:
     """A name/value row: on the fitted console, a row longer than the line continues under
-    its value, at column ``hang``."""
+    its value, at column ``hang``; a value word too long for that column goes under the
+    label, at column ``under`` (default: two in from the row's indent)."""
     if isinstance(out, FittedConsole):
-        out.print(text, hang=hang)
+        out.print(text, hang=hang, under=under)
     else:
         out.print(text)
 
@@ -125,12 +164,51 @@ def _word_breaks(text: str, width: int, hang: int = 0) -> list[int]:
     return breaks
 
 
-def console(stream: TextIO | None = None) -> FittedConsole:
+def console(stream: TextIO | None = None, *, stamped: bool = False) -> FittedConsole:
     """The one console of every command: the terminal's width when there is one, else
-    COLUMNS when set (rich reads it), else 80 columns (rich's default for a pipe or file)."""
+    COLUMNS when set (rich reads it), else 80 columns (rich's default for a pipe or file).
+    ``stamped``: the end of a build's plain output (a pipe, nohup, CI): a log, whose every
+    line starts with the time and stays whole (for grep) as the step lines before it do;
+    only its tables are laid out, to the width with the time."""
     # emoji=False: rocbuild writes no emoji codes, and a path such as /srv/:fire:/x must
     # print as it is (rich would also load its 2 ms table of codes for every command)
-    return FittedConsole(file=stream or sys.stdout, highlight=False, emoji=False)
+    out = FittedConsole(file=stream or sys.stdout, highlight=False, emoji=False)
+    if not stamped or out.is_terminal:
+        return out
+    stamped_stream = StampedStream(stream or sys.stdout)
+    log = FittedConsole(file=cast(TextIO, stamped_stream), highlight=False, emoji=False,
+                        width=max(out.width - stamped_stream.width, 20))
+    log.whole_lines = True
+    return log
+
+
+class StampedStream:
+    """A text stream whose every line starts with the time of day (proc.clock()), as the
+    plain output's step lines do: a log of a build says when each line was written."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self.stream = stream
+        self._line_start = True
+        self.width = len(proc.clock()) + 1
+
+    def write(self, text: str) -> int:
+        pieces = []
+        for piece in text.splitlines(keepends=True):
+            if self._line_start:
+                pieces.append(f"{proc.clock()} ")
+            pieces.append(piece)
+            self._line_start = piece.endswith("\n")
+        self.stream.write("".join(pieces))
+        return len(text)
+
+    def flush(self) -> None:
+        self.stream.flush()
+
+    def isatty(self) -> bool:
+        return False
+
+    def fileno(self) -> int:
+        return self.stream.fileno()
 
 
 def print_plan(plan: Plan, out: Console) -> None:
@@ -176,12 +254,14 @@ def print_base(plan: Plan, out: Console) -> None:
     """What a --base provides, why the rest is built, and both roads' estimates."""
     base = plan.stack.base
     if base is not None:
-        where = escape(f"from base {base.path} ({base.version})")
-        for name in base.taken:
+        for name in base.taken:  # each component's own version (Debian's differ)
+            where = escape(f"from base {base.path} ({base.version_of(name)})")
             out.print(f"  [green]✓[/] {escape(name):<22} {where}")
         for name, not_taken in base.not_taken.items():
             if name in plan.stack.components:
                 out.print(f"  [yellow]↻[/] {escape(name):<22} built: {escape(not_taken.reason)}")
+        print_package_hints(plan, out)
+        print_base_audit(plan, out)
     if plan.roads and _offers_a_base(plan):
         out.print(escape("both roads, whole stack (recipes' [resources]):"))
         for road in plan.roads:
@@ -191,6 +271,56 @@ def print_base(plan: Plan, out: Console) -> None:
             if not road.measured:
                 out.print("    [dim](assumed: the base has every \\[base] component but the "
                           "Tensile kernels)[/]")
+    print_profiles(plan, out)
+
+
+def print_profiles(plan: Plan, out: Console) -> None:
+    """Both roads to each profile of stack.toml, so a user can compare them before choosing
+    one with --profile NAME."""
+    if not plan.profiles:
+        return
+    out.print(escape("profiles (--profile NAME; recipes' [resources]):"))
+    for profile in plan.profiles:
+        here = " (this plan)" if profile.name == plan.stack.profile else ""
+        print_row(out, f"  {escape(profile.name + here)}: {escape(profile.summary)}", 4)
+        for road in (profile.full, profile.base) if _offers_a_base(plan) else (profile.full,):
+            out.print(f"    {escape(road.name):<28} {len(road.components):>2} "
+                      f"{plural(len(road.components), 'component')}, {road.cpu_hours:5.1f} "
+                      f"CPU-hours, {format_gib(road.disk)} disk")
+
+
+def print_package_hints(plan: Plan, out: Console) -> None:
+    """Before the rebuild cascade: the distribution packages that would provide what the
+    base lacks, and what installing them saves (base.py PackageHint)."""
+    base = plan.stack.base
+    if base is None:
+        return
+    recipes = plan.stack.recipes.recipes
+    for hint in base.hints:
+        hours = sum(recipes[n].resources.get("cpu_hours", 0.0) for n in hint.saves)
+        packages = " ".join(hint.packages)
+        out.print(f"    [cyan]tip:[/] {escape(hint.component)} is packaged: `sudo apt install "
+                  f"{escape(packages)}` and {escape(', '.join(hint.saves))} come from the "
+                  f"base instead of being built ({hours:.1f} CPU-hours saved)")
+
+
+def print_base_audit(plan: Plan, out: Console) -> None:
+    """The base audit: each GPU library of the base read for the targets (baseaudit.py)."""
+    base = plan.stack.base
+    if base is None:
+        return
+    lines = audit_lines(base, plan.stack.recipes.recipes, plan.stack.targets,
+                        plan.base_others)
+    if not lines:
+        return
+    wanted = ", ".join(str(t) for t in plan.stack.targets)
+    lacking = sum(not line.ok for line in lines)
+    out.print(escape(f"base audit ({wanted}): {len(lines)} GPU librar"
+                     f"{'y' if len(lines) == 1 else 'ies'} read, "
+                     f"{lacking} lack{'s' if lacking == 1 else ''} a target"))
+    for line in lines:  # one line each, never wrapped, so it can be grepped
+        mark = "[green]✓[/]" if line.ok else "[red]✗[/]"
+        out.print(f"  {mark} {escape(line.text)}", soft_wrap=True)
 
 
 def _offers_a_base(plan: Plan) -> bool:
@@ -224,6 +354,18 @@ def print_commands(plan: Plan, out: TextIO) -> None:
     if venv:  # only source-only components selected: the run still prepares the venv
         out.write("# --- build venv ---\n")
         out.writelines(shell_line(argv) + "\n" for argv in venv)
+
+
+def first_error_lines(first: Sequence[str], shown: Sequence[str]) -> list[str]:
+    """The block that shows a failed step's first error (BuildSystem.first_error) above the
+    log's last lines, unless those already hold it: a later error that follows from the
+    first one is what the last lines show (the summary and `status` alike)."""
+    if not first or first[0] in shown:
+        return []
+    return list(first)
+
+
+FIRST_ERROR = "the first error (the cause; what follows it in the log comes of it)"
 
 
 def print_build_summary(outcomes: Sequence[StepOutcome], stack: Stack, command: str | None,
@@ -269,17 +411,18 @@ def print_build_summary(outcomes: Sequence[StepOutcome], stack: Stack, command: 
         from rocbuild.checks.diagnose import diagnose  # the failure table, on a failure
 
         command = command or f"rocbuild build {o.component}"
-        found = diagnose([*o.tail, *o.message.splitlines()],
+        found = diagnose([*o.first_error, *o.tail, *o.message.splitlines()],
                          context={"prefix": str(stack.prefix), "component": o.component,
                                   "workdir": str(stack.workdir), "command": command})
         if found is not None:
             out.print(f"[bold]cause:[/] {escape(found.cause)}")
             out.print(f"[bold]fix:[/]   {escape(glue_commands(found.fix))}")
+        first = first_error_lines(o.first_error, o.tail[-20:])
+        if first:
+            print_quoted(out, first, FIRST_ERROR)
         if o.tail:
-            out.print(f"--- last {min(len(o.tail), 20)} lines ---")
-            for line in o.tail[-20:]:
-                out.print(escape(line))
-        out.print(f"continue with: {escape(command)}", soft_wrap=True)  # to paste: one line
+            print_quoted(out, o.tail[-20:], f"the log's last {min(len(o.tail), 20)} lines")
+        print_command(out, "continue with:", command)
         out.print("(finished steps are kept; only this step and what follows run again)")
     if interrupted:
         out.print("[yellow]interrupted[/]: finished steps are recorded; run the same command "

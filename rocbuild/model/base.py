@@ -23,11 +23,12 @@ import hashlib
 import json
 import re
 from collections.abc import Container, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from rocbuild.errors import ConfigError
-from rocbuild.model.recipes import Recipe, provides_alternatives
+from rocbuild.model.codeaudit import CodeMemo
+from rocbuild.model.recipes import JIT, Recipe, provides_alternatives
 from rocbuild.model.targets import TargetId
 from rocbuild.model.tensile import check_tensile
 
@@ -58,6 +59,30 @@ class NotTaken:
 
 
 @dataclass(frozen=True)
+class Audited:
+    """One base library a recipe's [gpu] table names, read for the targets."""
+
+    component: str
+    library: str  # relative to the base
+    text: str  # what it carries ("66 bundles, all with gfx906")
+    lacking: tuple[str, ...] = ()  # the targets it has no code for
+
+    @property
+    def ok(self) -> bool:
+        return not self.lacking
+
+
+@dataclass(frozen=True)
+class PackageHint:
+    """A distribution package that would provide a component the base lacks, and what
+    installing it saves: the components then taken instead of built."""
+
+    component: str
+    packages: tuple[str, ...]
+    saves: tuple[str, ...]  # the component and what is built only because of it
+
+
+@dataclass(frozen=True)
 class Base:
     path: Path
     version: str  # "6.4.3", from .info/version
@@ -67,6 +92,16 @@ class Base:
     # A key of `taken` alone would differ between `build rocblas` and `build`, so each
     # would see what the other built as stale. None: the same as `taken`.
     provided: Mapping[str, Taken] | None = None
+    # the GPU libraries of every recipe's [gpu] table found in the base, read for the targets
+    audit: tuple[Audited, ...] = ()
+    # each component's own version where a package database says it (Debian's librocblas4
+    # 6.4.4 on a HIP 6.4.3 base); a component not named has the base's version
+    versions: Mapping[str, str] = field(default_factory=dict)
+    hints: tuple[PackageHint, ...] = ()
+    memo: CodeMemo | None = field(default=None, compare=False)  # what the audit read
+
+    def version_of(self, name: str) -> str:
+        return self.versions.get(name, self.version)
 
     @property
     def series(self) -> str:
@@ -144,6 +179,64 @@ def _packaged_version(path: Path) -> str:
     return f"{series}.0"  # a package version of another scheme: the header decides
 
 
+class DpkgIndex:
+    """Which installed package lists a file, and its version, read once from a dpkg database
+    (``<root>/var/lib/dpkg``) beside a distribution's base."""
+
+    def __init__(self, admin: Path) -> None:
+        self.admin = admin
+        self.root = admin.parent.parent.parent
+        self._owners: dict[str, str] | None = None
+        self._versions: dict[str, str] | None = None
+
+    def _load(self) -> tuple[dict[str, str], dict[str, str]]:
+        if self._owners is None or self._versions is None:
+            owners: dict[str, str] = {}
+            for listing in sorted((self.admin / "info").glob("*.list")):
+                try:
+                    lines = listing.read_text(encoding="utf-8", errors="replace").splitlines()
+                except OSError:
+                    continue
+                package = listing.name[: -len(".list")].split(":")[0]
+                for line in lines:
+                    owners.setdefault(line, package)
+            self._owners, self._versions = owners, _installed_versions(self.admin)
+        return self._owners, self._versions
+
+    def package_of(self, file: Path) -> tuple[str, str] | None:
+        """(package, version) of the installed package that lists ``file``."""
+        owners, versions = self._load()
+        wanted = ("/" + str(file.relative_to(self.root)) if file.is_relative_to(self.root)
+                  else str(file))
+        owner = owners.get(wanted)
+        if owner is None or owner not in versions:
+            return None
+        return owner, versions[owner]
+
+
+def _installed_versions(admin: Path) -> dict[str, str]:
+    try:
+        status = (admin / "status").read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return {}
+    found = {}
+    for stanza in status.split("\n\n"):
+        fields = dict(line.split(": ", 1) for line in stanza.splitlines()
+                      if ": " in line and not line.startswith(" "))
+        if "Package" in fields and "Version" in fields and \
+                "installed" in fields.get("Status", "").split()[-1:]:
+            found[fields["Package"]] = fields["Version"]
+    return found
+
+
+def upstream_version(package_version: str) -> str:
+    """A Debian version's upstream part: ``1:21.1.8-14`` -> 21.1.8, ``7.0.2+dfsg-3`` ->
+    7.0.2, ``6.4.4-4`` -> 6.4.4."""
+    text = package_version.split(":", 1)[-1]
+    text = text.rsplit("-", 1)[0] if "-" in text else text
+    return re.split(r"[+~]", text, maxsplit=1)[0]
+
+
 def dpkg_version(admin: Path, file: Path) -> str | None:
     """The version of the installed dpkg package that lists ``file`` (its path below the
     dpkg root, ``admin``'s grandparent's parent), or None without such a database."""
@@ -212,6 +305,30 @@ def why_built(recipe: Recipe, deps: Iterable[str], taken: Container[str],
     return None
 
 
+def audit_libraries(root: Path, recipe: Recipe, targets: Sequence[TargetId],
+                    memo: CodeMemo) -> list[Audited]:
+    """Each base library of ``recipe``'s [gpu] table, read for the targets (headers only,
+    remembered by file identity: ``model/codeaudit.py``). A library of a shape that must
+    carry code and carries none lacks every target; a run-time compiled one (jit) may carry
+    none."""
+    if not recipe.carries_gpu_code:
+        return []
+    audited = []
+    for entry in recipe.gpu_libraries:
+        for library in _matches(root, entry):
+            code = memo.code_of(library)
+            rel = str(library.relative_to(root))
+            if not code.has_code and not code.error:
+                lacking = [] if recipe.gpu == JIT else list(targets)
+                audited.append(Audited(recipe.name, rel, "no GPU code",
+                                       tuple(str(t) for t in lacking)))
+                continue
+            lacking = code.lacking(targets) if not code.error else list(targets)
+            audited.append(Audited(recipe.name, rel, code.describe(targets),
+                                   tuple(str(t) for t in lacking)))
+    return audited
+
+
 def _check(root: Path, recipe: Recipe, targets: Sequence[TargetId]
            ) -> tuple[list[Path], list[str]]:
     """(files found, what is missing) for one recipe's [base] table."""
@@ -246,10 +363,12 @@ def tensile_dirs(root: Path, entry: str) -> list[Path]:
 
 def load_base(path: Path, series: str, recipes: Mapping[str, Recipe],
               order: Iterable[str], deps: Mapping[str, tuple[str, ...]],
-              targets: Sequence[TargetId]) -> Base:
+              targets: Sequence[TargetId], memo: CodeMemo | None = None) -> Base:
     """Read the base and decide, in build order, which components it provides. Refuses a
     base of another series, and one that lacks a component marked ``required`` (compilers,
-    HIP runtime, ROCr), naming the files it lacks."""
+    HIP runtime, ROCr), naming the files it lacks. With ``memo`` the GPU libraries of every
+    recipe's [gpu] table are read for the targets (``audit_libraries``): one that lacks a
+    target makes its component built, unless it is required (then the line says so)."""
     path = path.absolute()
     version = read_version(path)
     base_series = ".".join(version.split(".")[:2])
@@ -258,41 +377,102 @@ def load_base(path: Path, series: str, recipes: Mapping[str, Recipe],
                           f"{series} series; rocbuild only builds on a base of the same series",
                           tip=f"install AMD's ROCm {series} packages and pass that folder, or "
                               "build without --base")
-    taken: dict[str, Taken] = {}
-    not_taken: dict[str, NotTaken] = {}
+    order = list(order)
+    checks: dict[str, tuple[list[Path], list[str]]] = {}
+    audit: list[Audited] = []
     lacking: list[str] = []
-    absent: set[str] = set()
     for name in order:
         recipe = recipes[name]
         if not recipe.base_provides:
             continue
         found, missing = _check(path, recipe, targets)
-        if not found:
-            absent.add(name)
+        if memo is not None and found:
+            audited = audit_libraries(path, recipe, targets, memo)
+            audit += audited
+            if not recipe.base_required:
+                missing += [f"{', '.join(a.lacking)} code in {a.library} ({a.text})"
+                            for a in audited if not a.ok]
+        checks[name] = (found, missing)
         if missing and recipe.base_required:
             lacking.append(f"{name} ({', '.join(missing)})")
-            continue
-        why = why_built(recipe, deps[name], taken, recipes, missing, absent)
-        if why is None:
-            taken[name] = Taken(name, tuple(found))
-        else:
-            not_taken[name] = NotTaken(name, why)
     if lacking:
         raise ConfigError(f"base {path} (ROCm {version}) lacks what the build needs from it: "
                           + "; ".join(lacking),
                           tip="install the missing ROCm packages (e.g. `apt install rocm-hip-sdk`)"
                               " or pass the folder of a complete ROCm")
-    return Base(path=path, version=version, taken=taken, not_taken=not_taken)
+    taken, not_taken = _decide(order, recipes, deps, checks)
+    admin = path.parent / "var/lib/dpkg"
+    dpkg = DpkgIndex(admin) if (admin / "status").is_file() else None
+    return Base(path=path, version=version, taken=taken, not_taken=not_taken,
+                audit=tuple(audit), versions=_versions(dpkg, taken) if dpkg else {},
+                hints=_hints(order, recipes, deps, checks, taken) if dpkg else (), memo=memo)
+
+
+def _decide(order: Sequence[str], recipes: Mapping[str, Recipe],
+            deps: Mapping[str, tuple[str, ...]],
+            checks: Mapping[str, tuple[list[Path], list[str]]],
+            ) -> tuple[dict[str, Taken], dict[str, NotTaken]]:
+    """The base road's decision in build order (``why_built``), from each component's
+    (files found, what is missing)."""
+    taken: dict[str, Taken] = {}
+    not_taken: dict[str, NotTaken] = {}
+    absent: set[str] = set()
+    for name in order:
+        if name not in checks:
+            continue
+        found, missing = checks[name]
+        if not found:
+            absent.add(name)
+        why = why_built(recipes[name], deps[name], taken, recipes, missing, absent)
+        if why is None:
+            taken[name] = Taken(name, tuple(found))
+        else:
+            not_taken[name] = NotTaken(name, why)
+    return taken, not_taken
+
+
+def _versions(dpkg: DpkgIndex, taken: Mapping[str, Taken]) -> dict[str, str]:
+    """Each taken component's version: the package that holds the first of its files."""
+    versions = {}
+    for name, item in taken.items():
+        for file in item.files:
+            owner = dpkg.package_of(file)
+            if owner is not None:
+                versions[name] = upstream_version(owner[1])
+                break
+    return versions
+
+
+def _hints(order: Sequence[str], recipes: Mapping[str, Recipe],
+           deps: Mapping[str, tuple[str, ...]],
+           checks: Mapping[str, tuple[list[Path], list[str]]],
+           taken: Mapping[str, Taken]) -> tuple[PackageHint, ...]:
+    """For each component built because the base lacks its files and whose recipe names
+    the distribution packages that install it (``[base] packages``): what would be taken
+    instead with them installed (the decision again, with its files found)."""
+    hints = []
+    for name in order:
+        recipe = recipes[name]
+        if name in taken or name not in checks or not recipe.base_packages:
+            continue
+        found, missing = checks[name]
+        if not missing or any(" code in " in m for m in missing):
+            continue  # not files a package adds: a library that lacks a target
+        assumed = {**checks, name: ([*found, Path(recipe.base_packages[0])], [])}
+        then, _ = _decide(order, recipes, deps, assumed)
+        saves = tuple(n for n in order if n in then and n not in taken and recipes[n].builds)
+        if saves:
+            hints.append(PackageHint(name, recipe.base_packages, saves))
+    return tuple(hints)
 
 
 def restricted_to(base: Base, names: Iterable[str]) -> Base:
     """``base`` as one run sees it: what it takes and builds among ``names`` (the closure of
     what was asked for), with the key still over everything the base provides."""
     keep = set(names)
-    return Base(path=base.path, version=base.version,
-                taken={n: t for n, t in base.taken.items() if n in keep},
-                not_taken={n: t for n, t in base.not_taken.items() if n in keep},
-                provided=base.taken if base.provided is None else base.provided)
+    return replace(base, taken={n: t for n, t in base.taken.items() if n in keep},
+                   not_taken={n: t for n, t in base.not_taken.items() if n in keep},
+                   provided=base.taken if base.provided is None else base.provided)
 
 
 def fetch_sources(base: Base, readers: Mapping[str, str]) -> Base:
@@ -303,8 +483,8 @@ def fetch_sources(base: Base, readers: Mapping[str, str]) -> Base:
     not_taken = {**base.not_taken, **{
         n: NotTaken(n, f"fetched (source only): {user} is built from it")
         for n, user in readers.items()}}
-    return Base(path=base.path, version=base.version, taken=taken, not_taken=not_taken,
-                provided=base.taken if base.provided is None else base.provided)
+    return replace(base, taken=taken, not_taken=not_taken,
+                   provided=base.taken if base.provided is None else base.provided)
 
 
 def llvm_home(base: Base) -> Path:

@@ -11,13 +11,23 @@ cost their download instead.
 from __future__ import annotations
 
 import textwrap
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from rocbuild.model import wording
 from rocbuild.model.graph import Component, Stack
-from rocbuild.model.resources import GIB, HostSnapshot, format_bytes, format_gib, jobs_by_kind
+from rocbuild.model.recipes import RecipeSet
+from rocbuild.model.resources import (
+    DEFAULT_JOB_MEM,
+    DEFAULT_RESERVE,
+    GIB,
+    JOB_MEMORY_KEYS,
+    HostSnapshot,
+    format_bytes,
+    format_gib,
+    jobs_by_kind,
+)
 
 PREFIX_SHARE = 0.25  # rocbuild rule of thumb: an install takes about a quarter of its build tree
 DEFAULT_SOURCE_DISK = 200 << 20  # a checkout whose recipe gives no source_disk (estimate)
@@ -33,6 +43,56 @@ class DiskNeed:
     @property
     def workdir(self) -> int:
         return self.sources + self.build
+
+    @property
+    def total(self) -> int:
+        """The workdir and the prefix: what `plan`'s roads and doctor (one disk) speak of."""
+        return self.workdir + self.prefix
+
+
+@dataclass(frozen=True)
+class MemoryNeed:
+    """The least memory a build of the stack needs: its largest single job (one at a time)
+    with the reserve job sizing keeps free (resources.memory_budget)."""
+
+    job: int  # bytes of that job
+    component: str
+    kind: str  # compile, link or tensile
+    reserve: int = DEFAULT_RESERVE
+
+    @property
+    def total(self) -> int:
+        return self.job + self.reserve
+
+    def text(self) -> str:
+        return (f"at least {format_gib(self.total)} free ({self.component}'s {self.kind} jobs "
+                f"take about {format_gib(self.job)} each, plus {format_gib(self.reserve)} "
+                "kept free); more runs more jobs at once")
+
+
+def disk_of(recipes: RecipeSet, built: Iterable[str], checkouts: Iterable[str]) -> DiskNeed:
+    """The one disk rule: the build trees of ``built``, the checkouts of ``checkouts`` (their
+    owners' source_disk) and the installs (a share of the build trees). `plan`'s cost, its
+    two roads, doctor and preflight all come here, so they give one figure."""
+    build = sum(int(recipes.recipes[n].resources.get("disk", 0)) for n in built)
+    sources = sum(int(recipes.recipes[o].resources.get("source_disk", DEFAULT_SOURCE_DISK))
+                  for o in set(checkouts))
+    return DiskNeed(sources=sources, build=build, prefix=int(build * PREFIX_SHARE))
+
+
+def memory_need(recipes: RecipeSet, built: Iterable[str]) -> MemoryNeed | None:
+    """The largest job of ``built`` by its recipe's memory per job (compile_mem, link_mem,
+    tensile_mem; the default compile job when a recipe gives none); None for nothing built."""
+    best: MemoryNeed | None = None
+    for name in built:
+        res = recipes.recipes[name].resources
+        for kind, key in JOB_MEMORY_KEYS.items():
+            if key not in res and kind != "compile":
+                continue
+            amount = int(res.get(key, DEFAULT_JOB_MEM))
+            if best is None or amount > best.job:
+                best = MemoryNeed(amount, name, kind)
+    return best
 
 
 @dataclass(frozen=True)
@@ -53,6 +113,7 @@ class Cost:
     # the components the binary cache serves (not built, not in ``pending``): their download
     from_cache: tuple[str, ...] = ()
     download: int = 0
+    memory: MemoryNeed | None = None  # the least memory the pending builds need
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -66,6 +127,9 @@ class Cost:
             "wall_basis": self.wall_basis,
             "risky_steps": [{"component": r.component, "step": r.step, "why": r.why}
                             for r in self.risks],
+            "memory": None if self.memory is None else {
+                "least": self.memory.total, "job": self.memory.job,
+                "component": self.memory.component, "kind": self.memory.kind},
         }
 
 
@@ -78,14 +142,13 @@ def pending_components(stack: Stack, runs: Mapping[tuple[str, str], bool]) -> li
 
 
 def disk_needed(stack: Stack, pending: Collection[str]) -> DiskNeed:
-    """Disk for the ``pending`` components: their build trees, the checkouts they need that
-    are not there yet, and their installs."""
-    build = sum(int(stack.components[n].recipe.resources.get("disk", 0)) for n in pending)
-    owners = {stack.components[n].checkout for n in pending}
-    sources = sum(int(stack.components[o].recipe.resources.get("source_disk",
-                                                                DEFAULT_SOURCE_DISK))
-                  for o in owners if not stack.components[o].checkout_dir.is_dir())
-    return DiskNeed(sources=sources, build=build, prefix=int(build * PREFIX_SHARE))
+    """Disk for the ``pending`` components: their build trees, their installs and the
+    checkouts of the stack that are not there yet (a source-only one such as Tensile's too:
+    the build fetches it), by ``disk_of``."""
+    owners = {c.checkout for c in stack.selected()} if pending else set()
+    return disk_of(stack.recipes, pending,
+                   [o for o in owners if o in stack.components
+                    and not stack.components[o].checkout_dir.is_dir()])
 
 
 def _risks(comp: Component, jobs: Mapping[str, int]) -> list[Risk]:
@@ -123,7 +186,7 @@ def estimate(stack: Stack, host: HostSnapshot, pending: Collection[str], *,
     return Cost(pending=tuple(names), disk=disk_needed(stack, names), cpu_hours=cpu,
                 wall_hours=wall, wall_basis=basis, risks=tuple(risks),
                 from_cache=tuple(n for n in stack.order if n in from_cache),
-                download=sum(from_cache.values()))
+                download=sum(from_cache.values()), memory=memory_need(stack.recipes, names))
 
 
 def hours_text(hours: float) -> str:
@@ -143,7 +206,9 @@ def summary_lines(cost: Cost) -> list[str]:
              "(recipe estimates):",
              f"  disk:  {format_gib(d.workdir)} in the workdir ({format_gib(d.sources)} "
              f"sources, {format_gib(d.build)} build trees)",
-             f"         {format_gib(d.prefix)} in the prefix",
+             f"         {format_gib(d.prefix)} in the prefix ({format_gib(d.total)} in all)",
+             *(textwrap.wrap(cost.memory.text(), width=79, initial_indent="  memory: ",
+                             subsequent_indent=" " * 10) if cost.memory else []),
              f"  CPU:   {cost.cpu_hours:.1f} CPU-hours",
              f"  wall:  {hours_text(cost.wall_hours)} on this host"]
     for risk in cost.risks:

@@ -16,8 +16,9 @@ from typing import Any
 from rocbuild.errors import ConfigError, redact
 from rocbuild.model import buildsystems, inputcheck, launchers, layout, patchseries
 from rocbuild.model.base import Base, fetch_sources, llvm_home, load_base, restricted_to
+from rocbuild.model.codeaudit import CodeMemo
 from rocbuild.model.patchseries import Patch
-from rocbuild.model.recipes import Recipe, RecipeSet, load_recipes, unknown_component
+from rocbuild.model.recipes import Recipe, RecipeSet, load_recipes, suggest, unknown_component
 from rocbuild.model.render import NotTheTemplates, render
 from rocbuild.model.settings import Settings, rewrite_url
 from rocbuild.model.targets import TargetError, TargetId, looks_like_target, parse_target_list
@@ -89,6 +90,8 @@ class Stack:
     launch: launchers.Launch | None = None
     base: Base | None = None  # an installed ROCm whose components are taken, not built
     config_dir: Path | None = None  # this prefix's part of the workdir (model/workdir.py)
+    # the profile of stack.toml whose set a bare build takes (None: the stack has none)
+    profile: str | None = None
 
     @property
     def work(self) -> Workdir:
@@ -234,9 +237,39 @@ def build_order(recipes: RecipeSet, requested: Iterable[str],
     return tuple(order)
 
 
-def default_request(recipes: RecipeSet) -> list[str]:
-    """What a bare `rocbuild build` builds: stack.components, else every recipe."""
+def default_request(recipes: RecipeSet, profile: str | None = None) -> list[str]:
+    """What a bare `rocbuild build` builds: the profile's components (``profile``, else the
+    one stack.toml names), else stack.components, else every recipe."""
+    name = profile or recipes.stack.profile
+    if name:
+        return list(recipes.stack.profiles[name].components)
     return list(recipes.stack.components) or sorted(recipes.recipes)
+
+
+def resolve_profile(recipes: RecipeSet, settings: Settings) -> str | None:
+    """The profile in force: the ``profile`` setting, checked against stack.toml's
+    [profiles] (an unknown name is bad input naming the known ones), else the one stack.toml
+    names, else None."""
+    name = settings.profile
+    known = list(recipes.stack.profiles)
+    if name is None:
+        return recipes.stack.profile or None
+    if name not in known:
+        where = settings.source("profile")
+        declared = (f"known: {', '.join(known)}" if known
+                    else f"{recipes.stack.file} declares no [profiles]")
+        raise ConfigError(f"{where}: unknown profile '{name}' ({declared})." + suggest(name, known),
+                          tip="`rocbuild plan --profile NAME` shows a profile's components and "
+                              "cost" if known else f"add [profiles.{name}] to {recipes.stack.file}")
+    return name
+
+
+def profile_components(recipes: RecipeSet) -> set[str]:
+    """Every component some profile (or stack.components) needs, with its dependencies: what
+    a prefix may hold after builds of several profiles (finish.py keeps them all)."""
+    named = {n for p in recipes.stack.profiles.values() for n in p.components}
+    named |= set(recipes.stack.components)
+    return reachable(named, lambda n: direct_deps(recipes.recipes[n]))
 
 
 def drop_unused_sources(recipes: RecipeSet, order: tuple[str, ...]) -> tuple[str, ...]:
@@ -330,7 +363,8 @@ def load_stack(settings: Settings, requested: Iterable[str] = ()) -> Stack:
             patchseries.check_folder(patches, recipes.recipes)
     spec = recipes.stack
     explicit = bool(list(requested))
-    requested = list(requested) or default_request(recipes)
+    profile = resolve_profile(recipes, settings)
+    requested = list(requested) or default_request(recipes, profile)
     for name in requested:
         if name not in recipes.recipes and looks_like_target(name):
             raise ConfigError(f"'{name}' is a GPU target, not a component: to build for "
@@ -349,9 +383,10 @@ def load_stack(settings: Settings, requested: Iterable[str] = ()) -> Stack:
         # loads the whole set), and its content key is the same for every request
         every = build_order(recipes, sorted(recipes.recipes))
         try:
+            memo = CodeMemo.read(Workdir.shared(settings.workdir).code_memo)
             rocm_base = restricted_to(load_base(settings.base, spec.series, recipes.recipes, every,
                                          {n: direct_deps(recipes.recipes[n]) for n in every},
-                                         targets), order)
+                                         targets, memo), order)
         except ConfigError as exc:
             where = settings.source("base")
             if not where.startswith("workdir "):  # not remembered (run/state/basememo.py)
@@ -392,7 +427,8 @@ def load_stack(settings: Settings, requested: Iterable[str] = ()) -> Stack:
     workdir: Path = settings.workdir
     config_dir = Workdir.for_prefix(workdir, prefix).config
     stack = Stack(recipes=recipes, version=version, series=spec.series, targets=targets,
-                  prefix=prefix, workdir=workdir, base=rocm_base, config_dir=config_dir)
+                  prefix=prefix, workdir=workdir, base=rocm_base, config_dir=config_dir,
+                  profile=profile)
     components: dict[str, Component] = {}
     for name in order:
         components[name] = _render_component(stack, recipes.recipes[name], components, settings)
@@ -400,7 +436,7 @@ def load_stack(settings: Settings, requested: Iterable[str] = ()) -> Stack:
     # (checks/launchtools.py), so loading a stack runs nothing
     return Stack(recipes=recipes, version=version, series=spec.series, targets=targets,
                  prefix=prefix, workdir=workdir, components=components, order=order,
-                 base=rocm_base, config_dir=config_dir)
+                 base=rocm_base, config_dir=config_dir, profile=profile)
 
 
 def _render_component(stack: Stack, recipe: Recipe, done: Mapping[str, Component],

@@ -130,6 +130,12 @@ class Launch:
     env_tool: str = "/usr/bin/env"  # HostTools.env_tool
     distcc_install: str = "apt-get install -y distcc"  # HostTools.distcc_install
     user_max_size: bool = False  # CCACHE_MAXSIZE was in the user's environment
+    # the ccache a build tree is configured with: this host's, whatever --ccache says (off,
+    # or too old to cache, it passes every compile through: CCACHE_DISABLE), so the launcher
+    # baked into CMakeCache.txt never depends on one run's setting and the next run with the
+    # cache on is cached again (a tree configured once with --ccache off kept compiling
+    # without it); None when the host has no ccache
+    tree_ccache: str | None = None
 
     @property
     def remote_slots(self) -> int:
@@ -152,6 +158,17 @@ class HostTools:
     distcc: str | None = None  # only looked for when --distcc names hosts
     env_tool: str = "/usr/bin/env"  # the env program (clears CCACHE_PREFIX for HIP compiles)
     distcc_install: str = "apt-get install -y distcc"  # the command, written for this host
+    # why the cache folder is not used ("" while it is): another user could write its
+    # ccache.conf, whose prefix_command and compiler_check run with every compile
+    ccache_refused: str = ""
+
+
+def chosen_cache_dir(settings: Settings, env: Mapping[str, str]) -> tuple[Path, bool]:
+    """The compiler cache's folder and whether it is the user's own CCACHE_DIR: --ccache-dir
+    (flag, variable or config) first; else the user's CCACHE_DIR, which rocbuild leaves as
+    it is (no size limit set); else the per-user default."""
+    user_dir = env.get("CCACHE_DIR") if settings.source("ccache_dir") == "default" else None
+    return (Path(user_dir), True) if user_dir else (settings.ccache_dir, False)
 
 
 def resolve(settings: Settings, workdir: Path, build_disk: int, tools: HostTools,
@@ -171,21 +188,21 @@ def resolve(settings: Settings, workdir: Path, build_disk: int, tools: HostTools
     elif version is not None and version < MIN_CCACHE:
         state = (f"off (ccache {version_text(version)} is older than "
                  f"{version_text(MIN_CCACHE)})")
+    elif tools.ccache_refused:
+        state = f"off ({tools.ccache_refused})"
     else:
         ccache = found
         state = f"on (ccache {version_text(version) if version else '?'})"
-    # --ccache-dir (flag, variable or config) first; else the user's own CCACHE_DIR, which
-    # rocbuild leaves as it is (no size limit set); else the per-user default
-    user_dir = env.get("CCACHE_DIR") if settings.source("ccache_dir") == "default" else None
+    cache_dir, user_dir = chosen_cache_dir(settings, env)
     return Launch(
         ccache=ccache, ccache_state=state, mode=mode,
         distcc=tools.distcc if hosts else None, hosts=hosts,
-        cache_dir=Path(user_dir) if user_dir else settings.ccache_dir,
-        user_cache_dir=bool(user_dir), max_size=max(MIN_CACHE_SIZE, build_disk // 2),
+        cache_dir=cache_dir, user_cache_dir=user_dir,
+        max_size=max(MIN_CACHE_SIZE, build_disk // 2),
         workdir=workdir, user_launcher=settings.launcher,
         user_launcher_source=settings.source("launcher") if settings.launcher else "",
         env_tool=tools.env_tool, distcc_install=tools.distcc_install,
-        user_max_size="CCACHE_MAXSIZE" in env)
+        user_max_size="CCACHE_MAXSIZE" in env, tree_ccache=found)
 
 
 def build_disk(stack: Stack) -> int:
@@ -267,16 +284,17 @@ def _rocbuild_launchers(launch: Launch | None, comp: Component) -> list[tuple[st
     compiles never go to distcc: their launcher clears CCACHE_PREFIX."""
     if launch is None:
         return []
-    if launch.ccache is None:
+    ccache = launch.tree_ccache  # also when off: it passes compiles through (launcher_env)
+    if ccache is None:
         if not distributes(launch, comp):
             return []
         assert launch.distcc is not None
         return [(lang, launch.distcc) for lang in ("C", "CXX")]
-    out = [(lang, launch.ccache) for lang in ("C", "CXX")]
+    out = [(lang, ccache) for lang in ("C", "CXX")]
     if comp.recipe.distribute:  # CCACHE_PREFIX=distcc may be in this component's environment
-        out.append(("HIP", f"{launch.env_tool};CCACHE_PREFIX=;{launch.ccache}"))
+        out.append(("HIP", f"{launch.env_tool};CCACHE_PREFIX=;{ccache}"))
     else:
-        out.append(("HIP", launch.ccache))
+        out.append(("HIP", ccache))
     return out
 
 
@@ -302,6 +320,37 @@ def without_launchers(argv: list[str]) -> list[str]:
     """A configure command without the launcher arguments, for fingerprints (speed only)."""
     return [a for a in argv
             if not any(a.startswith(f"-DCMAKE_{lang}_COMPILER_LAUNCHER=") for lang in LANGUAGES)]
+
+
+def _program(launcher: str) -> str:
+    """The program of a launcher as CMake takes it (``env;X=1;ccache``: the last word)."""
+    words = [w for w in launcher.split(";") if w and "=" not in w]
+    return words[-1] if words else launcher
+
+
+NO_CACHE = "configured without the compiler cache"
+
+
+def tree_note(launch: Launch | None, comp: Component, configured: Mapping[str, str] | None
+              ) -> str | None:
+    """How the launchers baked into ``comp``'s build tree at its last configure
+    (``configured``, by language: BuildSystem.tree_launchers) differ from the ones this run
+    configures with, in a few words (``NO_CACHE``, or a launcher program that is gone);
+    None when they do not matter (or there is no tree). A launcher is no fingerprint input,
+    so a tree keeps its own until it is configured again: changing one would make ninja
+    recompile every object (its command line changed), a whole rebuild."""
+    if launch is None or configured is None or not comp.builds:
+        return None
+    for lang, value in sorted(configured.items()):
+        program = _program(value)
+        if program.startswith("/") and not Path(program).exists():
+            return f"configured with the {lang} compiler launcher {program}, which is gone"
+    if launch.ccache is None or launch.tree_ccache is None:
+        return None  # this run caches nothing: a tree with or without ccache compiles alike
+    missing = [lang for lang, choice in choices(launch, comp).items()
+               if choice.source == "rocbuild" and launch.tree_ccache in choice.launcher.split(";")
+               and "ccache" not in Path(_program(configured.get(lang, ""))).name]
+    return NO_CACHE if missing else None
 
 
 # --- every step: the environment ------------------------------------------------------------
@@ -385,16 +434,15 @@ def launcher_env(launch: Launch | None, stack: Stack, comp: Component) -> dict[s
         extra = toolchain_files(stack.search_prefixes)
         if extra:
             env["CCACHE_EXTRAFILES"] = ":".join(map(str, extra))
-        # TensileCreateLibrary prepends these to its own compiler and assembler processes
-        # (Tensile be49885: TensileCreateLibrary.py:267, KernelWriterAssembly.py:244); only
+        # variables through which the project's build hands a launcher to compiler processes
+        # of its own (the recipe's `launcher_env`: rocBLAS's TensileCreateLibrary); only
         # where the component's C++ compiles go through rocbuild's ccache, not a launcher of
         # the recipe's or the user's own
-        if choices(launch, comp)["CXX"].source == "rocbuild":
-            env["Tensile_CXX_COMPILER_LAUNCHER"] = launch.ccache
-            env["Tensile_ASM_COMPILER_LAUNCHER"] = launch.ccache
+        if comp.recipe.launcher_env and choices(launch, comp)["CXX"].source == "rocbuild":
+            env.update(dict.fromkeys(comp.recipe.launcher_env, launch.ccache))
     if distributes(launch, comp):
         assert launch.distcc is not None
-        if launch.ccache is not None:
+        if launch.tree_ccache is not None:  # a ccache that passes through runs it too
             env["CCACHE_PREFIX"] = launch.distcc
         env["DISTCC_HOSTS"] = launch.hosts
         env["DISTCC_DIR"] = str(launch.workdir / "distcc")  # its lock and backoff state
@@ -444,6 +492,10 @@ def effective_settings(launch: Launch | None, selected: list[Component]) -> dict
         where = ("yours: CCACHE_DIR" if launch.user_cache_dir
                  else f"max {launch.max_size // GIB} GiB")
         out["ccache"] += f", cache {launch.cache_dir} ({where})"
+    elif launch.tree_ccache is not None:
+        out["ccache"] += (f"; {launch.tree_ccache} stays the build trees' launcher and passes "
+                          "each compile straight through, so a later run with the cache on "
+                          "is cached again")
     if launch.hosts:
         names = [c.name for c in selected if c.builds and c.recipe.distribute]
         if launch.distcc is None:

@@ -13,6 +13,17 @@ def info_path(prefix: Path) -> Path:
     return prefix / INFO_DIR / INFO_FILE
 
 
+# what each component installed (prefix/ownership.py): ``<component>.json``
+INSTALL_RECORDS = Path(INFO_DIR) / "installed"
+
+
+def recorded_components(prefix: Path) -> list[str]:
+    """The components with an install record in ``prefix``, sorted: what it holds, also
+    while its first build runs (build-info is written when a run ends)."""
+    folder = prefix / INSTALL_RECORDS
+    return sorted(p.stem for p in folder.glob("*.json")) if folder.is_dir() else []
+
+
 # --- rocbuild's own files in a prefix: no recipe, CMake install or artifact may claim them ----
 ENV_FILES = ("env.sh", "env.fish")
 MODULEFILES_DIR = "modulefiles"

@@ -34,6 +34,23 @@ def resolves_within(path: StrPath, root: StrPath) -> bool:
     return within(os.path.realpath(path), os.path.realpath(root))
 
 
+def link_on_the_way(root: StrPath, path: StrPath) -> Path | None:
+    """The first folder strictly between ``root`` and ``path`` that is a symbolic link (None:
+    none is, or ``path`` is not below ``root`` as text). A deletion goes through no link it
+    did not make: ``<workdir>/build -> /elsewhere`` turned `clean a` into the removal of
+    ``/elsewhere/a``. ``path`` itself may be a link (it is removed, never followed) and so
+    may ``root`` and the folders above it (the user's choice of workdir or prefix)."""
+    root, path = Path(os.path.normpath(root)), Path(os.path.normpath(path))
+    if not within(path, root) or path == root:
+        return None
+    here = root
+    for part in path.relative_to(root).parts[:-1]:
+        here = here / part
+        if here.is_symlink():
+            return here
+    return None
+
+
 MAX_LINK_HOPS = 40  # as the kernel's own limit on following links (ELOOP)
 
 

@@ -13,11 +13,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rocbuild.model import cmakecode
+from rocbuild.model.base import Audited
+from rocbuild.model.baseaudit import unclaimed
 from rocbuild.model.cost import Cost, estimate
 from rocbuild.model.graph import Component, Stack
 from rocbuild.model.launchers import Launch, choices, effective_settings, split_jobs
 from rocbuild.model.resources import JOB_MEMORY_KEYS, HostSnapshot, JobCount, jobs_by_kind
-from rocbuild.model.roads import Road, roads
+from rocbuild.model.roads import ProfileRoads, Road, profile_roads, roads
 from rocbuild.model.settings import OPTIONS, Settings
 from rocbuild.model.steptable import StepCommands, commands_for, steps_of
 
@@ -46,6 +48,10 @@ class Plan:
     components: list[PlannedComponent]
     cost: Cost | None = None  # cost.py: disk, CPU-hours, wall time, risky steps
     roads: tuple[Road, ...] = field(default_factory=tuple)  # from source, on a base
+    # on a --base: its GPU libraries no recipe names, read for the targets (baseaudit.py)
+    base_others: tuple[Audited, ...] = ()
+    # both roads to each profile of stack.toml (--profile NAME)
+    profiles: tuple[ProfileRoads, ...] = field(default_factory=tuple)
 
 
 def component_jobs(component: Component, host: HostSnapshot, settings: Settings,
@@ -90,7 +96,10 @@ def build_plan(stack: Stack, settings: Settings, host: HostSnapshot,
     total = estimate(stack, host, [n for n in pending if n not in cached],
                      swap_weight=settings.swap_weight, cap=settings.jobs,
                      from_cache=cached)
-    return Plan(stack, settings, host, planned, total, roads(stack, requested))
+    others = (tuple(unclaimed(stack.base, stack.recipes.recipes, stack.targets))
+              if stack.base is not None else ())
+    return Plan(stack, settings, host, planned, total, roads(stack, requested),
+                base_others=others, profiles=profile_roads(stack))
 
 
 def _json_value(value: Any) -> Any:
@@ -166,13 +175,16 @@ def to_json(plan: Plan) -> dict[str, Any]:
         if stack.recipes.overlay is not None else None,
         "components": components,
         "cost": plan.cost.to_json() if plan.cost else None,
-        "base": _base_json(stack),
+        "base": _base_json(stack, plan.base_others),
         "roads": {"full": plan.roads[0].to_json(), "base": plan.roads[1].to_json()}
         if plan.roads else None,
+        # the profile this plan's default set comes from, and both roads to every profile
+        "profile": stack.profile,
+        "profiles": {p.name: p.to_json() for p in plan.profiles},
     }
 
 
-def _base_json(stack: Stack) -> dict[str, Any] | None:
+def _base_json(stack: Stack, others: tuple[Audited, ...]) -> dict[str, Any] | None:
     """The installed ROCm the stack builds on: what is taken from it (with the files that
     showed it) and why each other component it knows is built."""
     base = stack.base
@@ -181,4 +193,13 @@ def _base_json(stack: Stack) -> dict[str, Any] | None:
     return {"path": str(base.path), "version": base.version,
             "taken": {n: [str(p.relative_to(base.path)) for p in t.files]
                       for n, t in base.taken.items()},
-            "built": {n: nt.reason for n, nt in base.not_taken.items()}}
+            "built": {n: nt.reason for n, nt in base.not_taken.items()},
+            # each taken component's own version (a package database's), else the base's
+            "versions": {n: base.version_of(n) for n in base.taken},
+            # the GPU libraries read for the targets: the recipes' ([gpu] libraries), then
+            # the others (no recipe: rocbuild can only name them)
+            "audit": [{"component": a.component or None, "library": a.library,
+                       "carries": a.text, "lacking": list(a.lacking)}
+                      for a in (*base.audit, *others)],
+            "packages": [{"component": h.component, "packages": list(h.packages),
+                          "saves": list(h.saves)} for h in base.hints]}

@@ -58,6 +58,10 @@ def unknown_component(name: str, known: Iterable[str], tip: str, where: str = ""
 # strmap (a table of string values).
 _Schema = Mapping[str, Any]
 
+# a provides_env entry's ``steps``: the stack's build steps run with the variable too,
+# "always" or only while its component is taken "from base" (model/provides.py); "": never
+ENV_STEPS = ("", "always", "from base")
+
 STACK_SCHEMA: _Schema = {
     "stack": {
         "name": "str",
@@ -67,8 +71,26 @@ STACK_SCHEMA: _Schema = {
         "components": "strlist",
         "title": "str",
         "summary": "str",
+        "programs": "str",
+        "cmake_packages": "str",
+        "profile": "str",  # the profile a bare build takes (profiles below)
     },
 }
+# [profiles.<name>]: a named set of components a user picks with --profile (stack.toml)
+PROFILE_SCHEMA: _Schema = {"summary": "str", "components": "strlist"}
+_PROFILE_NAME_RE = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
+
+# [gpu] shape: where a component's GPU code lives, so verify and the base audit know what a
+# library must hold for a target to run (docs/verify.md, "Library shapes")
+BUNDLES, TENSILE, HOST, HEADERS, JIT = "bundles", "tensile", "host", "headers", "jit"
+GPU_SHAPES = {
+    BUNDLES: "offload bundles (or embedded code objects) in its libraries, for every target",
+    TENSILE: "its libraries' bundles plus a Tensile kernel folder per target (rocBLAS)",
+    HOST: "no GPU code: a host library over another one that carries it (hipBLAS)",
+    HEADERS: "header-only: the code is compiled into what uses it (rocPRIM, hipCUB)",
+    JIT: "kernels compiled at run time by comgr/hipRTC (MIOpen, rocFFT), besides any bundles",
+}
+CODE_SHAPES = frozenset({BUNDLES, TENSILE, JIT})  # whose libraries must carry the targets
 
 BUILD_TABLE = "<build>"  # a key path under the build system's own table ([cmake] for cmake)
 
@@ -123,11 +145,14 @@ class Recipe:
     # what it installs is read only while building what uses it (CMake modules, headers):
     # building it again does not make an installed copy of its users stale (base.py)
     build_time_only: bool = _key("build_time_only", "bool", False)
-    # what it installs must carry GPU code for every target (HIP .hip_fatbin bundles, or
-    # code objects embedded in a library as ROCr's blit kernels are): verify fails when none
-    # of its installed files does; a stack where no component says so passes verify on its
-    # linkage alone (a CPU-only llama.cpp)
+    # the older spelling of [gpu] shape = "bundles" (kept: an overlay written for it loads)
     gpu_code: bool = _key("gpu_code", "bool", False)
+    # how its GPU code is carried ([gpu], GPU_SHAPES): verify and the base audit read it.
+    # ``gpu.libraries``: the files (prefix- or base-relative; "a | b" alternatives and globs
+    # for a base's layout) that must carry code for every target, or, for "host", that carry
+    # none by design
+    gpu_shape: str = _key("gpu.shape", "str", "")
+    gpu_libraries: tuple[str, ...] = _key("gpu.libraries", "strlist", ())
     source: SourceSpec = field(default_factory=SourceSpec, metadata={"key": "source"})
     # what AMD's packaging adds after `cmake --install`, as data: prefix-relative paths
     install_links: Mapping[str, str] = _key("install.links", "strmap", {})
@@ -143,10 +168,15 @@ class Recipe:
     python_wheels: tuple[str, ...] = _key("python.wheels", "strlist", ())
     env: Mapping[str, str] = _key("env", "strmap", {})
     # the environment variables the prefix's env files and modulefiles set for users of what
-    # this component installs (ROCM_PATH, HIP_PATH, ...): NAME -> (value, comment); a value
-    # may name "{{ prefix }}", the tree the component is installed in (the prefix, or the
-    # base it is taken from), which the env files compute where they lie (envfiles.py)
-    provides_env: Mapping[str, tuple[str, str]] = _key("provides_env", "envmap", {})
+    # this component installs (ROCM_PATH, HIP_PATH, ...): NAME -> (value, comment, steps); a
+    # value may name "{{ prefix }}", the tree the component is installed in (the prefix, or
+    # the base it is taken from), which the env files compute where they lie (envfiles.py);
+    # ``steps`` says whether the stack's build steps run with it too (model/provides.py)
+    provides_env: Mapping[str, tuple[str, str, str]] = _key("provides_env", "envmap", {})
+    # variables through which the project's build hands a compiler launcher to compiler
+    # processes of its own (Tensile's): set to rocbuild's ccache where the component's C++
+    # compiles go through it (launchers.launcher_env), never fingerprinted
+    launcher_env: tuple[str, ...] = _key("launcher_env", "strlist", ())
     # how the component shows in an installed ROCm (--base): files that must exist (globs
     # allowed; "a | b" is met by either, for a file two layouts keep in different places),
     # a folder holding the Tensile set for every target, and whether a base without it is
@@ -154,6 +184,9 @@ class Recipe:
     base_provides: tuple[str, ...] = _key("base.provides", "strlist", ())
     base_tensile: str = _key("base.tensile", "str", "")
     base_required: bool = _key("base.required", "bool", False)
+    # the distribution (Debian/Ubuntu) packages that install it into /usr: named, with what
+    # they save, when a --base /usr lacks its files (base.py PackageHint)
+    base_packages: tuple[str, ...] = _key("base.packages", "strlist", ())
     resources: Mapping[str, float] = _key("resources", {
         "compile_mem": "size", "link_mem": "size", "tensile_mem": "size", "disk": "size",
         "source_disk": "size",  # the checkout and its cache, for the component owning it
@@ -174,6 +207,17 @@ class Recipe:
     @property
     def builds(self) -> bool:
         return self.kind != buildsystems.SOURCE_ONLY
+
+    @property
+    def gpu(self) -> str:
+        """Its GPU shape (GPU_SHAPES), "bundles" for the older ``gpu_code = true``, "" when
+        the recipe does not say (verify then asks nothing of its files)."""
+        return self.gpu_shape or (BUNDLES if self.gpu_code else "")
+
+    @property
+    def carries_gpu_code(self) -> bool:
+        """Whether its installed libraries must carry code for every target."""
+        return self.gpu in CODE_SHAPES
 
     @property
     def table(self) -> str:
@@ -283,20 +327,27 @@ def _check_value(file: Path, keypath: tuple[str, ...], tag: str, value: Any) -> 
     if tag == "envmap":  # provides_env: NAME = "value" or NAME = {value = "...", comment = "..."}
         if not isinstance(value, dict):
             raise bad()
-        out: dict[str, tuple[str, str]] = {}
+        out: dict[str, tuple[str, str, str]] = {}
         for name, item in value.items():
             if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
                 raise ConfigError(f"{file}: key '{key}.{name}' is not an environment variable "
                                   "name (letters, digits and '_')", tip=f"fix '{key}' in {file}")
             if isinstance(item, str):
-                out[name] = (item, "")
-            elif (isinstance(item, dict) and set(item) <= {"value", "comment"}
+                out[name] = (item, "", "")
+            elif (isinstance(item, dict) and set(item) <= {"value", "comment", "steps"}
                   and all(isinstance(v, str) for v in item.values()) and "value" in item):
-                out[name] = (item["value"], item.get("comment", ""))
+                steps = item.get("steps", "")
+                if steps not in ENV_STEPS:
+                    raise ConfigError(
+                        f"{file}: key '{key}.{name}.steps' must be one of "
+                        f"{', '.join(repr(s) for s in ENV_STEPS if s)}, got {steps!r}",
+                        tip=f"fix '{key}.{name}.steps' in {file}")
+                out[name] = (item["value"], item.get("comment", ""), steps)
             else:
                 raise ConfigError(
                     f"{file}: key '{key}.{name}' must be a string or a table with a string "
-                    f"'value' (and a 'comment'), got {item!r}", tip=f"fix '{key}.{name}' in {file}")
+                    f"'value' (and a 'comment', 'steps'), got {item!r}",
+                    tip=f"fix '{key}.{name}' in {file}")
         return out
     return value
 
@@ -355,6 +406,16 @@ def provides_alternatives(pattern: str) -> list[str]:
 
 
 @dataclass(frozen=True)
+class Profile:
+    """A named set of components of the stack (``[profiles.<name>]`` in stack.toml): what a
+    bare `rocbuild build --profile NAME` builds, with everything it needs."""
+
+    name: str
+    summary: str
+    components: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class StackSpec:
     """``recipes/stack.toml``: the release, default targets and prefix template."""
 
@@ -368,6 +429,15 @@ class StackSpec:
     # a line on what it holds for the modulefiles' help (a template with {{ version }})
     title: str = ""
     summary: str = ""
+    # what the env files say the stack's bin/ holds ("hipcc, clang, rocminfo, llama.cpp
+    # tools") and which CMake packages find_package finds in it ("hip/rocblas/hipblas"):
+    # words of the stack's own, so a stack of other projects gets none of ROCm's
+    programs: str = ""
+    cmake_packages: str = ""
+    # the named sets a user picks with --profile, and the one a bare build takes ("" none:
+    # then ``components`` is the default set, as in a stack.toml without profiles)
+    profiles: Mapping[str, Profile] = field(default_factory=dict)
+    profile: str = ""
 
     @property
     def display_title(self) -> str:
@@ -385,6 +455,13 @@ class RecipeSet:
     folder: Path
     overlay: Path | None = None  # the user's recipes over these (load_recipes)
     overlaid: frozenset[str] = frozenset()  # names taken from the overlay ("stack": stack.toml)
+
+    @property
+    def gpu_code(self) -> bool:
+        """Whether a recipe says its files carry GPU code (a [gpu] shape with code, or the
+        older ``gpu_code``): the stack's env files, activate and verify then speak of native
+        code for the targets; a stack of other projects gets none of those words."""
+        return any(r.carries_gpu_code for r in self.recipes.values())
 
     @property
     def patches_dir(self) -> Path:
@@ -424,7 +501,8 @@ _PLAIN_TEXT = re.compile(r"[A-Za-z0-9 ._+(),/:-]*")
 
 
 def check_plain_text(file: Path, key: str, text: str) -> None:
-    """Refuse a stack title or summary the env files could not print as it is."""
+    """Refuse a stack title, summary or other words the env files could not print as they
+    are."""
     if not _PLAIN_TEXT.fullmatch(text):
         raise ConfigError(f"{file}: key '{key}' = {text!r}: use letters, digits, spaces and "
                           ". _ + ( ) , / : - only (the env files print it as it is)",
@@ -436,7 +514,9 @@ def load_stack_spec(folder: Path) -> StackSpec:
     if not file.is_file():
         raise ConfigError(f"{folder}: no {STACK_FILE} here, so this is not a recipes folder",
                           tip="point --recipes (or ROCBUILD_RECIPES) at a folder with stack.toml")
-    data = validate(file, read_toml(file), STACK_SCHEMA)
+    raw = read_toml(file)
+    profiles = _read_profiles(file, raw.pop("profiles", {}))
+    data = validate(file, raw, STACK_SCHEMA)
     stack = _require(file, data, "stack", "the [stack] table")
     for key, what in (("version", 'the ROCm release, e.g. "6.4.3"'),
                       ("targets", 'default GPU targets, e.g. ["gfx906"]'),
@@ -445,11 +525,45 @@ def load_stack_spec(folder: Path) -> StackSpec:
     if not re.fullmatch(r"\d+\.\d+(\.\d+)?", stack["version"]):
         raise ConfigError(f"{file}: key 'stack.version' must look like 6.4.3, "
                           f"got {stack['version']!r}", tip=f"fix 'stack.version' in {file}")
-    check_plain_text(file, "stack.title", stack.get("title", ""))
+    for key in ("title", "programs", "cmake_packages"):
+        check_plain_text(file, f"stack.{key}", stack.get(key, ""))
+    default = stack.get("profile", "")
+    if default and default not in profiles:
+        raise ConfigError(f"{file}: key 'stack.profile' = {default!r} names no [profiles."
+                          f"<name>] table (declared: {', '.join(profiles) or 'none'})."
+                          + suggest(default, list(profiles)),
+                          tip=f"fix 'stack.profile' or add [profiles.\"{default}\"] to {file}")
     return StackSpec(file=file, name=stack.get("name", "rocm"), version=stack["version"],
                      targets=stack["targets"], prefix=stack["prefix"],
                      components=stack.get("components", ()), title=stack.get("title", ""),
-                     summary=stack.get("summary", ""))
+                     summary=stack.get("summary", ""), programs=stack.get("programs", ""),
+                     cmake_packages=stack.get("cmake_packages", ""), profiles=profiles,
+                     profile=default)
+
+
+def _read_profiles(file: Path, data: Any) -> dict[str, Profile]:
+    """The ``[profiles.<name>]`` tables of stack.toml, each with its components."""
+    if not isinstance(data, dict):
+        raise ConfigError(f"{file}: key 'profiles' must be a table of [profiles.<name>] tables",
+                          tip=f"fix 'profiles' in {file}")
+    profiles: dict[str, Profile] = {}
+    for name, table in data.items():
+        key = f"profiles.{name}"
+        if not _PROFILE_NAME_RE.fullmatch(name):
+            raise ConfigError(f"{file}: '{key}': a profile name uses lower-case letters, digits, "
+                              "'.', '_' and '-' (it is typed as --profile NAME)",
+                              tip=f"rename [profiles.\"{name}\"] in {file}")
+        if not isinstance(table, dict):
+            raise ConfigError(f"{file}: key '{key}' must be a table [{key}]",
+                              tip=f"fix '{key}' in {file}")
+        checked = validate(file, table, PROFILE_SCHEMA, ("profiles", name))
+        components = _require(file, checked, "components", f"the components of profile {name}")
+        if not components:
+            raise ConfigError(f"{file}: key '{key}.components' is empty",
+                              tip=f"name the components profile {name} builds in {file}")
+        check_plain_text(file, f"{key}.summary", checked.get("summary", ""))
+        profiles[name] = Profile(name, checked.get("summary", ""), tuple(components))
+    return profiles
 
 
 def load_recipe(file: Path) -> Recipe:
@@ -536,11 +650,44 @@ def load_recipe(file: Path) -> Recipe:
                                   f"installed ROCm, relative and without '..' (or several "
                                   f"such paths separated by '|'), got {entry!r}",
                                   tip=f"fix 'base.provides' in {file}")
-    if ("tensile" in base or "required" in base) and not base.get("provides"):
+    if ("tensile" in base or "required" in base or "packages" in base) and \
+            not base.get("provides"):
         raise ConfigError(f"{file}: [base] needs 'provides', the files that show the component "
                           "in an installed ROCm", tip=f"add base.provides to {file}")
+    _check_gpu(file, data)
     values = _read_declared(Recipe, {**data, "kind": kind}, build_table=own)
     return Recipe(name=name, file=file, **values, source=source)
+
+
+def _check_gpu(file: Path, data: Mapping[str, Any]) -> None:
+    """[gpu]: a known shape, libraries only where a library is named, and not both spellings
+    (``gpu_code`` and [gpu]) saying different things."""
+    gpu = data.get("gpu")
+    if gpu is None:
+        return
+    shape = gpu.get("shape")
+    if shape is None:
+        raise ConfigError(f"{file}: [gpu] needs 'shape' (one of {', '.join(GPU_SHAPES)})",
+                          tip=f'add shape = "bundles" (or another shape) under [gpu] in {file}')
+    if shape not in GPU_SHAPES:
+        raise ConfigError(f"{file}: key 'gpu.shape' must be one of {', '.join(GPU_SHAPES)}, "
+                          f"got {shape!r}." + suggest(shape, list(GPU_SHAPES)),
+                          tip=f"fix 'gpu.shape' in {file}")
+    libraries = gpu.get("libraries", ())
+    if shape == HEADERS and libraries:
+        raise ConfigError(f"{file}: key 'gpu.libraries': a header-only component installs no "
+                          "library to check", tip=f"remove 'gpu.libraries' from {file}")
+    for i, entry in enumerate(libraries):
+        for pattern in provides_alternatives(entry):
+            if not pattern or pattern.startswith("/") or ".." in Path(pattern).parts:
+                raise ConfigError(f"{file}: key 'gpu.libraries[{i}]' must be a path inside the "
+                                  f"prefix or base, relative and without '..' (or several such "
+                                  f"paths separated by '|'), got {entry!r}",
+                                  tip=f"fix 'gpu.libraries' in {file}")
+    if data.get("gpu_code") is True and shape != BUNDLES:
+        raise ConfigError(f"{file}: 'gpu_code = true' says shape \"bundles\" but [gpu] says "
+                          f"shape = {shape!r}", tip=f"remove 'gpu_code' from {file}: [gpu] "
+                                                    "replaces it")
 
 
 def _read_declared(cls: type, data: Mapping[str, Any], build_table: str | None = None
@@ -615,5 +762,11 @@ def load_recipes(folder: Path, overlay: Path | None = None) -> RecipeSet:
         if name not in recipes:
             raise unknown_component(name, names, f"fix 'stack.components' in {stack.file}",
                                     where=f"{stack.file}: key 'stack.components': ")
+    for profile in stack.profiles.values():
+        for name in profile.components:
+            if name not in recipes:
+                key = f"profiles.{profile.name}.components"
+                raise unknown_component(name, names, f"fix '{key}' in {stack.file}",
+                                        where=f"{stack.file}: key '{key}': ")
     return RecipeSet(stack=stack, recipes=recipes, folder=folder, overlay=overlay,
                      overlaid=overlaid)

@@ -13,6 +13,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from rocbuild.model import base
+from rocbuild.model.cost import DiskNeed, disk_of
 from rocbuild.model.graph import (
     Stack,
     build_order,
@@ -28,19 +29,28 @@ class Road:
     name: str
     components: tuple[str, ...]  # what is built (source-only components not counted)
     cpu_hours: float
-    disk: int  # bytes of build trees, from the recipes' resources.disk
+    need: DiskNeed  # from nothing: every checkout, build tree and install (cost.disk_of)
     measured: bool  # True: from a real base; False: assumed from the recipes
+
+    @property
+    def disk(self) -> int:
+        """Workdir and prefix, the figure plan's cost and doctor give for the same build
+        (the roads counted the build trees only: 27.7 GiB beside a need of 39.2)."""
+        return self.need.total
 
     def to_json(self) -> dict[str, object]:
         return {"components": list(self.components), "cpu_hours": round(self.cpu_hours, 2),
-                "disk": self.disk, "measured": self.measured}
+                "disk": self.disk, "disk_workdir": self.need.workdir,
+                "disk_prefix": self.need.prefix, "measured": self.measured}
 
 
 def _road(recipes: RecipeSet, name: str, order: Iterable[str], measured: bool) -> Road:
+    order = tuple(order)
     built = tuple(n for n in order if recipes.recipes[n].builds)
-    res = [recipes.recipes[n].resources for n in built]
-    return Road(name, built, sum(r.get("cpu_hours", 0.0) for r in res),
-                int(sum(r.get("disk", 0) for r in res)), measured)
+    checkouts = {recipes.recipes[n].source.from_component or n for n in order}
+    return Road(name, built, sum(recipes.recipes[n].resources.get("cpu_hours", 0.0)
+                                 for n in built),
+                disk_of(recipes, built, checkouts), measured)
 
 
 def assumed_taken(recipes: RecipeSet, order: Iterable[str]) -> set[str]:
@@ -60,11 +70,47 @@ def assumed_taken(recipes: RecipeSet, order: Iterable[str]) -> set[str]:
 def roads(stack: Stack, requested: Iterable[str] = ()) -> tuple[Road, Road]:
     """(full road, base road) for the components the plan covers."""
     recipes = stack.recipes
-    wanted = list(requested) or default_request(recipes)
+    wanted = list(requested) or default_request(recipes, stack.profile)
+    if stack.base is not None and not list(requested):
+        full = _road(recipes, "from source", build_order(recipes, wanted), measured=True)
+        return full, _road(recipes, f"on base {stack.base.path}", stack.order, measured=True)
+    return roads_of(stack, wanted)
+
+
+def roads_of(stack: Stack, wanted: Iterable[str]) -> tuple[Road, Road]:
+    """(full road, base road) for ``wanted`` and what it needs: on the stack's --base when it
+    has one (what the base provides was judged over every recipe, base.load_base), else on
+    AMD's ROCm 6.4 as the recipes alone suggest (assumed_taken)."""
+    recipes = stack.recipes
+    wanted = list(wanted)
     full_order = build_order(recipes, wanted)
     full = _road(recipes, "from source", full_order, measured=True)
     if stack.base is not None:
-        return full, _road(recipes, f"on base {stack.base.path}", stack.order, measured=True)
+        # what the base provides of every recipe (the run's ``taken`` is cut to its closure)
+        provided = stack.base.provided if stack.base.provided is not None else stack.base.taken
+        cut = build_order(recipes, wanted, taken=provided)
+        return full, _road(recipes, f"on base {stack.base.path}",
+                           drop_unused_sources(recipes, cut), measured=True)
     cut = build_order(recipes, wanted, taken=assumed_taken(recipes, full_order))
     return full, _road(recipes, "on AMD's ROCm 6.4 (--base)", drop_unused_sources(recipes, cut),
                        measured=False)
+
+
+@dataclass(frozen=True)
+class ProfileRoads:
+    """One profile of stack.toml with the cost of both roads to it."""
+
+    name: str
+    summary: str
+    full: Road
+    base: Road
+
+    def to_json(self) -> dict[str, object]:
+        return {"summary": self.summary, "full": self.full.to_json(),
+                "base": self.base.to_json()}
+
+
+def profile_roads(stack: Stack) -> tuple[ProfileRoads, ...]:
+    """Both roads to each profile stack.toml declares, so `plan` lets the user compare them."""
+    return tuple(ProfileRoads(p.name, p.summary, *roads_of(stack, p.components))
+                 for p in stack.recipes.stack.profiles.values())

@@ -12,6 +12,7 @@ import argparse
 import errno
 import os
 import re
+import stat
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -22,6 +23,7 @@ from rocbuild.model import bounds, inputcheck
 from rocbuild.model.launchers import parse_ccache_mode, parse_distcc_hosts, parse_launcher
 from rocbuild.model.recipes import read_toml, suggest
 from rocbuild.model.targets import TargetError, TargetId, parse_target_list, product_note
+from rocbuild.model.trust import EVERYTHING, Trust, recipe_files
 
 CONFIG_FILE_NAME = "rocbuild.toml"
 
@@ -29,10 +31,17 @@ CONFIG_FILE_NAME = "rocbuild.toml"
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
+EMPTY_PATH = ("an empty path; give a folder (an empty value never means the current folder: "
+              "a script's unset variable made `clean --workdir ''` clean the folder it ran in)")
+
+
 def _parse_path(text: str) -> Path:
     """An absolute path without control characters: a newline or a tab in a workdir or
     prefix is accepted by the file system but breaks the generated build files (ninja reads
-    a newline as the end of a rule) and every PATH-like variable, hours later."""
+    a newline as the end of a rule) and every PATH-like variable, hours later. An empty one
+    is refused: pathlib reads it as the current folder."""
+    if not text.strip():
+        raise ValueError(EMPTY_PATH)
     bad = _CONTROL.search(text)
     if bad:
         what = {"\n": "a newline", "\r": "a carriage return", "\t": "a tab"}.get(
@@ -81,6 +90,19 @@ def _parse_workdir(text: str) -> Path:
 
 def _parse_targets(text: str) -> tuple[TargetId, ...]:
     return parse_target_list([text])
+
+
+_PROFILE_RE = re.compile(r"[a-z0-9][a-z0-9._-]*")
+
+
+def _parse_profile(text: str) -> str:
+    """A profile's name; whether the stack declares it is judged with the recipes
+    (graph.resolve_profile), which know the names."""
+    name = text.strip()
+    if not _PROFILE_RE.fullmatch(name):
+        raise ValueError(f"{text!r} is not a profile name (lower-case letters, digits, '.', '_' "
+                         "and '-', as stack.toml's [profiles.<name>] tables are named)")
+    return name
 
 
 def _parse_mirror_rules(text: str) -> tuple[tuple[str, str], ...]:
@@ -151,6 +173,15 @@ def _parse_cache(text: str) -> str:
     return str(_parse_path(text))
 
 
+def _parse_safe_directories(text: str) -> tuple[str, ...]:
+    """Folders (``;``-separated, or one each time the flag is given) whose files are used
+    whoever owns them, or ``*`` for every folder (model/trust.py)."""
+    out = []
+    for part in text.split(";"):
+        out.append(EVERYTHING if part.strip() == EVERYTHING else str(_parse_path(part)))
+    return tuple(out)
+
+
 def _default_recipes_dir() -> Path:
     package = Path(__file__).resolve().parent.parent  # rocbuild/, not rocbuild/model/
     packaged = package / "_data" / "recipes"  # wheel layout (see pyproject force-include)
@@ -190,6 +221,10 @@ class Option:
     default_from_env: Callable[[Mapping[str, str]], Any] | None = None
     default_doc: str = ""  # how docs/settings.md states a default that depends on the host
     is_path: bool = False  # a folder: relative in a config file means from the file's folder
+    path: bool = False  # the value is a path: empty is refused wherever it is given
+    # the TOML types a config file may give (a list is joined with ';'); anything else, a
+    # table above all, is refused naming the key (it became a folder named "{'a': 1}")
+    config_types: tuple[type, ...] = (str,)
 
     def default_value(self, env: Mapping[str, str]) -> Any:
         return self.default_from_env(env) if self.default_from_env else self.default
@@ -205,47 +240,62 @@ class Option:
 
 OPTIONS: tuple[Option, ...] = (
     Option("recipes", "recipes folder (default: the one shipped with rocbuild)", _parse_path,
-           "DIR", default_from_env=lambda env: _default_recipes_dir(), is_path=True,
+           "DIR", default_from_env=lambda env: _default_recipes_dir(), is_path=True, path=True,
            default_doc="the recipes shipped with rocbuild"),
     Option("recipe_overlay", "folder of your own recipes: a <name>.toml there replaces the "
            "shipped recipe of that name (or adds one; stack.toml too), and "
            "../patches/<name>/ beside it replaces its patch series; read with the shipped "
            "recipes, or with --recipes when given here", _parse_path, "DIR", is_path=True,
-           default_from_env=lambda env: default_overlay(env),
+           path=True, default_from_env=lambda env: default_overlay(env),
            default_doc="`$XDG_CONFIG_HOME/rocbuild/recipes` (`~/.config/rocbuild/recipes`)"),
     Option("workdir", "sources, build trees, logs and state", _parse_workdir, "DIR", is_path=True,
-           default_from_env=_default_workdir,
+           path=True, default_from_env=_default_workdir,
            default_doc="`$XDG_CACHE_HOME/rocbuild` (`~/.cache/rocbuild`)"),
     Option("prefix", "install prefix (default: the prefix given to the workdir's last build, "
-           "else the one recipes/stack.toml names)", _parse_path, "PATH", is_path=True),
+           "else the one recipes/stack.toml names)", _parse_path, "PATH", is_path=True, path=True),
     Option("target", "comma-separated GPU targets, e.g. gfx906 or gfx906,gfx90a", _parse_targets,
-           "LIST"),
+           "LIST", config_types=(str, list)),
+    Option("profile", "the set of components a build takes when none is named: a profile of "
+           "stack.toml, e.g. llama.cpp (rocBLAS, hipBLAS, llama.cpp) or pytorch (the ROCm "
+           "libraries PyTorch needs)", _parse_profile, "NAME",
+           default_doc="the profile stack.toml names (`llama.cpp` in the shipped recipes)"),
     Option("mirror", "rewrite a source URL prefix, like git's insteadOf (repeatable)",
-           _parse_mirror_rules, "FROM=TO", default=(), repeatable=True),
+           _parse_mirror_rules, "FROM=TO", default=(), repeatable=True,
+           config_types=(str, list)),
     Option("base", "an installed ROCm (e.g. /opt/rocm-6.4.3) whose components are used instead "
            "of built; only what it lacks for the targets is built. Without it, the base of the "
-           "workdir's last build; 'none' builds from source", _parse_base, "PATH", is_path=True),
-    Option("jobs", "upper bound on parallel jobs", _parse_positive_int, "N"),
+           "workdir's last build; 'none' builds from source", _parse_base, "PATH", is_path=True,
+           path=True),
+    Option("jobs", "upper bound on parallel jobs", _parse_positive_int, "N",
+           config_types=(str, int)),
     Option("parallel", "components compiled at the same time (a count, or auto: more than one "
            "where the host has the cores and a ninja >= 1.13); their compiles share one job "
            "pool, and other components' fetch and configure run beside them",
-           _parse_parallel, "N", default=AUTO),
+           _parse_parallel, "N", default=AUTO, config_types=(str, int)),
     Option("swap_weight", "share of free swap counted as memory when sizing jobs (0-1)",
-           _parse_fraction, "F", default=0.5),
+           _parse_fraction, "F", default=0.5, config_types=(str, int, float)),
     Option("ccache", "compiler cache: on, off or auto (auto: on when ccache is installed)",
            parse_ccache_mode, "MODE", default="auto"),
     Option("ccache_dir", "the compiler cache's folder, shared by every workdir (a CCACHE_DIR "
            "in your environment is used when this is not set)", _parse_path, "DIR",
-           default_from_env=_default_ccache_dir,
+           default_from_env=_default_ccache_dir, path=True,
            default_doc="`$XDG_CACHE_HOME/rocbuild/ccache` (`~/.cache/rocbuild/ccache`)"),
     Option("launcher", "your own compiler launcher for every CMake component, instead of "
            "ccache (e.g. sccache; a CMake list for several words); a recipe that names its own "
-           "CMAKE_<LANG>_COMPILER_LAUNCHER keeps it", parse_launcher, "PROGRAM", default=""),
+           "CMAKE_<LANG>_COMPILER_LAUNCHER keeps it", parse_launcher, "PROGRAM", default="",
+           config_types=(str, list)),
     Option("distcc", "distcc hosts for the components a recipe marks distributable, e.g. "
            "'box1/8 box2/4' (DISTCC_HOSTS syntax)", parse_distcc_hosts, "HOSTS", default=""),
     Option("cache", "binary cache of built components to install from (a folder, an "
            "http(s):// URL serving one, or oci://REGISTRY/NAMESPACE/NAME)", _parse_cache,
-           "DIR_OR_URL", is_path=True),
+           "DIR_OR_URL", is_path=True, path=True),
+    Option("safe_directories", "folders whose files are used even when another user owns "
+           "them or may write them: config files, recipes, patches, allowed_signers, the "
+           "compiler cache (as git's safe.directory; '*' for every folder). Read from the "
+           "flag, the variable or your own config file ($XDG_CONFIG_HOME/rocbuild/"
+           "rocbuild.toml) only, never from a project's",
+           _parse_safe_directories, "DIR", default=(), repeatable=True, path=True,
+           config_types=(str, list)),
 )
 OPTION_BY_NAME = {o.name: o for o in OPTIONS}
 
@@ -265,6 +315,7 @@ class Settings:
     workdir: Path
     prefix: Path | None
     target: tuple[TargetId, ...] | None
+    profile: str | None  # a profile of stack.toml; None: the one stack.toml names
     mirror: tuple[tuple[str, str], ...]
     base: Path | None
     jobs: int | None
@@ -275,10 +326,17 @@ class Settings:
     launcher: str  # the user's own compiler launcher, "" for rocbuild's (launchers.py)
     distcc: str  # a DISTCC_HOSTS list, "" for none
     cache: str | None  # a folder or an http(s)/file URL (cache_store opens it)
+    safe_directories: tuple[str, ...]  # folders trusted whoever owns them (model/trust.py)
     # where each value came from: "flag --jobs", "env ROCBUILD_JOBS", "config PATH", "default"
     sources: Mapping[str, str] = field(default_factory=dict, compare=False)
     # said once on stderr, e.g. how a product name was read
     notes: tuple[str, ...] = field(default=(), compare=False)
+    # said once on stderr as warnings: the files not used because others could write them
+    warnings: tuple[str, ...] = field(default=(), compare=False)
+    # why the recipe overlay is not used ("" while it is): others could write it
+    refused_overlay: str = field(default="", compare=False)
+    # which config file was read and which were passed over (`rocbuild config` shows both)
+    config: ConfigChoice | None = field(default=None, compare=False)
 
     def source(self, name: str) -> str:
         return self.sources.get(name, "default")
@@ -293,7 +351,15 @@ class Settings:
     def overlay(self) -> Path | None:
         """The recipe overlay in force: the user's folder over the shipped recipes, or over
         their own --recipes only when they name an overlay too (an overlay's stack.toml must
-        not replace the stack of a folder the user gave)."""
+        not replace the stack of a folder the user gave). None as well when others could
+        write it (``refused_overlay``: model/trust.py)."""
+        if self.refused_overlay:
+            return None
+        return self.named_overlay
+
+    @property
+    def named_overlay(self) -> Path | None:
+        """The overlay the settings name, whoever could write it."""
         if self.source("recipes") == "default" or self.source("recipe_overlay") != "default":
             return self.recipe_overlay
         return None
@@ -373,11 +439,33 @@ def _read_config_file(path: Path) -> dict[str, Any]:
     return section
 
 
-def _config_text(value: Any) -> str:
-    if isinstance(value, list):
-        return ";".join(str(v) for v in value) if value else ""
+_TYPE_WORDS = {str: "a string", int: "a whole number", float: "a number",
+               list: "a list of strings"}
+
+
+def _toml_kind(value: Any) -> str:
     if isinstance(value, bool):
-        raise ValueError(f"{value!r} is not a valid value here")
+        return "true/false"
+    if isinstance(value, dict):
+        return "a table"
+    if isinstance(value, list):
+        return "a list"
+    return {str: "a string", int: "a number", float: "a number"}.get(type(value),
+                                                                    type(value).__name__)
+
+
+def _config_text(option: Option, value: Any) -> str:
+    """A config file's value as the text a flag would give, when its TOML type is one the
+    option takes (``config_types``); ValueError naming what was found otherwise (a table
+    became a folder named "{'a': 1}", a list one named "a;b")."""
+    accepted = option.config_types
+    fits = (not isinstance(value, bool) and isinstance(value, accepted)
+            and not (isinstance(value, list) and not all(isinstance(v, str) for v in value)))
+    if not fits:
+        words = " or ".join(_TYPE_WORDS[t] for t in accepted)
+        raise ValueError(f"must be {words}, not {_toml_kind(value)} ({value!r})")
+    if isinstance(value, list):
+        return ";".join(value)
     return str(value)
 
 
@@ -385,9 +473,10 @@ def project_folders(cwd: Path, env: Mapping[str, str]) -> list[Path]:
     """The folders searched for a project's rocbuild.toml, nearest first: ``cwd`` and each
     folder above it up to the file system's root, as cargo and git look for their files, but
     never above the user's home folder when ``cwd`` is inside it (a file in /home or / is not
-    the user's; git's GIT_CEILING_DIRECTORIES does this for git)."""
-    start = Path(os.path.abspath(cwd))
-    home = Path(os.path.abspath(env.get("HOME") or os.path.expanduser("~")))
+    the user's; git's GIT_CEILING_DIRECTORIES does this for git). Both are compared
+    resolved: with $HOME a link (/home/me -> /data/me) the search stopped nowhere."""
+    start = Path(os.path.realpath(cwd))
+    home = Path(os.path.realpath(env.get("HOME") or os.path.expanduser("~")))
     ceiling = home if start == home or home in start.parents else None
     folders = [start]
     for parent in start.parents:
@@ -398,28 +487,162 @@ def project_folders(cwd: Path, env: Mapping[str, str]) -> list[Path]:
 
 
 def config_candidates(cwd: Path, env: Mapping[str, str]) -> list[Path]:
-    """Every file ``find_config_file`` looks at, in order: the project's rocbuild.toml in
+    """Every file ``find_config`` looks at, in order: the project's rocbuild.toml in
     ``cwd`` or the nearest folder above (``project_folders``), then the user's."""
     return [folder / CONFIG_FILE_NAME for folder in project_folders(cwd, env)] + [
         user_config_path(env)]
 
 
+@dataclass(frozen=True)
+class ConfigChoice:
+    """The config file read (None: none), those passed over because others could write
+    them (path, why), and every place looked at."""
+
+    path: Path | None
+    skipped: tuple[tuple[Path, str], ...]
+    searched: tuple[Path, ...]
+
+
+def _entry_problem(path: Path) -> str | None:
+    """Why what is at ``path`` cannot be read as a config file, in words; None for a regular
+    file (a link to one included) and for nothing at all."""
+    try:
+        os.lstat(path)
+    except OSError:
+        return None  # nothing there (or a file where a folder above it should be)
+    try:
+        mode = os.stat(path).st_mode
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            return "runs through a loop of symbolic links"
+        if exc.errno == errno.ENOENT:
+            return f"is a link to {os.readlink(path)}, which does not exist"
+        return f"cannot be read: {exc.strerror}"
+    if stat.S_ISREG(mode):
+        return None
+    kind = ("a folder" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode) else
+            "a socket" if stat.S_ISSOCK(mode) else "a device")
+    return f"is {kind}, not a file"
+
+
+def find_config(cwd: Path, env: Mapping[str, str], trust: Trust | None = None
+                ) -> ConfigChoice:
+    """The one config file read: the first of ``config_candidates`` that is there and that
+    ``trust`` uses (the nearest project file wins over those above it and over the user's;
+    they are not merged). One that others could write is passed over, as if it were not
+    there; anything else in a candidate's place (a FIFO, a folder, a link loop or a link to
+    nothing) is a ConfigError naming it: it was read as "no config file" in silence."""
+    searched = tuple(config_candidates(cwd, env))
+    skipped: list[tuple[Path, str]] = []
+    for candidate in searched:
+        if not (candidate.exists() or candidate.is_symlink()):
+            continue
+        why = trust.why_not(candidate) if trust is not None else None
+        if why is not None:
+            skipped.append((candidate, why))
+            continue
+        problem = _entry_problem(candidate)
+        if problem is not None:
+            raise ConfigError(f"{candidate} {problem}; rocbuild reads its settings from that "
+                              "name", tip=f"remove or replace {candidate}")
+        return ConfigChoice(candidate, tuple(skipped), searched)
+    return ConfigChoice(None, tuple(skipped), searched)
+
+
 def find_config_file(cwd: Path, env: Mapping[str, str]) -> Path | None:
-    """The one config file read: the first of ``config_candidates`` that is a file (the
-    nearest project file wins over those above it and over the user's; they are not merged)."""
-    for candidate in config_candidates(cwd, env):
-        if candidate.is_file():
-            return candidate
-    return None
+    """``find_config``'s file, whoever owns it (for callers without a ``Trust``)."""
+    return find_config(cwd, env).path
 
 
 def _from_config_folder(option: Option, text: str, folder: Path) -> str:
     """A folder named in a config file relative to that file's folder, as cargo reads its
-    config, so a rocbuild.toml found above the current folder means what it says."""
-    if not option.is_path or "://" in text or text.strip().lower() == "none":
+    config, so a rocbuild.toml found above the current folder means what it says (an empty
+    one stays empty: the option refuses it)."""
+    if not option.is_path or "://" in text or text.strip().lower() in ("none", ""):
         return text
     expanded = os.path.expanduser(text)
     return expanded if os.path.isabs(expanded) else os.path.normpath(folder / expanded)
+
+
+SAFE = "safe_directories"
+
+
+def _not_used(path: Path, why: str, user_file: Path, folder: Path | None = None) -> str:
+    """The warning for a file or folder passed over because others could write it."""
+    if path == user_file:
+        return (f"{path} is not used: {why}; your own config file must be yours alone: "
+                f"make it and its folders owned by you and writable only by you "
+                f"(chown, chmod go-w)")
+    return (f"{path} is not used: {why}; if you trust it, add {folder or path.parent} to "
+            f"{SAFE} in {user_file} (as git's safe.directory)")
+
+
+def _safe_directories(flags: Mapping[str, Any], env: Mapping[str, str], user_file: Path,
+                      trust: Trust | None, warnings: dict[Path, str]
+                      ) -> tuple[tuple[str, ...], str]:
+    """``safe_directories`` and where it came from: the flag, the variable, or the user's own
+    config file (whichever config file is read otherwise), never a project's: a file that
+    could vouch for itself would vouch for anything."""
+    option = OPTION_BY_NAME[SAFE]
+    if flags.get(SAFE) is not None:
+        raw, where = flags[SAFE], f"flag {option.flag}"
+    elif option.env in env:
+        raw, where = env[option.env], f"env {option.env}"
+    else:
+        why = trust.why_not(user_file) if trust is not None else None
+        if why is not None:
+            warnings[user_file] = _not_used(user_file, why, user_file)
+            return (), "default"
+        if not user_file.is_file() or SAFE not in (doc := _read_config_file(user_file)):
+            return (), "default"
+        try:
+            raw, where = _config_text(option, doc[SAFE]), f"config {user_file}"
+        except ValueError as exc:
+            raise ConfigError(f"{user_file}: key '{SAFE}' {exc}",
+                              tip=f"write {SAFE} = [\"/a/folder\", ...] in {user_file}") from None
+        if doc[SAFE] == []:
+            return (), where
+    items = raw if isinstance(raw, list) else [raw]
+    try:
+        return tuple(d for item in items for d in option.parse(str(item))), where
+    except ValueError as exc:
+        said = f"{user_file}: key '{SAFE}'" if where.startswith("config ") else where
+        raise ConfigError(f"{said}: {exc}", tip=f"see `rocbuild --help` for {option.flag}"
+                          ) from None
+
+
+def _check_recipes(values: Mapping[str, Any], sources: Mapping[str, str], trust: Trust,
+                   user_file: Path) -> None:
+    """A recipes folder the user named (not the shipped one, which is part of rocbuild
+    itself) must be one nobody else could write, with its patches: there is no other folder
+    to build from instead, so it is refused (exit 2)."""
+    if sources.get("recipes", "default") == "default":
+        return
+    folder = Path(values["recipes"])
+    bad = trust.first_untrusted(recipe_files(folder))
+    if bad is not None:
+        path, why = bad
+        raise ConfigError(
+            f"the recipes folder {folder} (from {sources['recipes']}) is not used: {path} "
+            f"{why.removeprefix('it ')}; recipes and patches are code rocbuild runs as you",
+            tip=f"if you trust it, add {folder.parent} to {SAFE} in {user_file} (as git's "
+                f"safe.directory), or copy the recipes to a folder of your own")
+
+
+def _overlay_refusal(settings: Settings, trust: Trust, user_file: Path) -> str:
+    """Why the settings' recipe overlay is not used (others could write it), "" when it is:
+    the overlay is used whole or not at all, so no build mixes a recipe of it with patches
+    of elsewhere."""
+    overlay = settings.named_overlay
+    if overlay is None:
+        return ""
+    bad = trust.first_untrusted(recipe_files(overlay))
+    if bad is None:
+        return ""
+    path, why = bad
+    return (f"your recipe overlay {overlay} is not used (the shipped recipes are): {path} "
+            f"{why.removeprefix('it ')}; if you trust it, add {overlay.parent} to {SAFE} "
+            f"in {user_file} (as git's safe.directory)")
 
 
 def resolve(
@@ -427,32 +650,52 @@ def resolve(
     env: Mapping[str, str] | None = None,
     cwd: Path | None = None,
     cpus: int | None = None,
+    trust: Trust | None = None,
 ) -> Settings:
     """Resolve every option from flags (argparse dest -> raw value), ``env`` (the user's
     environment; None: none), the config file and defaults; with ``cpus`` (this host's,
-    checks/hostload.py ``usable_cpus``) the counts are checked against ``bounds``. Raises
-    ConfigError naming the flag, variable or file key that is wrong."""
+    checks/hostload.py ``usable_cpus``) the counts are checked against ``bounds``; with
+    ``trust`` (checks/trust.py ``host_trust``: every command passes it) a config file, an
+    overlay or a recipes folder that others could write is not used (model/trust.py).
+    Raises ConfigError naming the flag, variable or file key that is wrong."""
     env = {} if env is None else env
     cwd = Path.cwd() if cwd is None else cwd
-    config_path = find_config_file(cwd, env)
+    user_file = user_config_path(env)
+    warnings: dict[Path, str] = {}
+    safe, safe_source = _safe_directories(flags, env, user_file, trust, warnings)
+    if trust is not None:
+        trust = trust.with_safe(safe)
+    choice = find_config(cwd, env, trust)
+    for path, why in choice.skipped:
+        warnings.setdefault(path, _not_used(path, why, user_file))
+    config_path = choice.path
     config = _read_config_file(config_path) if config_path else {}
-    values: dict[str, Any] = {}
-    sources: dict[str, str] = {}
+    if config_path is not None and SAFE in config and config_path != user_file:
+        raise ConfigError(f"{config_path}: key '{SAFE}' is read only from your own config "
+                          f"file {user_file} (a project's file cannot say which folders are "
+                          "safe: it would vouch for itself)",
+                          tip=f"move '{SAFE}' to {user_file}")
+    values: dict[str, Any] = {SAFE: safe}
+    sources: dict[str, str] = {SAFE: safe_source}
     notes: list[str] = []
     for option in OPTIONS:
+        if option.name == SAFE:
+            continue
         raw: Any = None
         where = ""
         if option.name in flags and flags[option.name] is not None:
             raw, where = flags[option.name], f"flag {option.flag}"
-        elif env.get(option.env):
-            raw, where = env[option.env], f"env {option.env}"
+        elif env.get(option.env) or (option.path and option.env in env):
+            raw, where = env[option.env], f"env {option.env}"  # an empty path is refused
         elif option.name in config and config_path is not None:
             where = f"config {config_path}"
             try:
-                raw = _from_config_folder(option, _config_text(config[option.name]),
+                raw = _from_config_folder(option, _config_text(option, config[option.name]),
                                           config_path.parent)
             except ValueError as exc:
-                raise ConfigError(f"{config_path}: key '{option.name}': {exc}") from None
+                raise ConfigError(f"{config_path}: key '{option.name}' {exc}",
+                                  tip=f"fix '{option.name}' in {config_path}; `rocbuild "
+                                      "--help` describes each setting") from None
         if raw is None:
             values[option.name] = option.default_value(env)
             sources[option.name] = "default"
@@ -461,8 +704,10 @@ def resolve(
         try:
             parsed = [option.parse(str(item)) for item in items]
         except (ValueError, TargetError) as exc:
+            said = (f"{config_path}: key '{option.name}'" if where.startswith("config ")
+                    else where)
             raise ConfigError(
-                f"{where}: {exc}", tip=f"see `rocbuild --help` for {option.flag}"
+                f"{said}: {exc}", tip=f"see `rocbuild --help` for {option.flag}"
             ) from None
         if option.repeatable:
             value = tuple(rule for rules in parsed for rule in rules)
@@ -475,7 +720,14 @@ def resolve(
                       if (note := product_note(part))]
     if cpus is not None:  # counts a host cannot run are typos: exit 2, not threads
         bounds.check(values, sources, cpus)
-    return Settings(**values, sources=sources, notes=tuple(notes))
+    resolved = Settings(**values, sources=sources, notes=tuple(notes), config=choice)
+    if trust is None:
+        return resolved
+    _check_recipes(values, sources, trust, user_file)
+    refusal = _overlay_refusal(resolved, trust, user_file)
+    if refusal:
+        warnings[resolved.recipe_overlay] = refusal
+    return replace(resolved, warnings=tuple(warnings.values()), refused_overlay=refusal)
 
 
 def rewrite_url(url: str, rules: tuple[tuple[str, str], ...]) -> str:

@@ -15,9 +15,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from rocbuild.model import gitcache, launchers
-from rocbuild.model.base import device_lib_dir
 from rocbuild.model.graph import Component, Stack, venv_dir
 from rocbuild.model.inputcheck import CLEARED_ENV
+from rocbuild.model.provides import step_variables
 from rocbuild.model.workdir import Workdir
 
 
@@ -32,16 +32,12 @@ def path_head(stack: Stack) -> list[str]:
 
 def env_overrides(stack: Stack, component: Component) -> dict[str, str]:
     """The variables rocbuild sets for a build step, in one place: the prefix (and the build
-    venv) first on PATH, ROCM_PATH and HIP_PLATFORM=amd, then the recipe's own [env], which
-    wins. PATH keeps a ``$PATH`` reference for printing; ``step_env`` expands it."""
-    overrides = {"PATH": ":".join(path_head(stack)) + ":$PATH",
-                 "ROCM_PATH": str(stack.rocm_root),
-                 "HIP_PLATFORM": "amd"}
-    if stack.base is not None:  # hipcc's HIP is the base's, whatever the user's shell says
-        overrides["HIP_PATH"] = str(stack.rocm_root)
-        bitcode = device_lib_dir(stack.base)
-        if bitcode is not None:  # clang and hipcc then need not derive it from ROCM_PATH
-            overrides["HIP_DEVICE_LIB_PATH"] = str(bitcode)
+    venv) first on PATH, the variables the stack's recipes provide to its steps (ROCm's:
+    ROCM_PATH and HIP_PLATFORM=amd, and on a base HIP_PATH and the base's device bitcode:
+    clr.toml's ``provides_env``; a stack of other projects gets none), the compiler
+    launchers', then the recipe's own [env], which wins. PATH keeps a ``$PATH`` reference for
+    printing; ``step_env`` expands it."""
+    overrides = {"PATH": ":".join(path_head(stack)) + ":$PATH", **step_variables(stack)}
     overrides.update(launchers.launcher_env(stack.launch, stack, component))
     overrides.update(component.env)
     return overrides

@@ -169,3 +169,43 @@ def runs_on(code_object: TargetId, device: TargetId) -> bool:
         if name in device_features and device_features[name] != on:
             return False
     return True
+
+
+# Processors whose kernel driver runs them with XNACK off unless the user opts in
+# (amdgpu.noretry=0 plus HSA_XNACK=1): the kernel's noretry default covers GC 9.0.1 (gfx900),
+# 9.4.x (gfx906 = Vega 20, gfx908, gfx90a, gfx94x, gfx950) and every gfx10.3+ part.
+_XNACK_OFF_BY_DEFAULT = frozenset(
+    {"gfx900", "gfx906", "gfx908", "gfx90a", "gfx940", "gfx941", "gfx942", "gfx950"})
+
+
+def device_modes(request: TargetId) -> tuple[TargetId, ...]:
+    """The device configurations a requested target stands for; a bundle must hold a code
+    object that runs on each of them.
+
+    A feature the request leaves out means "the devices users actually have":
+    - xnack: the default mode of the processor, off for gfx906 (MI50, MI60 and Radeon VII run
+      with xnack- unless the user opts in), so ``gfx906:xnack+`` code alone does not satisfy
+      a plain ``gfx906`` request. Where the default is not known, either setting passes.
+    - sramecc: both settings, because it is a property of the board, not a user choice: MI50
+      and MI60 report ``gfx906:sramecc+:xnack-``, a Radeon VII ``gfx906:sramecc-:xnack-``
+      (ollama/ollama#4780). So code for only ``gfx906:sramecc+`` fails a plain ``gfx906``
+      request (it would not load on a Radeon VII); request ``gfx906:sramecc+`` to check for
+      MI50/MI60 only. Plain ``gfx906`` code objects, what GPU_TARGETS=gfx906 builds, pass.
+    An explicit feature in the request is taken as given.
+    """
+    features = dict(request.features)
+    allowed = PROCESSOR_FEATURES.get(request.processor, frozenset())
+    if "xnack" in allowed and "xnack" not in features and \
+            request.processor in _XNACK_OFF_BY_DEFAULT:
+        features["xnack"] = False
+    modes = [features]
+    if "sramecc" in allowed and "sramecc" not in features:
+        modes = [{**m, "sramecc": on} for m in modes for on in (True, False)]
+    return tuple(TargetId(request.processor, tuple(sorted(m.items()))) for m in modes)
+
+
+def uncovered(found: Iterable[TargetId], request: TargetId) -> list[TargetId]:
+    """The device modes of ``request`` that no code object in ``found`` runs on (one
+    bundle's, or a library's embedded set): empty when the request is met."""
+    found = list(found)
+    return [m for m in device_modes(request) if not any(runs_on(c, m) for c in found)]

@@ -29,10 +29,13 @@ from __future__ import annotations
 
 import hashlib
 import os
+import stat
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from rocbuild.errors import ConfigError
 from rocbuild.files import read_json
 
 STATE = "state"
@@ -64,6 +67,48 @@ def read_registry(root: Path) -> dict[str, dict[str, Any]]:
         return {}
     return {k: v for k, v in configs.items()
             if isinstance(v, dict) and isinstance(v.get("dir"), str)}
+
+
+def stack_name_of(recipes: Path) -> str | None:
+    """The name of the stack in the recipes folder (stack.toml's ``[stack] name``), which a
+    workdir's records are kept by; None when the folder cannot be read (its refusal comes
+    when the stack is loaded)."""
+    from rocbuild.model.recipes import load_stack_spec  # the recipes' modules: only here
+
+    try:
+        return load_stack_spec(recipes).name
+    except (ConfigError, OSError):
+        return None
+
+
+def same_stack(entry: dict[str, Any], stack: str | None, recipes: Path) -> bool:
+    """Whether a workdir's record (a configuration of configs.json, the remembered base) is
+    of this stack: the default workdir is shared by every stack a user builds, and what the
+    last build of another stack did says nothing of this one. By the stack's name (an
+    upgrade of rocbuild moves the shipped recipes, not the stack); a record of an earlier
+    rocbuild by its recipes folder, or, naming neither, of any stack (it is adopted)."""
+    if isinstance(entry.get("stack"), str):
+        return stack is None or entry["stack"] == stack
+    if isinstance(entry.get("recipes"), str):
+        return os.path.abspath(entry["recipes"]) == os.path.abspath(recipes)
+    return True
+
+
+def made_by_rocbuild(root: Path) -> bool:
+    """``root`` is a workdir a build has used: its state holds the list of configurations
+    (every build's preflight writes it) or step stamps (a workdir of a rocbuild before that
+    list). `clean` removes nothing from any other folder: ``src/`` and ``build/`` of a user's
+    own project looked the same to it. The run lock alone proves nothing (`clean` itself
+    takes it)."""
+    state = root / STATE
+    return _is(state / CONFIGS_FILE, stat.S_ISREG) or _is(state / "stamps", stat.S_ISDIR)
+
+
+def _is(path: Path, kind: Callable[[int], bool]) -> bool:
+    try:
+        return kind(os.lstat(path).st_mode)
+    except OSError:
+        return False
 
 
 def config_dir_name(root: Path, prefix: Path) -> str:
@@ -152,6 +197,12 @@ class Workdir:
         return self.state / "lock"
 
     @property
+    def trash(self) -> Path:
+        """Where `clean` moves what it removes first (run/state/trash.py), so a kill leaves
+        each folder whole or gone, never half of a checkout."""
+        return self.state / "trash"
+
+    @property
     def running(self) -> Path:
         return self.state / "running"
 
@@ -165,6 +216,11 @@ class Workdir:
     @property
     def base_memo(self) -> Path:
         return self.state / "base.json"
+
+    @property
+    def code_memo(self) -> Path:
+        """What the base audit read of each base library, by file identity (codeaudit.py)."""
+        return self.state / "code-audit.json"
 
     @property
     def probes(self) -> Path:
@@ -193,6 +249,11 @@ class Workdir:
 
     def stamp(self, component: str, step: str) -> Path:
         return self._holder(step) / STATE / "stamps" / component / f"{step}.json"
+
+    def attempts(self, component: str, step: str) -> Path:
+        """The time of a step's attempts that did not finish (failed, interrupted, killed)
+        since its last success: its next stamp adds them up (run/state/state.py)."""
+        return self._holder(step) / STATE / "attempts" / component / f"{step}.json"
 
     @property
     def failures(self) -> Path:

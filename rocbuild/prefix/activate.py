@@ -19,13 +19,19 @@ import errno
 import fcntl
 import json
 import os
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 from rocbuild.errors import ActivationError, ConfigError, RocbuildError
-from rocbuild.files import open_lock, parse_json, read_regular, write_text_atomic
+from rocbuild.files import (
+    open_lock,
+    parse_json,
+    read_regular,
+    remove_stale_temps,
+    write_text_atomic,
+)
 from rocbuild.model.layout import info_path
 from rocbuild.prefix import buildinfo, registry
 from rocbuild.prefix.buildinfo import PREFIX_FILE_MODE, BuildInfo, now, read_build_info
@@ -69,6 +75,26 @@ def current_target(link: Path) -> Path | None:
     if not link.is_symlink():
         return None
     return Path(os.readlink(link))
+
+
+def target_of(link: Path) -> Path | None:
+    """The absolute path the link points at now (a relative link read from its folder)."""
+    target = current_target(link)
+    return Path(os.path.abspath(link.parent / target)) if target is not None else None
+
+
+def links_to(prefix: Path, also: Iterable[Path] = ()) -> list[Path]:
+    """The links that point at ``prefix`` now: each link `activate` switched (the user's
+    registry) and those in ``also`` (the default link, the one a command names)."""
+    prefix = Path(os.path.abspath(prefix))
+    links = {*registry.known_links(), *(Path(os.path.abspath(a)) for a in also)}
+    return [link for link in sorted(links) if target_of(link) == prefix]
+
+
+def activate_command(link: Path, prefix: str = "OTHER_PREFIX") -> str:
+    """The command that points ``link`` at another prefix (``--link`` unless the default)."""
+    given = "" if Path(os.path.abspath(link)) == DEFAULT_LINK else f" --link {link}"
+    return f"rocbuild activate {prefix}{given}"
 
 
 def read_state(link: Path) -> LinkState | None:
@@ -122,8 +148,8 @@ def check_prefix(prefix: Path, *, unproven: bool = False) -> BuildInfo:
                               "it before the base, or build a whole stack without --base")
     if not info.verified and not unproven:
         raise ConfigError(f"the build into {prefix} is complete but unproven: "
-                          f"{buildinfo.unproven_why(info)}, so nothing shows the libraries "
-                          f"carry code for {', '.join(info.targets) or 'the targets'}",
+                          f"{buildinfo.unproven_why(info)}, so nothing shows "
+                          f"{buildinfo.what_verify_proves(info)}",
                           tip=f"run `rocbuild verify {prefix}` (a pass is recorded in the "
                               "prefix; it lists what is wrong otherwise), or, to use it "
                               f"anyway: rocbuild activate --unproven {prefix}")
@@ -141,7 +167,9 @@ def _check_link_path(link: Path) -> None:
 
 
 def _remove_stray(link: Path) -> bool:
-    """Remove the temporary link an interrupted switch left behind."""
+    """Remove the temporary link and state temp files an interrupted switch left behind (a
+    link or a file is removed, never followed)."""
+    remove_stale_temps(state_path(link))  # a kill between its write and its rename
     tmp = temp_link_path(link)
     if tmp.is_symlink():
         tmp.unlink()

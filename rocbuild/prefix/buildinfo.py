@@ -24,7 +24,7 @@ from rocbuild import __version__
 from rocbuild.errors import ConfigError
 from rocbuild.files import parse_json, read_regular, write_text_atomic
 from rocbuild.model.graph import Stack
-from rocbuild.model.layout import info_path
+from rocbuild.model.layout import info_path, recorded_components
 from rocbuild.prefix import registry
 
 PREFIX_FILE_MODE = 0o644  # files rocbuild writes into the prefix are read by every user
@@ -96,6 +96,21 @@ def title_of(info: BuildInfo) -> str:
     return title if isinstance(title, str) and title else "ROCm"
 
 
+def has_gpu_code(info: BuildInfo) -> bool:
+    """Whether a recipe of the prefix's stack says its files carry GPU code (``gpu_code``):
+    then verify proves code for the targets, else only that the programs find their
+    libraries. A build-info of an earlier rocbuild (ROCm only) has no such field."""
+    value = info.extra.get("gpu_code")
+    return value if isinstance(value, bool) else True
+
+
+def what_verify_proves(info: BuildInfo) -> str:
+    """What a passing verify shows of the prefix, in a few words (activate's refusal)."""
+    if has_gpu_code(info):
+        return f"the libraries carry code for {', '.join(info.targets) or 'the targets'}"
+    return "every program finds its libraries"
+
+
 def verify_result(info: BuildInfo) -> str | None:
     """The result of the prefix's last recorded verify, None when none is recorded (a
     build-info of an earlier rocbuild)."""
@@ -140,7 +155,8 @@ def new_build_info(stack: Stack, *, commits: Mapping[str, str] | None = None,
                      recipe_fingerprint=recipe_fingerprint(stack), components=components,
                      started=started or now(),
                      extra={**base_record(stack), **filled_from(stack),
-                            "title": stack.recipes.stack.display_title})
+                            "title": stack.recipes.stack.display_title,
+                            "gpu_code": stack.recipes.gpu_code})
 
 
 def filled_from(stack: Stack) -> dict[str, Any]:
@@ -251,13 +267,16 @@ class FoundPrefix:
 
 def scan_prefixes(search_dir: Path = Path("/opt"),
                   extra: tuple[Path, ...] = ()) -> list[FoundPrefix]:
-    """Prefixes that hold a build-info file: ``<search_dir>/rocm-*`` plus ``extra`` (the
-    configured prefix), each once, sorted by path. Folders without the file are skipped:
-    a packaged /opt/rocm-6.2.0 is not ours to list."""
+    """Prefixes that hold a build-info file, or install records of a first build that has
+    not ended yet (being built: ``info`` None): ``<search_dir>/rocm-*`` plus ``extra`` (the
+    configured prefix), each once, sorted by path. Folders without either are skipped: a
+    packaged /opt/rocm-6.2.0 is not ours to list."""
     candidates = {Path(os.path.abspath(p)) for p in (*search_dir.glob("rocm-*"), *extra)}
     found = []
     for path in sorted(candidates):
         if not info_path(path).exists():
+            if recorded_components(path):
+                found.append(FoundPrefix(path, None))
             continue
         try:
             found.append(FoundPrefix(path, read_build_info(path)))

@@ -30,6 +30,7 @@ from rocbuild import __version__
 from rocbuild.errors import ConfigError
 from rocbuild.model.base import device_lib_dir
 from rocbuild.model.graph import Stack
+from rocbuild.model.provides import DEVICE_LIB_VAR, Provided, provided_by
 from rocbuild.model.recipes import check_plain_text
 from rocbuild.model.render import render as render_text
 from rocbuild.prefix import ownfiles
@@ -39,9 +40,6 @@ SHELLS = ("bash", "zsh", "fish", "lmod", "tcl")
 _TEMPLATES = Path(__file__).resolve().parent / "templates"
 _TEMPLATE_OF = {"bash": "env.sh.j2", "zsh": "env.sh.j2", "fish": "env.fish.j2",
                 "lmod": "modulefile.lua.j2", "tcl": "modulefile.tcl.j2"}
-# the variable naming the device bitcode: on a base it is where the base showed its
-# device-libs (Debian: clang's resource folder), not the recipe's path inside the base
-DEVICE_LIB_VAR = "HIP_DEVICE_LIB_PATH"
 
 
 @dataclass(frozen=True)
@@ -77,53 +75,6 @@ TUNE_VARIABLES: tuple[EnvVar, ...] = (
 
 
 @dataclass(frozen=True)
-class Provided:
-    """A variable a component's recipe sets for users (``provides_env``): ``in_tree`` is the
-    path inside the tree the component is installed in ("" for the tree itself; None: ``value``
-    is a plain value), and ``on_base`` says that tree is the --base (the component is taken
-    from it), else the prefix."""
-
-    name: str
-    value: str
-    comment: str
-    in_tree: str | None = None
-    on_base: bool = False
-
-
-PREFIX_MARK = "\x00rocbuild-prefix\x00"  # what {{ prefix }} renders to in a provides_env value
-
-
-def provided_by(stack: Stack) -> tuple[Provided, ...]:
-    """The variables the stack's recipes provide to users, in the order of the stack's
-    default set and then of each recipe (the first recipe that names a variable wins): a
-    stack's identity comes from its recipes, so a stack without ROCm sets no ROCM_PATH."""
-    names = [*stack.recipes.stack.components, *(n for n in stack.order
-                                                 if n not in stack.recipes.stack.components)]
-    taken = stack.base.taken if stack.base else frozenset()
-    out: dict[str, Provided] = {}
-    for name in names:
-        recipe = stack.recipes.recipes.get(name)
-        if recipe is None:
-            continue
-        context = {"prefix": PREFIX_MARK, "version": stack.version, "series": stack.series,
-                   "targets": [str(t) for t in stack.targets], "name": name}
-        for var, (template, comment) in recipe.provides_env.items():
-            if var in out:
-                continue
-            value = render_text(template, context, file=recipe.file, key=f"provides_env.{var}")
-            if value.startswith(PREFIX_MARK):
-                rel = value[len(PREFIX_MARK):].strip("/")
-                out[var] = Provided(var, rel, comment or f"set by {name}", rel, name in taken)
-            elif PREFIX_MARK in value:
-                raise ConfigError(f"{recipe.file}: key 'provides_env.{var}': {{{{ prefix }}}} "
-                                  "may only start the value (a path inside the tree)",
-                                  tip=f"fix 'provides_env.{var}' in {recipe.file}")
-            else:
-                out[var] = Provided(var, value, comment or f"set by {name}")
-    return tuple(out.values())
-
-
-@dataclass(frozen=True)
 class EnvSpec:
     """What the files describe: one installed prefix of one stack."""
 
@@ -145,6 +96,11 @@ class EnvSpec:
     provided: tuple[Provided, ...] = ()
     title: str = ""  # "ROCm"; the stack's name when empty
     summary: str = ""  # the modulefiles' help; "<title> <version>" when empty
+    # a recipe of the stack says its files carry GPU code (``gpu_code``): only then do the
+    # files speak of native code for the targets and warn about HSA_OVERRIDE_GFX_VERSION
+    gpu_code: bool = True
+    programs: str = ""  # what bin/ holds, the PATH comment (stack.toml ``programs``)
+    cmake_packages: str = ""  # what find_package finds here (stack.toml ``cmake_packages``)
 
     @property
     def display_title(self) -> str:
@@ -164,12 +120,25 @@ class EnvSpec:
         """The module's version, after ``<stack>/``: the prefix's folder name without a
         leading ``<stack>-`` (``/opt/rocm-6.4-gfx906`` -> ``6.4-gfx906``), so two prefixes
         built for the same targets (``/opt/rocm-6.4-gfx906-test``) are told apart in `module
-        list`. Characters a module name should not hold (':' of gfx906:xnack-, spaces)
-        become '_'."""
+        list`. A folder named like the stack (``~/opt/mystack``) gives the series, and the
+        targets of a stack with GPU code (``mystack/1.0``, not ``mystack/mystack``).
+        Characters a module name should not hold (':' of gfx906:xnack-, spaces) become '_'."""
         folder = self.prefix.name
         if folder.startswith(f"{self.name}-") and len(folder) > len(self.name) + 1:
             folder = folder[len(self.name) + 1:]
+        elif folder == self.name:
+            folder = "-".join([self.series, *(self.targets if self.gpu_code else ())])
         return re.sub(r"[^A-Za-z0-9._+-]", "_", folder) or "_"
+
+    @property
+    def path_comment(self) -> str:
+        return self.programs or f"the programs of {self.display_title}"
+
+    @property
+    def cmake_comment(self) -> str:
+        return f"find_package({self.cmake_packages}) finds this prefix first" \
+            if self.cmake_packages else f"find_package finds {self.display_title}'s " \
+            "packages in this prefix first"
 
 
 def _summary(stack: Stack) -> str:
@@ -200,7 +169,10 @@ def spec_for(stack: Stack, *, tune: bool = False) -> EnvSpec:
                                           for c in stack.selected()
                                           if c.builds and not c.recipe.runpath),
                    provided=provided_by(stack), title=stack.recipes.stack.display_title,
-                   summary=_summary(stack))
+                   summary=_summary(stack),
+                   gpu_code=stack.recipes.gpu_code,
+                   programs=stack.recipes.stack.programs,
+                   cmake_packages=stack.recipes.stack.cmake_packages)
 
 
 def _tree_var(spec: EnvSpec, name: str, tree: Path | None, rel: str, kind: str,
@@ -229,16 +201,14 @@ def variables(spec: EnvSpec) -> list[EnvVar]:
           EnvVar(p.name, p.value, "set", p.comment) if p.in_tree is None else
           _tree_var(spec, p.name, spec.base if p.on_base else None, p.in_tree, "set",
                     p.comment) for p in spec.provided),
-        *(_tree_var(spec, "PATH", t, "bin", "prepend",
-                    "hipcc, clang, rocminfo, llama.cpp tools") for t in trees),
+        *(_tree_var(spec, "PATH", t, "bin", "prepend", spec.path_comment) for t in trees),
     ]
     if spec.runpath_opt_outs:
         who = "; ".join(f"{name} ({reason})" for name, reason in spec.runpath_opt_outs)
         out += [_tree_var(spec, "LD_LIBRARY_PATH", t, "lib", "prepend",
                           f"only for the programs of recipes built without a RUNPATH: {who}")
                 for t in trees]
-    out += [_tree_var(spec, "CMAKE_PREFIX_PATH", t, "", "prepend",
-                      "find_package(hip/rocblas/hipblas) finds this prefix first")
+    out += [_tree_var(spec, "CMAKE_PREFIX_PATH", t, "", "prepend", spec.cmake_comment)
             for t in trees]
     return out
 
@@ -340,7 +310,7 @@ def render(spec: EnvSpec, shell: str, compiled: Path | None = None) -> str:
                            title=spec.display_title, summary=spec.display_summary,
                            rocbuild_version=__version__, variables=variables(spec),
                            tune=spec.tune, tune_variables=TUNE_VARIABLES,
-                           tune_source=TUNE_SOURCE)
+                           tune_source=TUNE_SOURCE, gpu_code=spec.gpu_code)
 
 
 def write_env_files(spec: EnvSpec, say: Callable[[str], None] | None = None,

@@ -18,6 +18,7 @@ from typing import Any
 
 from rocbuild.errors import ConfigError
 from rocbuild.files import read_json
+from rocbuild.model import layout
 from rocbuild.model.workdir import ROOT_CONFIG, Workdir
 from rocbuild.prefix import ownership
 from rocbuild.prefix.buildinfo import BuildInfo, read_build_info
@@ -104,21 +105,38 @@ def component(prefix: Path, name: str, info: BuildInfo | None,
     key = stamp.get("from_cache")
     origin = None if not stamp else "cache" if key else "fetched" if fetched_only else "built"
     when = stamp.get("finished")
-    return Installed(name, recorded.ref if recorded else None,
-                     recorded.commit if recorded else None, patches, files,
+    ref, commit = (recorded.ref, recorded.commit) if recorded else _fetched(work, name)
+    return Installed(name, ref, commit, patches, files,
                      _size(prefix, files), origin, key if isinstance(key, str) else None,
                      float(when) if isinstance(when, (int, float)) else None)
 
 
-def inventory(prefix: Path) -> PrefixInventory:
-    """Every component the prefix's build-info names (in its order), with its facts."""
+def _fetched(work: Workdir | None, name: str) -> tuple[str | None, str | None]:
+    """The ref and commit of the component's last fetch, for a component build-info does not
+    name yet (its build has not ended): the fetch stamp of its checkout. A component inside
+    another's checkout has none of its own: unknown."""
+    stamp = read_json(work.stamp(name, "fetch")) or {} if work is not None else {}
+    ref = (stamp.get("inputs") or {}).get("ref")
+    commit = stamp.get("commit")
+    return (ref if isinstance(ref, str) else None, commit if isinstance(commit, str) else None)
+
+
+def inventory(prefix: Path, work: Workdir | None = None) -> PrefixInventory:
+    """Every component the prefix's build-info names (in its order), with its facts, then
+    each one installed since (an install record, no build-info entry yet: a build into it
+    runs, or stopped before its end). A prefix whose first build has not ended has no
+    build-info: ``info`` None, its components from the install records, and ``work`` (the
+    workdir configuration that builds it, when the caller knows it) for their facts."""
     prefix = Path(os.path.abspath(prefix))
     try:
         info = read_build_info(prefix)
     except ConfigError as exc:
         return PrefixInventory(prefix, None, str(exc))
+    recorded = layout.recorded_components(prefix)
     if info is None:
-        return PrefixInventory(prefix, None)
-    work = filled_by(info)
+        return PrefixInventory(prefix, None, None,
+                               [component(prefix, name, None, work) for name in recorded])
+    work = filled_by(info) or work
+    names = [*info.components, *(n for n in recorded if n not in info.components)]
     return PrefixInventory(prefix, info, None,
-                           [component(prefix, name, info, work) for name in info.components])
+                           [component(prefix, name, info, work) for name in names])

@@ -34,7 +34,7 @@ from rocbuild.prefix import buildinfo, transaction
 from rocbuild.prefix.realpaths import RealPaths
 
 Logger = Callable[[str], None]
-RECORDS = Path(layout.INFO_DIR) / "installed"
+RECORDS = layout.INSTALL_RECORDS
 # the unpack folders of a cache install (transaction.py): ``<prefix>/.rocbuild-unpack-<pid>-*``
 STAGING_NAME = transaction.STAGING_NAME
 EXTRA_TMP_SUFFIX = ".rocbuild-tmp"  # an extra is written to ``.<name>.rocbuild-tmp`` first
@@ -97,15 +97,18 @@ def installed_by(prefix: Path, component: str) -> set[str]:
     return _recorded(prefix, component, "files")
 
 
-def gpu_code_expected(prefix: Path, recipes: Iterable[Recipe]) -> dict[str, list[Path] | None]:
-    """The components among ``recipes`` whose recipe says ``gpu_code = true``, with the files
-    each installed into the prefix (None when no install record says: then any file with GPU
-    code counts): what verify requires to carry GPU code (checks/verify.py)."""
-    expected: dict[str, list[Path] | None] = {}
+def gpu_duties(prefix: Path, recipes: Iterable[Recipe],
+               ) -> dict[str, tuple[Recipe, list[Path] | None]]:
+    """The components among ``recipes`` whose recipe says a GPU shape ([gpu], or
+    ``gpu_code = true``), with the files each installed into the prefix (None when no install
+    record says: then any file with GPU code counts): what verify holds each one to
+    (checks/verify.py ``shape_results``)."""
+    expected: dict[str, tuple[Recipe, list[Path] | None]] = {}
     for recipe in recipes:
-        if recipe.gpu_code and recipe.builds:
+        if recipe.gpu and recipe.builds:
             files = installed_by(prefix, recipe.name)
-            expected[recipe.name] = [prefix / f for f in sorted(files)] if files else None
+            expected[recipe.name] = (recipe, [prefix / f for f in sorted(files)] if files
+                                     else None)
     return expected
 
 
@@ -318,7 +321,7 @@ def begin_install(prefix: Path, comp: Component) -> None:
 
 
 def _owners(prefix: Path) -> list[str]:
-    return sorted(p.stem for p in (prefix / RECORDS).glob("*.json"))
+    return layout.recorded_components(prefix)
 
 
 def _manifest(comp: Component, prefix: Path) -> set[str]:

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from rocbuild.errors import ConfigError
 from rocbuild.model.layout import INFO_DIR
+from rocbuild.prefix import registry
 
 ALLOW_FLAG = "--allow-existing-prefix"
 
@@ -116,5 +117,10 @@ def check(prefix: Path, *, allow_existing: bool = False, workdir: Path | None = 
 
 
 def claim(prefix: Path) -> None:
-    """Mark the prefix as rocbuild's before its first install writes into it."""
+    """Mark the prefix as rocbuild's before its first install writes into it, and put it on
+    the user's list of prefixes from then on (`list` and `prefixes` show it while its first
+    build runs, or after that build stopped, not only once build-info is written)."""
+    first = not is_ours(prefix)
     marker(prefix).mkdir(parents=True, exist_ok=True)
+    if first:  # a list that cannot be written costs only the listing (registry.py)
+        registry.note_started(prefix)

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from rocbuild.errors import StateWriteError
-from rocbuild.files import open_lock, read_json, write_text_atomic
+from rocbuild.files import open_lock, read_json, remove_stale_temps, write_text_atomic
 
 FILE = "prefixes.json"
 
@@ -74,6 +74,7 @@ def _editing() -> Iterator[_Edit]:
         return
     with os.fdopen(lock, "rb"):
         fcntl.flock(lock, fcntl.LOCK_EX)
+        remove_stale_temps(path)  # every writer holds this lock: a temp here is a kill's
         edit = _Edit(read())
         yield edit
         try:
@@ -101,6 +102,13 @@ def note_built(prefix: Path) -> str | None:
     with _editing() as edit:
         entry = edit.doc["prefixes"].setdefault(_key(prefix), {})
         entry["built"] = time.time()
+    return _warning(edit, f"the prefix {prefix}")
+
+
+def note_started(prefix: Path) -> str | None:
+    """The first install into ``prefix`` is about to run (prefixguard.claim)."""
+    with _editing() as edit:
+        edit.doc["prefixes"].setdefault(_key(prefix), {}).setdefault("started", time.time())
     return _warning(edit, f"the prefix {prefix}")
 
 

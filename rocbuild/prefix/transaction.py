@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import IO
 
 from rocbuild.files import write_json_atomic
-from rocbuild.model.paths import within
+from rocbuild.model.paths import resolves_within, within
 
 STAGING_NAME = ".rocbuild-unpack"  # leftovers.py finds killed transactions by it
 JOURNAL = "journal.jsonl"
@@ -142,6 +142,8 @@ def rollback(prefix: Path, folder: Path) -> int:
         path = prefix / rel
         if not within(os.path.normpath(path), prefix) or path == prefix:
             continue  # a journal is rocbuild's own, but never trusted to point outside
+        if not resolves_within(path.parent, prefix):
+            continue  # a folder on the way became a link out of the prefix since: not there
         backup = folder / SAVED / str(saved) if saved else None
         if backup is not None and (backup.is_symlink() or backup.exists()):
             if path.is_dir() and not path.is_symlink():

@@ -37,8 +37,7 @@ class Removed:
 
 def installed_components(prefix: Path) -> list[str]:
     """The components with an install record in ``prefix``, sorted."""
-    folder = ownership.record_path(prefix, "x").parent
-    return sorted(p.stem for p in folder.glob("*.json")) if folder.is_dir() else []
+    return layout.recorded_components(prefix)
 
 
 def uninstall(prefix: Path, component: str, stack_name: str) -> Removed:

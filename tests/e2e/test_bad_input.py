@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 import textwrap
@@ -20,9 +19,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli import CliResult, assert_no_traceback, child_env, run_cli
+from tests.cli import CliResult, assert_no_traceback, child_env, run_cli, unstamped
 from tests.conftest import require_tool
 from tests.support.chain import one_component_stack
+from tests.support.mountns import mount_problem
 
 pytestmark = pytest.mark.e2e
 
@@ -414,16 +414,27 @@ def test_fifos_at_the_prefix_registry_and_the_workdirs_configurations_never_bloc
     run_cli("build", *small, "--no-verify", expect=0, timeout=120)
 
 
-def _unshare_mount_works() -> bool:
-    if shutil.which("unshare") is None:
-        return False
-    probe = subprocess.run(["unshare", "-m", "sh", "-c", "mount -t tmpfs none /mnt"],
-                           capture_output=True)
-    return probe.returncode == 0
+needs_mount = pytest.mark.skipif(mount_problem() is not None, reason=mount_problem() or "")
 
 
-needs_mount = pytest.mark.skipif(not _unshare_mount_works(),
-                                 reason="needs a private mount namespace (root or userns)")
+def test_the_mount_skip_reason_says_what_failed_for_root(tmp_path: Path,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """Root in a chroot was told "needs a private mount namespace (root or userns)": the
+    reason names the failure and, for root, that the container or chroot forbids it."""
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "unshare").write_text("#!/bin/sh\necho 'unshare: unshare failed: Operation not "
+                                  "permitted' >&2\nexit 1\n")
+    (fake / "unshare").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{fake}:{os.environ['PATH']}")
+    mount_problem.cache_clear()
+    try:
+        reason = mount_problem()
+    finally:
+        mount_problem.cache_clear()
+    assert reason is not None and "Operation not permitted" in reason, reason
+    assert ("running as root" if os.geteuid() == 0 else "needs root") in reason, reason
+    assert "(root or userns)" not in reason
 
 
 def _run_in_mount(script: str, args: list[str], cwd: Path) -> CliResult:
@@ -478,8 +489,8 @@ def test_a_full_prefix_is_named_in_the_failure_message(tmp_path: Path) -> None:
     result = _run_in_mount(f"mount -t tmpfs -o size=2m tmpfs {prefix}",
                            ["build", *flags, "--no-verify", "--quiet"], tmp_path)
     assert result.returncode == 1, result.explain()
-    lines = result.stdout.splitlines()
-    # the message (wrapped at spaces in the summary) up to the log line
+    lines = unstamped(result.stdout).splitlines()  # a build's piped output: a log
+    # the message (one line in a pipe; wrapped at spaces on a terminal) up to the log line
     after = lines[lines.index("FAILED a: install") + 1:]
     message = " ".join(" ".join(after[:next(i for i, line in enumerate(after)
                                              if line.startswith("log:"))]).split())

@@ -19,6 +19,7 @@ import pytest
 
 from tests.cli import run_cli, run_flags
 from tests.conftest import require_tool
+from tests.support import gpulibs
 from tests.support.chain import FAKE_HOST, Chain, make_repo
 
 pytestmark = pytest.mark.e2e
@@ -157,15 +158,37 @@ def test_base_from_the_environment_is_shown_with_its_source(chain: Chain) -> Non
                                              "lib/cmake/beta/betaConfig.cmake"}
 
 
+# the GPU libraries of each recorded layout, as real code objects (tests/support/gpulibs.py):
+# AMD's 6.4 rocBLAS lacks gfx906 in its own kernels as in its Tensile set (issue reports on
+# 6.4.3: TRSM, ROCm/ROCm#4625), Debian's librocblas4 carries it (its 66 bundles, read with
+# verify), ROCr embeds its blit kernels for gfx906 in every layout
+LAYOUT_LIBRARIES = {
+    "rocm-6.4.3-files.txt": {"lib/librocblas.so.4": ("bundled", ("gfx908", "gfx90a")),
+                             "lib/libhsa-runtime64.so.1": ("embedded", ("gfx906", "gfx90a"))},
+    "rocbuild-6.4.3-files.txt": {"lib/librocblas.so.4": ("bundled", ("gfx906",)),
+                                 "lib/libhsa-runtime64.so.1": ("embedded", ("gfx906",))},
+    "debian-sid-rocm-6.4-files.txt": {
+        "lib/x86_64-linux-gnu/librocblas.so.4": ("bundled", ("gfx906", "gfx90a")),
+        "lib/x86_64-linux-gnu/libhsa-runtime64.so.1": ("embedded", ("gfx906", "gfx90a"))},
+}
+
+
+def place_gpu_libraries(base: Path, layout: str) -> None:
+    gpulibs.place(base, {rel: (gpulibs.bundled if kind == "bundled" else gpulibs.embedded)(archs)
+                         for rel, (kind, archs) in LAYOUT_LIBRARIES[layout].items()})
+
+
 def amd_tree(root: Path, version: str = "6.4.3", layout: str = "rocm-6.4.3-files.txt") -> Path:
-    """A copy of a recorded 6.4.3 layout (paths only, each file holding "x"): AMD's packages,
-    or (``rocbuild-6.4.3-files.txt``) a prefix rocbuild built from the shipped recipes."""
+    """A copy of a recorded 6.4.3 layout (paths only, each file holding "x", the GPU libraries
+    real ones): AMD's packages, or (``rocbuild-6.4.3-files.txt``) a prefix rocbuild built from
+    the shipped recipes."""
     base = root / f"rocm-{version}"
     for line in (DATA / layout).read_text().splitlines():
         if line and not line.startswith("#"):
             (base / line).parent.mkdir(parents=True, exist_ok=True)
             (base / line).write_text("x")
     (base / ".info/version").write_text(f"{version}-128\n")
+    place_gpu_libraries(base, layout)
     return base
 
 
@@ -526,6 +549,7 @@ def debian_tree(root: Path, hip_version: str = DEBIAN_HIP_VERSION,
             (usr / line).write_text("x")
             lists[package].append(f"/usr/{line}")
     (usr / "include/hip/hip_version.h").write_text(hip_version)
+    place_gpu_libraries(usr, layout)
     info = root / "var/lib/dpkg/info"
     info.mkdir(parents=True)
     for name, paths in lists.items():

@@ -25,7 +25,7 @@ pytestmark = pytest.mark.e2e
 DEBIAN_LLVM = Path("/usr/lib/llvm-15")
 DEBIAN_BITCODE = Path("/usr/lib/x86_64-linux-gnu/amdgcn/bitcode")
 
-# hipcc from the base, found through ROCM_PATH (the engine sets it to the base)
+# hipcc from the base, found through ROCM_PATH (the base: its recipe's provides_env)
 PROJECT = {
     "CMakeLists.txt": textwrap.dedent("""\
         cmake_minimum_required(VERSION 3.20)
@@ -101,6 +101,11 @@ def test_hip_library_built_against_an_amd_shaped_base(tmp_path: Path) -> None:
         provides = ["bin/hipcc", "lib/llvm/bin/clang", "include/hip/hip_runtime.h",
                     "lib/llvm/lib/clang/*/lib/amdgcn/bitcode/ocml.bc"]
         required = true
+        # what the stack's steps run with, as clr.toml says for the shipped stack
+        [provides_env]
+        ROCM_PATH = { value = "{{ prefix }}", steps = "always" }
+        HIP_PATH = { value = "{{ prefix }}", steps = "from base" }
+        HIP_PLATFORM = { value = "amd", steps = "always" }
         """))
     flags += ["--base", str(base), "--target", "gfx906"]
     plan = json.loads(run_flags(flags, "plan", "--json", expect=0).stdout)

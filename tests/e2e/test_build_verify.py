@@ -47,8 +47,9 @@ def stack(tmp_path: Path, archs: str) -> list[str]:
         [cmake]
         args = ["-DARCHS={archs}"]
         [env]
-        # the engine points ROCM_PATH at the prefix; Debian's hipcc lives in /usr
+        # Debian's hipcc lives in /usr, and compiles for AMD GPUs even beside an nvcc
         ROCM_PATH = "/usr"
+        HIP_PLATFORM = "amd"
         """)
 
 

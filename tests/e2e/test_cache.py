@@ -536,3 +536,20 @@ def test_push_by_default_stores_the_built_ones_of_a_partly_built_stack(tmp_path:
     # a component named on the command line and not built still fails the push
     named = run_cli("cache", "push", *chain.flags(), "beta", "--to", str(cache), expect=1)
     assert "✘ beta: not built" in named.stdout
+
+
+def test_cache_list_and_prune_take_the_cache_as_their_argument(small: list[str],
+                                                                tmp_path: Path) -> None:
+    """`cache list DIR` was refused ("'DIR' is an unexpected argument"): the cache is its
+    argument, the same as --cache; both naming different caches is refused."""
+    cache = tmp_path / "cache"
+    run_cli("build", *small, "--no-verify", expect=0)
+    run_cli("cache", "push", *small, "--to", str(cache), expect=0)
+    listed = json.loads(run_cli("cache", "list", str(cache), "--json", expect=0).stdout)
+    assert [a["component"] for a in listed["artifacts"]] == ["a"], listed
+    assert listed == json.loads(run_cli("cache", "list", "--cache", str(cache), "--json",
+                                        expect=0).stdout)
+    kept = run_cli("cache", "prune", str(cache), "--keep", "1", expect=0).stdout
+    assert "nothing to remove" in kept, kept
+    both = run_cli("cache", "list", str(cache), "--cache", str(tmp_path / "other"), expect=2)
+    assert "two different places" in both.stderr, both.explain()

@@ -97,3 +97,59 @@ def test_bad_clean_requests_exit_2(chain: Chain, args: tuple[str, ...], message:
                                    tmp_path: Path) -> None:
     result = run_flags(chain.flags(), "clean", *args, expect=2)
     assert message in result.stderr
+
+
+def test_clean_caches_finds_the_cache_the_build_used_without_its_mirror(built: Chain,
+                                                                          ) -> None:
+    """`clean alpha --caches` without the build's --mirror said "nothing to clean" and left
+    the cached repository: the cache is found by what the fetch recorded."""
+    cache = sources.cache_dir(built.workdir / "cache" / "git",
+                              f"{built.repos.as_uri()}/alpha.git")
+    assert cache.is_dir()
+    flags = built.flags()
+    del flags[flags.index("--mirror"):flags.index("--mirror") + 2]
+    dry = run_flags(flags, "clean", "alpha", "--caches", "--no-builds", "--dry-run",
+                    env={"COLUMNS": "300"}, expect=0).stdout
+    assert str(cache) in dry, dry
+    run_flags(flags, "clean", "alpha", "--caches", "--no-builds", expect=0)
+    assert not cache.exists()
+    beta = sources.cache_dir(built.workdir / "cache" / "git", f"{built.repos.as_uri()}/beta.git")
+    assert beta.is_dir()  # only what was named
+    # a stamp of an earlier rocbuild names no cache: found by the repository's name
+    stamp = built.workdir / "state" / "stamps" / "beta" / "fetch.json"
+    doc = json.loads(stamp.read_text())
+    del doc["cache"]
+    stamp.write_text(json.dumps(doc))
+    run_flags(flags, "clean", "beta", "--caches", "--no-builds", expect=0)
+    assert not beta.exists()
+    assert sources.cache_dir(built.workdir / "cache" / "git",
+                             f"{built.repos.as_uri()}/gamma.git").is_dir()
+
+
+def test_a_tag_moved_in_the_mirror_is_fetched_after_clean_sources(built: Chain) -> None:
+    """Tags are final, so a build uses the cached commit; after `clean --sources` the fetch
+    asked nobody ("cached as ...; no download") and built the old commit of a moved tag."""
+    from tests.support.chain import git
+
+    src = built.repos / "alpha.git.src"
+    (src / "alpha.c").write_text((src / "alpha.c").read_text().replace("return 1 *",
+                                                                       "return 2 *"))
+    git(src, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qam", "moved")
+    git(src, "tag", "-f", "v1")
+    git(built.repos / "alpha.git", "fetch", "-q", "-f", str(src), "refs/tags/v1:refs/tags/v1")
+    same = run_flags(built.flags(), "build", "--quiet", "--no-verify", expect=0)
+    assert "nothing to do" in same.stdout and built.run_gamma() == "gamma 11"  # final
+    log = (built.workdir / "logs" / "alpha" / "fetch.log")
+    run_flags(built.flags(), "clean", "alpha", "--sources", expect=0)
+    again = run_flags(built.flags(), "build", "--quiet", "--no-verify",
+                      env={"COLUMNS": "300"}, expect=0)
+    assert "tag moved: v1 moved in" in log.read_text(), log.read_text()[-2000:]
+    flat = " ".join(again.stdout.split())
+    assert "warning alpha: fetch: v1 moved in" in flat, again.stdout
+    assert "the remote has" in flat and "this build uses the new commit" in flat, again.stdout
+    assert built.run_gamma() == "gamma 12"
+    # a fresh checkout of a tag that did not move downloads nothing
+    run_flags(built.flags(), "clean", "beta", "--sources", expect=0)
+    run_flags(built.flags(), "build", "--quiet", "--no-verify", expect=0)
+    text = (built.workdir / "logs" / "beta" / "fetch.log").read_text()
+    assert "v1 is cached as" in text.rsplit("=== attempt", 1)[1], text[-2000:]

@@ -43,3 +43,30 @@ def test_human_plan_lists_components(tmp_path: Path) -> None:
     positions = [result.stdout.index(f"\n{n} ") for n in ("llvm", "hip", "rocblas", "hipblas",
                                                           "llama.cpp")]
     assert positions == sorted(positions)
+
+
+def test_plan_roads_cost_and_doctor_give_one_disk_figure_and_a_memory_line(
+        tmp_path: Path) -> None:
+    """The roads' summary said 27.7 GiB (build trees only) under a need of 32.3 GiB workdir
+    + 6.9 GiB prefix, and doctor said 39.3: one figure, from one function. And one line says
+    how much memory the stack needs."""
+    import json
+
+    from rocbuild.model.resources import format_bytes
+
+    flags = ["--workdir", str(tmp_path / "work"), "--prefix", str(tmp_path / "prefix"),
+             "--target", "gfx906"]
+    doc = json.loads(run_cli("plan", *flags, "--json", cwd=tmp_path, expect=0).stdout)
+    disk = doc["cost"]["disk"]
+    need = disk["workdir"] + disk["prefix"]
+    assert doc["roads"]["full"]["disk"] == need, (doc["roads"], disk)
+    assert doc["roads"]["full"]["disk_workdir"] == disk["workdir"]
+    memory = doc["cost"]["memory"]
+    assert memory["component"] == "llvm" and memory["kind"] == "link", memory
+    text = " ".join(run_cli("plan", *flags, env={"COLUMNS": "80"}, cwd=tmp_path,
+                            expect=0).stdout.split())
+    assert "memory: at least 7.0 GiB free (llvm's link jobs take about 6.0 GiB each" in text
+    checks = {c["id"]: c for c in json.loads(
+        run_cli("doctor", *flags, "--json", cwd=tmp_path).stdout)["checks"]}
+    assert f"about {format_bytes(need)} needed" in checks["disk"]["summary"], checks["disk"]
+    assert "one llvm link job needs 6.0 GiB" in checks["memory"]["summary"], checks["memory"]

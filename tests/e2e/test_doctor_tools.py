@@ -65,7 +65,7 @@ def test_old_cmake_is_a_warning(tmp_path: Path) -> None:
 def test_missing_ninja_fails_with_the_package_name(tmp_path: Path) -> None:
     result = check("toolchain", tool_dir(tmp_path, without=("ninja",)))
     assert result.status == FAIL and "ninja" in result.summary
-    assert result.fix == privilege.apt_install("ninja-build")
+    assert result.fix == f"`{privilege.apt_install('ninja-build')}`"  # a command: whole
 
 
 def test_dpkg_query_finds_installed_and_missing_recipe_packages(tmp_path: Path) -> None:
@@ -74,7 +74,7 @@ def test_dpkg_query_finds_installed_and_missing_recipe_packages(tmp_path: Path) 
     assert result.status == FAIL
     assert "rocbuild-no-such-package (llvm)" in result.summary
     assert "coreutils" not in result.summary
-    assert result.fix == privilege.apt_install("rocbuild-no-such-package")
+    assert result.fix == f"`{privilege.apt_install('rocbuild-no-such-package')}`"
     assert check("packages", tool_dir(tmp_path / "b"), needs({"x": ("coreutils",)})).status == OK
 
 

@@ -18,7 +18,7 @@ import pytest
 
 from rocbuild.cli.main import main
 from rocbuild.run.state.state import StateDir
-from tests.cli import run_cli
+from tests.cli import commands_under, run_cli, unstamped
 from tests.conftest import REPO
 from tests.support.chain import Chain, git, make_chain
 
@@ -101,10 +101,11 @@ def test_failure_in_the_middle_is_resumed_without_recompiling_the_first(
     assert rc == 1
     assert "FAILED beta: compile" in out
     log = chain.workdir / "logs/beta/compile.log"
-    assert f"log: {log}" in out and "beta was configured to fail" in log.read_text()
+    assert f"log: {log}" in " ".join(unstamped(out).split())
+    assert "beta was configured to fail" in log.read_text()
     assert "beta was configured to fail" in out  # the tail of the log is shown
     ran = shlex.join(["rocbuild", "build", *chain.flags(), "--quiet", "--no-verify"])
-    assert f"continue with: {ran}" in out  # the command that ran, not narrowed to beta
+    assert commands_under(out) == [ran]  # the command that ran, not narrowed to beta
     assert not (chain.prefix / "bin/gamma").exists()
     alpha_lib = chain.workdir / "build/alpha/libalpha.so"
     alpha_mtime = alpha_lib.stat().st_mtime_ns
@@ -303,8 +304,10 @@ def test_sigterm_stops_the_build_and_its_children(chain: Chain, tmp_path: Path) 
     attempt = log[log.rindex("\n=== attempt "):]  # not `marker`: the check below needs that
     assert re.match(r"\n=== attempt 1 · \d{4}-\d\d-\d\d \d\d:\d\d:\d\d [+-]\d{4} ===\n"
                     r"\$ cmake --build ", attempt), attempt[:300]
-    assert f"# env ROCM_PATH={chain.prefix}" in attempt and "# env PATH=" in attempt
-    assert re.search(r"\] attempt 1 interrupted \(\w+\) after [\d.]+s; its process group "
+    # the variables rocbuild set: the prefix first on PATH; the chain's recipes provide no
+    # ROCm variable to their steps (model/provides.py), so none is set
+    assert "# env PATH=" in attempt and "# env ROCM_PATH" not in attempt, attempt[:600]
+    assert re.search(r"\] attempt 1 interrupted by SIGTERM after [\d.]+s; its process group "
                      r"was ended", attempt), attempt[-500:]
     wait_for(lambda: not sleepers(marker), timeout=10)  # the slow step's children are gone
     assert StateDir.shared(chain.workdir).read_stamp("alpha", "install") is not None

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli import run_cli
+from tests.cli import commands_under, run_cli
 from tests.conftest import require_tool
 from tests.support.chain import one_component_stack
 
@@ -36,7 +36,7 @@ def test_the_fix_and_continue_with_name_one_command(tmp_path: Path) -> None:
     flags = one_component_stack(tmp_path, "a", NEEDS_ROCM)
     failed = run_cli("build", *flags, "--no-verify", expect=1)
     out = failed.stdout
-    continue_with = shlex.split(out.partition("continue with: ")[2].splitlines()[0])
+    continue_with = shlex.split(commands_under(out)[0])
     fix = fix_command(out)
     assert fix[:4] == ["rocbuild", "build", "rocm-cmake", "a"], out
     assert fix[4:] == continue_with[2:][continue_with[2:].index("--recipes"):], out
@@ -48,6 +48,5 @@ def test_the_fix_and_continue_with_name_one_command(tmp_path: Path) -> None:
     assert f"--workdir {flags[flags.index('--workdir') + 1]}" in step["cause"]["fix"], step
 
     status = run_cli("status", *flags, expect=1).stdout
-    again = shlex.split(" ".join(status.partition("continue with: ")[2].split("(finished")[0]
-                                 .split()))
+    again = shlex.split(commands_under(status)[0])
     assert fix_command(status)[4:] == again[2:][again[2:].index("--recipes"):], status

@@ -172,17 +172,90 @@ def test_the_launchers_are_not_part_of_any_fingerprint(counted: tuple[list[str],
         assert "steps are current; nothing to do" in again.stdout, again.explain()
 
 
-def test_ccache_off_puts_no_launcher_in_front(counted: tuple[list[str], Path],
-                                              tmp_path: Path) -> None:
+def test_ccache_off_passes_every_compile_through(counted: tuple[list[str], Path],
+                                                 tmp_path: Path) -> None:
     flags, log = counted
     plan = run_cli("plan", *flags, "--ccache", "off", expect=0)
     assert "off (flag --ccache)" in plan.stdout, plan.explain()
+    assert "passes each compile straight through" in " ".join(plan.stdout.split())
     for _ in range(2):
         run_cli("build", *flags, "--ccache", "off", "--no-verify", expect=0)
         delete_build_tree(tmp_path / "work", "counted")
     assert real_compiles(log) == 2 * len(SOURCES)
     assert not (tmp_path / "work" / "cache" / "ccache").exists()
     assert not user_ccache().exists()
+
+
+def edit_sources(tmp_path: Path, value: int) -> None:
+    """The user's edit of every source in the checkout: the next build compiles them."""
+    for i, name in enumerate(SOURCES):
+        (tmp_path / "work" / "src" / "counted" / f"{name}.c").write_text(
+            f"int {name}(void) {{ return {value + i}; }}\n")
+
+
+def test_one_ccache_off_run_leaves_the_cache_on_for_the_next_build(
+        counted: tuple[list[str], Path], tmp_path: Path) -> None:
+    """The launcher is baked into CMakeCache.txt at configure, and a configure with
+    --ccache off left none: every later build of that tree compiled without the cache."""
+    flags, log = counted
+    run_cli("build", *flags, "--ccache", "off", "--no-verify", expect=0)
+    cache = (tmp_path / "work" / "build" / "counted" / "CMakeCache.txt").read_text()
+    assert "CMAKE_C_COMPILER_LAUNCHER:UNINITIALIZED=/" in cache and "ccache" in cache, cache
+    edit_sources(tmp_path, 10)
+    first = run_cli("build", *flags, "--no-verify", expect=0)  # the cache is on again
+    assert "counted: ccache 0% hits (0/3)" in first.stdout, first.explain()
+    edit_sources(tmp_path, 20)
+    run_cli("build", *flags, "--no-verify", expect=0)
+    edit_sources(tmp_path, 10)  # back to what the cache holds
+    again = run_cli("build", *flags, "--no-verify", expect=0)
+    assert "counted: ccache 100% hits (3/3)" in again.stdout, again.explain()
+    assert real_compiles(log) == 3 * len(SOURCES)
+
+
+def path_without(tool: str, folder: Path) -> str:
+    """A PATH of one folder holding a link to every program of this PATH but ``tool``."""
+    folder.mkdir()
+    for entry in os.environ["PATH"].split(os.pathsep):
+        for program in sorted(Path(entry).glob("*")) if Path(entry).is_dir() else []:
+            if program.name != tool and not (folder / program.name).exists():
+                (folder / program.name).symlink_to(program)
+    return str(folder)
+
+
+def test_plan_and_status_name_a_tree_configured_without_the_cache(
+        counted: tuple[list[str], Path], tmp_path: Path) -> None:
+    """ccache installed after the build: the tree has no launcher until it is configured
+    again, and plan and status say so (plan said "launchers: ccache for every component")."""
+    flags, _ = counted
+    run_cli("build", *flags, "--no-verify", env={"PATH": path_without("ccache", tmp_path / "p")},
+            expect=0)
+    for command in ("status", "plan"):
+        shown = run_cli(command, *flags, env={"COLUMNS": "200"}, expect=0).stdout
+        flat = " ".join(shown.split())
+        assert ("compiler launcher: the build tree of counted was configured without the "
+                "compiler cache: its compiles bypass ccache until it is configured again") \
+            in flat, shown
+        assert "`rocbuild clean counted` rebuilds it through the cache now" in flat
+    doc = json.loads(run_cli("status", *flags, "--json", expect=0).stdout)
+    assert doc["launcher_notes"] == {"counted": "configured without the compiler cache"}
+    # with the cache off there is nothing to say
+    off = run_cli("status", *flags, "--ccache", "off", expect=0).stdout
+    assert "compiler launcher" not in off, off
+
+
+def test_status_names_a_tree_whose_launcher_is_gone(counted: tuple[list[str], Path],
+                                                    tmp_path: Path) -> None:
+    flags, _ = counted
+    own = tmp_path / "own-bin"
+    own.mkdir()
+    (own / "ccache").symlink_to(shutil.which("ccache") or "/usr/bin/ccache")
+    run_cli("build", *flags, "--no-verify",
+            env={"PATH": f"{own}{os.pathsep}{os.environ['PATH']}"}, expect=0)
+    (own / "ccache").unlink()
+    shown = run_cli("status", *flags, env={"COLUMNS": "200"}, expect=0).stdout
+    assert (f"the build tree of counted was configured with the C compiler launcher "
+            f"{own / 'ccache'}, which is gone: the compile fails until it is configured again "
+            "(`rocbuild clean counted`, then build)") in " ".join(shown.split()), shown
 
 
 def test_ccache_on_with_a_too_old_ccache_stops_before_building(
@@ -276,7 +349,7 @@ def test_compiles_go_through_the_distcc_hosts(distccd: list[Daemon], tmp_path: P
     flags = distributable_stack(tmp_path)
     hosts = " ".join(d.host for d in distccd)
     plan = run_cli("plan", *flags, "--distcc", hosts, "--why", expect=0)  # the job arithmetic
-    assert "4 remote slots for counted" in plan.stdout, plan.explain()
+    assert "4 remote slots for counted" in " ".join(plan.stdout.split()), plan.explain()
     assert "remote of 4 distcc slots" in plan.stdout
     result = run_cli("build", *flags, "--distcc", hosts, "--no-verify", expect=0)
     jobs = [line for d in distccd for line in d.jobs()]
@@ -415,3 +488,20 @@ def test_a_define_every_object_gets_recompiles_only_the_files_that_read_it(
     again = run_cli("build", *flags, "--no-verify", expect=0)
     assert real_compiles(log) == len(SOURCES) + 1, again.explain()  # one.c only
     assert "counted: ccache 67% hits (2/3)" in again.stdout, again.explain()
+
+
+def test_a_compile_served_from_the_cache_keeps_the_cold_time_for_estimates(
+        counted: tuple[list[str], Path], tmp_path: Path) -> None:
+    """A compile ccache served in a moment left its moment as the estimate, so the next
+    real compile read "ETA ?" (overran): estimates come from the last cold compile."""
+    flags, _ = counted
+    run_cli("build", *flags, "--no-verify", expect=0)
+    stamp = tmp_path / "work" / "state" / "stamps" / "counted" / "compile.json"
+    cold = json.loads(stamp.read_text())
+    assert cold["cold_seconds"] == cold["attempts_seconds"] == cold["seconds"], cold
+    delete_build_tree(tmp_path / "work", "counted")
+    warm = run_cli("build", *flags, "--no-verify", expect=0)
+    assert "counted: ccache 100% hits (3/3)" in warm.stdout, warm.explain()
+    served = json.loads(stamp.read_text())
+    assert served["cold_seconds"] == cold["cold_seconds"], (cold, served)
+    assert served["attempts_seconds"] == served["seconds"]  # what this compile took

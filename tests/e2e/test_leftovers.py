@@ -67,6 +67,30 @@ def test_a_component_dropped_from_the_stack_is_uninstalled_by_the_next_build(
     assert "gamma" not in status, status
 
 
+def test_status_and_plan_say_the_next_build_uninstalls_a_dropped_component(
+        chain: Chain) -> None:
+    """They said "everything is built and current and verified"; the build then said
+    "uninstalled gamma"."""
+    run_cli("build", *chain.flags(), "--no-verify", expect=0)
+    drop_from_stack(chain, "gamma")
+    status = run_cli("status", *chain.flags(), env={"COLUMNS": "200"}, expect=0).stdout
+    assert "uninstalls gamma: no longer in the stack" in status, status
+    assert "everything is built" not in status and "continue with: rocbuild build" in status
+    doc = json.loads(run_cli("status", *chain.flags(), "--json", expect=0).stdout)
+    assert doc["uninstalls"] == ["gamma"] and doc["continue"], doc
+    plan = run_cli("plan", *chain.flags(), env={"COLUMNS": "200"}, expect=0).stdout
+    assert "uninstalls gamma: no longer in the stack" in plan, plan
+    assert json.loads(run_cli("plan", *chain.flags(), "--json", expect=0).stdout
+                      )["uninstalls"] == ["gamma"]
+    # a build of one component keeps what the stack has: gamma still goes, alpha never
+    status = run_cli("status", *chain.flags(), "alpha", env={"COLUMNS": "200"}, expect=0)
+    assert "uninstalls gamma" in status.stdout and "alpha" not in status.stdout.split(
+        "uninstalls")[1], status.stdout
+    run_cli("build", *chain.flags(), "--no-verify", expect=0)
+    status = run_cli("status", *chain.flags(), expect=0).stdout
+    assert "uninstalls" not in status and "everything is built" in status, status
+
+
 def test_uninstall_refuses_a_component_others_need_and_removes_its_files(
         chain: Chain) -> None:
     run_cli("build", *chain.flags(), "--no-verify", expect=0)

@@ -67,3 +67,37 @@ def test_every_prefix_built_or_activated_is_listed_with_the_active_one(chain: Ch
     # clean --prefix-files takes rocbuild's files, and the prefix, off the list
     run_cli("clean", *flags(chain, first), "--all", "--no-builds", "--prefix-files", expect=0)
     assert str(first) not in listed(chain, link)
+
+
+def test_the_link_of_activate_is_the_active_one_everywhere(chain: Chain, tmp_path: Path) -> None:
+    """After `activate P --link L`, plain `prefixes` marks P (it said "none is active:
+    /opt/rocm does not exist"), `prefixes --remove P` names the command with its --link (the
+    TIP's `rocbuild activate OTHER_PREFIX` would have made /opt/rocm), `uninstall` from P
+    warns, and `list` says "unproven" as `prefixes` and `status` do."""
+    prefix = tmp_path / "lab-prefix"
+    run_cli("build", *flags(chain, prefix), "--quiet", "--no-verify", expect=0)
+    link = tmp_path / "opt" / "lab"
+    run_cli("activate", "--unproven", str(prefix), "--link", str(link), expect=0)
+
+    shown = run_cli("prefixes", "--recipes", str(chain.recipes), env={"COLUMNS": "200"},
+                    expect=0).stdout
+    assert f"rocbuild prefixes ({link} points at the one marked *):" in shown, shown
+    assert f"* {prefix}" in shown and "none is active" not in shown
+    doc = json.loads(run_cli("prefixes", "--recipes", str(chain.recipes), "--json",
+                             expect=0).stdout)
+    assert doc["active_links"] == [str(link)]
+    assert [p["active"] for p in doc["prefixes"] if p["prefix"] == str(prefix)] == [True]
+
+    removed = run_cli("prefixes", "--remove", str(prefix), env={"COLUMNS": "200"}, expect=2)
+    assert f"TIP: point it elsewhere first: rocbuild activate OTHER_PREFIX --link {link}" \
+        in removed.stderr, removed.explain()
+
+    listed_text = run_cli("list", "--prefix", str(prefix), env={"COLUMNS": "200"},
+                          expect=0).stdout
+    assert "complete, unproven;" in listed_text and "not verified" not in listed_text, \
+        listed_text
+
+    gone = run_cli("uninstall", *flags(chain, prefix), "gamma", env={"COLUMNS": "200"},
+                   expect=0).stdout
+    assert (f"warning: {link} points at this prefix (it is activated): what uses it through "
+            "the link no longer finds gamma") in " ".join(gone.split()), gone

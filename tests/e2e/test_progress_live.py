@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli import child_env, run_cli
+from tests.cli import child_env, run_cli, unstamped
 from tests.conftest import require_tool
 from tests.e2e.test_log_end_lines import PROJECT  # a build that waits for a file
 from tests.support.chain import one_component_stack
@@ -96,7 +96,7 @@ def test_after_ctrl_c_the_summary_lists_the_running_step_as_interrupted(
             build.kill()
             build.wait()
     assert build.returncode == 130, out
-    compile_rows = [line for line in out.splitlines()
+    compile_rows = [line for line in unstamped(out).splitlines()  # a log: the time first
                     if line.startswith("│") and " compile " in line]
     assert compile_rows and "interrupted" in compile_rows[0], out
     assert "Traceback" not in out

@@ -20,7 +20,7 @@ from rocbuild.model.settings import resolve
 from rocbuild.run.engine.status import collect
 from rocbuild.run.state.state import StateDir
 from rocbuild.run.state.uptodate import Rule
-from tests.cli import child_env, run_cli, run_flags
+from tests.cli import child_env, commands_under, run_cli, run_flags
 from tests.e2e.test_engine import sleepers, slow_beta, wait_for
 from tests.e2e.test_status import break_beta, recipe
 from tests.support.chain import Chain, add_gamma_patch, require_gpu_code
@@ -29,8 +29,7 @@ pytestmark = pytest.mark.e2e
 
 
 def continue_lines(text: str) -> list[str]:
-    return [line.split("continue with: ", 1)[1].split("  (finished", 1)[0]
-            for line in text.splitlines() if "continue with: " in line]
+    return commands_under(text)
 
 
 def test_continue_line_pasted_into_a_new_shell_finishes_the_whole_run(chain: Chain) -> None:
@@ -160,3 +159,36 @@ def test_build_json_reports_steps_results_logs_and_causes(chain: Chain) -> None:
     again = json.loads(run_flags(chain.flags(), "build", "--no-verify", "--json",
                                  expect=1).stdout)
     assert {s["result"] for s in again["steps"] if s["component"] == "alpha"} == {"current"}
+
+
+MANY_ERRORS = {"CMakeLists.txt": (
+    "cmake_minimum_required(VERSION 3.20)\nproject(errs NONE)\n"
+    'message(SEND_ERROR "the first error: the real cause is here")\n'
+    'foreach(i RANGE 80)\n  message(STATUS "noise line ${i}")\nendforeach()\n'
+    'message(SEND_ERROR "a later error that follows from the first")\n'
+    'message(FATAL_ERROR "the last error")\n')}
+
+
+def test_a_failed_configure_shows_its_first_cmake_error(tmp_path: Path) -> None:
+    """The summary showed the log's last lines: CMake's last error, with the first (the
+    cause) out of sight 80 lines above."""
+    from tests.conftest import require_tool
+    from tests.support.chain import one_component_stack
+
+    for tool in ("git", "cmake", "ninja"):
+        require_tool(tool)
+    flags = one_component_stack(tmp_path, "errs", MANY_ERRORS)
+    built = run_cli("build", *flags, "--no-verify", env={"COLUMNS": "200"}, expect=1)
+    text = built.stdout
+    first = text.index("--- the first error (the cause;")
+    assert "the first error: the real cause is here" in text[first:], built.explain()
+    assert text.index("the first error: the real cause") < text.index("--- the log's last 20 lines")
+    assert "CMake Error at CMakeLists.txt:3 (message):" in text[first:], built.explain()
+    doc = json.loads(run_cli("build", *flags, "--no-verify", "--json", expect=1).stdout)
+    failed = next(s for s in doc["steps"] if s["result"] == "failed")
+    assert failed["step"] == "configure" and failed["first_error"][0].startswith(
+        "CMake Error at CMakeLists.txt:3"), failed
+    status = run_cli("status", *flags, env={"COLUMNS": "200"}, expect=1).stdout
+    assert "cause: not a known failure; the first error of the log:" in status, status
+    assert "| the first error: the real cause is here" in " ".join(status.split()) or \
+        "the first error: the real cause is here" in status, status

@@ -19,6 +19,7 @@ import pytest
 from tests.cli import child_env, run_cli
 from tests.conftest import require_tool
 from tests.support.chain import Chain, make_chain
+from tests.support.mountns import mount_problem
 
 pytestmark = pytest.mark.e2e
 
@@ -162,10 +163,9 @@ def test_a_full_home_is_a_warning_not_a_failed_night(tmp_path: Path) -> None:
     """The same with a real full file system under $XDG_STATE_HOME (a private mount)."""
     for tool in ("git", "cmake", "ninja", "cc", "unshare"):
         require_tool(tool)
-    probe = subprocess.run(["unshare", "-m", "sh", "-c", "mount -t tmpfs none /mnt"],
-                           capture_output=True)
-    if probe.returncode != 0:
-        pytest.skip("needs a private mount namespace (root or userns)")
+    problem = mount_problem()
+    if problem is not None:
+        pytest.skip(problem)
     chain = make_chain(tmp_path)
     home = tmp_path / "full-home"
     home.mkdir()

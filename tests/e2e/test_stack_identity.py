@@ -79,3 +79,72 @@ def test_activate_refuses_an_incomplete_custom_stack_by_its_title(chain: Chain) 
                       str(chain.root / "link"), str(chain.prefix), expect=2)
     said = " ".join(refused.stderr.split())
     assert "half-installed Chain" in said and "ROCm" not in said, refused.explain()
+
+
+# a project that records, at configure, the variables a ROCm stack's steps get, and installs
+# what it saw: a stack of other projects must build as cmake by hand would
+RECORDER = {
+    "CMakeLists.txt": (
+        "cmake_minimum_required(VERSION 3.20)\nproject(rec NONE)\n"
+        'file(WRITE ${CMAKE_BINARY_DIR}/seen.txt "rocm=$ENV{ROCM_PATH} '
+        'platform=$ENV{HIP_PLATFORM} hip=$ENV{HIP_PATH} '
+        'tensile=$ENV{Tensile_CXX_COMPILER_LAUNCHER}")\n'
+        "install(FILES ${CMAKE_BINARY_DIR}/seen.txt DESTINATION share)\n"),
+}
+
+
+@pytest.mark.e2e
+def test_a_stack_of_other_projects_gets_no_rocm_words_or_variables(tmp_path: Path) -> None:
+    """A plain stack's steps ran with HIP_PLATFORM=amd, ROCM_PATH=<prefix> and Tensile's
+    launcher variables, and its env files spoke of native gfx906 code, HSA_OVERRIDE and
+    "hipcc, clang, rocminfo, llama.cpp tools"; activate's refusal of its unproven prefix said
+    nothing showed the libraries carry gfx906 code. All of that comes from the recipes now."""
+    from tests.conftest import require_tool
+    from tests.support.chain import one_component_stack
+
+    for tool in ("git", "cmake", "ninja"):
+        require_tool(tool)
+    flags = one_component_stack(tmp_path, "rec", RECORDER)
+    prefix = tmp_path / "prefix"
+    shell = {"ROCM_PATH": "", "HIP_PLATFORM": "", "HIP_PATH": ""}  # none in the user's shell
+    run_cli("build", *flags, "--no-verify", "--ccache", "on", env=shell, expect=0)
+    assert (prefix / "share/seen.txt").read_text() == "rocm= platform= hip= tensile="
+    for path in (prefix / "env.sh", prefix / "env.fish",
+                 *sorted((prefix / "modulefiles").rglob("*"))):
+        if path.is_dir():
+            continue
+        text = path.read_text()
+        for word in ("HSA_OVERRIDE", "native", "hipcc", "rocminfo", "ROCM_PATH", "ROCm",
+                     "find_package(hip"):
+            assert word not in text, (path, word)
+    env_sh = (prefix / "env.sh").read_text()
+    assert "# the programs of rocm\n" in env_sh  # the stack's name: its stack.toml has none
+    refused = run_cli("activate", *flags, "--link", str(tmp_path / "link"), str(prefix),
+                      expect=2)
+    said = " ".join(refused.stderr.split())
+    assert "nothing shows every program finds its libraries" in said, said
+    assert "gfx906" not in said, said
+
+
+@pytest.mark.e2e
+def test_a_prefix_named_like_its_stack_gets_a_module_of_its_version(chain: Chain) -> None:
+    """`--prefix ~/opt/mystack` gave the module `mystack/mystack`."""
+    prefix = chain.root / "opt" / "chain"
+    flags = [*chain.flags()[:-4], "--prefix", str(prefix), *chain.flags()[-2:]]
+    run_cli("build", *flags, "--no-verify", "alpha", expect=0)
+    modules = sorted(p.relative_to(prefix / "modulefiles").as_posix()
+                     for p in (prefix / "modulefiles").rglob("*") if p.is_file())
+    assert modules == ["chain/1.0", "chain/1.0.lua"], modules
+    assert "module load chain/1.0\n" in (prefix / "modulefiles/chain/1.0.lua").read_text()
+
+
+@pytest.mark.e2e
+def test_activate_says_to_load_the_env_file_through_the_link(chain: Chain) -> None:
+    """activate printed `. <the prefix>/env.sh`: a profile that keeps that line does not
+    follow the next switch of the link."""
+    run_cli("build", *chain.flags(), "--no-verify", expect=0)
+    link = chain.root / "link"
+    done = run_cli("activate", *chain.flags(), "--unproven", "--link", str(link),
+                   str(chain.prefix), expect=0, env={"COLUMNS": "200"})
+    assert f"  . {link}/env.sh\n" in done.stdout, done.explain()
+    assert f"{chain.prefix}/env.sh" not in done.stdout, done.explain()

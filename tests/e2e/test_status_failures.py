@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli import run_cli
+from tests.cli import commands_under, run_cli
 from tests.conftest import require_tool
 from tests.support.chain import FAKE_HOST, Chain, one_component_stack
 
@@ -37,7 +37,7 @@ def test_a_failed_component_outside_the_stack_fails_plain_status(chain: Chain) -
     assert "everything is built and current" not in status.stdout, status.explain()
     assert "FAILED broken: compile" in status.stdout, status.explain()
     assert "4 components: 3 done, 1 failed" in status.stdout
-    continues = [line for line in status.stdout.splitlines() if "continue with:" in line]
+    continues = commands_under(status.stdout)
     assert continues and " build broken " in continues[0], status.explain()
     doc = json.loads(run_cli("status", *chain.flags(), "--json", expect=1).stdout)
     assert doc["failed"] is True

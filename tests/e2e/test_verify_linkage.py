@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from rocbuild.checks import linkage
-from rocbuild.checks.elf import dynamic_info, open_source
 from rocbuild.checks.verify import to_json, verify_prefix
+from rocbuild.model.elf import dynamic_info, open_source
 from rocbuild.model.targets import parse_target
 from tests.cli import run_cli
 from tests.conftest import require_tool

@@ -119,3 +119,90 @@ def test_commands_that_never_read_the_prefix_setting_print_no_note_about_it(
     assert str(mine) in shown, shown  # the value is still in force, and shown
     status = run_cli("status", *plain(chain), expect=0)
     assert note in status.stderr, status.explain()  # a command that reads it still says so
+
+
+def other_stack(chain: Chain, name: str) -> Path:
+    """A second stack (another name, the same components) in its own recipes folder."""
+    import shutil
+
+    folder = chain.root / f"{name}-recipes"
+    shutil.copytree(chain.recipes, folder)
+    stack = folder / "stack.toml"
+    stack.write_text(stack.read_text().replace('name = "chain"', f'name = "{name}"'))
+    return folder
+
+
+def test_a_shared_workdir_keeps_each_stacks_memory_apart(chain: Chain) -> None:
+    """The default workdir is shared by every stack: the notes about "the last build in this
+    workdir" mixed them (a tutorial's build, then another stack's plan read "a configuration
+    change, everything built on it is built again"; its remembered base was lost)."""
+    from tests.e2e.test_base import chain_with_base_tables
+
+    chain_with_base_tables(chain)
+    base_prefix = chain.root / "A"  # a base made by rocbuild: alpha and beta
+    run_cli("build", *plain(chain), "--prefix", str(base_prefix), "--workdir",
+            str(chain.root / "work-a"), "alpha", "beta", "--quiet", "--no-verify", expect=0)
+    top = chain.root / "top"
+    run_cli("build", *plain(chain), "--prefix", str(top), "--base", str(base_prefix),
+            "--quiet", "--no-verify", expect=0)
+    # a tutorial of another name builds in the same workdir, from source, into its prefix
+    tutorial = other_stack(chain, "tutorial")
+    mine = chain.root / "opt" / "tutorial"
+    run_cli("build", "--recipes", str(tutorial), "--workdir", str(chain.workdir),
+            "--mirror", chain.mirror, "--prefix", str(mine), "--quiet", "--no-verify",
+            expect=0)
+    # the chain's plan: its own base and prefix, nothing about the tutorial's build
+    again = run_cli("plan", *plain(chain), "--json", expect=0)
+    doc = json.loads(again.stdout)
+    assert doc["settings"]["base"]["value"] == str(base_prefix), again.explain()
+    assert doc["prefix"] == str(top) and doc["base_change"] is None
+    assert [c["state"] for c in doc["components"]] == ["done"], doc["components"]
+    assert "a configuration change" not in again.stderr, again.explain()
+    given = run_cli("plan", *plain(chain), "--base", str(base_prefix), expect=0)
+    assert "a configuration change" not in given.stderr, given.explain()
+    assert "base changed" not in given.stdout
+    # the tutorial's status: its own prefix, never the chain's
+    status = run_cli("status", "--recipes", str(tutorial), "--workdir", str(chain.workdir),
+                     expect=0)
+    assert str(top) not in status.output and str(base_prefix) not in status.output, \
+        status.explain()
+    assert "everything is built" in status.stdout, status.explain()
+
+
+def test_an_earlier_rocbuilds_records_are_adopted(chain: Chain) -> None:
+    """Records written before they named their stack count for the stack at hand, so a user's
+    existing workdir keeps its base and prefix and nothing is built again."""
+    from tests.e2e.test_base import chain_with_base_tables
+
+    chain_with_base_tables(chain)
+    base_prefix = chain.root / "A"
+    run_cli("build", *plain(chain), "--prefix", str(base_prefix), "--workdir",
+            str(chain.root / "work-a"), "alpha", "beta", "--quiet", "--no-verify", expect=0)
+    top = chain.root / "top"
+    run_cli("build", *plain(chain), "--prefix", str(top), "--base", str(base_prefix),
+            "--quiet", "--no-verify", expect=0)
+    memo = chain.workdir / "state" / "base.json"
+    old = json.loads(memo.read_text())
+    memo.write_text(json.dumps({k: old[k] for k in ("base", "version", "when")}))
+    configs = chain.workdir / "state" / "configs.json"
+    doc = json.loads(configs.read_text())
+    for entry in doc["configurations"].values():
+        entry.pop("stack", None)
+    configs.write_text(json.dumps(doc))
+    again = run_cli("build", *plain(chain), "--no-verify", expect=0)
+    assert "steps are current; nothing to do" in again.stdout, again.explain()
+    assert f"into {top}" in again.output and "base" in again.stderr, again.explain()
+
+
+def test_status_names_the_recipes_a_workdir_was_built_with(chain: Chain) -> None:
+    """`status` without the --recipes a workdir was built with said "nothing built yet"."""
+    run_cli("build", *chain.flags(), "--no-verify", "--quiet", expect=0)
+    shown = run_cli("status", "--workdir", str(chain.workdir), env={"COLUMNS": "300"},
+                    expect=0).stdout
+    assert "nothing built yet" in shown, shown
+    assert "this workdir holds builds of another stack than rocm" in shown, shown
+    command = (f"chain: rocbuild status --recipes {chain.recipes} --prefix {chain.prefix} "
+               f"--workdir {chain.workdir}")
+    assert command in shown, shown
+    follow = run_cli(*command.split()[2:], expect=0).stdout
+    assert "everything is built" in follow, follow

@@ -3,7 +3,8 @@
 ``calc`` is a CMake project with a cache option (CALC_EXTRA) and a cache string (CALC_VALUE),
 a shared library used by an executable (``calc-tool``, installed without any RUNPATH of its
 own, so only rocbuild's makes it start), a git submodule (``sub``, served like every source
-through ``--mirror``) and ROCM_PATH baked in at configure time. ``calc-tool`` prints
+through ``--mirror``) and ROCM_PATH baked in at configure time (its recipe provides it to
+the stack's steps, as clr.toml does for ROCm's). ``calc-tool`` prints
 ``value=<n> sub=<m> rocm=<ROCM_PATH at configure>``.
 """
 
@@ -98,6 +99,10 @@ class Calc:
             submodules = true
             [cmake]
             args = [{quoted}]
+            # calc-tool bakes ROCM_PATH in at configure: the stack's steps need it, as
+            # clr.toml says for ROCm's (model/provides.py)
+            [provides_env]
+            ROCM_PATH = {{ value = "{{{{ prefix }}}}", steps = "always" }}
             """) + textwrap.dedent(tail))
 
     def tag(self, tag: str, calc_c: str) -> None:

@@ -142,7 +142,9 @@ def test_roads_without_and_with_a_base(write_recipes, tmp_path: Path) -> None:
     assert full.components == ("low", "mid", "top") and full.cpu_hours == 12.5
     # assumed: low taken (it has [base]); mid has a Tensile set AMD may lack, top is above it
     assert fast.components == ("mid", "top") and fast.cpu_hours == 2.5
-    assert fast.disk == 1 << 30 and not fast.measured
+    # its whole need: mid's build tree, the installs (a quarter of it), two checkouts
+    assert fast.need.build == 1 << 30 and not fast.measured
+    assert fast.disk == (1 << 30) + (1 << 30) // 4 + 2 * (200 << 20) == fast.need.total
     base = make_base(tmp_path)
     _, on_base = roads(load_stack(settings_for(folder, base=str(base))))
     assert on_base.measured and on_base.components == ("mid", "top")

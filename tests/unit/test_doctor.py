@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 from collections.abc import Mapping
 from pathlib import Path
@@ -28,7 +29,7 @@ GIB = 1 << 30
 CHECK_IDS = ["os", "amdgpu", "devices", "groups", "gpus", "pcie", "firmware", "aspm", "bar",
              "nouveau", "memory", "disk", "prefix", "toolchain", "ccache", "packages", "recipes",
              "shadow",
-             "hsa-override", "target"]
+             "hsa-override", "base", "target"]
 USERS = {"mi50": "ml", "radeon7": "anna", "nodriver": "ops", "rdna2": "dev"}
 
 
@@ -94,8 +95,9 @@ def test_radeon_vii_desktop_warns_about_bar_groups_and_swap() -> None:
     groups = report.check("groups")
     assert groups.status == WARN and "render and video" in groups.summary
     # written the way it runs here: as is for root, with sudo or su for another user
+    # (in backticks: a command to paste, printed whole)
     assert groups.fix is not None and groups.fix.startswith(
-        privilege.as_root("usermod -aG render,video anna"))
+        f"`{privilege.as_root('usermod -aG render,video anna')}`")
     memory = report.check("memory")
     assert memory.status == WARN and "8.0 GiB" in memory.summary
     # 6.5 GiB available + 3.84 GiB free swap × 0.5 − 1 GiB reserve = 7.42 GiB < 8 GiB
@@ -141,8 +143,45 @@ def test_rdna2_debian_host_warnings() -> None:
     assert shadow.status == WARN and "/usr/include/hip" in shadow.summary
     assert "libamdhip64-dev" in (shadow.fix or "")
     target = report.check("target")
-    assert target.status == WARN and target.fix == "rocbuild build --target gfx1030"
+    assert target.status == WARN and target.fix == "`rocbuild build --target gfx1030`"
     assert run("rdna2", want=needs("gfx1030")).check("target").status == OK
+
+
+def test_hip_headers_name_only_their_installed_owners_and_when_they_matter() -> None:
+    """The fix said "apt remove libamdhip64-dev libhipblas-dev librocblas-dev
+    librocsolver-dev" whatever was installed (three of them were not), and warned also where
+    the headers cannot matter. It names the owners dpkg records for /usr/include/hip (not
+    hipcc, which is installed too), and says nothing for a stack that compiles no HIP or
+    compiles it against /usr itself (--base /usr)."""
+    shadow = run("rdna2").check("shadow")
+    assert shadow.status == WARN and "of libamdhip64-dev in /usr/include/hip" in shadow.summary
+    (remove,) = re.findall(r"`([^`]*apt remove[^`]*)`", shadow.fix or "")
+    assert remove == privilege.as_root("apt remove libamdhip64-dev"), shadow
+    assert "llama.cpp" in (shadow.fix or "") and "--base /usr" in (shadow.fix or "")
+    for quiet in (needs(hip_rocm=None), needs(hip_rocm=Path("/usr"))):
+        assert run("rdna2", want=quiet).check("shadow").status == OK
+
+
+def test_debian_says_what_each_road_means_for_an_mi50() -> None:
+    """"Debian 12 ... not official: AMD lists Debian 12 for ROCm 6.4 only for MI300X" beside
+    a README that offers Debian 12: the fix says what that means on each road."""
+    fix = run("rdna2").check("os").fix or ""
+    assert "rocbuild build --target gfx906" in fix and "5.2, too old for --base" in fix, fix
+    assert "Debian testing and sid package ROCm 6.4 (--base /usr)" in fix, fix
+
+
+@pytest.mark.parametrize(("release", "said"), [
+    ('VERSION_ID="13"\nVERSION_CODENAME=trixie\n', "Debian 13's own ROCm is 5.7"),
+    ("VERSION_CODENAME=forky\n", "apt install llama.cpp-tools libggml0-backend-hip"),
+])
+def test_newer_debian_releases_get_their_own_road(tmp_path: Path, release: str,
+                                                   said: str) -> None:
+    """Debian 13 packages ROCm 5.7 (refused as a base); testing and sid (no VERSION_ID)
+    package 6.4: Debian's own llama.cpp packages, or --base /usr."""
+    root = copy_tree("rdna2", tmp_path)
+    (root / "etc/os-release").write_text(f'PRETTY_NAME="Debian GNU/Linux"\nID=debian\n{release}')
+    fix = run(root).check("os").fix or ""
+    assert said in fix, fix
 
 
 def test_override_on_a_build_target_fails_with_the_memory_fault_reason() -> None:

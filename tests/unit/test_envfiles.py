@@ -116,7 +116,8 @@ def test_spec_comes_from_the_stack(write_recipes) -> None:
     stack = load_stack(resolve({"recipes": str(folder), "target": "gfx906,gfx1030"}, env={}))
     spec = spec_for(stack, tune=True)
     assert spec == EnvSpec(Path("/opt/rocm-6.4-gfx906-gfx1030"), "6.4.3", "6.4",
-                           ("gfx906", "gfx1030"), tune=True, name="rocm", title="rocm")
+                           ("gfx906", "gfx1030"), tune=True, name="rocm", title="rocm",
+                           gpu_code=False)  # no recipe of the stack says gpu_code
 
 
 def test_write_env_files_puts_three_whole_files_in_the_prefix(tmp_path: Path) -> None:
@@ -140,8 +141,9 @@ def test_cli_env_prints_what_would_be_written(write_recipes, tmp_path: Path,
     code = cli.main(["env", "--shell", "fish", "--tune", "--recipes", str(folder),
                      "--prefix", str(prefix)])
     assert code == 0
-    expected = render(EnvSpec(prefix, "6.4.3", "6.4", ("gfx906",), tune=True, title="rocm"),
-                      "fish")  # a stack of no recipes: it provides no variables
+    expected = render(EnvSpec(prefix, "6.4.3", "6.4", ("gfx906",), tune=True, title="rocm",
+                              gpu_code=False),
+                      "fish")  # a stack of no recipes: it provides no variables, no GPU code
     assert capsys.readouterr().out == expected
 
 

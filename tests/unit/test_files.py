@@ -40,3 +40,17 @@ def test_other_text_another_mode_or_a_link_is_written(tmp_path: Path) -> None:
     assert not link.is_symlink() and link.read_text() == "export A=3\n"
     write_text_atomic(tmp_path / "new" / "file", "x")  # folders made as before
     assert (tmp_path / "new" / "file").read_text() == "x"
+
+
+def test_a_link_planted_at_the_temp_name_is_never_written_through(tmp_path: Path) -> None:
+    """The temp name ``.<name>.<pid>.tmp`` is easy to guess: in a shared folder (a sticky
+    /tmp, --link in one) another user's link there made root write where it led."""
+    import os
+
+    victim = tmp_path / "victim"
+    victim.write_text("theirs\n")
+    path = tmp_path / "state.json"
+    (tmp_path / f".state.json.{os.getpid()}.tmp").symlink_to(victim)
+    write_text_atomic(path, "{}\n")
+    assert victim.read_text() == "theirs\n"
+    assert path.read_text() == "{}\n" and not path.is_symlink()

@@ -24,7 +24,9 @@ def stack_for(write_recipes, tmp_path: Path, env: dict[str, str] | None = None,
               tools: dict[str, str] | None = None, **flags: str):
     folder = write_recipes(host=RECIPE + 'distribute = true\n[resources]\ndisk = "40GiB"\n'
                            'compile_mem = "1GiB"\nlink_mem = "4GiB"\n',
-                           device=RECIPE + '[resources]\ndisk = "8GiB"\n')
+                           device='launcher_env = ["Tensile_CXX_COMPILER_LAUNCHER", '
+                           '"Tensile_ASM_COMPILER_LAUNCHER"]\n' + RECIPE
+                           + '[resources]\ndisk = "8GiB"\n')
     settings = resolve({"recipes": str(folder), "workdir": str(tmp_path / "w"), **flags},
                        env={}, cwd=tmp_path)
     stack = load_stack(settings)
@@ -58,9 +60,13 @@ def test_cache_env_is_keyed_for_a_rebuilt_compiler_and_a_recreated_tree(
     assert env["CCACHE_BASEDIR"] == work and "CCACHE_DEPEND" not in env
     assert env["CCACHE_MAXSIZE"] == "24Gi"  # half of the stack's 48 GiB build-tree estimate
     assert env["CCACHE_STATSLOG"] == f"{work}/logs/device/ccache-stats.log"
+    # the recipe's launcher_env (rocBLAS's Tensile variables) gets the launcher too
     assert env["Tensile_CXX_COMPILER_LAUNCHER"] == env["Tensile_ASM_COMPILER_LAUNCHER"] \
         == "/usr/bin/ccache"
     assert "CCACHE_PREFIX" not in env and "DISTCC_HOSTS" not in env
+    # ...and only that recipe's steps: a project that names no such variable gets none
+    host = launchers.launcher_env(launch, stack, stack.components["host"])
+    assert not [name for name in host if name.startswith("Tensile")], host
 
 
 def test_compilers_are_hashed_by_content_only_where_the_stack_rebuilds_them(
@@ -133,12 +139,17 @@ def test_a_bases_toolchain_files_are_hashed_in_both_bitcode_layouts(
         f"{resource}/ocml.bc"]
 
 
-def test_off_means_no_launcher_and_a_disabled_cache(write_recipes, tmp_path: Path) -> None:
+def test_off_keeps_the_launcher_in_the_tree_and_disables_the_cache(write_recipes,
+                                                                   tmp_path: Path) -> None:
+    """The tree's launcher never depends on one run's --ccache: off passes through."""
     stack, launch = stack_for(write_recipes, tmp_path, ccache="off")
     assert launch.ccache is None and launch.ccache_state == "off (flag --ccache)"
-    assert launchers.cmake_args(launch, stack.components["device"]) == []
+    assert launchers.cmake_args(launch, stack.components["device"]) == [
+        f"-DCMAKE_{lang}_COMPILER_LAUNCHER=/usr/bin/ccache" for lang in ("C", "CXX", "HIP")]
     assert launchers.launcher_env(launch, stack, stack.components["device"]) == \
         {"CCACHE_DISABLE": "1"}
+    no_ccache, launch = stack_for(write_recipes, tmp_path, ccache="off", tools={})
+    assert launchers.cmake_args(launch, no_ccache.components["device"]) == []
     stack, launch = stack_for(write_recipes, tmp_path, tools={})
     assert launch.ccache_state == "off (ccache is not installed)"
     said: list[str] = []
@@ -160,7 +171,13 @@ def test_distcc_sits_behind_ccache_for_distributable_recipes_only(
     # HIP device compiles stay local: their launcher clears the prefix
     hip = [a for a in launchers.cmake_args(launch, host) if "HIP" in a]
     assert hip[0].endswith(";CCACHE_PREFIX=;/usr/bin/ccache")
+    # ccache off: it passes each compile through, to distcc behind it (CCACHE_PREFIX)
     stack, launch = stack_for(write_recipes, tmp_path, distcc="box1/8", ccache="off")
+    env = launchers.launcher_env(launch, stack, stack.components["host"])
+    assert env["CCACHE_DISABLE"] == "1" and env["CCACHE_PREFIX"] == "/usr/bin/distcc"
+    # without a ccache on the host, distcc is the launcher itself
+    stack, launch = stack_for(write_recipes, tmp_path, distcc="box1/8", ccache="off",
+                              tools={"distcc": "/usr/bin/distcc"})
     assert launchers.cmake_args(launch, stack.components["host"]) == [
         "-DCMAKE_C_COMPILER_LAUNCHER=/usr/bin/distcc",
         "-DCMAKE_CXX_COMPILER_LAUNCHER=/usr/bin/distcc"]

@@ -87,3 +87,21 @@ def test_cli_plan_honours_columns_in_a_pipe(capsys: pytest.CaptureFixture[str],
     out = capsys.readouterr().out
     assert too_wide(out, 80) == []
     assert sum(1 for line in out.splitlines() if line.startswith("rocblas ")) == 1
+
+
+def test_estimates_read_the_cold_time_then_every_attempt(tmp_path: Path) -> None:
+    """A step's estimate is its last cold run (a compile ccache served in a moment does not
+    lower it), over every attempt of that run (not the last one only)."""
+    from rocbuild.run.engine.outcome import expected_seconds
+
+    settings = resolve({"workdir": str(tmp_path / "wd")}, env={}, cwd=tmp_path)
+    stack = load_stack(settings, ["rocblas"])
+    state = StateDir.of(stack)
+    comp = stack.components["rocblas"]
+    state.write_stamp("rocblas", "compile", "f", seconds=10.0, attempts_seconds=4200.0,
+                      cold_seconds=4200.0)
+    assert expected_seconds(state, comp, "compile", 2) == 4200.0
+    state.write_stamp("rocblas", "compile", "f", seconds=1380.0, attempts_seconds=4200.0)
+    assert expected_seconds(state, comp, "compile", 2) == 4200.0
+    state.write_stamp("rocblas", "compile", "f", seconds=1380.0)  # an older rocbuild's stamp
+    assert expected_seconds(state, comp, "compile", 2) == 1380.0

@@ -179,7 +179,7 @@ def test_attempt_markers_name_the_environment_and_an_interruption(tmp_path: Path
     assert seen == ["hello"]
     assert "# env ROCBUILD_TEST_MARK=on the marker\n" in text
     assert "# env -HOME (unset)" in text and f"# in {tmp_path}" in text
-    assert re.search(r"\] attempt 1 interrupted \(KeyboardInterrupt\)", text)
+    assert re.search(r"\] attempt 1 interrupted by Ctrl-C \(SIGINT\) after", text)
     log_attempt(log, "fetch https://example.invalid/x.git v1")  # a step rocbuild does itself
     text = log.read_text()
     assert "\n=== attempt 2 · " in text and "$ fetch https://example.invalid/x.git v1" in text

@@ -149,7 +149,7 @@ def test_the_recipe_schema_is_declared_once_on_the_recipe_fields(tmp_path: Path)
 
     samples = {"str": ("x", '"x"'), "bool": (True, "true"), "strlist": (("a",), '["a"]'),
                "strmap": ({"bin/a": "b"}, '{ "bin/a" = "b" }'), "size": (2 << 30, '"2GiB"'),
-               "float": (1.5, "1.5"), "envmap": ({"A_B": ("x", "")}, '{ A_B = "x" }')}
+               "float": (1.5, "1.5"), "envmap": ({"A_B": ("x", "", "")}, '{ A_B = "x" }')}
     lines, expected = ['kind = "cmake"'], {}
     tables: dict[str, list[str]] = {}
     for cls, prefix in ((recipes.Recipe, ""), (recipes.SourceSpec, "source.")):
@@ -171,6 +171,8 @@ def test_the_recipe_schema_is_declared_once_on_the_recipe_fields(tmp_path: Path)
                 value, text = ("numpy==1.26.4",), '["numpy==1.26.4"]'
             if name == "depends":
                 value, text = (), "[]"
+            if name == "gpu_shape":
+                value, text = "bundles", '"bundles"'
             (tables.setdefault(".".join(table), []) if table else lines).append(f"{key} = {text}")
             expected[name] = value
     text = "\n".join(lines) + "\n" + "".join(

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from rocbuild.checks import linkage
-from rocbuild.checks.elf import Dynamic
+from rocbuild.model.elf import Dynamic
 from tests.unit.test_verify_scan import make_elf
 
 ABI = (2, 1, 62)  # ELF64, little-endian, x86_64

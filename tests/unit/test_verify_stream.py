@@ -9,9 +9,9 @@ import tracemalloc
 import zlib
 from pathlib import Path
 
-from rocbuild.checks.bundles import CHUNK, Decoders, scan_fatbin, zstandard_decoder
-from rocbuild.checks.elf import Source
 from rocbuild.checks.verify import Verdict, verify_file
+from rocbuild.model.bundles import CHUNK, Decoders, scan_fatbin, zstandard_decoder
+from rocbuild.model.elf import Source
 from rocbuild.model.targets import parse_target
 from tests.unit.test_verify_scan import HOST, ccob, code_object, plain_bundle
 

@@ -142,6 +142,13 @@ class BuildSystem:
         ``stacks`` (the first is the default targets')."""
         raise NotImplementedError
 
+    def tree_launchers(self, comp: Component) -> Mapping[str, str] | None:
+        """The compiler launchers ``comp``'s build tree was configured with, by language
+        (``C``, ``CXX``, ``HIP``; one without a launcher is absent): what its next compile
+        runs, whatever this run would configure (``launchers.tree_note``). None when there
+        is no configured tree, or the system cannot tell."""
+        return None
+
     def fingerprint_args(self, stack: Stack, comp: Component, argv: list[str]) -> list[str]:
         """``argv`` without what changes only the speed (the launcher arguments)."""
         if "launcher_args" in self.lacks:
@@ -185,6 +192,13 @@ class BuildSystem:
 
     def configure_warnings(self, comp: Component, log_text: str) -> list[str]:
         """Warnings for the summary read from this run's part of the configure log."""
+        return []
+
+    def first_error(self, log_text: str) -> list[str]:
+        """The first error of a failed configure, read from this run's part of its log, as
+        the tool wrote it (its lines, a dozen at most); [] when the tool has no such
+        marker. The summary shows the log's last lines: a later error that only follows
+        from the first one would hide the cause."""
         return []
 
     def tree_files(self, step: str) -> tuple[str, ...]:

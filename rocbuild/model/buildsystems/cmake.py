@@ -158,6 +158,11 @@ def install_argv(component: Component) -> list[str]:
     return ["cmake", "--install", str(component.build_dir)]
 
 
+FIRST_ERROR_LINES = 12  # of the first CMake Error's message, in a summary
+# an entry of CMakeCache.txt: NAME:TYPE=VALUE, one a line
+_CACHE_LAUNCHER = re.compile(r"^CMAKE_(C|CXX|HIP)_COMPILER_LAUNCHER:[A-Z]+=(.*)$", re.M)
+
+
 def is_cmake_file(name: str) -> bool:
     return name == "CMakeLists.txt" or name.endswith((".cmake", ".cmake.in"))
 
@@ -204,6 +209,20 @@ class CMake(BuildSystem):
 
     def launcher_args(self, stack: Stack, comp: Component) -> list[str]:
         return launchers.cmake_args(stack.launch, comp)
+
+    def tree_launchers(self, comp: Component) -> Mapping[str, str] | None:
+        """CMAKE_<LANG>_COMPILER_LAUNCHER of the tree's CMakeCache.txt (a -D of configure is
+        kept there even for a language the project does not enable)."""
+        try:
+            text = (comp.build_dir / "CMakeCache.txt").read_text(encoding="utf-8",
+                                                                 errors="replace")
+        except OSError:  # not configured (or not a readable file): nothing to tell
+            return None
+        found: dict[str, str] = {}
+        for match in _CACHE_LAUNCHER.finditer(text):
+            if match.group(2).strip():
+                found[match.group(1)] = match.group(2).strip()
+        return found
 
     def fingerprint_args(self, stack: Stack, comp: Component, argv: list[str]) -> list[str]:
         """Without every CMAKE_<LANG>_COMPILER_LAUNCHER, the recipe's own too."""
@@ -288,6 +307,29 @@ class CMake(BuildSystem):
             return []
         return [f"CMake did not use {', '.join(unused)}: the recipe passes options this "
                 f"version of {comp.name} never reads (check {comp.recipe.file})"]
+
+    def first_error(self, log_text: str) -> list[str]:
+        """CMake's first ``CMake Error`` block: its header line (``CMake Error at
+        CMakeLists.txt:3 (find_package):``) and the indented message under it, up to the
+        blank lines that end a CMake message (or a line that is not part of it)."""
+        lines = log_text.splitlines()
+        start = next((i for i, line in enumerate(lines) if line.startswith("CMake Error")),
+                     None)
+        if start is None:
+            return []
+        block = [lines[start]]
+        blank = 0
+        for line in lines[start + 1:]:
+            if not line.strip():
+                blank += 1
+                if blank >= 2:  # CMake ends a message with two empty lines
+                    break
+                continue
+            if not line.startswith((" ", "\t")) or len(block) >= FIRST_ERROR_LINES:
+                break
+            block += [""] * blank + [line]
+            blank = 0
+        return block
 
     def tree_files(self, step: str) -> tuple[str, ...]:
         # configure made both: without build.ninja, `cmake --build` fails until CMake

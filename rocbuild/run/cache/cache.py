@@ -27,6 +27,7 @@ the old prefix (an absolute RUNPATH) refuse it, text files holding it are rewrit
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import platform
@@ -37,7 +38,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Union
 
 from rocbuild import __version__
-from rocbuild.errors import BuildFailed, ConfigError
+from rocbuild.checks.trust import host_trust
+from rocbuild.errors import BuildFailed, ConfigError, notice
 from rocbuild.files import write_text_atomic
 from rocbuild.model import buildsystems, launchers, layout, wording
 from rocbuild.model.graph import Component, Stack, portable_text, sha256_text
@@ -188,10 +190,31 @@ class Trust:
 
     allowed: Path
     allow_unsigned: bool = False
+    refused: str = ""  # why ``allowed`` is not used: others could write it (model/trust.py)
 
     @classmethod
     def default(cls, allow_unsigned: bool = False) -> Trust:
-        return cls(signing.signers_file(), allow_unsigned)
+        """This user's trust list, used only when nobody else could have written it: a
+        signer list another user can change makes their artifacts install as this user
+        (root, with a home folder's XDG_CONFIG_HOME of theirs)."""
+        allowed = signing.signers_file()
+        why = host_trust(os.environ).why_not(allowed)
+        if why is None:
+            return cls(allowed, allow_unsigned)
+        refused = (f"{allowed} is not used: {why}; the keys you trust must be yours alone "
+                   "(chown, chmod go-w)")
+        _warn_once(refused)
+        return cls(allowed, allow_unsigned, refused)
+
+    @property
+    def signers(self) -> Path | None:
+        """The allowed_signers file to check against; None when it is not used."""
+        return None if self.refused else self.allowed
+
+
+@functools.cache
+def _warn_once(text: str) -> None:
+    notice(f"rocbuild: warning: {text}")
 
 
 ALLOW_UNSIGNED_TIP = ("trust the signer's key with `rocbuild cache keys trust KEY.pub`, or "
@@ -256,7 +279,7 @@ def check_signature(store: Store, doc: dict[str, Any], component: str, key: str,
                     trust: Trust) -> tuple[str, str]:
     """(why the artifact is refused or "", how it is signed) for its manifest ``doc``: the
     check that comes before anything of the artifact is used."""
-    verdict = signing.verify(doc, store.read_signature(component, key), trust.allowed)
+    verdict = signing.verify(doc, store.read_signature(component, key), trust.signers)
     if verdict.good:
         return "", f"signed by {verdict.who()}"
     if verdict.state == signing.BAD:
@@ -265,6 +288,8 @@ def check_signature(store: Store, doc: dict[str, Any], component: str, key: str,
         return "", ("unsigned" if verdict.state == signing.UNSIGNED
                     else f"untrusted key {verdict.key}") + ", allowed by --allow-unsigned"
     tip = UNSIGNED_TIP if verdict.state == signing.UNSIGNED else ALLOW_UNSIGNED_TIP
+    if trust.refused and verdict.state == signing.UNTRUSTED:
+        return f"{verdict.reason} ({trust.refused})", ""
     return f"{verdict.reason}; {tip}", ""
 
 

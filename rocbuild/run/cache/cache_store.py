@@ -34,6 +34,7 @@ from typing import Any, Protocol
 from rocbuild import faults, files
 from rocbuild.errors import CacheUnavailable, ConfigError
 from rocbuild.files import parse_json, read_json
+from rocbuild.model.paths import resolves_within
 from rocbuild.model.resources import format_bytes
 from rocbuild.run.cache.artifacts import ArtifactRefused, Manifest, Progress, sha256_file
 from rocbuild.run.cache.signing import key_of
@@ -292,18 +293,31 @@ class FolderStore:
         """Delete these index entries' artifacts (manifest first: the artifact is gone
         for readers before its archive is); returns the problems (empty: all gone)."""
         gone = set()
+        problems = []
         for entry in entries:
             component, key = str(entry.get("component")), str(entry.get("key"))
+            gone.add((component, key))
+            if not (_plain_name(component) and _plain_name(key)):
+                # the index is anyone's who can write the store: its names are never paths
+                problems.append(f"an index entry names a path outside {self.root} "
+                                f"({component!r}, {key!r}); only the entry was dropped")
+                continue
             for rel in (manifest_path(component, key), signature_path(component, key),
                         archive_path(component, key)):
-                (self.root / rel).unlink(missing_ok=True)
-            gone.add((component, key))
+                path = self.root / rel
+                if resolves_within(path.parent, self.root):  # never through a link out
+                    path.unlink(missing_ok=True)
         with self._locked():
             kept = [e for e in self.index()
                     if (str(e.get("component")), str(e.get("key"))) not in gone]
             self._write_json(self.root / INDEX, {"rocbuild_cache": INDEX_FORMAT,
                                                  "artifacts": kept})
-        return []
+        return problems
+
+
+def _plain_name(name: str) -> bool:
+    """``name`` is one file name of the store (a component or a key), not a path."""
+    return bool(name) and "/" not in name and "\0" not in name and name not in (".", "..")
 
 
 # ``.<name>.<host>-<pid>.tmp`` (this rocbuild) or ``.<name>.<pid>.tmp`` (an older one)

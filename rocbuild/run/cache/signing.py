@@ -286,8 +286,10 @@ class SignatureVerdict:
         return f"{self.signer} ({self.key})" if self.signer else self.key
 
 
-def verify(doc: Mapping[str, Any], signature: str | None, allowed: Path) -> SignatureVerdict:
-    """Check ``signature`` over ``doc`` against the trust list ``allowed``."""
+def verify(doc: Mapping[str, Any], signature: str | None, allowed: Path | None
+           ) -> SignatureVerdict:
+    """Check ``signature`` over ``doc`` against the trust list ``allowed`` (None: no key is
+    trusted)."""
     if not signature:
         return SignatureVerdict(UNSIGNED, reason="it is not signed")
     try:
@@ -324,9 +326,9 @@ def verify(doc: Mapping[str, Any], signature: str | None, allowed: Path) -> Sign
     return SignatureVerdict(GOOD, signer=principal, key=info.fingerprint)
 
 
-def _trusted_principal(tool: str, sig_file: Path, allowed: Path,
+def _trusted_principal(tool: str, sig_file: Path, allowed: Path | None,
                        info: SignatureInfo) -> str | None:
-    if not allowed.is_file():
+    if allowed is None or not allowed.is_file():
         return None
     found = proc.run_capture([tool, "-Y", "find-principals", "-s", str(sig_file),
                               "-f", str(allowed)], timeout=_TIMEOUT)

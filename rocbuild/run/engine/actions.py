@@ -12,6 +12,7 @@ import json
 import os
 import shutil
 import sys
+import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -29,7 +30,7 @@ from rocbuild.run.engine import jobs
 from rocbuild.run.engine.command import run_all
 from rocbuild.run.engine.outcome import StepOutcome, step_logger
 from rocbuild.run.sources import patches, sources
-from rocbuild.run.state import clockskew
+from rocbuild.run.state import clockskew, launchstats
 from rocbuild.run.state.state import write_text_atomic  # a folder in its place is replaced
 from rocbuild.run.state.uptodate import BUILD_ID_FILE, build_id
 
@@ -95,8 +96,38 @@ def write_stamp(ctx: BuildContext, comp: Component, step: str, outcome: StepOutc
     extra: dict[str, Any] = {
         "run": os.urandom(16).hex(), "seconds": round(seconds, 1), "jobs": outcome.jobs,
         "peak_rss": outcome.peak_rss, "inputs": inputs, "oom_retries": outcome.oom_retries,
-        "warnings": outcome.warnings, **outcome.record}
+        "warnings": outcome.warnings, **time_history(ctx, comp, step, seconds),
+        **outcome.record}
     ctx.state.write_stamp(comp.name, step, expected, **extra)
+
+
+def time_history(ctx: BuildContext, comp: Component, step: str, seconds: float
+                 ) -> dict[str, Any]:
+    """What the step's estimates read (outcome.expected_seconds): ``attempts_seconds``, the
+    time of every attempt since its last success (failed, interrupted, killed) and this one;
+    ``cold_seconds``, that total from its last run the compiler cache did not mostly serve
+    (a compile of 10 minutes served in 10 s from ccache read "ETA ?" the next time it really
+    compiled), kept from the previous stamp across such runs."""
+    before, count = ctx.state.attempts_before(comp.name, step)
+    total = before + seconds
+    cold = total
+    if step == "compile" and _served_by_cache(ctx, comp, seconds):
+        previous = ctx.state.read_stamp(comp.name, step) or {}
+        kept = previous.get("cold_seconds")
+        cold = float(kept) if isinstance(kept, (int, float)) else total
+    return {"attempts": count + 1, "attempts_seconds": round(total, 1),
+            "cold_seconds": round(cold, 1)}
+
+
+def _served_by_cache(ctx: BuildContext, comp: Component, seconds: float) -> bool:
+    """The compile that just ended got more ccache hits than misses (launchstats keeps its
+    counts, written as it ended)."""
+    record = launchstats.read_record(ctx.stack.workdir, comp.name) or {}
+    when = record.get("when")
+    if not isinstance(when, (int, float)) or when < time.time() - seconds - 60:
+        return False  # no counts from this compile (no ccache, or an older record)
+    hits, misses = record.get("hits"), record.get("misses")
+    return isinstance(hits, int) and isinstance(misses, int) and hits > misses
 
 
 def fetch(ctx: BuildContext, comp: Component, log: Path, outcome: StepOutcome) -> None:
@@ -109,10 +140,23 @@ def fetch(ctx: BuildContext, comp: Component, log: Path, outcome: StepOutcome) -
         checkout_dir=comp.checkout_dir, cache_root=ctx.stack.work.git_cache,
         mirror=ctx.settings.mirror, offline=ctx.offline,
         previous_commit=before.get("commit"), applied=patched.get("applied"),
-        save_root=saved_dir(ctx, comp))
-    fetched = sources.fetch(req, step_logger(log), registry=ctx.registry())
+        save_root=saved_dir(ctx, comp), recheck=not comp.checkout_dir.exists())
+    said: list[str] = []
+    write = step_logger(log)
+
+    def logger(line: str) -> None:
+        write(line)
+        if line.startswith(sources.MOVED_TAG):
+            said.append(line[len(sources.MOVED_TAG):].strip())
+
+    fetched = sources.fetch(req, logger, registry=ctx.registry())
+    outcome.warnings += [line.replace("; fetching it", "; this build uses the new commit")
+                         for line in said]
+    # where its git cache is: `clean X --caches` finds it without the build's --mirror
     outcome.record.update(commit=fetched.commit, checkout_id=fetched.checkout_id,
-                          ref_kind=fetched.ref_kind)
+                          ref_kind=fetched.ref_kind,
+                          cache=str(sources.cache_dir(ctx.stack.work.git_cache,
+                                                      comp.fetch_url)))
     if fetched.fresh:
         ctx.fresh_checkouts.add(comp.checkout)
     else:
@@ -172,11 +216,20 @@ def configure(ctx: BuildContext, comp: Component, log: Path, outcome: StepOutcom
     counts = jobs.job_counts(ctx, comp)
     commands = system.configure(ctx.stack, comp, {k: c.jobs for k, c in counts.items()})
     start = log.stat().st_size if log.exists() else 0
-    run_all(ctx, comp, "configure", commands, log, outcome,
-            extra_env=jobs.configure_env(ctx, comp))
-    with log.open("rb") as f:  # only this run's part of the (appended) log
+    try:
+        run_all(ctx, comp, "configure", commands, log, outcome,
+                extra_env=jobs.configure_env(ctx, comp))
+    except BuildFailed:  # the summary shows the first error too: the cause, before the rest
+        outcome.first_error = system.first_error(_since(log, start))
+        raise
+    outcome.warnings += system.configure_warnings(comp, _since(log, start))
+
+
+def _since(log: Path, start: int) -> str:
+    """This run's part of the (appended) step log."""
+    with log.open("rb") as f:
         f.seek(start)
-        outcome.warnings += system.configure_warnings(comp, f.read().decode("utf-8", "replace"))
+        return f.read().decode("utf-8", "replace")
 
 
 def compile(ctx: BuildContext, comp: Component, log: Path, outcome: StepOutcome) -> None:

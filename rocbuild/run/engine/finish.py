@@ -19,7 +19,7 @@ from rich.console import Console
 
 from rocbuild.errors import RocbuildError
 from rocbuild.model import buildsystems
-from rocbuild.model.graph import Stack
+from rocbuild.model.graph import Stack, profile_components
 from rocbuild.model.steptable import steps_of
 from rocbuild.prefix import buildinfo, envfiles, ownership, uninstall
 from rocbuild.run.engine.build import BuildContext
@@ -91,9 +91,11 @@ def finish(ctx: BuildContext, out: Console, whole: Stack, *, started: str) -> Fi
 
 def _uninstall_dropped(ctx: BuildContext, out: Console, whole: Stack) -> None:
     """Take out of the prefix each component it holds that the stack no longer has (dropped
-    from ``stack.components``, or its recipe removed) and that this run did not build: its
-    recorded files, never one another component owns (prefix/uninstall.py)."""
-    keep = {*whole.order, *ctx.stack.order}
+    from ``stack.components`` and every profile, or its recipe removed) and that this run did
+    not build: its recorded files, never one another component owns (prefix/uninstall.py)."""
+    # a component of another profile stays: the prefix may hold the llama.cpp set and the
+    # PyTorch libraries, each built with its own --profile
+    keep = {*whole.order, *ctx.stack.order, *profile_components(whole.recipes)}
     prefix = ctx.stack.prefix
     for name in uninstall.installed_components(prefix):
         if name in keep:
@@ -127,8 +129,9 @@ def verify(ctx: BuildContext, out: Console, finished: Finished, print_report: Ve
     from rocbuild.checks.verify import verify_prefix
 
     report = verify_prefix(prefix, complete.targets, linkage_exempt=_runpath_opt_outs(complete),
-                           gpu_components=ownership.gpu_code_expected(
-                               prefix, (c.recipe for c in complete.selected())))
+                           components=ownership.gpu_duties(
+                               prefix, (c.recipe for c in complete.selected())),
+                           library_dirs=complete.base.lib_dirs if complete.base else ())
     print_report(report, out)
     record_verify(ctx, report.ok, time.monotonic() - started_verify,
                   f"lacks code for {', '.join(str(t) for t in complete.targets)} "

@@ -24,21 +24,26 @@ import shutil
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+from rocbuild.model.paths import link_on_the_way
 from rocbuild.model.workdir import CONFIGS_DIR, STATE, Workdir
 from rocbuild.prefix import transaction
 from rocbuild.prefix.ownership import EXTRA_TMP_SUFFIX, STAGING_NAME
 from rocbuild.run.engine import jobserver
 from rocbuild.run.sources import patches
+from rocbuild.run.state import trash
 
 Say = Callable[[str], None]
 _LOCK_FOLDERS = ("refs", "logs", "info")  # where git keeps per-ref lock files
 
 
 def _git_dirs(root: Path) -> Iterator[Path]:
-    """Bare caches (``cache/git/*.git``), checkouts' ``.git`` and their submodules' git dirs."""
-    yield from sorted((root / "cache" / "git").glob("*.git"))
+    """Bare caches (``cache/git/*.git``), checkouts' ``.git`` and their submodules' git dirs,
+    none through a link (a checkout that is a link to the user's own clone: a lock there may
+    be a live git of theirs, not a killed run's)."""
+    yield from (p for p in sorted((root / "cache" / "git").glob("*.git"))
+                if link_on_the_way(root, p / "x") is None)
     for dot_git in sorted((root / "src").glob("*/.git")):
-        if dot_git.is_dir():
+        if dot_git.is_dir() and link_on_the_way(root, dot_git / "x") is None:
             yield dot_git
             yield from (m.parent for m in sorted((dot_git / "modules").rglob("HEAD"))
                         if m.is_file())
@@ -68,13 +73,17 @@ def _is_whole_bare_repo(cache: Path) -> bool:
 
 
 def _half_made_caches(workdir: Path) -> list[Path]:
-    """Cache entries a kill cut short inside ``git init``; the next fetch makes them again."""
+    """Cache entries a kill cut short inside ``git init``; the next fetch makes them again
+    (never one reached through a link: rmtree would empty where it leads)."""
     return [cache for cache in sorted(Workdir.shared(workdir).git_cache.glob("*.git"))
-            if cache.is_dir() and not _is_whole_bare_repo(cache)]
+            if cache.is_dir() and not cache.is_symlink()
+            and link_on_the_way(workdir, cache) is None and not _is_whole_bare_repo(cache)]
 
 
 def clean(workdir: Path, say: Say) -> None:
     """Remove what a killed run left; say what was removed."""
+    work = Workdir.shared(workdir)
+    trash.finish(work.root, work.trash, say)  # a killed `clean`'s removals, finished
     for cache in _half_made_caches(workdir):
         shutil.rmtree(cache, ignore_errors=True)
         say(f"removed a source cache a killed run left half-made: {cache}")
@@ -82,28 +91,33 @@ def clean(workdir: Path, say: Say) -> None:
         with contextlib.suppress(FileNotFoundError):
             lock.unlink()
         say(f"removed a stale git lock left by a killed run: {lock}")
-    work = Workdir.shared(workdir)
     for leftover in sorted(work.src.glob("*.old")) + sorted(work.src.glob("*.partial")):
-        if leftover.is_dir() and not leftover.is_symlink():
+        if _own_folder(work.root, leftover):
             shutil.rmtree(leftover, ignore_errors=True)
             say(f"removed the half-switched checkout left by a killed run: {leftover}")
     for scratch in sorted(work.src.glob(patches.PATCHCHECK_PREFIX + "*")):
-        if scratch.is_dir() and not scratch.is_symlink():
+        if _own_folder(work.root, scratch):
             shutil.rmtree(scratch, ignore_errors=True)
             say(f"removed the scratch folder of a patch check a killed run left: {scratch}")
     for pool in jobserver.stale_pools():
         shutil.rmtree(pool, ignore_errors=True)
         say(f"removed the job pool a killed run left: {pool}")
     push = work.push_staging  # `cache push` packs here and removes it when done
-    if push.is_dir() and not push.is_symlink():
+    if _own_folder(work.root, push):
         shutil.rmtree(push, ignore_errors=True)
         say(f"removed the packing folder of an interrupted `cache push`: {push}")
     # stamp temps of every configuration (model/workdir.py: the first one's are in state/)
     temps = [*work.state.rglob(".*.tmp"), *(work.root / CONFIGS_DIR).glob(f"*/{STATE}/**/.*.tmp")]
     for tmp in temps:
-        if tmp.is_file():
+        if tmp.is_file() and link_on_the_way(work.root, tmp) is None:
             with contextlib.suppress(FileNotFoundError):
                 tmp.unlink()
+
+
+def _own_folder(root: Path, path: Path) -> bool:
+    """``path`` is a folder of the workdir ``root`` reached through no link (nor a link
+    itself): what a killed run left there is rocbuild's, where a link leads is not."""
+    return path.is_dir() and not path.is_symlink() and link_on_the_way(root, path) is None
 
 
 # files.write_text_atomic's temp name: ``.<name>.<pid>.tmp``
@@ -114,7 +128,9 @@ def _own_folders(prefix: Path) -> Iterator[Path]:
     """The folders where rocbuild writes its own prefix files atomically: the top (env files),
     each modulefiles/<stack>/ folder, .rocbuild/ and everything below it."""
     yield prefix
-    yield from (p for p in sorted((prefix / "modulefiles").glob("*")) if p.is_dir())
+    modulefiles = prefix / "modulefiles"  # never through a link: it leads out of the prefix
+    if modulefiles.is_dir() and not modulefiles.is_symlink():
+        yield from (p for p in sorted(modulefiles.glob("*")) if p.is_dir() and not p.is_symlink())
     info = prefix / ".rocbuild"
     if info.is_dir() and not info.is_symlink():
         yield info

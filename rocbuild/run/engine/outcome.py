@@ -49,17 +49,21 @@ class StepOutcome:
     message: str = ""
     log: Path | None = None
     tail: list[str] = field(default_factory=list)
+    first_error: list[str] = field(default_factory=list)  # BuildSystem.first_error, failed
     record: dict[str, Any] = field(default_factory=dict)  # step facts kept in its stamp
     oom_retries: int = 0
     warnings: list[str] = field(default_factory=list)
 
 
 def expected_seconds(state: StateDir, comp: Component, step: str, cpus: int) -> float | None:
-    """How long the step took last time on this host (its stamp, even a stale one), else
-    for compile the recipe's CPU-hour estimate spread over this host's CPUs."""
+    """How long the step took last time on this host (its stamp, even a stale one: the
+    attempts of its last run added up, from its last run the compiler cache did not mostly
+    serve; actions.time_history), else for compile the recipe's CPU-hour estimate spread
+    over this host's CPUs."""
     stamp = state.read_stamp(comp.name, step)
-    if stamp and isinstance(stamp.get("seconds"), (int, float)):
-        return float(stamp["seconds"])
+    for key in ("cold_seconds", "attempts_seconds", "seconds"):  # newest facts first
+        if stamp and isinstance(stamp.get(key), (int, float)):
+            return float(stamp[key])
     hours = comp.recipe.resources.get("cpu_hours")
     if step == "compile" and hours:
         return float(hours) * 3600 / max(cpus, 1)

@@ -130,7 +130,8 @@ def run(ctx: BuildContext) -> None:
     for f in found:
         if f.level == hostreqs.WARN:
             ctx.output.say(f"preflight: warning: {f.what}; {f.fix}")
-    basememo.write(ctx.stack.workdir, ctx.stack.base)  # later runs without --base use it
+    # later runs of this stack without --base use it
+    basememo.write(ctx.stack.workdir, ctx.stack.base, ctx.stack.recipes.stack.name)
     workdirs.claim(ctx.stack, ctx.settings)  # later runs, status and plan find this prefix's state
     need = disk_needed(ctx)
     ctx.output.say(f"preflight: ok (prefix writable, tools and system packages found, about "

@@ -18,7 +18,7 @@ import traceback
 from pathlib import Path
 
 from rocbuild import faults, proc
-from rocbuild.errors import BuildFailed, StateWriteError
+from rocbuild.errors import BuildFailed, StateWriteError, interrupt_cause
 from rocbuild.model import steptable
 from rocbuild.model.graph import Component
 from rocbuild.model.steptable import CHECK, RUN, STEP, StepKind
@@ -78,6 +78,10 @@ def _run_step(ctx: BuildContext, name: str, step: str, kind: StepKind) -> StepOu
     outcome = StepOutcome(name if comp is not None else kind.title, step, DONE, log=log)
     ctx.output.step_started(outcome.component, step,
                             ctx.expected_seconds(comp, step) if comp else None)
+    if kind.role == STEP:  # an attempt a kill cut off counts in the step's total time
+        killed = running.killed_attempt(ctx.stack.workdir, unit, step, log)
+        if killed is not None:
+            _count_attempt(ctx, unit, step, killed)
     try:
         # status shows the step running until its stamp or failure record is written (the
         # marker's file is removed last, so it never frees the space a full disk lacks)
@@ -92,17 +96,29 @@ def _run_step(ctx: BuildContext, name: str, step: str, kind: StepKind) -> StepOu
         outcome.result, outcome.message = FAILED, f"{error}\nTIP: {error.tip}"
         ctx.output.say(f"✘ {shown}: {error}\nTIP: {error.tip}")
     except BaseException as exc:  # Ctrl-C, SIGTERM: the attempt ends here, and says so
-        _end_line(log, f"interrupted ({type(exc).__name__}) after "
+        _end_line(log, f"interrupted by {interrupt_cause(exc)} after "
                        f"{time.monotonic() - started:.1f}s")
         # the summary's table lists the step that was running, as interrupted (before,
         # it left it out, as if the run had stopped between steps)
         outcome.result, outcome.seconds = INTERRUPTED, time.monotonic() - started
         ctx.outcomes.append(outcome)
+        if kind.role == STEP:
+            _count_attempt(ctx, unit, step, outcome.seconds)
         raise
+    if outcome.result == FAILED and kind.role == STEP:
+        _count_attempt(ctx, unit, step, outcome.seconds)
     _end_line(log, f"{proc.STEP_END} {outcome.result} after {time.monotonic() - started:.1f}s")
     if outcome.result != SKIPPED:
         ctx.outcomes.append(outcome)
     return outcome
+
+
+def _count_attempt(ctx: BuildContext, unit: str, step: str, seconds: float) -> None:
+    """Keep an unfinished attempt's time for the step's total (its next stamp): estimates
+    counted only the last attempt (a compile of 70 minutes over four attempts read 23).
+    Bookkeeping: a state that cannot be written costs only the estimate."""
+    with contextlib.suppress(OSError, StateWriteError):
+        ctx.state.add_attempt(unit, step, seconds)
 
 
 def _end_line(log: Path, text: str) -> None:
@@ -167,6 +183,7 @@ def _report(ctx: BuildContext, kind: StepKind, comp: Component | None, shown: st
             ctx.state.record_failure(unit_of(kind, comp.name if comp else ""), kind.name,
                                      message=outcome.message,
                                      log=str(outcome.log), tail=outcome.tail[-20:],
+                                     first_error=outcome.first_error,
                                      jobs=outcome.jobs, oom_retries=outcome.oom_retries,
                                      seconds=round(outcome.seconds, 1),
                                      peak_rss=outcome.peak_rss)

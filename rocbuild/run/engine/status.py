@@ -24,11 +24,11 @@ from rocbuild import proc
 from rocbuild.errors import ConfigError
 from rocbuild.files import read_json
 from rocbuild.model import steptable
-from rocbuild.model.graph import Component, default_request
+from rocbuild.model.graph import Component, Stack, default_request, load_stack
 from rocbuild.model.settings import Settings
 from rocbuild.model.steptable import log_path, steps_of
 from rocbuild.model.workdir import Workdir
-from rocbuild.prefix import registry
+from rocbuild.prefix import registry, uninstall
 from rocbuild.prefix.buildinfo import read_build_info
 from rocbuild.run.engine import continuation
 from rocbuild.run.engine.jobs import job_cap_path
@@ -55,6 +55,7 @@ class StepStatus:
     jobs: int | None = None
     oom_retries: int = 0
     log: Path | None = None
+    attempts: int = 1  # its last run took this many attempts (seconds: all of them)
 
 
 @dataclass(frozen=True)
@@ -66,6 +67,7 @@ class FailureStatus:
     tail: list[str]
     diagnosis: Diagnosis | None
     command: str  # the one command that continues
+    first_error: list[str] = field(default_factory=list)  # the tool's first (CMake's)
 
 
 @dataclass(frozen=True)
@@ -101,6 +103,9 @@ class StatusReport:
     run_failures: list[tuple[str, FailureStatus]] = field(default_factory=list)
     # processes a killed run left running (its watchdog died too): each command and its pids
     leftovers: list[tuple[str, list[int]]] = field(default_factory=list)
+    # components installed in the prefix that the stack no longer has: the next build that
+    # completes the stack takes them out (finish.py), as `rocbuild uninstall` would
+    dropped: list[str] = field(default_factory=list)
 
     @property
     def failed(self) -> bool:
@@ -113,7 +118,7 @@ class StatusReport:
         (a second one would only be refused)."""
         if self.lock_holder is not None:
             return None
-        if self.failed or any(c.state != DONE for c in self.components):
+        if self.failed or any(c.state != DONE for c in self.components) or self.dropped:
             return self.command
         return None
 
@@ -173,7 +178,19 @@ def collect(rule: Rule, settings: Settings, requested: list[str] | None = None
         report.components.append(status)
     if all(c.state == DONE for c in report.components):
         report = replace(report, verify=_verify_status(rule.stack.work, rule.stack.prefix))
-    return report
+    return replace(report, dropped=dropped_components(rule.stack, settings, requested or []))
+
+
+def dropped_components(stack: Stack, settings: Settings, requested: list[str]) -> list[str]:
+    """The components the prefix holds (an install record) that the stack no longer has:
+    the same rule as the build's (finish.py ``_uninstall_dropped``: neither in the stack's
+    whole default set nor in what was asked for)."""
+    installed = uninstall.installed_components(stack.prefix)
+    if not installed:
+        return []
+    whole = load_stack(settings) if requested else stack
+    keep = {*whole.order, *stack.order}
+    return [name for name in installed if name not in keep]
 
 
 def tried_outside(rule: Rule) -> list[str]:
@@ -281,10 +298,7 @@ def _step_status(walk: _Walk, comp: Component, step: str, before: StepStatus | N
     if cut is not None and (failure is None or float(failure.get("when") or 0) < cut.since):
         # the run that started this step was killed: that is why it runs again, whatever
         # else its inputs say (a configure that ran before the kill, say)
-        since = time.strftime("%Y-%m-%d %H:%M", time.localtime(cut.since))
-        return _with(recorded, STALE if stamp is not None else PENDING,
-                     f"interrupted: the run that started it at {since} was stopped (killed, "
-                     "or the machine went down)")
+        return _with(recorded, STALE if stamp is not None else PENDING, interrupted_why(cut))
     if failure is not None:
         why = f"{found.id} (see below)" if found else "cause unknown (see below)"
         return StepStatus(step, FAILED, why, failure.get("seconds"), failure.get("peak_rss"),
@@ -302,6 +316,17 @@ def _step_status(walk: _Walk, comp: Component, step: str, before: StepStatus | N
     if not reasons:  # same inputs: what the step made is gone
         reasons.append(_why_stale(rule, comp, step, stamp, walk.changed))
     return _with(recorded, STALE, "; ".join(reasons))
+
+
+def interrupted_why(cut: RunningStep) -> str:
+    """Why a step runs again after its run was stopped in the middle of it."""
+    since = time.strftime("%Y-%m-%d %H:%M", time.localtime(cut.since))
+    if cut.ended:
+        after = f" after {cut.seconds:.0f}s" if cut.seconds is not None else ""
+        return (f"interrupted: the run that started it at {since} was stopped by "
+                f"{cut.ended}{after}")
+    return (f"interrupted: the run that started it at {since} was stopped (killed, or the "
+            "machine went down)")
 
 
 def _failed_check(walk: _Walk, comp: Component, step: str,
@@ -343,16 +368,23 @@ def _inputs_differ(rule: Rule, comp: Component, step: str,
 
 
 def _recorded(step: str, stamp: Mapping[str, Any] | None, log: Path) -> StepStatus:
-    """What the stamp recorded about the step's last successful run."""
+    """What the stamp recorded about the step's last successful run: its time over every
+    attempt it took (a failed, interrupted or killed one too: actions.time_history)."""
     stamp = stamp or {}
-    return StepStatus(step, "", "", stamp.get("seconds"), stamp.get("peak_rss"),
+    total = stamp.get("attempts_seconds")
+    attempts = stamp.get("attempts")
+    return StepStatus(step, "", "", total if isinstance(total, (int, float))
+                      else stamp.get("seconds"), stamp.get("peak_rss"),
                       stamp.get("jobs"), int(stamp.get("oom_retries") or 0),
-                      log if log.is_file() else None)
+                      log if log.is_file() else None,
+                      attempts if isinstance(attempts, int) else 1)
 
 
 def _with(recorded: StepStatus, state: str, why: str) -> StepStatus:
+    if state == DONE and not why and recorded.attempts > 1:
+        why = f"{recorded.attempts} attempts"
     return StepStatus(recorded.step, state, why, recorded.seconds, recorded.peak_rss,
-                      recorded.jobs, recorded.oom_retries, recorded.log)
+                      recorded.jobs, recorded.oom_retries, recorded.log, recorded.attempts)
 
 
 def _why_stale(rule: Rule, comp: Component, step: str, stamp: Mapping[str, Any],
@@ -452,7 +484,7 @@ def _recipe_change(comp: Component, changed: set[str], rebuilt: list[str],
 
 def _diagnose_failure(rule: Rule, comp: Component, failure: Mapping[str, Any], command: str
                       ) -> Diagnosis | None:
-    tail = [str(line) for line in failure.get("tail") or []]
+    tail = [*_first_error(failure), *(str(line) for line in failure.get("tail") or [])]
     message = str(failure.get("message") or "")
     context = {"prefix": str(rule.stack.prefix), "component": comp.name,
                "workdir": str(rule.stack.workdir), "command": command}
@@ -469,7 +501,13 @@ def _failure_status(comp: Component, failure: Mapping[str, Any] | None,
         return None  # a record the step has since overtaken (it ran again and passed)
     return FailureStatus(str(failure.get("step")), failure.get("when"),
                          str(failure.get("message") or ""), failure.get("log"),
-                         [str(line) for line in failure.get("tail") or []], found, command)
+                         [str(line) for line in failure.get("tail") or []], found, command,
+                         _first_error(failure))
+
+
+def _first_error(failure: Mapping[str, Any]) -> list[str]:
+    lines = failure.get("first_error")
+    return [str(line) for line in lines] if isinstance(lines, list) else []
 
 
 def to_json(report: StatusReport) -> dict[str, Any]:
@@ -485,6 +523,7 @@ def to_json(report: StatusReport) -> dict[str, Any]:
         "running": report.lock_holder,  # pid of the build holding the workdir, or null
         "leftovers": [{"command": c, "pids": p} for c, p in report.leftovers],
         "failed": report.failed,
+        "uninstalls": report.dropped,  # no longer in the stack: the next build removes them
         "continue": report.next_command([]),
     }
 
@@ -507,7 +546,7 @@ def _failure_json(failure: FailureStatus | None) -> dict[str, Any] | None:
     found = failure.diagnosis
     return {
         "step": failure.step, "when": failure.when, "message": failure.message,
-        "log": failure.log, "tail": failure.tail,
+        "log": failure.log, "tail": failure.tail, "first_error": failure.first_error,
         "diagnosis": None if found is None else {
             "id": found.id, "cause": found.cause, "fix": found.fix,
             "matched_line": found.matched_line},

@@ -39,6 +39,8 @@ _TRANSIENT = re.compile(r"(could not resolve host|connection (timed out|reset|re
                         r"temporary failure|unable to access|RPC failed|TLS|gnutls|SSL)", re.I)
 
 Logger = Callable[[str], None]
+REMOTE_ASK_TIMEOUT = 60.0  # seconds for `git ls-remote` of one tag
+MOVED_TAG = "tag moved:"  # how the fetch log says a cached tag names another commit now
 
 
 @dataclass(frozen=True)
@@ -57,6 +59,9 @@ class FetchRequest:
     previous_commit: str | None = None
     applied: dict[str, Any] | None = None
     save_root: Path | None = None
+    # a new checkout (the first of this component here, or after `clean --sources`): a
+    # cached tag is checked against the remote first, since a tag can be moved there
+    recheck: bool = False
 
 
 def _git_env() -> dict[str, str]:
@@ -201,6 +206,24 @@ def fetch_into_cache(req: FetchRequest, log: Logger,
     return _fetch_into_cache(req, log, registry)[0]
 
 
+def remote_tag(url: str, tag: str, log: Logger,
+               registry: proc.ChildRegistry | None = None) -> str | None:
+    """The commit ``tag`` names in the repository at ``url`` now (``git ls-remote``: refs
+    only, no objects), the peeled commit of an annotated tag; None when the remote cannot be
+    asked or has no such tag (the cache's copy is then used, and the log says why)."""
+    env = {**os.environ, "LC_ALL": "C", "LANGUAGE": "C", **_git_env()}
+    done = proc.run_capture(["git", "ls-remote", "--tags", "--", url, f"refs/tags/{tag}"],
+                            timeout=REMOTE_ASK_TIMEOUT, env=env, registry=registry)
+    if not done.ok:
+        log(f"could not ask {url} whether {tag} moved ({git_cause(done.stderr).strip()})")
+        return None
+    refs: dict[str, str] = {}
+    for line in done.stdout.splitlines():  # "<commit>\t<ref>"
+        commit, _, ref = line.partition("\t")
+        refs[ref.strip()] = commit.strip()
+    return refs.get(f"refs/tags/{tag}^{{}}") or refs.get(f"refs/tags/{tag}")
+
+
 def _fetch_into_cache(req: FetchRequest, log: Logger, registry: proc.ChildRegistry | None
                       ) -> tuple[str, str | None]:
     """fetch_into_cache, and the ref's kind (tag, commit, branch) where the fetch learned it
@@ -212,8 +235,16 @@ def _fetch_into_cache(req: FetchRequest, log: Logger, registry: proc.ChildRegist
         log(f"{req.ref} is cached as {cached}; no download")
         return cached, None
     if cached and _is_tag_or_commit(cache, req.ref, registry):
-        log(f"{req.ref} is cached as {cached}; no download")
-        return cached, "commit" if _SHA_RE.match(req.ref) else "tag"
+        now = (remote_tag(req.url, req.ref, log, registry)
+               if req.recheck and not _SHA_RE.match(req.ref) else None)
+        if now is None or now == cached:
+            refresh = ("" if req.recheck else
+                       f" (a tag is final here: `rocbuild clean {req.name} --sources` makes "
+                       "the next build ask the remote whether it moved)")
+            log(f"{req.ref} is cached as {cached}; no download{refresh}")
+            return cached, "commit" if _SHA_RE.match(req.ref) else "tag"
+        log(f"{MOVED_TAG} {req.ref} moved in {req.url}: the cache had {cached}, the "
+            f"remote has {now}; fetching it")
     if req.offline and not is_local(req.url):  # a local mirror needs no network
         raise BuildFailed(f"{req.name}: {req.ref} from {req.url} is not in the cache and "
                           "--offline forbids downloading it",
@@ -259,6 +290,8 @@ def _cached_for_good(req: FetchRequest, cache: Path, log: Logger,
     None: the cache must be made, set up or fetched into first."""
     if not (cache / "HEAD").is_file() or not _allows_any_sha1(cache):
         return None
+    if req.recheck and not req.offline and not _SHA_RE.match(req.ref):
+        return None  # a new checkout asks the remote whether the tag moved (exclusive)
     cached = cached_commit(cache, req.ref, registry)
     if cached is None:
         return None
@@ -266,7 +299,9 @@ def _cached_for_good(req: FetchRequest, cache: Path, log: Logger,
         log(f"{req.ref} is cached as {cached}; no download")
         return cached, ref_kind(cache, req.ref, registry)
     if _is_tag_or_commit(cache, req.ref, registry):
-        log(f"{req.ref} is cached as {cached}; no download")
+        log(f"{req.ref} is cached as {cached}; no download (a tag is final here: `rocbuild "
+            f"clean {req.name} --sources` makes the next build ask the remote whether it "
+            "moved)")
         return cached, "commit" if _SHA_RE.match(req.ref) else "tag"
     return None
 
@@ -376,8 +411,7 @@ def fetch(req: FetchRequest, log: Logger,
             final = commit, known or ref_kind(cache, req.ref, registry)
     commit, kind = final
     with locked_cache(cache, log, shared=True):  # and from it, beside other checkouts
-        if partial.exists():
-            shutil.rmtree(partial)  # left by a run that was killed while checking out
+        _remove_own(partial)  # left by a run that was killed while checking out
         if checkout_commit(req.checkout_dir) == commit:
             log(f"{req.checkout_dir} already at {commit}")
             return FetchResult(commit, checkout_id(req.checkout_dir)
@@ -387,6 +421,16 @@ def fetch(req: FetchRequest, log: Logger,
         _run(partial, ["fetch", "--depth", "1", "--no-tags", "--", cache.as_uri(), commit],
              log, registry)
     return _finish_checkout(req, partial, commit, kind, log, registry)
+
+
+def _remove_own(path: Path) -> None:
+    """Remove a folder of the fetch's own (a half-made ``.partial``, a replaced ``.old``): a
+    link or a file in its place is removed as such, never followed (rmtree refused a link with
+    an error, and the fetch failed until the user removed it)."""
+    if path.is_symlink() or path.is_file():
+        path.unlink()
+    elif path.is_dir():
+        shutil.rmtree(path)
 
 
 def _finish_checkout(req: FetchRequest, partial: Path, commit: str, kind: str, log: Logger,
@@ -401,8 +445,7 @@ def _finish_checkout(req: FetchRequest, partial: Path, commit: str, kind: str, l
     saved = None
     if req.checkout_dir.exists():  # an older ref: replace the source, never a build tree
         old = req.checkout_dir.with_name(req.checkout_dir.name + ".old")
-        if old.exists():
-            shutil.rmtree(old)
+        _remove_own(old)
         keep = req.save_root is not None and _holds_user_work(req)
         req.checkout_dir.rename(old)
         partial.rename(req.checkout_dir)
@@ -412,7 +455,7 @@ def _finish_checkout(req: FetchRequest, partial: Path, commit: str, kind: str, l
             old.rename(saved)
             log(f"the old checkout holds commits or edits of yours: moved to {saved}")
         else:
-            shutil.rmtree(old)
+            _remove_own(old)
     else:
         partial.rename(req.checkout_dir)
     log(f"checked out {commit} in {req.checkout_dir}")

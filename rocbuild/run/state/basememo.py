@@ -11,6 +11,7 @@ configurations).
 
 from __future__ import annotations
 
+import contextlib
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -18,7 +19,7 @@ from typing import Any
 
 from rocbuild.model.base import Base
 from rocbuild.model.settings import Settings
-from rocbuild.model.workdir import Workdir
+from rocbuild.model.workdir import Workdir, same_stack, stack_name_of
 from rocbuild.run.state.state import read_json, write_json_atomic
 
 SOURCE_PREFIX = "workdir "  # settings.source("base") of a remembered base
@@ -40,10 +41,20 @@ def record_path(workdir: Path) -> Path:
     return Workdir.shared(workdir).base_memo
 
 
-def read(workdir: Path) -> Remembered | None:
-    """The base of the last build in ``workdir``; None when nothing (readable) is recorded."""
+def read(workdir: Path, stack: str | None = None) -> Remembered | None:
+    """The base of ``stack``'s last build in ``workdir`` (a workdir holds the builds of
+    every stack it was given: each has its record, under ``stacks``); a record of an
+    earlier rocbuild, which names no stack, counts for any (adopted, so its builds stay
+    current). None when nothing (readable) is recorded for it."""
     doc = read_json(record_path(workdir))
-    if not isinstance(doc, dict) or "base" not in doc:
+    if not isinstance(doc, dict):
+        return None
+    stacks = doc.get("stacks")
+    if stack is not None and isinstance(stacks, dict) and isinstance(stacks.get(stack), dict):
+        doc = stacks[stack]
+    elif not same_stack(doc, stack, Path()):  # another stack's build was the last
+        return None
+    if "base" not in doc:
         return None
     raw = doc.get("base")
     version = doc.get("version")
@@ -52,17 +63,24 @@ def read(workdir: Path) -> Remembered | None:
                       float(doc.get("when", 0.0)))
 
 
-def write(workdir: Path, base: Base | None) -> None:
-    """Record the base this build runs on (called once its preflight passed)."""
-    doc: dict[str, Any] = {"base": str(base.path) if base else None,
-                           "version": base.version if base else None, "when": time.time()}
-    write_json_atomic(record_path(workdir), doc)
+def write(workdir: Path, base: Base | None, stack: str) -> None:
+    """Record the base ``stack``'s build runs on (called once its preflight passed), beside
+    the other stacks' records."""
+    entry: dict[str, Any] = {"base": str(base.path) if base else None,
+                             "version": base.version if base else None, "when": time.time()}
+    before = read_json(record_path(workdir))
+    stacks = before.get("stacks") if isinstance(before, dict) else None
+    stacks = {k: v for k, v in stacks.items() if isinstance(v, dict)} \
+        if isinstance(stacks, dict) else {}
+    stacks[stack] = entry
+    write_json_atomic(record_path(workdir), {**entry, "stack": stack, "stacks": stacks})
 
 
 def apply(settings: Settings) -> Settings:
-    """``settings`` with the workdir's remembered base when the user gave none, with a note
-    saying so; a note, too, when the user's base is not the one the last build used."""
-    memo = read(settings.workdir)
+    """``settings`` with the workdir's remembered base of this stack when the user gave
+    none, with a note saying so; a note, too, when the user's base is not the one the
+    stack's last build used (another stack's last build says nothing of this one)."""
+    memo = read(settings.workdir, stack_name_of(settings.recipes))
     if memo is None:
         return settings
     record = record_path(settings.workdir)
@@ -83,10 +101,24 @@ def apply(settings: Settings) -> Settings:
 
 
 def change(settings: Settings) -> dict[str, str | None] | None:
-    """For `plan`: the last build's base and this run's, when they differ; else None."""
-    memo = read(settings.workdir)
+    """For `plan`: the stack's last build's base and this run's, when they differ; else
+    None."""
+    memo = read(settings.workdir, stack_name_of(settings.recipes))
     if memo is None or memo.path == settings.base:
         return None
     return {"last": str(memo.path) if memo.path else None,
             "last_version": memo.version,
             "now": str(settings.base) if settings.base else None}
+
+
+def save_code_memo(workdir: Path, base: Base | None) -> None:
+    """Keep what the base audit read (``Base.memo``, by file identity) for the next command,
+    so reading a base's libraries of GBs happens once per package version. Only a cache: a
+    workdir that cannot be written (another user's, read-only) just reads them again."""
+    if base is None or base.memo is None or not base.memo.fresh:
+        return
+    shared = Workdir.shared(workdir)
+    if not shared.state.is_dir():  # a plan of a workdir never built creates nothing
+        return
+    with contextlib.suppress(OSError):
+        write_json_atomic(shared.code_memo, base.memo.to_json())

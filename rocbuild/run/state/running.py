@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from rocbuild.errors import interrupt_cause
 from rocbuild.files import read_json, read_regular
 from rocbuild.model.workdir import Workdir
 from rocbuild.run.state.state import write_json_atomic  # a folder in its place is replaced
@@ -28,6 +29,8 @@ class RunningStep:
     step: str
     pid: int
     since: float  # time.time() when the step started
+    ended: str | None = None  # what interrupted it, when the run said so (Ctrl-C, SIGTERM)
+    seconds: float | None = None  # how long it ran until then
 
 
 def _folder(workdir: Path) -> Path:
@@ -48,14 +51,26 @@ def mark(workdir: Path, component: str, step: str) -> Iterator[None]:
     """Mark ``component:step`` as running in this process while the block runs."""
     path = _folder(workdir) / f"{component}.{step}.json"
     pid = os.getpid()
+    since = time.time()
+    record = {"component": component, "step": step, "pid": pid,
+              "create_time": _started(pid), "since": since}
     # no fsync: the record names this live process, so after a power loss it means nothing
-    write_json_atomic(path, {"component": component, "step": step, "pid": pid,
-                             "create_time": _started(pid), "since": time.time()},
-                      durable=False)
+    write_json_atomic(path, record, durable=False)
     try:
         yield
-    finally:
-        path.unlink(missing_ok=True)
+    except BaseException as exc:
+        if isinstance(exc, Exception):  # an error the runner reports: no longer running
+            path.unlink(missing_ok=True)
+            raise
+        # Ctrl-C, SIGTERM: the mark stays, saying what stopped the step, so status calls it
+        # interrupted as after a SIGKILL (removing it read as "not run yet"); the step's
+        # next run replaces it
+        with contextlib.suppress(OSError):
+            write_json_atomic(path, {**record, "ended": interrupt_cause(exc),
+                                     "seconds": round(time.time() - since, 1)},
+                              durable=False)
+        raise
+    path.unlink(missing_ok=True)
 
 
 def _alive(pid: object, create_time: object) -> bool:
@@ -72,7 +87,7 @@ def steps(workdir: Path) -> dict[tuple[str, str], RunningStep]:
     folder = _folder(workdir)
     for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
         doc = read_json(path)
-        if not doc or not _alive(doc.get("pid"), doc.get("create_time")):
+        if not doc or doc.get("ended") or not _alive(doc.get("pid"), doc.get("create_time")):
             continue
         key = (str(doc.get("component")), str(doc.get("step")))
         found[key] = RunningStep(*key, int(doc["pid"]), float(doc.get("since") or 0))
@@ -80,18 +95,40 @@ def steps(workdir: Path) -> dict[tuple[str, str], RunningStep]:
 
 
 def interrupted(workdir: Path) -> dict[tuple[str, str], RunningStep]:
-    """The steps whose run was cut off: marked running by a process that is gone (SIGKILL,
-    an OOM kill, a crash, the machine went down). The step's next run replaces the mark."""
+    """The steps whose run was cut off: stopped by Ctrl-C, SIGTERM or SIGHUP (the mark says
+    which: ``RunningStep.ended``), or marked running by a process that is gone (SIGKILL, an
+    OOM kill, a crash, the machine went down). The step's next run replaces the mark."""
     found: dict[tuple[str, str], RunningStep] = {}
     folder = _folder(workdir)
     for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
         doc = read_json(path)
-        if not doc or not isinstance(doc.get("pid"), int) \
-                or _alive(doc.get("pid"), doc.get("create_time")):
+        if not doc or not isinstance(doc.get("pid"), int):
+            continue
+        ended = doc.get("ended")
+        if not ended and _alive(doc.get("pid"), doc.get("create_time")):
             continue
         key = (str(doc.get("component")), str(doc.get("step")))
-        found[key] = RunningStep(*key, int(doc["pid"]), float(doc.get("since") or 0))
+        seconds = doc.get("seconds")
+        found[key] = RunningStep(*key, int(doc["pid"]), float(doc.get("since") or 0),
+                                 str(ended) if ended else None,
+                                 float(seconds) if isinstance(seconds, (int, float)) else None)
     return found
+
+
+def killed_attempt(workdir: Path, component: str, step: str, log: Path) -> float | None:
+    """How long the step ran in an attempt whose process was killed (SIGKILL, an OOM kill,
+    the machine went down: its mark names a process that is gone and says no more), from the
+    mark's start to the last write of the step's log; None when there was no such attempt.
+    Read when the step starts again, before its new mark replaces the old one."""
+    doc = read_json(_folder(workdir) / f"{component}.{step}.json")
+    if not doc or doc.get("ended") or _alive(doc.get("pid"), doc.get("create_time")):
+        return None
+    since = doc.get("since")
+    try:
+        last = log.stat().st_mtime
+    except OSError:
+        return None
+    return last - since if isinstance(since, (int, float)) and last > since else None
 
 
 def _exists(pid: int) -> bool:

@@ -89,6 +89,22 @@ class StateDir:
         doc = {"fingerprint": fingerprint, "finished": time.time(), **extra}
         write_json_atomic(self.stamp_path(component, step), doc)
         remove_state_file(self.failure_path(component))
+        remove_state_file(self.work.attempts(component, step))  # counted in the stamp
+
+    def add_attempt(self, component: str, step: str, seconds: float) -> None:
+        """An attempt of the step ended without success (failed, interrupted, or killed, as
+        the next run finds): its time counts in the step's total once it succeeds."""
+        before, count = self.attempts_before(component, step)
+        write_json_atomic(self.work.attempts(component, step),
+                          {"seconds": round(before + max(seconds, 0.0), 1),
+                           "attempts": count + 1}, durable=False)
+
+    def attempts_before(self, component: str, step: str) -> tuple[float, int]:
+        """(seconds, count) of the attempts since the step's last success."""
+        doc = read_json(self.work.attempts(component, step)) or {}
+        seconds, count = doc.get("seconds"), doc.get("attempts")
+        return (float(seconds) if isinstance(seconds, (int, float)) else 0.0,
+                count if isinstance(count, int) else 0)
 
     def stamp_matches(self, component: str, step: str, fingerprint: str) -> bool:
         stamp = self.read_stamp(component, step)
@@ -176,6 +192,12 @@ def _flock_holder(path: Path) -> str | None:
                 return f"pid {pid}"
             return f"pid {pid}: {cmdline.decode(errors='replace').strip()}"
     return None
+
+
+def installing_now(prefix: Path) -> str | None:
+    """The run that holds the prefix's lock now (it is installing into it), as
+    ``pid N: command``; None when no run does (`rocbuild list` of a prefix being built)."""
+    return _flock_holder(prefix) if prefix.is_dir() else None
 
 
 @contextlib.contextmanager

@@ -8,10 +8,18 @@ from __future__ import annotations
 import os
 import time
 from pathlib import Path
+from typing import Any
 
 from rocbuild.model.graph import Stack
 from rocbuild.model.settings import Settings
-from rocbuild.model.workdir import ROOT_CONFIG, prefix_key, read_registry, registry_path
+from rocbuild.model.workdir import (
+    ROOT_CONFIG,
+    prefix_key,
+    read_registry,
+    registry_path,
+    same_stack,
+    stack_name_of,
+)
 from rocbuild.prefix.buildinfo import BuildInfo
 from rocbuild.run.state.state import write_json_atomic  # a folder in its place is replaced
 
@@ -26,7 +34,8 @@ def claim(stack: Stack, settings: Settings) -> None:
     registry[prefix_key(stack.prefix)] = {
         "dir": folder, "series": stack.series, "targets": [str(t) for t in stack.targets],
         "base": str(stack.base.path) if stack.base else None, "used": time.time(),
-        "given": settings.source("prefix") != "default", "recipes": str(settings.recipes)}
+        "given": settings.source("prefix") != "default", "recipes": str(settings.recipes),
+        "stack": stack.recipes.stack.name}
     write_json_atomic(registry_path(work.root), {"configurations": registry})
 
 
@@ -61,7 +70,9 @@ def viewed_prefix(settings: Settings, default: Path) -> tuple[Settings, str | No
     never installs into another prefix unasked), with the note that says so."""
     if settings.source("prefix") != "default":
         return settings, None
-    registry = read_registry(settings.workdir)
+    name = stack_name_of(settings.recipes)
+    registry = {k: v for k, v in read_registry(settings.workdir).items()
+                if same_stack(v, name, settings.recipes)}  # not another stack's last build
     if not registry or prefix_key(default) in registry:
         return settings, None
     last = max(registry, key=lambda k: float(registry[k].get("used") or 0))
@@ -69,3 +80,13 @@ def viewed_prefix(settings: Settings, default: Path) -> tuple[Settings, str | No
     note = (f"prefix {last}: the last build in this workdir (recorded in {where}); give "
             "--prefix for another")
     return settings.with_value("prefix", Path(last), f"workdir {where}"), note
+
+
+def other_stacks(settings: Settings) -> list[tuple[str, dict[str, Any]]]:
+    """The configurations of ``settings.workdir`` built from another stack than the one
+    ``settings.recipes`` holds, the last built first: what a view of this stack that found
+    nothing should point at (`status` without the --recipes the workdir was built with)."""
+    name = stack_name_of(settings.recipes)
+    found = [(prefix, entry) for prefix, entry in read_registry(settings.workdir).items()
+             if not same_stack(entry, name, settings.recipes)]
+    return sorted(found, key=lambda item: -float(item[1].get("used") or 0))

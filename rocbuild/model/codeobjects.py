@@ -15,7 +15,7 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
-from rocbuild.checks.elf import ELF_MAGIC, EM_AMDGPU, SHT_NOBITS, Section, Source
+from rocbuild.model.elf import ELF_MAGIC, EM_AMDGPU, SHT_NOBITS, Section, Source
 
 _HEADER = 64  # Elf64_Ehdr
 _CHUNK = 1 << 20
