@@ -1,11 +1,15 @@
 #!/bin/bash
-# Run perf/parallel.py and perf/fixedcost.py (issue 34's figures) on a machine without
+# Run perf/parallel.py (four ggml at once, one after another and all at once by hand, through
+# rocbuild with --parallel auto and 1; one ggml at the same jobs) on a machine without
 # network: this Python, which has jinja2, psutil and rich, with rocbuild's other dependencies
 # from the wheels in perf/wheels/ (filled beforehand where PyPI is reachable:
 # docs/development.md, "The big machine"), and ggml from perf/wheels/ggml-src.tar.gz.
 #
-#   bash perf/bigmachine.sh [--runs 1] [--parallel auto] [--skip-one | --skip-four]
+#   bash perf/bigmachine.sh [--runs 1] [--before DIR] [--out DIR] [--skip-one | --skip-four]
+#   FIXEDCOST=1 bash perf/bigmachine.sh ...   # perf/fixedcost.py after it
 #
+# --before DIR: a folder holding another rocbuild's `rocbuild` package (e.g. `git archive main
+# rocbuild | tar -x -C DIR`): each rocbuild figure is taken with both, before and after.
 # The wheels go into a venv (--system-site-packages) through pip --no-index; where this
 # Python cannot make one (Ubuntu without python3-venv), they are unpacked onto PYTHONPATH
 # (every one of them is pure Python or a plain extension, so that is an install too).
@@ -54,5 +58,6 @@ echo "python $("$py" -V 2>&1), cmake $(cmake --version | head -1 | awk '{print $
      "ninja $(ninja --version), $(nproc) CPUs, $(free -g | awk '/Mem:/{print $2}') GiB,"\
      "load $(cut -d' ' -f1-3 /proc/loadavg)"
 "$py" -m perf.parallel --source-tar "${GGML_TAR:-$wheels/ggml-src.tar.gz}" "$@"
-# the fixed cost per component, and where a cold build's own time goes (cProfile)
-"$py" -m perf.fixedcost --components 8 --runs 3 --profile "$work/fixedcost.prof"
+if [ -n "${FIXEDCOST:-}" ]; then  # the fixed cost per component, and where its time goes
+    "$py" -m perf.fixedcost --components 8 --runs 3 --profile "$work/fixedcost.prof"
+fi

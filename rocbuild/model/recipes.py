@@ -195,12 +195,15 @@ class Recipe:
     # the build system's table ([cmake] for cmake); each system accepts the keys it reads
     # (BuildSystem.keys): args (rendered), build_type, install_prefix (when not the stack
     # prefix), job_args (rendered with `jobs` when the step starts; never fingerprinted),
-    # distribute (its compiles may go to --distcc hosts; never fingerprinted)
+    # distribute (its compiles may go to --distcc hosts; never fingerprinted), tensile_target
+    # (the build target whose one job runs Tensile's process pool of jobs.tensile workers:
+    # built first, holding the job pool's slots for them; speed only, never fingerprinted)
     build_args: tuple[str, ...] = _key("<build>.args", "strlist", ())
     build_type: str = _key("<build>.build_type", "str", "Release")
     install_prefix: str = _key("<build>.install_prefix", "str", "")
     job_args: tuple[str, ...] = _key("<build>.job_args", "strlist", ())
     distribute: bool = _key("<build>.distribute", "bool", False)
+    tensile_target: str = _key("<build>.tensile_target", "str", "")
 
     @property
     def builds(self) -> bool:

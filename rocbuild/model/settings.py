@@ -283,8 +283,9 @@ OPTIONS: tuple[Option, ...] = (
            config_types=(str, list)),
     Option("jobs", "upper bound on parallel jobs", _parse_positive_int, "N",
            config_types=(str, int)),
-    Option("parallel", "components built at the same time (a count, or auto: more than one "
-           "where the host has the cores and a ninja >= 1.13); their compiles share one job pool",
+    Option("parallel", "components compiled at the same time (a count, or auto: more than one "
+           "where the host has the cores and a ninja >= 1.13); their compiles share one job "
+           "pool, and other components' fetch and configure run beside them",
            _parse_parallel, "N", default=AUTO, config_types=(str, int)),
     Option("swap_weight", "share of free swap counted as memory when sizing jobs (0-1)",
            _parse_fraction, "F", default=0.5, config_types=(str, int, float)),

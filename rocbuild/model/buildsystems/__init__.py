@@ -107,9 +107,11 @@ class BuildSystem:
         leaves them out (the fingerprint: job counts change only the speed)."""
         raise NotImplementedError
 
-    def build(self, stack: Stack, comp: Component, jobs: int | None) -> Commands:
+    def build(self, stack: Stack, comp: Component, jobs: int | None,
+              target: str | None = None) -> Commands:
         """The compile step with ``jobs`` parallel jobs (None, only where
-        ``jobserver_client``: as many as the run's job pool gives it)."""
+        ``jobserver_client``: as many as the run's job pool gives it); ``target``: only that
+        build target (the recipe's tensile_target, where its keys take one)."""
         raise NotImplementedError
 
     def install(self, stack: Stack, comp: Component) -> Commands:

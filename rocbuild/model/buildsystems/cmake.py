@@ -149,11 +149,12 @@ def _lint_targets(stacks: Sequence[Stack], comp_name: str) -> Lint:
     return out
 
 
-def build_argv(component: Component, jobs: int | None) -> list[str]:
+def build_argv(component: Component, jobs: int | None, target: str | None = None) -> list[str]:
     """``cmake --build``; ``jobs`` None: no count, so a ninja >= 1.13 takes its jobs from the
-    run's job pool (MAKEFLAGS: run/engine/jobserver.py)."""
+    run's job pool (MAKEFLAGS: run/engine/jobserver.py); ``target``: that target alone."""
     count = ["--parallel", str(jobs)] if jobs is not None else []
-    return ["cmake", "--build", str(component.build_dir), *count]
+    only = ["--target", target] if target else []
+    return ["cmake", "--build", str(component.build_dir), *only, *count]
 
 
 def install_argv(component: Component) -> list[str]:
@@ -172,7 +173,7 @@ def is_cmake_file(name: str) -> bool:
 class CMake(BuildSystem):
     kind = "cmake"
     table = "cmake"
-    keys = ("args", "build_type", "install_prefix", "job_args", "distribute")
+    keys = ("args", "build_type", "install_prefix", "job_args", "distribute", "tensile_target")
     jobserver_client = True  # when the tree's ninja is >= 1.13 (run/engine/jobserver.py)
     # every spelling CMake 3.25 takes for the install prefix (typed -D and --install-prefix
     # too), and the staging prefix, which moves every install destination somewhere else
@@ -193,8 +194,9 @@ class CMake(BuildSystem):
                   ) -> Commands:
         return [configure_argv(stack, comp, jobs)]
 
-    def build(self, stack: Stack, comp: Component, jobs: int | None) -> Commands:
-        return [build_argv(comp, jobs)]
+    def build(self, stack: Stack, comp: Component, jobs: int | None,
+              target: str | None = None) -> Commands:
+        return [build_argv(comp, jobs, target)]
 
     def install(self, stack: Stack, comp: Component) -> Commands:
         return [install_argv(comp)]

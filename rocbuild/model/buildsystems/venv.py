@@ -47,7 +47,8 @@ class PythonVenv(BuildSystem):
             return []
         return [[self.python, "-m", "venv", "--clear", str(venv_dir(stack.workdir))]]
 
-    def build(self, stack: Stack, comp: Component | None, jobs: int | None = 1) -> Commands:
+    def build(self, stack: Stack, comp: Component | None, jobs: int | None = 1,
+              target: str | None = None) -> Commands:
         packages, _ = stack.python_needs()
         if not packages:
             return []

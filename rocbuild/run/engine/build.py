@@ -10,7 +10,8 @@ is lifecycle.py's; this module knows nothing of doit.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TextIO
 
@@ -24,6 +25,8 @@ from rocbuild.run.engine import leftovers, outcome, schedule
 from rocbuild.run.engine.jobs import JobBudget
 from rocbuild.run.engine.jobserver import JobPool
 from rocbuild.run.engine.outcome import StepOutcome
+from rocbuild.run.engine.poolsize import PoolSizing
+from rocbuild.run.engine.stepgate import StepGates
 from rocbuild.run.state.state import StateDir, prefix_lock
 from rocbuild.run.state.uptodate import Answers, Rule
 
@@ -58,8 +61,16 @@ class BuildContext:
     _lock: contextlib.ExitStack | None = None
     # jobs held by compile steps running right now (--parallel): one budget for all of them
     budget: JobBudget = field(default_factory=JobBudget)
-    # the run's job pool, a GNU make jobserver (--parallel above 1: engine.py opens it)
+    # the run's job pool, a GNU make jobserver (--parallel above 1: engine.py opens it), and
+    # its size as compiles start and end
     pool: JobPool | None = None
+    pool_sizing: PoolSizing | None = None
+    # how many compiles and light steps run at once (``rocbuild build``: engine.py)
+    gates: StepGates | None = None
+    # the run was interrupted: a worker thread's step whose tool is ended now is interrupted
+    interrupted: bool = False
+    _in_flight: int = field(default=0, repr=False)  # steps running now (runner.py)
+    _steps_cond: threading.Condition = field(default_factory=threading.Condition, repr=False)
     _work: tuple[Stack, dict[str, float]] | None = field(default=None, repr=False)
     cache_choices: dict[str, Any] | None = None  # what --cache serves (cache_install.served)
     _children: proc.ChildRegistry | None = field(default=None, repr=False)
@@ -91,6 +102,24 @@ class BuildContext:
     @property
     def ready(self) -> bool:
         return self._lock is not None
+
+    @contextlib.contextmanager
+    def step_in_flight(self) -> Iterator[None]:
+        """A step runs (runner.py): ``wait_for_steps`` waits for it."""
+        with self._steps_cond:
+            self._in_flight += 1
+        try:
+            yield
+        finally:
+            with self._steps_cond:
+                self._in_flight -= 1
+                self._steps_cond.notify_all()
+
+    def wait_for_steps(self, timeout: float) -> None:
+        """Until the steps of worker threads have ended (their tools were just ended: an
+        interrupted run), so their logs and outcomes are complete before the summary."""
+        with self._steps_cond:
+            self._steps_cond.wait_for(lambda: self._in_flight == 0, timeout=timeout)
 
     def ensure_ready(self) -> None:
         """Take the workdir's run lock and the prefix lock (held until ``release``) and end

@@ -9,6 +9,7 @@ reporter here is the doit side of them for both ``rocbuild build`` and plain doi
 from __future__ import annotations
 
 import contextlib
+import itertools
 import signal
 import sys
 from collections.abc import Sequence
@@ -23,11 +24,12 @@ from rocbuild.errors import EXIT_INTERRUPTED
 from rocbuild.model import steptable
 from rocbuild.model.graph import Stack
 from rocbuild.model.steptable import RUN, STEP
-from rocbuild.run.engine import jobs, jobserver, lifecycle, optcheck, schedule, tasks
+from rocbuild.run.engine import jobserver, lifecycle, optcheck, poolsize, schedule, tasks
 from rocbuild.run.engine import parallel as parallelism
 from rocbuild.run.engine.build import BuildContext
 from rocbuild.run.engine.lifecycle import Reports, Run
 from rocbuild.run.engine.outcome import CURRENT, DONE, SERVED, StepOutcome
+from rocbuild.run.engine.stepgate import StepGates
 
 __all__ = ["Reports", "build", "make_namespace", "make_reporter", "run_doit"]
 BACKENDS = {"BACKEND": {"durable": "rocbuild.run.state.doitdb:DurableSqliteDB"}}
@@ -61,6 +63,8 @@ def make_reporter(run: Run) -> type:
 
         def add_failure(self, task: Any, fail: Any) -> None:
             run.failed_tasks.append(task.name)
+            if ctx.gates is not None and not run.keep_going:  # doit hands out no more
+                ctx.gates.stop()  # steps; those it did and that wait for their turn, too
             # a step's own failure (TaskFailed) was reported by the step; anything else is an
             # error in rocbuild or doit and must be shown whole
             if not isinstance(fail, TaskFailed) or task.name.split(":")[0] not in SELF_REPORTING:
@@ -137,14 +141,28 @@ def run_doit(run: Run, task_names: Sequence[str], *, parallel: int = 1,
 
 
 def open_pool(ctx: BuildContext, parallel: int) -> None:
-    """The run's one job pool for the compile steps that run at once (jobserver.py)."""
-    size = jobs.pool_size(ctx)
-    ctx.pool = jobserver.JobPool(size.jobs)
+    """The run's one job pool for the compile steps that run at once (jobserver.py), sized as
+    they start and end (poolsize.py)."""
+    ctx.pool_sizing = poolsize.PoolSizing.of(ctx)
+    ctx.pool = jobserver.JobPool(1)  # the first compile's start sizes it
     ninja = jobserver.jobserver_ninja()
     version = ".".join(map(str, jobserver.ninja_version(ninja) or ())) if ninja else ""
     how = (f"a GNU make jobserver that ninja {version} builds draw from" if ninja else
            "no ninja >= 1.13 here (`pip install ninja`): each build holds a fixed share")
-    ctx.output.say(f"job pool: {size.reason}; up to {parallel} components at once, {how}")
+    ctx.output.say(f"job pool: {ctx.pool_sizing.reason()}; up to {parallel} components at "
+                   f"once, {how}")
+
+
+def workers(ctx: BuildContext, at_once: int) -> int:
+    """doit's worker threads: where two components of the run can have steps at the same
+    time (neither needs the other), one per component and one for a run-wide step, so every
+    component can have its next step waiting at its gate (stepgate.py) and none waits for a
+    thread; for a chain, ``at_once`` (1: no threads, one step after another)."""
+    order = ctx.stack.order
+    needs = {name: set(ctx.stack.closure(name)) for name in order}
+    if any(a not in needs[b] and b not in needs[a] for a, b in itertools.combinations(order, 2)):
+        return len(order) + 1
+    return at_once
 
 
 def build(ctx: BuildContext, components: Sequence[str], whole: Stack, reports: Reports, *,
@@ -155,7 +173,8 @@ def build(ctx: BuildContext, components: Sequence[str], whole: Stack, reports: R
     whole default set, loaded with the run's stack (finish.py). A refusal before any step
     (busy, preflight) is raised, as the CLI reports it."""
     # the CLI's own console (cli/ui.py): the one that escapes what it prints
-    run = Run(ctx, reports, out, whole, verify=verify, components=list(components))
+    run = Run(ctx, reports, out, whole, verify=verify, components=list(components),
+              keep_going=keep_going)
     # every source first (a missing ref or a stale patch fails before any compiler runs),
     # then every option check, then the builds
     try:
@@ -166,20 +185,26 @@ def build(ctx: BuildContext, components: Sequence[str], whole: Stack, reports: R
         at_once, why = parallelism.decide(ctx, parallel, components)
         if why:
             ctx.output.say(why)
-        if at_once > 1:  # then the builds, the one with the most work behind it first
+        threads = workers(ctx, at_once)
+        if threads > 1:  # light steps beside the compiles, at any --parallel
+            ctx.gates = StepGates.of(at_once, parallelism.light_steps(at_once))
             components = schedule.longest_first(list(components), ctx.work_ahead())
+        if at_once > 1:  # their compiles draw from one pool
             open_pool(ctx, at_once)
         names = [f"{tasks.SOURCES}:{c}" for c in components] + optcheck.tasks(ctx, components) \
             + [f"{tasks.BUILD}:{c}" for c in components]
-        with (schedule.doit_longest_first(ctx.work_ahead()) if at_once > 1
+        with (schedule.doit_longest_first(ctx.work_ahead()) if threads > 1
               else contextlib.nullcontext()):
-            doit_rc = run_doit(run, names, parallel=at_once, keep_going=keep_going)
+            doit_rc = run_doit(run, names, parallel=threads, keep_going=keep_going)
     except KeyboardInterrupt:
+        if ctx.gates is not None:  # no waiting step starts while the run ends
+            ctx.gates.stop()
         lifecycle.at_end(run, interrupted=True)
         return EXIT_INTERRUPTED
     finally:
         if ctx.pool is not None:
             ctx.pool.close()
             ctx.pool = None
+        ctx.gates = ctx.pool_sizing = None
         ctx.release()
     return run.exit_code(doit_rc)

@@ -69,23 +69,6 @@ class JobBudget:
             self._held.pop(name, None)
 
 
-def pool_size(ctx: BuildContext) -> resources.JobCount:
-    """The run's job pool: the compile jobs that fit now for the most demanding component of
-    the stack that builds (the memory of a job of any component then fits, and a recipe's
-    link jobs stay reserved: resources.job_counts), within --jobs. An OOM cap of one
-    component limits that component's own builds, not the pool."""
-    host = ctx.host_snapshot()
-    counts = [(resources.jobs_by_kind(c.recipe.resources, host,
-                                      swap_weight=ctx.settings.swap_weight,
-                                      cap=ctx.settings.jobs)["compile"], c.name)
-              for c in ctx.stack.components.values() if c.builds]
-    if not counts:
-        return resources.jobs_for(host, resources.DEFAULT_JOB_MEM,
-                                  swap_weight=ctx.settings.swap_weight, cap=ctx.settings.jobs)
-    count, name = min(counts, key=lambda item: item[0].jobs)
-    return resources.JobCount(count.jobs, f"{count.reason} (sized for {name})")
-
-
 def job_cap_path(workdir: Path, name: str) -> Path:
     return Workdir.shared(workdir).caps(name)
 
@@ -116,23 +99,29 @@ def job_counts(ctx: BuildContext, comp: Component) -> dict[str, resources.JobCou
 
 def compile_step(ctx: BuildContext, comp: Component, log: Path, outcome: StepOutcome) -> None:
     """The build system's build with the jobs that fit; retried with fewer jobs when one
-    dies of memory. With the run's job pool (``ctx.pool``, --parallel above 1) the build is
-    its client and takes its jobs from the pool as they come free; without it, it takes
-    what the host affords minus what other compile steps hold (``ctx.budget``)."""
+    dies of memory. With the run's job pool (``ctx.pool``, --parallel above 1) the pool
+    counts this build's own jobs while it runs (poolsize.py): where the compiles running now
+    fit with their own counts, the build runs with its own and holds as many tokens; else it
+    is the pool's client and takes its jobs as they come free. Without a pool it takes what
+    the host affords minus what other compile steps hold (``ctx.budget``)."""
     counts = job_counts(ctx, comp)
     pool = ctx.pool
     if pool is not None:
-        wanted = counts["compile"].jobs
-        client = wanted >= pool.size and is_pool_client(comp)
-        jobs: int | None = None if client else min(wanted, pool.size)
-        how = (f"from the run's pool of {pool.size} (jobserver)" if client else
-               f"{jobs} of the run's pool of {pool.size}" + (
-                   "" if wanted < pool.size else
-                   f" (this build tree's ninja is older than "
-                   f"{'.'.join(map(str, jobserver.JOBSERVER_NINJA))}: no jobserver client)"))
-        ctx.output.say(f"  {comp.name}: {counts['compile'].reason}; {how}")
-        with launchstats.observe(ctx.stack.launch, comp, outcome.warnings):
-            compile_with_retries(ctx, comp, log, outcome, counts, jobs)
+        with _counted_in_pool(ctx, comp, counts["compile"].jobs) as own_counts_fit:
+            wanted = counts["compile"].jobs
+            capped = job_cap(ctx.stack.workdir, comp.name)  # an OOM kill's lower count
+            speaks = is_pool_client(comp)
+            client = speaks and not own_counts_fit and (capped is None or capped >= pool.size)
+            jobs: int | None = None if client else min(wanted, pool.size)
+            how = (f"from the run's pool of {pool.size} (jobserver)" if client else
+                   f"{jobs} of the run's pool of {pool.size}" + (
+                       " (the compiles running now fit with their own counts)"
+                       if own_counts_fit else "" if speaks else
+                       f" (this build tree's ninja is older than "
+                       f"{'.'.join(map(str, jobserver.JOBSERVER_NINJA))}: no jobserver client)"))
+            ctx.output.say(f"  {comp.name}: {counts['compile'].reason}; {how}")
+            with launchstats.observe(ctx.stack.launch, comp, outcome.warnings):
+                compile_with_retries(ctx, comp, log, outcome, counts, jobs)
         return
     jobs = ctx.budget.take(comp.name, counts["compile"].jobs)
     shared = "" if jobs == counts["compile"].jobs else f" (sharing: {jobs} left)"
@@ -142,6 +131,24 @@ def compile_step(ctx: BuildContext, comp: Component, log: Path, outcome: StepOut
             compile_with_retries(ctx, comp, log, outcome, counts, jobs)
     finally:
         ctx.budget.give_back(comp.name)
+
+
+@contextlib.contextmanager
+def _counted_in_pool(ctx: BuildContext, comp: Component, share: int) -> Iterator[bool]:
+    """While the compile runs, the pool counts its ``share`` (poolsize.py): it grows before
+    the build starts and shrinks after it ended. Yields whether the compiles running now fit
+    with their own counts."""
+    pool, sizing = ctx.pool, ctx.pool_sizing
+    if pool is None or sizing is None:
+        yield False
+        return
+    pool.resize(sizing.started(comp.name, share))
+    compiled = False
+    try:
+        yield sizing.own_counts_fit()
+        compiled = True
+    finally:
+        pool.resize(sizing.ended(comp.name, compiled=compiled))
 
 
 def configure_env(ctx: BuildContext, comp: Component) -> dict[str, str | None]:
@@ -190,23 +197,38 @@ def _own_pool_share(comp: Component, counts: dict[str, resources.JobCount], size
     return 0
 
 
+def _phases(ctx: BuildContext, comp: Component, counts: dict[str, resources.JobCount],
+            jobs: int | None) -> list[tuple[str | None, int | None, int]]:
+    """(target, job count (None: a pool client), the pool's tokens held) of each build a
+    compile runs. Tensile's process pool runs inside one job and takes a share of tokens
+    beyond that job's for its workers; where the recipe names that job's target
+    (``tensile_target``) it is built first, alone, with the share, and then the rest, so
+    the share's tokens serve the other jobs once Tensile is done (held for the whole build,
+    they left rocBLAS's library files one job when the share was the whole pool)."""
+    if ctx.pool is None:
+        return [(None, jobs, 0)]
+    share = _own_pool_share(comp, counts, ctx.pool.size)
+    target = comp.recipe.tensile_target if share else ""
+    if jobs is None:  # a client: its implicit slot, and the share while Tensile runs
+        return [(target, None, 1 + share), (None, None, 1)] if target else [(None, None,
+                                                                              1 + share)]
+    return [(target, 1, 1 + share), (None, jobs, jobs)] if target else [(None, jobs,
+                                                                          jobs + share)]
+
+
 @contextlib.contextmanager
-def _slots(ctx: BuildContext, comp: Component, counts: dict[str, resources.JobCount],
-           jobs: int | None) -> Iterator[dict[str, str | None]]:
-    """The pool's tokens a compile holds while it runs, and the environment it runs in:
-    a client holds its implicit slot (and its Tensile share) and gets the pool's MAKEFLAGS;
-    a build given a count holds that many tokens. No pool: nothing held."""
+def _slots(ctx: BuildContext, jobs: int | None, held: int
+           ) -> Iterator[dict[str, str | None]]:
+    """The pool's tokens a build holds while it runs (``held``), and the environment it runs
+    in: a client (``jobs`` None) gets the pool's MAKEFLAGS. No pool: nothing held."""
     pool = ctx.pool
     if pool is None:
         yield {}
         return
-    if jobs is None:
-        with pool.hold(1 + _own_pool_share(comp, counts, pool.size), client=True):
-            # CMAKE_BUILD_PARALLEL_LEVEL would make `cmake --build` pass -j (no client)
-            yield {"MAKEFLAGS": pool.makeflags(), "CMAKE_BUILD_PARALLEL_LEVEL": None}
-    else:
-        with pool.hold(jobs):
-            yield {}
+    with pool.hold(held, client=jobs is None):
+        # CMAKE_BUILD_PARALLEL_LEVEL would make `cmake --build` pass -j (no client)
+        yield ({"MAKEFLAGS": pool.makeflags(), "CMAKE_BUILD_PARALLEL_LEVEL": None}
+               if jobs is None else {})
 
 
 def compile_with_retries(ctx: BuildContext, comp: Component, log: Path, outcome: StepOutcome,
@@ -219,9 +241,11 @@ def compile_with_retries(ctx: BuildContext, comp: Component, log: Path, outcome:
         oom_before = hostload.cgroup_oom_kills()
         started_usec = hostload.monotonic_usec()
         try:
-            with _slots(ctx, comp, counts, jobs) as env:
-                run_all(ctx, comp, "compile", system.build(ctx.stack, comp, jobs), log,
-                        outcome, extra_env=env)
+            for target, count, held in _phases(ctx, comp, counts, jobs):
+                with _slots(ctx, count, held) as env:
+                    run_all(ctx, comp, "compile", system.build(ctx.stack, comp, count, target)
+                            if target else system.build(ctx.stack, comp, count), log, outcome,
+                            extra_env=env)
             return
         except BuildFailed:
             kernel_says = hostload.kernel_oom_kills_since(started_usec)

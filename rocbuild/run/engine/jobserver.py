@@ -61,7 +61,9 @@ def stale_pools(folder: Path | None = None) -> list[Path]:
 class JobPool:
     """``size`` job slots served as a GNU make jobserver FIFO (``makeflags``): clients take a
     token per job beyond their first and put it back when the job ends; ``hold`` takes tokens
-    for rocbuild itself (a client's implicit slot, an explicit ``-j`` build, a Tensile pool)."""
+    for rocbuild itself (a client's implicit slot, an explicit ``-j`` build, a Tensile pool).
+    ``resize`` changes the size while clients run (poolsize.py): new tokens go in at once;
+    tokens above a smaller size are taken out as they come back (``_excess``)."""
 
     def __init__(self, size: int, folder: Path | None = None) -> None:
         self.size = max(1, size)
@@ -77,11 +79,41 @@ class JobPool:
         self._lock = threading.Lock()
         self._held = 0  # tokens rocbuild holds now
         self._clients = 0  # client builds running now
+        self._excess = 0  # tokens out (in the FIFO or a client's hands) above ``size``
         self._closed = False
 
     def makeflags(self) -> str:
         """MAKEFLAGS for a client, in GNU make 4.4's form (a leading space: no flag letters)."""
         return f" -j{self.size} --jobserver-auth=fifo:{self.path}"
+
+    def resize(self, size: int) -> None:
+        """The pool holds ``size`` tokens from now on: more go into the FIFO at once; fewer are
+        taken out of the FIFO now, and the rest as rocbuild's own come back or a client
+        puts them back (no running job loses its slot)."""
+        with self._lock:
+            if self._closed:
+                return
+            size = max(1, size)
+            grow = size - self.size
+            self.size = size
+            if grow >= 0:
+                settled = min(self._excess, grow)  # tokens still out cover part of it
+                self._excess -= settled
+                if grow - settled:
+                    os.write(self._fd, TOKEN * (grow - settled))
+            else:
+                self._excess -= grow
+                self._drain_excess()
+
+    def _drain_excess(self) -> None:
+        """Take the tokens above the size out of the FIFO, as many as are in it now."""
+        while self._excess > 0:
+            try:
+                if not os.read(self._fd, 1):
+                    return
+            except BlockingIOError:
+                return
+            self._excess -= 1
 
     def _take_one(self, stop: Callable[[], bool]) -> None:
         while True:
@@ -91,6 +123,7 @@ class JobPool:
             if not ready:
                 continue
             with self._lock:  # counted as it is taken: a refill meanwhile must not recreate it
+                self._drain_excess()
                 try:
                     if os.read(self._fd, 1):
                         self._held += 1
@@ -123,7 +156,9 @@ class JobPool:
                     if self._clients == 0:
                         self._refill()
                     else:
-                        os.write(self._fd, TOKEN * taken)
+                        back = taken - min(taken, self._excess)
+                        self._excess -= taken - back
+                        os.write(self._fd, TOKEN * back)
 
     def _refill(self) -> None:
         """No client runs: the FIFO holds exactly the tokens rocbuild does not hold."""
@@ -133,7 +168,9 @@ class JobPool:
                     break
             except BlockingIOError:
                 break
-        os.write(self._fd, TOKEN * (self.size - self._held))
+        free = self.size - self._held
+        self._excess = max(0, -free)
+        os.write(self._fd, TOKEN * max(0, free))
 
     def close(self) -> None:
         with self._lock:

@@ -47,6 +47,7 @@ from rocbuild.run.engine.build import BuildContext
 from rocbuild.run.engine.outcome import FAILED, StepOutcome
 
 BEFORE, TASKS, AFTER, LAST = "before the tasks", "the tasks", "after the tasks", "at the end"
+STEPS_END_GRACE = 15.0  # seconds an interrupted run waits for its worker threads' steps
 PREFLIGHT_TASK = "preflight"  # the doit task of the phases before the tasks
 BUILD = "build"  # build:<component>: the last one asked for runs the phases after the tasks
 
@@ -74,6 +75,7 @@ class Run:
     console: Console
     whole: Stack | None  # the stack's whole default set (finish); None: loaded by ``begin``
     verify: bool = True
+    keep_going: bool = False  # --keep-going: a failed step does not stop the others
     # what was asked for; None: what doit was asked for (``begin``, plain doit)
     components: list[str] | None = None
     # the CLI re-raises a refusal after doit (its error boundary prints it); plain doit
@@ -156,7 +158,9 @@ def report_phase(run: Run) -> None:
     ctx = run.ctx
     try:
         if run.interrupted:  # worker threads may still own children in their own sessions
+            ctx.interrupted = True
             ctx.registry().kill_all()
+            ctx.wait_for_steps(timeout=STEPS_END_GRACE)
         if run.refusal is None:  # a refused run's message is the whole story
             run.reports.summary(ctx.outcomes, ctx.stack, ctx.command, run.console,
                                 time.monotonic() - run.started, interrupted=run.interrupted)

@@ -22,6 +22,9 @@ SERVED = "served from cache"
 SKIPPED = "skipped"
 # a step that was running when the run was stopped (Ctrl-C, SIGTERM): the summary lists it
 INTERRUPTED = "interrupted"
+# a step that waited for its turn (stepgate.py) when the run stopped: it never ran, and no
+# outcome is kept; doit sees a failure, so nothing that needs it runs
+NOT_STARTED = "not started"
 
 
 def step_logger(log: Path) -> Callable[[str], None]:

@@ -1,17 +1,27 @@
-"""``--parallel auto``: how many components a run builds at once, decided for this host and
-this run, never slower than one at a time.
+"""``--parallel auto``: how many components a run compiles at once, decided for this host and
+this run, never slower than one at a time; and how many of the light steps (fetch, patch,
+options, configure, install) run beside the compiles.
 
-More than one helps only where a build cannot use the whole host by itself (its configure,
-install, a serial link, a component with few files) and costs nothing where compiles draw
-from one job pool (jobserver.py): the pool keeps the jobs at what one build would get. So
+More than one compile helps only where a build cannot use the whole host by itself (a serial
+link, a component with few files, the long files ninja starts last) and costs nothing where
+compiles draw from one job pool (jobserver.py): the pool keeps the jobs within what fits. So
 auto picks more than one only with a ninja that is a jobserver client (>= 1.13), at least
 ``MIN_CPUS`` CPUs (on 2 cores one ninja keeps them busy) and at least two components left to
 build; then one component per ``CPUS_PER_COMPONENT`` CPUs, at most ``MAX_AUTO``.
+
+The light steps are one process each, mostly waiting on the network or the disk, or one
+CPU (a configure) beside a compile that has the host; they take no job from the pool and
+next to no memory, so they run beside the compiles at any --parallel, up to ``light_steps``
+at once: the next components' fetch and configure are done when their compile may start.
+
+``decide`` and ``light_steps`` are pure: the host and the work come in as numbers
+(``Host``), so each policy is tested without a build (tests/unit/test_pool_policies.py).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from rocbuild.model.settings import AUTO
@@ -23,13 +33,41 @@ if TYPE_CHECKING:
 MIN_CPUS = 4
 CPUS_PER_COMPONENT = 4
 MAX_AUTO = 8
+MIN_LIGHT = 2  # a fetch beside a configure, even where one compile runs at a time
+
+
+@dataclass(frozen=True)
+class Host:
+    """What ``decide`` needs to know of the host and the run."""
+
+    cpus: int
+    pending: int  # components of the run left to build (not installed and current)
+    ninja: tuple[int, ...] | None  # the version of a jobserver ninja here, None: none
+
+
+def decide_for(requested: int | str, host: Host) -> tuple[int, str]:
+    """The components compiled at once and why ("" for a count the user gave, or when auto
+    keeps to one)."""
+    if requested != AUTO:
+        return int(requested), ""
+    if host.cpus < MIN_CPUS or host.pending < 2 or host.ninja is None:
+        return 1, ""
+    count = min(host.pending, max(2, host.cpus // CPUS_PER_COMPONENT), MAX_AUTO)
+    version = ".".join(map(str, host.ninja))
+    return count, (f"--parallel auto: {count} ({host.cpus} CPUs, {host.pending} components to "
+                   f"build, ninja {version} a jobserver client)")
+
+
+def light_steps(at_once: int) -> int:
+    """Light steps at once beside ``at_once`` compiles: as many, at least ``MIN_LIGHT``."""
+    return max(MIN_LIGHT, at_once)
 
 
 def decide(ctx: BuildContext, requested: int | str, components: Sequence[str]) -> tuple[int, str]:
-    """The components at once for this run and why ("" for a count the user gave, or when
-    auto keeps to one); ``components`` are the run's (their closure is ``ctx.stack``)."""
+    """``decide_for`` this host and this run; ``components`` are the run's (their closure is
+    ``ctx.stack``). Nothing is probed for a count the user gave."""
     if requested != AUTO:
-        return int(requested), ""
+        return decide_for(requested, Host(0, 0, None))
     cpus = ctx.host_snapshot().cpus
     if cpus < MIN_CPUS:
         return 1, ""
@@ -38,9 +76,5 @@ def decide(ctx: BuildContext, requested: int | str, components: Sequence[str]) -
     if len(pending) < 2:
         return 1, ""
     ninja = jobserver.jobserver_ninja()
-    if ninja is None:
-        return 1, ""
-    count = min(len(pending), max(2, cpus // CPUS_PER_COMPONENT), MAX_AUTO)
-    version = ".".join(map(str, jobserver.ninja_version(ninja) or ()))
-    return count, (f"--parallel auto: {count} ({cpus} CPUs, {len(pending)} components to "
-                   f"build, ninja {version} a jobserver client)")
+    version = (jobserver.ninja_version(ninja) or ()) if ninja else None
+    return decide_for(requested, Host(cpus, len(pending), version))

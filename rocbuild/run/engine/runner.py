@@ -12,6 +12,7 @@ moment loses nothing that had finished. This module knows nothing of doit.
 from __future__ import annotations
 
 import contextlib
+import math
 import time
 import traceback
 from pathlib import Path
@@ -27,10 +28,12 @@ from rocbuild.run.engine.outcome import (
     DONE,
     FAILED,
     INTERRUPTED,
+    NOT_STARTED,
     SKIPPED,
     StepOutcome,
     step_logger,
 )
+from rocbuild.run.engine.stepgate import RunStopped
 from rocbuild.run.state import running
 
 INTERNAL_ERROR = "rocbuild error:"  # how the step log marks an error inside rocbuild
@@ -48,9 +51,22 @@ def unit_of(kind: StepKind, name: str) -> str:
 
 
 def run_step(ctx: BuildContext, name: str, step: str) -> StepOutcome:
-    """Run ``step`` of component ``name`` (any name for a run-wide step); the outcome is
-    also added to ``ctx.outcomes`` unless the step stood aside (SKIPPED)."""
+    """Run ``step`` of component ``name`` (any name for a run-wide step) once its gate lets it
+    (``ctx.gates``: so many compiles, so many light steps at once); the outcome is also
+    added to ``ctx.outcomes`` unless the step stood aside (SKIPPED) or never started
+    (NOT_STARTED: the run stopped while it waited for its turn)."""
     kind = steptable.kind(step)
+    if ctx.gates is None:
+        return _run_step(ctx, name, step, kind)
+    rank = math.inf if kind.who == RUN else ctx.work_ahead().get(name, 0.0)
+    try:
+        with ctx.gates.for_step(step).slot(rank):
+            return _run_step(ctx, name, step, kind)
+    except RunStopped:
+        return StepOutcome(name, step, NOT_STARTED)
+
+
+def _run_step(ctx: BuildContext, name: str, step: str, kind: StepKind) -> StepOutcome:
     binding = stepbind.BINDINGS[step]
     comp = None if kind.who == RUN else ctx.component(name)
     unit, shown = unit_of(kind, name), label(kind, name)
@@ -69,7 +85,7 @@ def run_step(ctx: BuildContext, name: str, step: str) -> StepOutcome:
     try:
         # status shows the step running until its stamp or failure record is written (the
         # marker's file is removed last, so it never frees the space a full disk lacks)
-        with running.mark(ctx.stack.workdir, unit, step):
+        with ctx.step_in_flight(), running.mark(ctx.stack.workdir, unit, step):
             _run_action(ctx, kind, binding, comp, outcome, started)
             _report(ctx, kind, comp, shown, outcome)
     except (StateWriteError, OSError) as exc:  # the disk filled under a stamp or a log
@@ -123,7 +139,9 @@ def _run_action(ctx: BuildContext, kind: StepKind, binding: stepbind.Binding,
         if outcome.result == DONE and kind.role == STEP:
             binding.stamp(ctx, comp, outcome, time.monotonic() - started)
     except BuildFailed as exc:
-        outcome.result, outcome.message = FAILED, str(exc)
+        # a worker thread's tool ended by the interrupt of the run (report phase): the step
+        # was interrupted, as in the thread the signal reached, not failed
+        outcome.result, outcome.message = (INTERRUPTED if ctx.interrupted else FAILED), str(exc)
         if exc.tip:
             outcome.message += f"\nTIP: {exc.tip}"
     except (StateWriteError, OSError) as exc:

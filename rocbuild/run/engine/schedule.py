@@ -7,7 +7,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import math
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from rocbuild.run.engine import outcome
@@ -18,22 +18,31 @@ if TYPE_CHECKING:
 
 def remaining_work(ctx: BuildContext) -> dict[str, float]:
     """Seconds of compile work on the longest chain that starts at each component of the
-    stack: its own compile (this host's last time, from its stamp, else the recipe's
-    ``cpu_hours`` over this host's CPUs: outcome.expected_seconds) plus the longest
-    chain of the components that depend on it."""
+    stack (``chain_work``): its own compile is this host's last time, from its stamp, else
+    the recipe's ``cpu_hours`` over this host's CPUs (outcome.expected_seconds)."""
     comps = ctx.stack.components
-    users: dict[str, list[str]] = {n: [] for n in comps}
-    for name, comp in comps.items():
-        for dep in comp.depends:
+    cpus = ctx.host_snapshot().cpus
+    own = {name: ((outcome.expected_seconds(ctx.state, comp, "compile", cpus) or 0.0)
+                  if comp.builds else 0.0) for name, comp in comps.items()}
+    return chain_work(ctx.stack.order or tuple(comps),
+                      {name: comp.depends for name, comp in comps.items()}, own)
+
+
+def chain_work(order: Sequence[str], depends: Mapping[str, Sequence[str]],
+               own: Mapping[str, float]) -> dict[str, float]:
+    """For each component of ``order`` (dependencies first): its ``own`` work plus the longest
+    chain of the components that depend on it. The chain, not the component's own work, is
+    what delays the end of the run: a quick component that a long one waits for starts
+    before a longer one that nothing waits for."""
+    users: dict[str, list[str]] = {n: [] for n in order}
+    for name in order:
+        for dep in depends.get(name, ()):
             if dep in users:
                 users[dep].append(name)
     work: dict[str, float] = {}
-    cpus = ctx.host_snapshot().cpus
-    for name in reversed(ctx.stack.order or tuple(comps)):  # dependents first
-        comp = comps[name]
-        own = ((outcome.expected_seconds(ctx.state, comp, "compile", cpus) or 0.0)
-               if comp.builds else 0.0)
-        work[name] = own + max((work.get(u, 0.0) for u in users[name]), default=0.0)
+    for name in reversed(order):  # dependents first
+        work[name] = own.get(name, 0.0) + max((work.get(u, 0.0) for u in users[name]),
+                                              default=0.0)
     return work
 
 

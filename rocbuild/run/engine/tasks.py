@@ -29,7 +29,7 @@ from rocbuild.model.graph import Component
 from rocbuild.model.steptable import DEPENDENCIES, OF_CHECKOUT, OWN, StepKind
 from rocbuild.run.engine import actions, cache_install, runner, schedule, stepbind
 from rocbuild.run.engine.build import BuildContext
-from rocbuild.run.engine.outcome import FAILED
+from rocbuild.run.engine.outcome import FAILED, INTERRUPTED, NOT_STARTED
 
 PREFLIGHT = "preflight"  # lifecycle.PREFLIGHT_TASK (the phases before the tasks)
 SOURCES, BUILD = "sources", "build"
@@ -39,6 +39,8 @@ End = Callable[[str], "TaskFailed | None"]  # the action of build:<component>, g
 
 def _action(ctx: BuildContext, name: str, step: str) -> TaskFailed | None:
     outcome = runner.run_step(ctx, name, step)
+    if outcome.result in (NOT_STARTED, INTERRUPTED):  # the run stops: nothing that needs
+        return TaskFailed(f"{name}: {step} {outcome.result}: the run stops")  # it runs
     return TaskFailed(outcome.message) if outcome.result == FAILED else None
 
 
@@ -133,12 +135,12 @@ def component_tasks(ctx: BuildContext, comp: Component, end: End) -> list[dict[s
         # doit runs task_deps depth-first in list order: sources first, then every check, so
         # a missing source, a stale patch or an unread option anywhere below this component
         # fails before any compiler runs
-        # and, with the job pool (--parallel), the dependency with the most work behind it
+        # and, with steps at once (stepgate.py), the dependency with the most work behind it
         # first (schedule.py)
         "task_dep": [f"{SOURCES}:{comp.name}", *checks,
                      *(f"{BUILD}:{d}" for d in (
                          schedule.longest_first(list(comp.depends), ctx.work_ahead())
-                         if ctx.pool is not None else comp.depends)),
+                         if ctx.gates is not None else comp.depends)),
                      *last],
         "verbosity": 2,
     })

@@ -125,21 +125,25 @@ def _local_ok(repo_dir: Path, args: Sequence[str],
 
 
 @contextlib.contextmanager
-def locked_cache(cache: Path, log: Logger) -> Iterator[None]:
+def locked_cache(cache: Path, log: Logger, *, shared: bool = False) -> Iterator[None]:
     """Hold the lock of a repository's cache (an flock on ``<cache>.lock`` beside it) while
-    it is created, fetched into, updated or fetched from: components of one upstream
-    repository share the cache, and two `git init`s or `git fetch`es in it at once fail
-    ("File exists", "shallow.lock"). The lock is per repository, so other repositories fetch
-    meanwhile; the kernel drops it with the process, so a killed run leaves nothing held."""
+    it is created, fetched into or updated (exclusive), or fetched from (``shared``):
+    components of one upstream repository share the cache, and two `git init`s or `git
+    fetch`es into it at once fail ("File exists", "shallow.lock"), while checkouts only read
+    it and may fetch from it together (four components of one repository took turns there,
+    a second each, before their configures could start). The lock is per repository, so
+    other repositories fetch meanwhile; the kernel drops it with the process, so a killed
+    run leaves nothing held."""
     lock = cache_lock(cache)
     lock.parent.mkdir(parents=True, exist_ok=True)
     fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    mode = fcntl.LOCK_SH if shared else fcntl.LOCK_EX
     try:
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            fcntl.flock(fd, mode | fcntl.LOCK_NB)
         except BlockingIOError:
             log(f"waiting for {cache.name}: another component of this repository is fetching")
-            fcntl.flock(fd, fcntl.LOCK_EX)
+            fcntl.flock(fd, mode)
         yield
     finally:
         os.close(fd)  # closing the last descriptor releases the flock
@@ -278,6 +282,37 @@ def _fetch_into_cache(req: FetchRequest, log: Logger, registry: proc.ChildRegist
     return commit, ("commit" if _SHA_RE.match(req.ref) else kind)
 
 
+def _cached_for_good(req: FetchRequest, cache: Path, log: Logger,
+                     registry: proc.ChildRegistry | None) -> tuple[str, str] | None:
+    """(commit, ref kind) where the cache already holds the ref for good (a tag or a commit
+    id, or anything cached when offline) and a checkout may fetch from it as it is: what
+    ``_fetch_into_cache`` would find without changing the cache, read under a shared lock.
+    None: the cache must be made, set up or fetched into first."""
+    if not (cache / "HEAD").is_file() or not _allows_any_sha1(cache):
+        return None
+    cached = cached_commit(cache, req.ref, registry)
+    if cached is None:
+        return None
+    if req.offline:
+        log(f"{req.ref} is cached as {cached}; no download")
+        return cached, ref_kind(cache, req.ref, registry)
+    if not _is_tag_or_commit(cache, req.ref, registry):
+        return None
+    if req.recheck and not _SHA_RE.match(req.ref):
+        # a new checkout asks the remote whether the tag moved (refs only, no change to the
+        # cache: still beside the other checkouts); a moved tag is fetched under the
+        # exclusive lock, which asks again and says so
+        now = remote_tag(req.url, req.ref, log, registry)
+        if now is not None and now != cached:
+            return None
+        log(f"{req.ref} is cached as {cached}; no download")
+        return cached, "tag"
+    log(f"{req.ref} is cached as {cached}; no download (a tag is final here: `rocbuild "
+        f"clean {req.name} --sources` makes the next build ask the remote whether it "
+        "moved)")
+    return cached, "commit" if _SHA_RE.match(req.ref) else "tag"
+
+
 def checkout_commit(checkout: Path) -> str | None:
     """The commit checked out in ``checkout`` (None when it is not a git checkout or has no
     commit). Read from .git as git itself resolves HEAD (a detached HEAD, or a branch's ref
@@ -369,15 +404,20 @@ def _holds_user_work(req: FetchRequest) -> bool:
 def fetch(req: FetchRequest, log: Logger,
           registry: proc.ChildRegistry | None = None) -> FetchResult:
     """Make ``req.checkout_dir`` a checkout of the pinned ref; its git commands are
-    registered in ``registry`` (the run's) while they run. The cache is locked from its
-    creation until the new checkout has fetched the commit from it; the checkout's own work
-    (checkout, submodules) runs after, beside other components' checkouts of the same
-    repository."""
+    registered in ``registry`` (the run's) while they run. The cache is locked while the
+    commit is fetched into it, and shared while the new checkout fetches the commit from it;
+    the checkout's own work (checkout, submodules) runs after, beside other components'
+    checkouts of the same repository."""
     cache = cache_dir(req.cache_root, req.url)
     partial = req.checkout_dir.with_name(req.checkout_dir.name + ".partial")
-    with locked_cache(cache, log):
-        commit, known = _fetch_into_cache(req, log, registry)
-        kind = known or ref_kind(cache, req.ref, registry)
+    with locked_cache(cache, log, shared=True):  # a tag or commit cached: read it, beside
+        final = _cached_for_good(req, cache, log, registry)  # other checkouts
+    if final is None:
+        with locked_cache(cache, log):  # the commit into the cache (its pinned ref keeps it)
+            commit, known = _fetch_into_cache(req, log, registry)
+            final = commit, known or ref_kind(cache, req.ref, registry)
+    commit, kind = final
+    with locked_cache(cache, log, shared=True):  # and from it, beside other checkouts
         _remove_own(partial)  # left by a run that was killed while checking out
         if checkout_commit(req.checkout_dir) == commit:
             log(f"{req.checkout_dir} already at {commit}")
