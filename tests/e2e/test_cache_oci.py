@@ -120,8 +120,7 @@ def test_second_machine_installs_the_stack_from_a_registry_without_compiling(
     wrapper, count = counting_cc(tmp_path / "cc-b")
     built = run_cli("build", *flags, "--offline", "--quiet", "--no-verify",
                     env={**second_env, "CC": str(wrapper)}, expect=0)
-    assert re.findall(r"^(?:[\d:]+ )?▶ (\S+): (\w+)$", built.stdout, re.M) == [
-        (n, "cache") for n in ("alpha", "notes", "beta", "gamma")]
+    test_cache.assert_served_in_dependency_order(built.stdout)
     assert not count.exists() and compiled(work) == []  # zero compiler runs
     assert not (work / "src").exists()
     assert prefix_tree(machine.chain.prefix) == machine.tree
