@@ -1,24 +1,14 @@
-"""The binary cache's rules: an artifact's key, what is stored for a component, and whether an
-artifact may be installed instead of a build (and how: same prefix, or relocated).
+"""The binary cache's rules: an artifact's key on this machine, what is stored for a
+component, and whether an artifact may be installed instead of a build (and how: same
+prefix, or relocated).
 
-The key. A component's key is the hash of named inputs: its portable recipe fingerprint
-(graph.Component.portable_fingerprint: the rendered url, ref, cmake args, env, install links
-and files, patch contents and, recursively, the same fingerprint of every dependency, with
-the prefix and workdir paths taken out), the configure command rocbuild runs (the same way),
-the GPU targets, the CPU architecture and the manifest format. All of them are known from
-the recipes alone, so a second machine that is --offline with an empty source cache can look
-its artifacts up before fetching anything.
-
-Why that is sound: for a ref that is a tag or a full commit, url + ref name one source tree,
-and the rest of what shapes the output (options, patches, dependencies built the same way,
-targets) is in the fingerprint; two builds with equal keys are the same build, as far as
-rocbuild's own stamps can tell (the host's compilers are outside both, as they are for a
-rebuild). The manifest also records the commit the artifact was built from; when this
-machine has fetched the component itself, a different commit refuses the artifact (a moved
-tag). A branch names a different commit every week, and an offline machine cannot ask which
-one: a key made of the branch name would hand out whatever was pushed last. So `cache push`
-refuses components built from a branch, and an artifact whose manifest says "branch" is
-never installed: pin a tag or a commit to use the cache.
+The key is model/fingerprint.py's, with this machine's CPU. The manifest also records the
+commit the artifact was built from; when this machine has fetched the component itself, a
+different commit refuses the artifact (a moved tag). A branch names a different commit
+every week, and an offline machine cannot ask which one: a key made of the branch name would
+hand out whatever was pushed last. So `cache push` refuses components built from a branch,
+and an artifact whose manifest says "branch" is never installed: pin a tag or a commit to
+use the cache.
 
 The prefix is not in the key, so an artifact built for /opt/rocm-a can serve /opt/rocm-b,
 but only when every file relocates safely (artifacts.relocation_problems): binaries holding
@@ -28,7 +18,6 @@ the old prefix (an absolute RUNPATH) refuse it, text files holding it are rewrit
 from __future__ import annotations
 
 import functools
-import json
 import os
 import platform
 import time
@@ -41,8 +30,9 @@ from rocbuild import __version__
 from rocbuild.checks.trust import host_trust
 from rocbuild.errors import BuildFailed, ConfigError, notice
 from rocbuild.files import write_text_atomic
-from rocbuild.model import buildsystems, launchers, layout, wording
-from rocbuild.model.graph import Component, Stack, portable_text, sha256_text
+from rocbuild.model import buildsystems, fingerprint, layout, wording
+from rocbuild.model.fingerprint import artifact_key
+from rocbuild.model.graph import Component, Stack
 from rocbuild.model.paths import within
 from rocbuild.prefix import ownership
 from rocbuild.prefix.transaction import Transaction
@@ -71,20 +61,8 @@ FROM_CACHE, RELOCATE, NO_ARTIFACT, REFUSED = "from cache", "from cache, relocate
 
 
 def artifact_inputs(stack: Stack, comp: Component) -> dict[str, Any]:
-    """The named inputs the key hashes (see the module's doc for why these). ``command`` is
-    the configure command without job counts and compiler launchers, so what rocbuild itself
-    adds (generator, RUNPATH) counts as it does for a rebuild (uptodate.command_key) while
-    the speed settings (--jobs, --ccache, --distcc) never change the key: an artifact built
-    with ccache is the same build as one without."""
-    command = (sha256_text(portable_text(stack, buildsystems.configure_key(
-        stack, comp, launchers.without_launchers))) if comp.builds else None)
-    return {"recipe": comp.portable_fingerprint, "command": command,
-            "targets": [str(t) for t in stack.targets], "machine": platform.machine(),
-            "format": artifacts.MANIFEST_FORMAT}
-
-
-def artifact_key(inputs: dict[str, Any]) -> str:
-    return sha256_text(json.dumps(inputs, sort_keys=True))
+    """The named inputs of ``comp``'s artifact key on this machine (model/fingerprint.py)."""
+    return fingerprint.artifact_inputs(stack, comp, platform.machine())
 
 
 def component_key(stack: Stack, comp: Component) -> str:
