@@ -10,6 +10,9 @@ launcher gave up waiting."""
 
 from __future__ import annotations
 
+import os
+import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -145,3 +148,53 @@ def test_sigterm_ends_a_compile_beside_light_steps_as_interrupted(tmp_path: Path
     log = (work / "logs" / "slow" / "compile.log").read_text()
     assert "step ended: interrupted after" in log.rstrip().splitlines()[-1], log[-600:]
     assert not list(work.rglob("failures/slow.json")), out  # status: not a failed step
+
+
+# git on PATH for the run: the first git command of the late component's fetch waits for MARK
+# (up to WAIT seconds) and notes whether it came; every command then runs the real git
+SLOW_GIT = textwrap.dedent('''\
+    #!/bin/sh
+    case "$*" in *late.git*)
+      [ -e "{log}" ] && exec {git} "$@"
+      i=0
+      while [ ! -e "{mark}" ] && [ $i -lt {tenths} ]; do sleep 0.1; i=$((i+1)); done
+      if [ -e "{mark}" ]; then echo "mark seen" >> "{log}"; else echo "waited" >> "{log}"; fi;;
+    esac
+    exec {git} "$@"
+    ''')
+
+
+def test_every_source_is_in_before_a_configure_while_steps_run_at_once(
+        tmp_path: Path) -> None:
+    """With steps at once, doit's threads take any ready step: in CI's run a component whose
+    own sources were in configured while another's patch was still to come (a stale patch
+    there would fail after a compiler had run). The late component's fetch waits for the
+    early one's configure mark: it must never come."""
+    for tool in ("git", "cmake", "ninja"):
+        require_tool(tool)
+    real_git, wait = shutil.which("git"), 8
+    shim, log, mark = tmp_path / "bin", tmp_path / "git.log", tmp_path / "early.configured"
+    shim.mkdir()
+    (shim / "git").write_text(SLOW_GIT.format(mark=mark, tenths=wait * 10, log=log,
+                                              git=real_git))
+    (shim / "git").chmod(0o755)
+    repos, recipes = tmp_path / "repos", tmp_path / "recipes"
+    recipes.mkdir()
+    (recipes / "stack.toml").write_text(
+        '[stack]\nversion = "1.0"\ntargets = ["gfx906"]\nprefix = "/opt/unused"\n'
+        'components = ["early", "late"]\n')
+    for name in ("early", "late"):
+        make_repo(repos, name, project(name))
+        (recipes / f"{name}.toml").write_text(
+            f'[source]\ngit = "{FAKE_HOST}{name}.git"\nref = "v1"\n[cmake]\n'
+            f'args = ["-DCONFIGURED_MARK={tmp_path / name}.configured"]\n')
+    done = run_cli("build", "--recipes", str(recipes), "--workdir", str(tmp_path / "work"),
+                   "--prefix", str(tmp_path / "prefix"), "--parallel", "2",
+                   "--mirror", f"{FAKE_HOST}={repos.as_uri()}/", "--no-verify",
+                   env={"PATH": f"{shim}{os.pathsep}{os.environ['PATH']}"})
+    assert done.returncode == 0, done.explain()
+    assert log.read_text() == "waited\n", (log.read_text(), done.stdout)
+    started = re.findall(r"▶ (\S+): (\w+)$", done.stdout, re.M)
+    sources = [i for i, (_, step) in enumerate(started) if step in ("fetch", "patch")]
+    builds = [i for i, (_, step) in enumerate(started) if step in ("configure", "compile")]
+    assert max(sources) < min(builds), started

@@ -24,7 +24,15 @@ from rocbuild.errors import EXIT_INTERRUPTED
 from rocbuild.model import steptable
 from rocbuild.model.graph import Stack
 from rocbuild.model.steptable import RUN, STEP
-from rocbuild.run.engine import jobserver, lifecycle, optcheck, poolsize, schedule, tasks
+from rocbuild.run.engine import (
+    cache_install,
+    jobserver,
+    lifecycle,
+    optcheck,
+    poolsize,
+    schedule,
+    tasks,
+)
 from rocbuild.run.engine import parallel as parallelism
 from rocbuild.run.engine.build import BuildContext
 from rocbuild.run.engine.lifecycle import Reports, Run
@@ -43,6 +51,10 @@ def make_reporter(run: Run) -> type:
     this one notes what doit was asked for and what was current, and ends the run."""
     ctx = run.ctx
 
+    def _phase_reported(task: Any) -> None:
+        if ctx.gates is not None:
+            ctx.gates.sources.reported(task.name)
+
     class RocbuildReporter:
         desc = "rocbuild console output"
 
@@ -59,9 +71,10 @@ def make_reporter(run: Run) -> type:
             pass
 
         def add_success(self, task: Any) -> None:
-            pass
+            _phase_reported(task)
 
         def add_failure(self, task: Any, fail: Any) -> None:
+            _phase_reported(task)
             run.failed_tasks.append(task.name)
             if ctx.gates is not None and not run.keep_going:  # doit hands out no more
                 ctx.gates.stop()  # steps; those it did and that wait for their turn, too
@@ -71,6 +84,7 @@ def make_reporter(run: Run) -> type:
                 ctx.output.say(f"✘ {task.name}: {fail.get_msg().strip()}")
 
         def skip_uptodate(self, task: Any) -> None:
+            _phase_reported(task)
             basename, _, component = task.name.partition(":")
             kind = steptable.BY_NAME.get(basename)
             if kind is not None and kind.role == STEP and kind.who != RUN:
@@ -83,6 +97,7 @@ def make_reporter(run: Run) -> type:
                                                 SERVED if served else CURRENT))
 
         def skip_ignore(self, task: Any) -> None:
+            _phase_reported(task)
             ctx.output.say(f"!! {task.name} ignored (doit ignore); `doit forget {task.name}` "
                            "clears it")
 
@@ -165,6 +180,14 @@ def workers(ctx: BuildContext, at_once: int) -> int:
     return at_once
 
 
+def sources_phase(ctx: BuildContext, first: list[str]) -> list[str]:
+    """The tasks of the sources phase that steps of a build wait for: every ``sources:``
+    task, and the option checks of components built here (a served one's check comes after
+    its cache step, itself a step that waits: it would never end)."""
+    return [t for t in first if not (t.startswith(f"{optcheck.STEP}:") and
+                                     cache_install.is_served(ctx, t.partition(":")[2]))]
+
+
 def build(ctx: BuildContext, components: Sequence[str], whole: Stack, reports: Reports, *,
           out: Console, parallel: int | str = 1, keep_going: bool = False,
           verify: bool = True) -> int:
@@ -191,8 +214,10 @@ def build(ctx: BuildContext, components: Sequence[str], whole: Stack, reports: R
             components = schedule.longest_first(list(components), ctx.work_ahead())
         if at_once > 1:  # their compiles draw from one pool
             open_pool(ctx, at_once)
-        names = [f"{tasks.SOURCES}:{c}" for c in components] + optcheck.tasks(ctx, components) \
-            + [f"{tasks.BUILD}:{c}" for c in components]
+        sources = [f"{tasks.SOURCES}:{c}" for c in components] + optcheck.tasks(ctx, components)
+        if ctx.gates is not None:  # threads take any ready step: builds wait for the phase
+            ctx.gates.sources.expect(sources_phase(ctx, sources))
+        names = sources + [f"{tasks.BUILD}:{c}" for c in components]
         with (schedule.doit_longest_first(ctx.work_ahead()) if threads > 1
               else contextlib.nullcontext()):
             doit_rc = run_doit(run, names, parallel=threads, keep_going=keep_going)

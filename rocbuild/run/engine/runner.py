@@ -60,6 +60,8 @@ def run_step(ctx: BuildContext, name: str, step: str) -> StepOutcome:
         return _run_step(ctx, name, step, kind)
     rank = math.inf if kind.who == RUN else ctx.work_ahead().get(name, 0.0)
     try:
+        if kind.role == STEP and not kind.source and kind.who != RUN:
+            ctx.gates.sources.wait()  # every source and option check of the run first
         with ctx.gates.for_step(step).slot(rank):
             return _run_step(ctx, name, step, kind)
     except RunStopped:

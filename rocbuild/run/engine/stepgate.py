@@ -1,5 +1,6 @@
 """How many steps of a kind run at once: the compiles (``--parallel``) and, beside them, the
-light steps (fetch, patch, checks, configure, install: parallel.light_steps).
+light steps (fetch, patch, checks, configure, install: parallel.light_steps); and the sources
+phase's end, which every build step waits for.
 
 doit's worker threads take whatever task is ready; a step waits at its gate until a slot is
 free and no waiter with more work behind it (schedule.py) is ahead of it. A run that stops
@@ -69,11 +70,51 @@ class Gate:
 
 
 @dataclass
+class PhaseEnd:
+    """The end of the sources phase when doit's threads run steps at once: serial doit runs
+    the ``sources:`` and ``options:`` tasks first because they come first in its list, but a
+    thread takes whatever is ready, so a component whose own sources are in would configure
+    while another's fetch or patch is still to fail. Its tasks are ticked off as doit reports
+    each (done, failed, current or ignored; a task whose dependency failed is reported
+    failed too), so the phase ends even with --keep-going."""
+
+    _pending: set[str] = field(default_factory=set)
+    _stopped: bool = False
+    _cond: threading.Condition = field(default_factory=threading.Condition)
+
+    def expect(self, tasks: list[str]) -> None:
+        with self._cond:
+            self._pending = set(tasks)
+            self._cond.notify_all()
+
+    def reported(self, task: str) -> None:
+        with self._cond:
+            self._pending.discard(task)
+            if not self._pending:
+                self._cond.notify_all()
+
+    def wait(self) -> None:
+        """Until every task of the phase was reported; RunStopped when the run stops first."""
+        with self._cond:
+            while self._pending and not self._stopped:
+                self._cond.wait()
+            if self._stopped:
+                raise RunStopped
+
+    def stop(self) -> None:
+        with self._cond:
+            self._stopped = True
+            self._cond.notify_all()
+
+
+@dataclass
 class StepGates:
-    """The run's two gates: compiles, and the light steps beside them."""
+    """The run's two gates, compiles and the light steps beside them, and the end of the
+    sources phase that steps of a build wait for."""
 
     compiles: Gate
     light: Gate
+    sources: PhaseEnd = field(default_factory=PhaseEnd)
 
     @classmethod
     def of(cls, compiles: int, light: int) -> StepGates:
@@ -85,3 +126,4 @@ class StepGates:
     def stop(self) -> None:
         self.compiles.stop()
         self.light.stop()
+        self.sources.stop()
