@@ -92,7 +92,3 @@ def artifact_inputs(stack: Stack, comp: Component, machine: str) -> dict[str, An
 
 def artifact_key(inputs: dict[str, Any]) -> str:
     return sha256_text(json.dumps(inputs, sort_keys=True))
-
-
-def component_key(stack: Stack, comp: Component, machine: str) -> str:
-    return artifact_key(artifact_inputs(stack, comp, machine))
