@@ -426,12 +426,12 @@ def verify_prefix(prefix: Path, targets: tuple[TargetId, ...],
     if components is None and not files:
         problems.append(f"no library or program with GPU code under {prefix} (lib/, lib64/, "
                         "bin/): nothing proves the stack can run on the GPU")
-    # where rocBLAS is installed its set must be complete (even when the folder is missing);
-    # any other folder holding Tensile files is checked too
+    # where rocBLAS is installed its set must be complete (even when the folder is missing),
+    # beside it as for any Tensile-shaped library; any other folder of Tensile files too
     libraries = dict.fromkeys(folder for lib in
                               [prefix / "lib", *sorted(prefix.glob("lib/*-linux-gnu*"))]
                               if any(lib.glob("librocblas.so*"))
-                              for folder in _rocblas_libraries(lib))
+                              for folder in shapes.tensile_folders(lib / "librocblas.so"))
     for recipe, _ in (components or {}).values():
         if recipe.gpu == TENSILE:
             for _, hits in shapes.resolve_libraries(prefix, recipe):
@@ -444,15 +444,6 @@ def verify_prefix(prefix: Path, targets: tuple[TargetId, ...],
                                   exempt=linkage_exempt)
     return VerifyReport(targets, prefix, tuple(files), skipped, tensile, tuple(problems),
                         links, other_targets=scan.other, shapes=tuple(shaped))
-
-
-def _rocblas_libraries(lib: Path) -> list[Path]:
-    """Where the rocBLAS installed in ``lib`` keeps its Tensile set: lib/rocblas/library
-    (AMD's and rocbuild's layout), or lib/<multiarch>/rocblas/<version>/library (Debian's);
-    the first when neither exists, so a missing set is named."""
-    found = [d for d in (lib / "rocblas" / "library", *sorted(lib.glob("rocblas/*/library")))
-             if d.is_dir()]
-    return found or [lib / "rocblas" / "library"]
 
 
 def shape_results(prefix: Path, files: Sequence[FileResult], targets: Sequence[TargetId],

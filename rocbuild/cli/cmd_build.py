@@ -112,9 +112,9 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
                    f"{', '.join(str(t) for t in stack.targets)} into {stack.prefix} "
                    f"(workdir {stack.workdir})")
     if settings.cache:  # a bad --cache is bad input now, not an error inside doit
-        from rocbuild.run.cache import cache
+        from rocbuild.run.cache.choice import Trust
 
-        cache_install.served(ctx, cache.Trust.default(args.allow_unsigned))
+        cache_install.served(ctx, Trust.default(args.allow_unsigned))
     components = list(args.components) or list(stack.order)
     ctx.output.run_planned(expected_steps(ctx))
     if not args.json:

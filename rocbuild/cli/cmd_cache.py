@@ -23,9 +23,9 @@ from rocbuild.model import wording
 from rocbuild.model.graph import Component, load_stack
 from rocbuild.model.settings import Settings
 from rocbuild.model.steptable import steps_of
-from rocbuild.run.cache import cache, cache_prune, signing
+from rocbuild.run.cache import cache, cache_prune, signing, stores
 from rocbuild.run.cache.artifacts import ArtifactRefused, Manifest
-from rocbuild.run.cache.cache_store import CacheUnavailable, FolderStore, ProgressLine, fmt_size
+from rocbuild.run.cache.cache_store import CacheUnavailable, ProgressLine, fmt_size
 from rocbuild.run.engine import continuation
 from rocbuild.run.engine.build import BuildContext
 
@@ -106,7 +106,7 @@ def run_push(args: argparse.Namespace, settings: Settings) -> int:
         raise ConfigError("cache push needs a folder or a registry: --to DIR_OR_OCI",
                           tip="rocbuild cache push --to /srv/rocbuild-cache, or --to "
                               "oci://ghcr.io/me/rocm-gfx906")
-    store = cache.writable_store(target)
+    store = stores.open_writer(target, "push to")
     key_file = signing.key_path(args.sign) if args.sign else None
     stack = load_stack(settings, args.components)
     # plain lines in a pipe; on a terminal fitted to its width (lines of 140 columns were
@@ -119,9 +119,8 @@ def run_push(args: argparse.Namespace, settings: Settings) -> int:
     failed = 0
     missing: list[Component] = []
     ctx.ensure_ready()  # the workdir and prefix locks: nobody installs while the prefix is read
-    if isinstance(store, FolderStore):  # what a killed push left there
-        for path in store.clear_temps():
-            ctx.output.say(f"removed a temp file a killed push left in the cache: {path}")
+    for path in store.clear_temps():  # what a killed push left there
+        ctx.output.say(f"removed a temp file a killed push left in the cache: {path}")
     # the default is "every built one": a component the workdir never built (no stamp of its
     # last step) is named once below, not a failure, unless nothing at all is built (then
     # each is a ✘ and the TIP gives the one build command). A named one must be built, and a
@@ -185,7 +184,7 @@ def run_push(args: argparse.Namespace, settings: Settings) -> int:
     return 1 if failed else 0
 
 
-def _already(ctx: BuildContext, store: cache.FolderStore | cache.OciStore, name: str,
+def _already(ctx: BuildContext, store: stores.WriteStore, name: str,
              key: str, existing: dict[str, Any], key_file: Any) -> None:
     """An artifact that is in the store already: signed now when --sign is given and it has
     no signature yet (one that has one keeps it: its signer made it)."""
@@ -230,8 +229,7 @@ def run_list(args: argparse.Namespace, settings: Settings) -> int:
         raise ConfigError("cache list needs a cache: a folder, URL or oci:// reference "
                           "(or --cache, ROCBUILD_CACHE)",
                           tip="rocbuild cache list /srv/rocbuild-cache")
-    store = cache.open_cache(settings.cache)
-    assert store is not None
+    store = stores.open_reader(settings.cache)
     # anyone who may write the store writes its index: an entry that is not a table is
     # none, and a field of the wrong type is shown as text (a signature is checked on install)
     entries = [e for e in store.index() if isinstance(e, dict)]
@@ -282,17 +280,12 @@ def _signer(fingerprint: str, trusted: dict[str, str], number: int) -> str:
     return trusted.get(fingerprint) or f"untrusted key {number}"
 
 
-def _open_for_prune(settings: Settings) -> cache.FolderStore | cache.OciStore:
+def _open_for_prune(settings: Settings) -> stores.WriteStore:
     if not settings.cache:
         raise ConfigError("cache prune needs a cache: a folder or oci:// reference (or "
                           "--cache, ROCBUILD_CACHE)",
                           tip="rocbuild cache prune /srv/rocbuild-cache --keep 2")
-    store = cache.open_cache(settings.cache)
-    # (the OCI store's class is imported only with an oci:// cache: test what it is not)
-    if store is None or isinstance(store, cache.HttpStore):
-        raise ConfigError(f"cannot prune {settings.cache}: an HTTP cache is read-only",
-                          tip="prune the folder the server serves (--cache DIR)")
-    return store
+    return stores.open_writer(settings.cache, "prune")
 
 
 def run_prune(args: argparse.Namespace, settings: Settings) -> int:

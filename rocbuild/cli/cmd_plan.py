@@ -27,12 +27,11 @@ from rocbuild.run.state.uptodate import Answers, Rule
 
 if TYPE_CHECKING:
     from rocbuild.model.graph import Component
-    from rocbuild.run.cache import cache
+    from rocbuild.run.cache.planlines import PlanLines
 
 
 class NoCacheLines:
-    """cache.PlanLines without a `cache` setting: no component is served, nothing to
-    download."""
+    """PlanLines without a `cache` setting: no component is served, nothing to download."""
 
     def __init__(self) -> None:
         self.downloads: dict[str, int] = {}
@@ -92,12 +91,12 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     pending = [c.name for c in cost.pending_components(stack,
                                                        rule.next_runs(stack.selected()))]
     host = hostload.snapshot()
-    lines: cache.PlanLines | NoCacheLines = NoCacheLines()
+    lines: PlanLines | NoCacheLines = NoCacheLines()
     if settings.cache:  # the binary cache's modules (archives, HTTP, signatures) only then
-        from rocbuild.run.cache import cache
+        from rocbuild.run.cache.choice import Trust
+        from rocbuild.run.cache.planlines import PlanLines
 
-        lines = cache.plan_lines(settings, stack, rule.state,
-                                 cache.Trust.default(args.allow_unsigned))
+        lines = PlanLines(settings, stack, rule.state, Trust.default(args.allow_unsigned))
     offers = {c.name: lines(c) for c in stack.selected()}  # asks the cache once each
     # what a build installs from the cache: each usable artifact of a component not done
     served = {n: size for n, size in lines.downloads.items() if states[n] != "done"}

@@ -5,15 +5,13 @@ output (docs/architecture.md, The Stack). Knows nothing of doit and runs nothing
 
 from __future__ import annotations
 
-import hashlib
 import heapq
-import json
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from rocbuild.errors import ConfigError, redact
+from rocbuild.errors import ConfigError
 from rocbuild.model import (
     buildsystems,
     envtext,
@@ -24,16 +22,13 @@ from rocbuild.model import (
 )
 from rocbuild.model.base import Base, fetch_sources, llvm_home, load_base, restricted_to
 from rocbuild.model.codeaudit import CodeMemo
+from rocbuild.model.fingerprint import fingerprints
 from rocbuild.model.patchseries import Patch
 from rocbuild.model.recipes import Recipe, RecipeSet, load_recipes, suggest, unknown_component
 from rocbuild.model.render import NotTheTemplates, render
 from rocbuild.model.settings import Settings, rewrite_url
 from rocbuild.model.targets import TargetError, TargetId, looks_like_target, parse_target_list
 from rocbuild.model.workdir import Workdir
-
-
-def sha256_text(text: str) -> str:
-    return hashlib.sha256(text.encode()).hexdigest()
 
 
 @dataclass(frozen=True)
@@ -141,18 +136,6 @@ class Stack:
         packages = sorted({p for c in self.selected() for p in c.recipe.python_packages})
         wheels = sorted({w for c in self.selected() for w in c.recipe.python_wheels})
         return tuple(packages), tuple(wheels)
-
-
-def portable_text(stack: Stack, text: str) -> str:
-    """``text`` with the workdir and prefix paths as placeholders: what two machines that
-    build the same thing into other folders have in common (the binary cache's key)."""
-    # a configuration's own folder in the workdir counts as the workdir: a prefix built as
-    # a workdir's second configuration has the key of the same build as its first
-    places = {str(stack.work.config): "<workdir>", str(stack.workdir): "<workdir>",
-              str(stack.prefix): "<prefix>"}
-    for path in sorted(places, key=len, reverse=True):  # one folder may hold the other
-        text = text.replace(path, places[path])
-    return text
 
 
 def venv_dir(workdir: Path) -> Path:
@@ -483,68 +466,21 @@ def load_stack(settings: Settings, requested: Iterable[str] = ()) -> Stack:
 
 def _render_component(stack: Stack, recipe: Recipe, done: Mapping[str, Component],
                       settings: Settings) -> Component:
+    """``recipe`` rendered for ``stack`` (``done``: the components rendered before it, its
+    dependencies among them), every rendered value checked, and its fingerprints."""
     taken = stack.base.taken if stack.base else {}
     deps = tuple(d for d in direct_deps(recipe) if d not in taken)
     owner = recipe.source.from_component or recipe.name
     checkout_dir = stack.work.checkout(owner)
-    # A recipe may name the source folder of itself and of anything it depends on, directly
-    # or not; `src.x` for an unrelated component is undefined, so a missing dependency shows.
-    below = {d: done[d] for d in reachable(deps, lambda d: done[d].depends)}
-    # what the recipe could name without the base: the base's decision, not a typo
-    everything = reachable(direct_deps(recipe), lambda d: direct_deps(stack.recipes.recipes[d]))
-    cut = {d: f"{d} is taken from the base {stack.base.path} (ROCm {stack.base.version})"
-           for d in everything if d in taken and stack.base is not None}
-    subdir_ctx = {"version": stack.version, "series": stack.series, "name": recipe.name,
-                  "targets": [str(t) for t in stack.targets], "prefix": str(stack.prefix),
-                  # the ROCm to build against (compilers, HIP): the base, else the prefix; and
-                  # every installed tree to search, the prefix first
-                  "rocm": str(stack.rocm_root),
-                  "llvm": str(stack.llvm_root),
-                  "rocm_dirs": [str(p) for p in stack.search_dirs]}
     where = str(recipe.file)
+    stack_ctx = _stack_context(stack, recipe)
     subdir = inputcheck.subdir_inside(where, "source.subdir", render(
-        recipe.source.subdir, subdir_ctx, file=recipe.file, key="source.subdir"))
+        recipe.source.subdir, stack_ctx, file=recipe.file, key="source.subdir"))
     source_dir = checkout_dir / subdir if subdir else checkout_dir
     build_dir = stack.work.build_dir(recipe.name)
-    context: dict[str, Any] = {
-        **subdir_ctx,
-        "source_dir": str(source_dir),
-        "build_dir": str(build_dir),
-        "workdir": str(stack.workdir),
-        "venv": str(venv_dir(stack.workdir)),
-        "python": str(venv_dir(stack.workdir) / "bin" / "python"),
-        "wheelhouse": str(wheelhouse_dir(stack.workdir)),
-        "src": _Folders("src", {**{n: str(c.source_dir) for n, c in below.items()},
-                                recipe.name: str(source_dir)}, cut),
-        "build": _Folders("build", {n: str(c.build_dir) for n, c in below.items()}, cut),
-    }
-
-    def r(text: str, key: str, ctx: Mapping[str, Any] = context) -> str:
-        try:
-            return render(text, ctx, file=recipe.file, key=key)
-        except RoadCut as exc:
-            kind = "source" if exc.table == "src" else "build"
-            raise ConfigError(
-                f"{recipe.file}: key '{key}' reads {exc.table}.{exc.name}, but {exc.why}, so "
-                f"rocbuild has no {kind} folder of {exc.name}: a decision of the --base road, "
-                "not a mistake in the recipe",
-                tip=f"build without --base, or drop {exc.name}'s [base] table so it is built "
-                    "too") from None
-
-    url = ref = fetch_url = None
-    if recipe.source.git is not None:
-        pinned = recipe.source.ref_for(stack.version)
-        if pinned is None:
-            raise ConfigError(
-                f"{recipe.file}: key 'source.refs' has no entry for ROCm {stack.version} "
-                f"(pinned: {', '.join(sorted(recipe.source.refs))})",
-                tip=f"add \"{stack.version}\" = \"<commit>\" under [source.refs] in {recipe.file}")
-        url = inputcheck.git_url(where, "source.git", r(recipe.source.git, "source.git"))
-        ref_key = ("source.ref" if stack.version not in recipe.source.refs
-                   else f'source.refs."{stack.version}"')
-        ref = inputcheck.git_ref(where, ref_key, r(pinned, ref_key))
-        fetch_url = inputcheck.git_url(where, "source.git (after --mirror rules)",
-                                       rewrite_url(url, settings.mirror))
+    context = {**stack_ctx, **_folders_context(stack, recipe, deps, done, source_dir, build_dir)}
+    r = _renderer(recipe, context)
+    url, ref, fetch_url = _source(stack, recipe, r, settings)
     table = recipe.table  # [cmake] for cmake: the build system's options
     inputcheck.arg_list(where, f"{table}.args", recipe.build_args)
     inputcheck.arg_list(where, f"{table}.job_args", recipe.job_args)
@@ -565,6 +501,104 @@ def _render_component(stack: Stack, recipe: Recipe, done: Mapping[str, Component
     inputcheck.env_total(where, env)
     build_type = inputcheck.no_nul(where, f"{table}.build_type",
                                    r(recipe.build_type, f"{table}.build_type"))
+    install_prefix, links, files = _install_tables(stack, recipe, r)
+    patches = find_patches(stack.recipes, recipe.name)
+    if patches and recipe.source.from_component:
+        raise ConfigError(
+            f"{patches[0].path.parent}: '{recipe.name}' reuses the checkout of '{owner}', so its "
+            f"patches belong in patches/{owner}/", tip=f"move the files to patches/{owner}/")
+    comp = Component(
+        recipe=recipe, depends=deps, checkout=owner, url=url, fetch_url=fetch_url, ref=ref,
+        submodules=recipe.source.submodules, checkout_dir=checkout_dir, source_dir=source_dir,
+        build_dir=build_dir, build_args=args, build_type=build_type, env=env, patches=patches,
+        fingerprint="", install_prefix=install_prefix, install_links=links,
+        install_files=files, job_args=recipe.job_args, context=context)
+    fingerprint, portable = fingerprints(stack, comp, subdir, done)
+    return replace(comp, fingerprint=fingerprint, portable_fingerprint=portable)
+
+
+def _stack_context(stack: Stack, recipe: Recipe) -> dict[str, Any]:
+    """What every template of ``recipe`` may read of the stack (source.subdir only this)."""
+    return {"version": stack.version, "series": stack.series, "name": recipe.name,
+            "targets": [str(t) for t in stack.targets], "prefix": str(stack.prefix),
+            # the ROCm to build against (compilers, HIP): the base, else the prefix; and
+            # every installed tree to search, the prefix first
+            "rocm": str(stack.rocm_root),
+            "llvm": str(stack.llvm_root),
+            "rocm_dirs": [str(p) for p in stack.search_dirs]}
+
+
+def _folders_context(stack: Stack, recipe: Recipe, deps: tuple[str, ...],
+                     done: Mapping[str, Component], source_dir: Path, build_dir: Path
+                     ) -> dict[str, Any]:
+    """The folders a template of ``recipe`` may name: its own, the workdir's and (``src.x``,
+    ``build.x``) those of everything it depends on, directly or not; ``src.x`` of an unrelated
+    component is undefined, so a missing dependency shows."""
+    below = {d: done[d] for d in reachable(deps, lambda d: done[d].depends)}
+    taken = stack.base.taken if stack.base else {}
+    # what the recipe could name without the base: the base's decision, not a typo
+    everything = reachable(direct_deps(recipe), lambda d: direct_deps(stack.recipes.recipes[d]))
+    cut = {d: f"{d} is taken from the base {stack.base.path} (ROCm {stack.base.version})"
+           for d in everything if d in taken and stack.base is not None}
+    return {
+        "source_dir": str(source_dir),
+        "build_dir": str(build_dir),
+        "workdir": str(stack.workdir),
+        "venv": str(venv_dir(stack.workdir)),
+        "python": str(venv_dir(stack.workdir) / "bin" / "python"),
+        "wheelhouse": str(wheelhouse_dir(stack.workdir)),
+        "src": _Folders("src", {**{n: str(c.source_dir) for n, c in below.items()},
+                                recipe.name: str(source_dir)}, cut),
+        "build": _Folders("build", {n: str(c.build_dir) for n, c in below.items()}, cut),
+    }
+
+
+Renderer = Callable[..., str]  # (template, key[, context]) -> the rendered text
+
+
+def _renderer(recipe: Recipe, context: Mapping[str, Any]) -> Renderer:
+    """Render one of ``recipe``'s templates, naming its key; a folder the --base road cut is
+    explained as rocbuild's decision (RoadCut)."""
+    def r(text: str, key: str, ctx: Mapping[str, Any] = context) -> str:
+        try:
+            return render(text, ctx, file=recipe.file, key=key)
+        except RoadCut as exc:
+            kind = "source" if exc.table == "src" else "build"
+            raise ConfigError(
+                f"{recipe.file}: key '{key}' reads {exc.table}.{exc.name}, but {exc.why}, so "
+                f"rocbuild has no {kind} folder of {exc.name}: a decision of the --base road, "
+                "not a mistake in the recipe",
+                tip=f"build without --base, or drop {exc.name}'s [base] table so it is built "
+                    "too") from None
+    return r
+
+
+def _source(stack: Stack, recipe: Recipe, r: Renderer, settings: Settings
+            ) -> tuple[str | None, str | None, str | None]:
+    """(url, ref, fetch_url after the --mirror rules) of a recipe with a git source, checked;
+    all None for a component that reuses another's checkout."""
+    if recipe.source.git is None:
+        return None, None, None
+    where = str(recipe.file)
+    pinned = recipe.source.ref_for(stack.version)
+    if pinned is None:
+        raise ConfigError(
+            f"{recipe.file}: key 'source.refs' has no entry for ROCm {stack.version} "
+            f"(pinned: {', '.join(sorted(recipe.source.refs))})",
+            tip=f"add \"{stack.version}\" = \"<commit>\" under [source.refs] in {recipe.file}")
+    url = inputcheck.git_url(where, "source.git", r(recipe.source.git, "source.git"))
+    ref_key = ("source.ref" if stack.version not in recipe.source.refs
+               else f'source.refs."{stack.version}"')
+    ref = inputcheck.git_ref(where, ref_key, r(pinned, ref_key))
+    return url, ref, inputcheck.git_url(where, "source.git (after --mirror rules)",
+                                        rewrite_url(url, settings.mirror))
+
+
+def _install_tables(stack: Stack, recipe: Recipe, r: Renderer
+                    ) -> tuple[Path, tuple[tuple[str, str], ...], tuple[tuple[str, str], ...]]:
+    """(install prefix, [install.links], [install.files]) rendered: inside the prefix, no
+    link chain leading out, none on rocbuild's own files."""
+    where, table = str(recipe.file), recipe.table
     install_prefix = inputcheck.install_prefix_inside(
         where, f"{table}.install_prefix", stack.prefix,
         Path(r(recipe.install_prefix, f"{table}.install_prefix")
@@ -580,35 +614,4 @@ def _render_component(stack: Stack, recipe: Recipe, done: Mapping[str, Component
     for kind, paths in (("links", links), ("files", files)):
         for path, _ in paths:
             inputcheck.not_reserved(where, f'install.{kind}."{path}"', path, reserved_roots)
-    patches = find_patches(stack.recipes, recipe.name)
-    if patches and recipe.source.from_component:
-        raise ConfigError(
-            f"{patches[0].path.parent}: '{recipe.name}' reuses the checkout of '{owner}', so its "
-            f"patches belong in patches/{owner}/", tip=f"move the files to patches/{owner}/")
-    # "cmake_args" is the key earlier rocbuilds hashed (Component.build_args today): renamed,
-    # every stamp and artifact key would change and everything would be built again; a URL's
-    # password is a credential, not a source: out (errors.redact)
-    fingerprint_doc = {
-        "name": recipe.name, "kind": recipe.kind, "url": redact(url) if url else url,
-        "ref": ref,
-        "submodules": recipe.source.submodules, "checkout": owner, "subdir": subdir,
-        "cmake_args": args, "build_type": build_type, "env": env,
-        "prefix": str(stack.prefix), "install_prefix": str(install_prefix),
-        "install_links": links, "install_files": files,
-        "python": [recipe.python_packages, recipe.python_wheels],
-        "patches": [(p.path.name, p.sha256) for p in patches],
-        "deps": {d: done[d].fingerprint for d in deps},
-    }
-    if stack.base is not None:  # what is taken from it shapes every output built on it
-        fingerprint_doc["base"] = stack.base.key()
-    fingerprint = sha256_text(json.dumps(fingerprint_doc, sort_keys=True))
-    portable_doc = portable_text(stack, json.dumps({**fingerprint_doc, "deps": {
-        d: done[d].portable_fingerprint for d in deps}}, sort_keys=True))
-    return Component(
-        recipe=recipe, depends=deps, checkout=owner, url=url,
-        fetch_url=fetch_url, ref=ref,
-        submodules=recipe.source.submodules, checkout_dir=checkout_dir, source_dir=source_dir,
-        build_dir=build_dir, build_args=args, build_type=build_type, env=env, patches=patches,
-        fingerprint=fingerprint, portable_fingerprint=sha256_text(portable_doc),
-        install_prefix=install_prefix, install_links=links,
-        install_files=files, job_args=recipe.job_args, context=context)
+    return install_prefix, links, files

@@ -32,7 +32,7 @@ class PlannedComponent:
     state: str
     jobs: dict[str, JobCount]  # kind -> count; "compile" always present for built components
     commands: list[StepCommands]
-    cache: str = ""  # what the binary cache does with it (cache.Choice.describe), "" no cache
+    cache: str = ""  # what the binary cache does with it (choice.Choice.describe), "" no cache
     download: int | None = None  # bytes of its artifact when the binary cache serves it
 
     @property
@@ -75,7 +75,7 @@ def build_plan(stack: Stack, settings: Settings, host: HostSnapshot,
                requested: Iterable[str] = (),
                served: Mapping[str, int] | None = None) -> Plan:
     """``pending``: the components a build would still run (default: every built one);
-    ``cache_of``: what the binary cache does with each (cache.plan_lines); ``requested``:
+    ``cache_of``: what the binary cache does with each (planlines.PlanLines); ``requested``:
     what the user asked for, for the two roads' estimate; ``served``: the components the
     binary cache installs, with their download in bytes (their state is "from cache", and
     they cost a download, not a build)."""

@@ -167,20 +167,15 @@ def _parse_fraction(text: str) -> float:
 
 
 def _parse_cache(text: str) -> str:
-    """A folder (made absolute), an http(s)/file URL or an oci:// registry reference, kept
-    as text (cache.open_cache opens it)."""
-    scheme, sep, rest = text.partition("://")
+    """A folder (made absolute) or a URL, kept as text: the store its scheme names is found
+    when it is opened (run/cache/stores.py)."""
+    _, sep, rest = text.partition("://")
     if sep and "@" in rest.split("/", 1)[0]:  # user:password@host: urllib sends none of it,
         # and the URL is shown in plan and "continue with" lines
         raise ValueError(f"'{redact(text)}' carries a user or password before the host; "
                          "rocbuild sends no credentials in a cache URL (an oci:// registry "
                          "reads them from ROCBUILD_REGISTRY_AUTH or the Docker config)")
-    if sep and scheme in ("http", "https", "file", "oci", "oci+http", "oci+https"):
-        return text
-    if sep:
-        raise ValueError(f"'{text}': a cache is a folder, an http(s):// URL or an "
-                         "oci://REGISTRY/NAMESPACE/NAME reference")
-    return str(_parse_path(text))
+    return text if sep else str(_parse_path(text))
 
 
 def _parse_safe_directories(text: str) -> tuple[str, ...]:
@@ -341,7 +336,7 @@ class Settings:
     ccache_dir: Path  # the compiler cache, one per user by default (not per workdir)
     launcher: str  # the user's own compiler launcher, "" for rocbuild's (launchers.py)
     distcc: str  # a DISTCC_HOSTS list, "" for none
-    cache: str | None  # a folder or an http(s)/file URL (cache_store opens it)
+    cache: str | None  # a folder or a URL (run/cache/stores.py opens it)
     safe_directories: tuple[str, ...]  # folders trusted whoever owns them (model/trust.py)
     # where each value came from: "flag --jobs", "env ROCBUILD_JOBS", "config PATH", "default"
     sources: Mapping[str, str] = field(default_factory=dict, compare=False)

@@ -1,4 +1,5 @@
-"""The binary cache's key and its choice of artifact (cache.py), and the `cache` setting."""
+"""The binary cache's key (cache.py) and its choice of artifact (choice.py), and the `cache`
+setting with the store its scheme opens (stores.py)."""
 
 from __future__ import annotations
 
@@ -11,9 +12,10 @@ import pytest
 from rocbuild.errors import ConfigError
 from rocbuild.model.graph import Stack, load_stack
 from rocbuild.model.settings import resolve
-from rocbuild.run.cache import cache
+from rocbuild.run.cache import cache, stores
 from rocbuild.run.cache.artifacts import FileEntry, Manifest
 from rocbuild.run.cache.cache_store import FolderStore
+from rocbuild.run.cache.choice import FROM_CACHE, NO_ARTIFACT, REFUSED, RELOCATE, Trust, choose
 from rocbuild.run.state.state import StateDir
 
 SRC = '[source]\ngit = "https://example.com/{{ name }}.git"\nref = "v1"\n'
@@ -58,8 +60,17 @@ def test_cache_setting_from_flag_env_and_bad_values(tmp_path: Path) -> None:
     env = resolve({}, env={"ROCBUILD_CACHE": "https://cache.lan/rocm/"}, cwd=tmp_path)
     assert env.cache == "https://cache.lan/rocm/" and env.source("cache") == "env ROCBUILD_CACHE"
     assert resolve({}, env={}, cwd=tmp_path).cache is None
-    with pytest.raises(ConfigError, match="flag --cache: 'ftp://x': a cache is a folder"):
-        resolve({"cache": "ftp://x"}, env={}, cwd=tmp_path)
+    # a URL is kept as text; its scheme finds its store when it is opened
+    assert resolve({"cache": "ftp://x"}, env={}, cwd=tmp_path).cache == "ftp://x"
+    with pytest.raises(ConfigError, match="cache 'ftp://x': no kind of cache is reached by "
+                       "ftp://; a cache is one of: a folder, an http"):
+        stores.open_reader("ftp://x")
+    with pytest.raises(ConfigError, match=r"cannot push to https://c\.lan/x: an HTTP cache "
+                       "is read-only") as refused:
+        stores.open_writer("https://c.lan/x", "push to")
+    assert refused.value.tip == ("give a store that takes writes: a folder, "
+                                 "oci://REGISTRY/NAMESPACE/NAME")
+    assert isinstance(stores.open_writer(f"file://{tmp_path}/new", "push to"), FolderStore)
 
 
 def manifest_for(stack: Stack, name: str, **changes: object) -> Manifest:
@@ -94,21 +105,21 @@ def test_choose_accepts_relocates_or_refuses(write_recipes, tmp_path: Path,
     stack = stack_of(recipes(write_recipes), prefix="/opt/a", workdir=str(tmp_path / "w"))
     store = store_with(tmp_path, manifest_for(stack, "lib", **changes))
     # these rules come after the signature check (e2e tests sign): unsigned is allowed here
-    trust = cache.Trust(tmp_path / "allowed_signers", allow_unsigned=True)
-    choice = cache.choose(store, stack, StateDir.of(stack), stack.components["lib"], trust)
+    trust = Trust(tmp_path / "allowed_signers", allow_unsigned=True)
+    choice = choose(store, stack, StateDir.of(stack), stack.components["lib"], trust)
     if reason:
-        assert choice.use == cache.REFUSED and choice.reason.startswith(reason)
+        assert choice.use == REFUSED and choice.reason.startswith(reason)
     elif "prefix" in changes:
-        assert choice.use == cache.RELOCATE
+        assert choice.use == RELOCATE
         assert choice.describe() == (f"from cache, relocated from /opt/elsewhere ({store.root}, "
                                      "unsigned, allowed by --allow-unsigned, 0 KiB)")
     else:
-        assert choice.use == cache.FROM_CACHE
-    other = cache.choose(store, stack, StateDir.of(stack), stack.components["app"], trust)
-    assert other.use == cache.NO_ARTIFACT and not other.usable
-    strict = cache.choose(store, stack, StateDir.of(stack), stack.components["lib"],
-                          cache.Trust(tmp_path / "allowed_signers"))
-    assert strict.use == cache.REFUSED and strict.reason == (
+        assert choice.use == FROM_CACHE
+    other = choose(store, stack, StateDir.of(stack), stack.components["app"], trust)
+    assert other.use == NO_ARTIFACT and not other.usable
+    strict = choose(store, stack, StateDir.of(stack), stack.components["lib"],
+                          Trust(tmp_path / "allowed_signers"))
+    assert strict.use == REFUSED and strict.reason == (
         "it is not signed; push it signed (`rocbuild cache push --sign NAME`, with a key of "
         "`rocbuild cache keys new NAME` that this machine trusts), or give --allow-unsigned")
 
@@ -119,8 +130,8 @@ def test_choose_refuses_an_artifact_of_another_commit_than_the_fetched_one(
     store = store_with(tmp_path, manifest_for(stack, "lib"))
     state = StateDir.of(stack)
     state.write_stamp("lib", "fetch", "f", commit="b" * 40)
-    choice = cache.choose(store, stack, state, stack.components["lib"],
-                          cache.Trust(tmp_path / "allowed_signers", allow_unsigned=True))
-    assert choice.use == cache.REFUSED
+    choice = choose(store, stack, state, stack.components["lib"],
+                          Trust(tmp_path / "allowed_signers", allow_unsigned=True))
+    assert choice.use == REFUSED
     assert choice.reason == (f"it was built from commit {'a' * 12} but the source here is "
                              f"{'b' * 12}")

@@ -5,7 +5,10 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from rocbuild.checks.shapes import tensile_folders
 from rocbuild.checks.verify import Verdict, check_tensile, verify_prefix
+from rocbuild.model.graph import load_stack
+from rocbuild.model.settings import resolve
 from rocbuild.model.targets import parse_target_list
 from tests.unit.test_verify_scan import elf_with_fatbin, tu
 
@@ -75,3 +78,78 @@ def test_no_tensile_check_without_rocblas(tmp_path: Path) -> None:
     (prefix / "lib" / "libggml-hip.so").write_bytes(elf_with_fatbin(tu("gfx906")))
     report = verify_prefix(prefix, parse_target_list(["gfx906"]))
     assert report.tensile == () and report.ok
+
+
+MULTIARCH = "lib/x86_64-linux-gnu"
+
+
+def tensile_set(folder: Path, names: tuple[str, ...] = COMPLETE) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    for name in names:
+        (folder / name).write_bytes(b"data")
+    return folder
+
+
+def gpu_library(prefix: Path, rel: str) -> Path:
+    path = prefix / rel
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(elf_with_fatbin(tu("gfx906")))
+    return path
+
+
+def test_tensile_folders_lie_beside_the_library_in_amds_or_debians_layout(
+        tmp_path: Path) -> None:
+    """<dir>/<name>/library (AMD's, rocbuild's) first, then <dir>/<name>/<version>/library
+    (Debian's), in order; the first when neither exists, so a missing set is named."""
+    amd = tmp_path / "amd" / "lib" / "librocblas.so.4"
+    assert tensile_folders(amd) == [amd.parent / "rocblas" / "library"]  # none: named
+    debian = tmp_path / "deb" / MULTIARCH / "librocblas.so.4"
+    for version in ("4.5.0", "4.4.1"):
+        (debian.parent / "rocblas" / version / "library").mkdir(parents=True)
+    assert tensile_folders(debian) == [debian.parent / "rocblas" / v / "library"
+                                       for v in ("4.4.1", "4.5.0")]
+    (debian.parent / "rocblas" / "library").mkdir()
+    assert tensile_folders(debian)[0] == debian.parent / "rocblas" / "library"
+
+
+def test_rocblas_in_debians_multiarch_folder_has_its_set_checked(tmp_path: Path) -> None:
+    prefix = tmp_path / "prefix"
+    gpu_library(prefix, f"{MULTIARCH}/librocblas.so.4")
+    report = verify_prefix(prefix, parse_target_list(["gfx906"]))
+    assert [(t.library, t.ok) for t in report.tensile] == [
+        (prefix / MULTIARCH / "rocblas" / "library", False)]  # missing: named, and a failure
+    assert not report.ok
+    versioned = tensile_set(prefix / MULTIARCH / "rocblas" / "4.4.1" / "library")
+    report = verify_prefix(prefix, parse_target_list(["gfx906"]))
+    assert [(t.library, t.ok) for t in report.tensile] == [(versioned, True)]
+    assert report.ok
+
+
+def test_a_tensile_set_anywhere_under_lib_is_checked(tmp_path: Path) -> None:
+    """Tensile files in a folder no library names (hipBLASLt's, a copy) are held to the
+    targets too."""
+    prefix = tmp_path / "prefix"
+    gpu_library(prefix, "lib/libggml-hip.so")
+    other = tensile_set(prefix / "lib" / "hipblaslt" / "library",
+                        tuple(n.replace("gfx906", "gfx90a") for n in COMPLETE))
+    report = verify_prefix(prefix, parse_target_list(["gfx906"]))
+    assert [(t.library, t.processor, t.ok) for t in report.tensile] == [
+        (other, "gfx906", False)]
+    assert not report.ok
+
+
+def test_a_tensile_shaped_component_has_the_folder_beside_its_own_library_checked(
+        tmp_path: Path, write_recipes) -> None:
+    """A recipe of shape "tensile" whose library is not rocBLAS's name, in Debian's layout:
+    the folder beside that library is where its set must be."""
+    folder = write_recipes(blas='[source]\ngit = "https://example.com/b.git"\nref = "v1"\n'
+                                '[cmake]\n[gpu]\nshape = "tensile"\n'
+                                'libraries = ["lib/*-linux-gnu/libblas.so.1"]\n')
+    recipe = load_stack(resolve({"recipes": str(folder)}, env={}, cwd=tmp_path)
+                        ).components["blas"].recipe
+    prefix = tmp_path / "prefix"
+    gpu_library(prefix, f"{MULTIARCH}/libblas.so.1")
+    report = verify_prefix(prefix, parse_target_list(["gfx906"]),
+                           components={"blas": (recipe, None)})
+    assert [(t.library, t.ok) for t in report.tensile] == [
+        (prefix / MULTIARCH / "blas" / "library", False)]

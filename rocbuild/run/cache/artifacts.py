@@ -27,11 +27,12 @@ from typing import IO, Any
 import zstandard
 
 from rocbuild.model import layout, wording
+from rocbuild.model.fingerprint import ARTIFACT_FORMAT
 from rocbuild.model.paths import resolve_links, within
 from rocbuild.prefix import transaction
 from rocbuild.prefix.transaction import Transaction
 
-MANIFEST_FORMAT = 1
+MANIFEST_FORMAT = ARTIFACT_FORMAT  # in every artifact key (model/fingerprint.py)
 ARCHIVE_SUFFIX = ".tar.zst"
 _CHUNK = 1 << 20
 # setuid, setgid, sticky: an artifact is data from another machine, its programs never get

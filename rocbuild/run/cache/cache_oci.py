@@ -49,8 +49,6 @@ def tag_for(component: str, key: str) -> str:
 
 
 class OciStore:
-    writable = True
-
     def __init__(self, text: str, client: oci.Client | None = None) -> None:
         ref = oci.Reference.parse(text)
         self.location = text
@@ -179,6 +177,9 @@ class OciStore:
                  "artifactType": INDEX_ARTIFACT_TYPE, "manifests": descriptors}
         self.client.put_manifest(INDEX_TAG, json.dumps(index, sort_keys=True).encode(),
                                  oci.INDEX_TYPE)
+
+    def clear_temps(self) -> list[str]:
+        return []  # a push leaves nothing in a registry until its tag names it
 
     def remove(self, entries: list[dict[str, Any]]) -> list[str]:
         """Delete these index entries' artifacts; returns the problems (empty: all gone)."""

@@ -29,7 +29,7 @@ import urllib.parse
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from rocbuild import faults, files
 from rocbuild.errors import CacheUnavailable, ConfigError
@@ -38,6 +38,9 @@ from rocbuild.model.paths import resolves_within
 from rocbuild.model.resources import format_bytes
 from rocbuild.run.cache.artifacts import ArtifactRefused, Manifest, Progress, sha256_file
 from rocbuild.run.cache.signing import key_of
+
+if TYPE_CHECKING:  # stores.py opens the stores of this module
+    from rocbuild.run.cache.stores import ReadStore
 
 INDEX = "index.json"
 INDEX_FORMAT = 1
@@ -59,26 +62,7 @@ def signature_path(component: str, key: str) -> str:
     return f"{component}/{key}.sig"
 
 
-class Store(Protocol):
-    location: str
-    writable: bool
-
-    def read_manifest(self, component: str, key: str) -> dict[str, Any] | None:
-        """The manifest document for ``key``, or None when the cache has no such artifact."""
-
-    def read_signature(self, component: str, key: str) -> str | None:
-        """The signature over the manifest of ``key``, or None when it is not signed."""
-
-    def index(self) -> list[dict[str, Any]]:
-        """The index entries (one per artifact)."""
-
-    def open_archive(self, component: str, key: str, offset: int
-                      ) -> tuple[Iterator[bytes], int]:
-        """Chunks of the archive from ``offset`` and the offset they really start at (0 when
-        the source cannot seek)."""
-
-
-def pull_archive(store: Store, manifest: Manifest, dest: Path,
+def pull_archive(store: ReadStore, manifest: Manifest, dest: Path,
                  progress: Progress | None = None, attempts: int = PULL_ATTEMPTS) -> Path:
     """Copy the archive of ``manifest`` to ``dest``, continuing ``dest.partial`` when an
     earlier pull was interrupted; checked against the manifest's size and sha256 before it is
@@ -122,7 +106,7 @@ def pull_archive(store: Store, manifest: Manifest, dest: Path,
                                    "to the cache again")
 
 
-def _copy_from(store: Store, manifest: Manifest, partial: Path, have: int,
+def _copy_from(store: ReadStore, manifest: Manifest, partial: Path, have: int,
                progress: Progress | None) -> tuple[int, int]:
     """One transfer into ``partial`` from byte ``have`` (or from 0 when the store sends the
     whole file): (where it really started, the size now). Every chunk is written as it
@@ -148,8 +132,6 @@ def _copy_from(store: Store, manifest: Manifest, partial: Path, have: int,
 class FolderStore:
     """A cache in a folder; push writes the archive first and the manifest last (each by
     rename), so a reader never sees a manifest whose archive is not complete."""
-
-    writable = True
 
     def __init__(self, root: Path) -> None:
         self.root = root
@@ -193,7 +175,7 @@ class FolderStore:
 
         return chunks(), offset
 
-    def clear_temps(self) -> list[Path]:
+    def clear_temps(self) -> list[str]:
         """Remove the temp files a killed push left in the folder (``.<name>.<host>-<pid>.tmp``,
         or ``.<name>.<pid>.tmp`` of an older rocbuild): only this host's, only of a process that
         is gone. Another push's temp file (alive, or another host's: a shared folder) stays."""
@@ -214,7 +196,7 @@ class FolderStore:
                 continue
             with contextlib.suppress(FileNotFoundError):
                 path.unlink()
-                removed.append(path)
+                removed.append(str(path))
         return removed
 
     def _write(self, path: Path, data: bytes) -> None:
@@ -358,8 +340,6 @@ class _NotJson(Exception):
 class HttpStore:
     """A read-only cache served over HTTP(S) by any static file server."""
 
-    writable = False
-
     def __init__(self, url: str) -> None:
         self.base = url.rstrip("/") + "/"
         self.location = url
@@ -459,19 +439,6 @@ def _range_starts_at(content_range: str | None, offset: int) -> bool:
     """A 206 answer's ``Content-Range: bytes <first>-<last>/<size>`` starts at ``offset``."""
     found = re.match(r"\s*bytes\s+(\d+)-", content_range or "")
     return found is not None and int(found[1]) == offset
-
-
-def open_store(text: str) -> FolderStore | HttpStore:
-    """The store a --cache value names: http(s)://… or file://… or a folder path."""
-    parsed = urllib.parse.urlparse(text)
-    if parsed.scheme in ("http", "https"):
-        return HttpStore(text)
-    if parsed.scheme == "file":
-        return FolderStore(Path(urllib.parse.unquote(parsed.path)))
-    if parsed.scheme and len(parsed.scheme) > 1:
-        raise ConfigError(f"cache '{text}': only folders and http(s):// URLs are supported",
-                          tip="give a folder, a file:// URL or an http(s):// URL")
-    return FolderStore(Path(os.path.expanduser(text)).absolute())
 
 
 class ProgressLine:

@@ -22,7 +22,8 @@ from rocbuild.errors import BuildFailed
 from rocbuild.model import buildsystems, layout, wording
 from rocbuild.model.buildsystems import venv
 from rocbuild.model.buildsystems.venv import PythonVenv
-from rocbuild.model.graph import Component, Stack, sha256_text
+from rocbuild.model.fingerprint import sha256_text
+from rocbuild.model.graph import Component, Stack
 from rocbuild.model.paths import within
 from rocbuild.model.steptable import PYTHON_VENV, steps_of
 from rocbuild.prefix import ownership, prefixguard

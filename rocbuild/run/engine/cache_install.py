@@ -3,7 +3,7 @@ artifact instead of fetching and building it, and stamp it as built.
 
 Which components the cache serves is decided once per run, when the tasks are made
 (``served``): those with a step the run will run (not current, or built against a dependency
-the run installs again) whose artifact's manifest passes cache.choose. For them
+the run installs again) whose artifact's manifest passes choice.choose. For them
 tasks.py puts ``cache:<name>`` (the step table's shortcut) before the component's first step
 (after its dependencies are built, since the stamps name their runs) and leaves their
 checkouts out of the sources-first phase. The step checks, pulls and unpacks the archive,
@@ -35,53 +35,53 @@ from rocbuild.run.engine.build import BuildContext
 from rocbuild.run.engine.outcome import SKIPPED, StepOutcome, step_logger
 
 if TYPE_CHECKING:  # the cache's modules (archives, HTTP, signatures) load when one is set
-    from rocbuild.run.cache import cache
+    from rocbuild.run.cache.choice import Choice, Trust
+    from rocbuild.run.cache.stores import ReadStore
 
 STEP = "cache"
 
 
-def served(ctx: BuildContext, trust: cache.Trust | None = None) -> dict[str, cache.Choice]:
+def served(ctx: BuildContext, trust: Trust | None = None) -> dict[str, Choice]:
     """The components this run installs from the cache (decided once, then kept; ``trust``
     is the signature policy, by default this user's trusted keys and no unsigned ones)."""
     if ctx.cache_choices is not None:
         return ctx.cache_choices
-    chosen: dict[str, cache.Choice] = {}
+    chosen: dict[str, Choice] = {}
     if not ctx.settings.cache:  # no --cache: a run imports nothing of the binary cache
         ctx.cache_choices = chosen
         return chosen
-    from rocbuild.run.cache import cache
+    from rocbuild.run.cache import stores
+    from rocbuild.run.cache.choice import REFUSED, choose
 
-    store = cache.open_cache(ctx.settings.cache)
-    if store is not None:
-        selected = ctx.stack.selected()
-        # what this run will run, dependents of a component it installs again included: a
-        # dependent current now is not once its dependency is installed again (new run ids),
-        # and one served from the cache has no checkout for its own steps (its
-        # options step failed with "no checkout", and only a second run served it)
-        runs = ctx.rule.next_runs(selected)
-        for comp in selected:
-            if not any(runs.get((comp.name, s), False) for s in steps_of(comp)):
-                continue
-            try:
-                choice = cache.choose(store, ctx.stack, ctx.state, comp, trust)
-            except CacheUnavailable as exc:
-                ctx.output.say(f"cache: {exc}; building what is not built")
-                break
-            if choice.usable:
-                chosen[comp.name] = choice
-            elif choice.use == cache.REFUSED:
-                ctx.output.say(f"cache: {comp.name}: {choice.describe()}")
-        # a checkout that a component built here needs must really be fetched: its own
-        # checkout's owner, and a source-only dependency (HIP headers, Tensile)
-        for comp in selected:
-            if comp.name in chosen:
-                continue
-            needs = {comp.checkout} | {d for d in comp.depends
-                                       if not ctx.component(d).builds}
-            for name in sorted(needs & chosen.keys()):
-                ctx.output.say(f"cache: {name}: fetched, since {comp.name} is built here and "
-                               "needs its source")
-                del chosen[name]
+    store = stores.open_reader(ctx.settings.cache)
+    selected = ctx.stack.selected()
+    # what this run will run, dependents of a component it installs again included: a
+    # dependent current now is not once its dependency is installed again (new run ids),
+    # and one served from the cache has no checkout for its own steps (its
+    # options step failed with "no checkout", and only a second run served it)
+    runs = ctx.rule.next_runs(selected)
+    for comp in selected:
+        if not any(runs.get((comp.name, s), False) for s in steps_of(comp)):
+            continue
+        try:
+            choice = choose(store, ctx.stack, ctx.state, comp, trust)
+        except CacheUnavailable as exc:
+            ctx.output.say(f"cache: {exc}; building what is not built")
+            break
+        if choice.usable:
+            chosen[comp.name] = choice
+        elif choice.use == REFUSED:
+            ctx.output.say(f"cache: {comp.name}: {choice.describe()}")
+    # a checkout that a component built here needs must really be fetched: its own
+    # checkout's owner, and a source-only dependency (HIP headers, Tensile)
+    for comp in selected:
+        if comp.name in chosen:
+            continue
+        needs = {comp.checkout} | {d for d in comp.depends if not ctx.component(d).builds}
+        for name in sorted(needs & chosen.keys()):
+            ctx.output.say(f"cache: {name}: fetched, since {comp.name} is built here and "
+                           "needs its source")
+            del chosen[name]
     ctx.cache_choices = chosen
     return chosen
 
@@ -95,12 +95,12 @@ def install_from_cache(ctx: BuildContext, comp: Component, log_file: Path,
     """The action of `cache:<name>` (run by runner.py, bound in stepbind.py). Never fails
     the run: a refused artifact is reported, the step stands aside (SKIPPED: no outcome) and
     the component's normal steps, which come next, build it."""
-    from rocbuild.run.cache import cache
+    from rocbuild.run.cache import stores
 
     name = comp.name
     choice = served(ctx)[name]
-    store = cache.open_cache(ctx.settings.cache)
-    assert store is not None and choice.manifest is not None
+    store = stores.open_reader(str(ctx.settings.cache))
+    assert choice.manifest is not None
     log = step_logger(log_file)
     ctx.output.say(f"  {name}: {choice.describe()}, key {choice.key[:12]}")
     # the build tree's record of the install (install_manifest.txt) is rewritten too
@@ -110,10 +110,10 @@ def install_from_cache(ctx: BuildContext, comp: Component, log_file: Path,
         _install(ctx, comp, choice, store, log, outcome, record, old_record)
 
 
-def _install(ctx: BuildContext, comp: Component, choice: cache.Choice, store: cache.AnyStore,
+def _install(ctx: BuildContext, comp: Component, choice: Choice, store: ReadStore,
              log: Callable[[str], None], outcome: StepOutcome, record: Path | None,
              old_record: str | None) -> None:
-    from rocbuild.run.cache import cache
+    from rocbuild.run.cache import unpack
     from rocbuild.run.cache.artifacts import ArtifactRefused
     from rocbuild.run.cache.cache_store import ProgressLine
 
@@ -126,7 +126,7 @@ def _install(ctx: BuildContext, comp: Component, choice: cache.Choice, store: ca
         prefixguard.claim(prefix)  # rocbuild's from its first install on
         ownership.begin_install(prefix, comp)  # no link out; not complete meanwhile
         held = ownership.claimed_by_others(prefix, comp, ctx.stack.order)
-        cache.install(store, ctx.stack, choice, txn, log,
+        unpack.install(store, ctx.stack, choice, txn, log,
                       ProgressLine(ctx.output.say, f"{name}: pulling"), held,
                       before_place=lambda: actions.remove_previous_install(
                           ctx, comp, log, before_remove=txn.save_path))
@@ -174,7 +174,7 @@ def _restore(path: Path | None, text: str | None) -> None:
         write_text_atomic(path, text)
 
 
-def _stamp(ctx: BuildContext, comp: Component, step: str, choice: cache.Choice) -> None:
+def _stamp(ctx: BuildContext, comp: Component, step: str, choice: Choice) -> None:
     """The step's stamp as a build writes it (actions.py's own writer, so the run ids chain the
     same way), marked ``from_cache`` with the artifact's key (uptodate.py's output check)."""
     assert choice.manifest is not None

@@ -38,8 +38,9 @@ from typing import Any
 
 from rocbuild.errors import redact
 from rocbuild.files import read_regular
-from rocbuild.model import buildsystems, launchers, steptable
-from rocbuild.model.graph import Component, Stack, sha256_text
+from rocbuild.model import buildsystems, steptable
+from rocbuild.model.fingerprint import command_key, sha256_text
+from rocbuild.model.graph import Component, Stack
 from rocbuild.model.steptable import (
     DEPENDENCIES,
     IN_CHECKOUT,
@@ -289,14 +290,6 @@ class Rule:
                 moving = any(runs.get(pair, False) for pair in self.input_steps(comp, step))
                 runs[(comp.name, step)] = moving or not self.is_current(comp, step)
         return runs
-
-
-def command_key(stack: Stack, comp: Component) -> str:
-    """The configure command as an input: the arguments rocbuild adds (generator, prefix,
-    RUNPATH) change the result as much as the recipe's, so a new rule in rocbuild
-    reconfigures; the job counts and the compiler launchers are left out (they change only
-    the speed)."""
-    return sha256_text(buildsystems.configure_key(stack, comp, launchers.without_launchers))
 
 
 # --- each step's own inputs beyond the run ids (the step table names those) ---------------
