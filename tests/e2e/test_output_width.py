@@ -366,6 +366,10 @@ def test_info_lays_out_long_values_under_their_label(tmp_path: Path) -> None:
     at = lines.index("  recipe")
     assert lines[at + 1] == f"    {deep}/rocblas.toml", text  # whole, under its label
     assert "TENSILE_ROCM_OFFLOAD_BUNDLER_PATH=" in text and too_wide(text, 80) == [], text
+    # env's further values are one word each: one that does not fit its column at 14 goes
+    # under the label too (at 14 the terminal broke TENSILE_ROCM_ASSEMBLER_PATH's `clang++`)
+    for line in body:
+        assert len(line) <= 80 or (line.startswith("    ") and line[4] != " "), (line, text)
 
 
 def test_paths_and_keys_to_copy_are_whole_lines_of_their_own(tmp_path: Path) -> None:
