@@ -345,7 +345,11 @@ def print_linkage(report: VerifyReport, out: Console) -> None:
 def print_report(report: VerifyReport, out: Console) -> None:
     targets = ", ".join(str(t) for t in report.targets)
     where = f" in {escape(str(report.prefix))}" if report.prefix else ""
-    out.print(f"[bold]rocbuild verify[/] — code objects for [bold]{escape(targets)}[/]{where}")
+    if report.shapes or report.files or report.tensile or report.problems:
+        out.print(f"[bold]rocbuild verify[/] — code objects for [bold]{escape(targets)}[/]"
+                  f"{where}")
+    else:  # no recipe expects GPU code and none was found: the targets are not the subject
+        out.print(f"[bold]rocbuild verify[/] — linkage{where} (no GPU code expected)")
     links = {f.path: f for f in report.linkage.files} if report.linkage else {}
     if report.files:
         table = Table(title_justify="left")
