@@ -38,6 +38,10 @@ def test_a_stack_without_gpu_components_passes_verify_on_its_linkage(chain: Chai
                              expect=0).stdout)
     assert doc["ok"] is True and doc["files"] == []
     assert doc["linkage"]["ok"] is True and doc["linkage"]["checked"] >= 3
+    # no GPU test to run either: the reason is the stack, not a missing GPU
+    shown = run_cli("verify", *chain.flags(), expect=0).stdout
+    assert "no smoke tests: no GPU code expected here" in shown, shown
+    assert "no AMD GPU" not in shown, shown
     # the linkage is still the gate: a library gamma needs, gone, fails verify
     (chain.prefix / "lib" / "libbeta.so").unlink()
     broken = run_cli("verify", *chain.flags(), "--no-smoke", expect=4).stdout
