@@ -182,6 +182,9 @@ def notice(text: str, stream: TextIO | None = None) -> None:
     print(fit_terminal(text, stream), file=stream, flush=True)
 
 
+_NO_BREAK = "\u00a0"  # joins the words of a `command` while a message is wrapped
+
+
 def fit_terminal(text: str, stream: TextIO) -> str:
     """``text`` wrapped at spaces to the width of the terminal ``stream`` is (the terminal
     itself would break a long line inside a word); unchanged in a pipe or file, where one
@@ -198,6 +201,11 @@ def fit_terminal(text: str, stream: TextIO) -> str:
     for line in text.splitlines() or [""]:
         column = re.match(r"\s*(?:\S+(?: \S+)*\s{2,}(?=\S))?", line)
         hang = " " * min(column.end() if column else 0, width // 2)
-        out.append(textwrap.fill(line, width, subsequent_indent=hang, break_long_words=False,
-                                 break_on_hyphens=False, drop_whitespace=True) or line)
+        # a `command` in backticks is one word: never cut across lines, so it pastes whole
+        # (textwrap splits at ASCII whitespace only, not at the no-break space)
+        glued = re.sub(r"`[^`]+`", lambda m: m.group().replace(" ", _NO_BREAK), line)
+        out.append(textwrap.fill(glued, width, subsequent_indent=hang, break_long_words=False,
+                                 break_on_hyphens=False, drop_whitespace=True
+                                 ).replace(_NO_BREAK, " ") or line)
     return "\n".join(out)
+

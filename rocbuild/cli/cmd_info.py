@@ -13,6 +13,7 @@ import json
 import sys
 from typing import Any
 
+from rich.cells import cell_len
 from rich.markup import escape
 
 from rocbuild.cli.ui import console, plural, print_row
@@ -91,7 +92,11 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
 
     def row(name: str, value: str) -> None:
         # a value too long for its column goes under its label (column 4), not to the
-        # margin, where it read as a label of its own
+        # margin, where it read as a label of its own; so does one word of a label's further
+        # values (env's second one on), which the terminal broke inside at column 80
+        if not name and " " not in value and 14 + cell_len(value) > out.width:
+            print_row(out, f"    {escape(value)}", 4)
+            return
         print_row(out, f"  {name:<11} {escape(value)}", 14, under=4)
 
     row("recipe", doc["recipe"])

@@ -3,10 +3,11 @@
 Every step the build's summary can show has a log here, as the step table names it
 (model/steptable.py): fetch ... install, the ``options`` check, the ``cache`` step and the
 run-wide ``python-venv`` (of any component, or as ``rocbuild logs python-venv``). Without
-STEP: the failed step if the component has a failure, else the last step (in build order)
-that has a log (one of fetch ... install when any has), and with ``-f`` the component's step
-that is running now. Logs of an LLVM build run to hundreds of MB, so they are streamed, never
-read whole into memory.
+STEP: the failed step if the component has a failure, else the step a run left interrupted
+(Ctrl-C, SIGTERM, a kill: its log is newer than the logs of the steps after it, which an
+earlier run wrote), else the last step (in build order) that has a log (one of fetch ...
+install when any has), and with ``-f`` the component's step that is running now. Logs of an
+LLVM build run to hundreds of MB, so they are streamed, never read whole into memory.
 
 ``-f`` follows the log as ``tail -f`` does while the step runs (run/state/running.py says
 which steps a live build runs), and ends when the step ends, so `rocbuild logs -f llvm` in a
@@ -48,7 +49,7 @@ def register(sub: argparse._SubParsersAction, parents: list[argparse.ArgumentPar
     parser = sub.add_parser(
         "logs", parents=parents, help="print the log of a component's step",
         description="Print the log of one step of a component. Without STEP: the step that "
-                    "failed, else the last step that has a log.")
+                    "failed or was interrupted, else the last step that has a log.")
     parser.add_argument("component", metavar="COMPONENT")
     parser.add_argument("step", nargs="?", metavar="STEP",
                         help=", ".join(k.name for k in steptable.STEPS))
@@ -77,7 +78,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     comp = stack.components[args.component]
     live = [step for (name, step) in running.steps(stack.workdir) if name == comp.name]
     step = (args.step or (live[-1] if live and args.follow else None)
-            or choose_step(stack.work, comp, args.step))
+            or choose_step(stack.work, comp, args.step, interrupted_step(stack.workdir, comp)))
     if args.step is not None:
         choose_step(stack.work, comp, args.step)  # refuses a step the component lacks
     # asking for a log that does not exist is a wrong request, not a failed step (exit 2)
@@ -98,9 +99,17 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
-def choose_step(work: Workdir, comp: Component, step: str | None) -> str | None:
+def interrupted_step(workdir: Path, comp: Component) -> str | None:
+    """The step of ``comp`` a run left cut off (its running mark stays: run/state/running.py),
+    as `status` calls it "interrupted"."""
+    cut = [step for (name, step) in running.interrupted(workdir) if name == comp.name]
+    return cut[-1] if cut else None
+
+
+def choose_step(work: Workdir, comp: Component, step: str | None,
+                interrupted: str | None = None) -> str | None:
     """``step`` when ``comp`` has it (any step kind with a log, run-wide ones too); without
-    one, the failed step, else the last step that has a log."""
+    one, the failed step, else the ``interrupted`` one, else the last step that has a log."""
     names = [k.name for k in with_logs(comp)]
     own = steps_of(comp)
     if not own and (step is None or step not in names):
@@ -116,6 +125,8 @@ def choose_step(work: Workdir, comp: Component, step: str | None) -> str | None:
     failure = StateDir(work).read_failure(comp.name)
     if failure is not None and failure.get("step") in names:
         return str(failure["step"])
+    if interrupted in names and log_path(work, comp.name, interrupted).is_file():
+        return interrupted
     # its own stamped steps first (a check's or the cache's log only when none has one)
     with_log = [s for s in names if steptable.BY_NAME[s].who != RUN
                 and log_path(work, comp.name, s).is_file()]

@@ -258,7 +258,7 @@ def remove(prefix: Path, link: Path) -> int:
     pointing = activate.links_to(prefix, also=[link])
     if pointing:
         # the command names each link: without its --link it would make /opt/rocm instead
-        commands = "; ".join(activate.activate_command(each) for each in pointing)
+        commands = "; ".join(f"`{activate.activate_command(each)}`" for each in pointing)
         raise ConfigError(f"{', '.join(map(str, pointing))} "
                           f"{'points' if len(pointing) == 1 else 'point'} at {prefix}; "
                           "removing it would leave a dangling link",

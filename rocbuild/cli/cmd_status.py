@@ -116,8 +116,9 @@ def print_other_stacks(out: Console, settings: Settings) -> None:
             + f"--prefix {shlex.quote(prefix)}" + (
                 f" --workdir {shlex.quote(str(settings.workdir))}"
                 if settings.source("workdir") != "default" else "")
-        out.print(f"  {escape(str(entry.get('stack') or 'a stack'))}: "
-                  f"[bold]rocbuild status {escape(flags)}[/]", soft_wrap=True)
+        # the command alone on its line, whole: a copy of the line is the command
+        print_command(out, f"{escape(str(entry.get('stack') or 'a stack'))}:",
+                      f"rocbuild status {flags}", indent="  ")
 
 
 def nothing_built(report: StatusReport) -> bool:

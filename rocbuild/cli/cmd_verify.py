@@ -258,6 +258,8 @@ def _smoke(args: argparse.Namespace, report: VerifyReport, prefix: Path,
         return smoke.SmokeReport(skipped="smoke tests skipped: --no-smoke")
     if not report.ok:
         return smoke.SmokeReport(skipped="smoke tests not run: fix the problems above first")
+    if not about_gpu_code(report):  # nothing to run on a GPU: no AMD GPU is not the reason
+        return smoke.SmokeReport(skipped="no smoke tests: no GPU code expected here")
     return smoke.run_smoke(prefix, targets, args.model, root=args.gpu_root,
                            echo=notice,
                            base=base)
@@ -342,10 +344,21 @@ def print_linkage(report: VerifyReport, out: Console) -> None:
                   f"{'y' if broken == 1 else 'ies'} as they should")
 
 
+def about_gpu_code(report: VerifyReport) -> bool:
+    """Whether the report is about GPU code: a component with a GPU shape, a file with GPU
+    code (or named by the user), a Tensile set or a problem with them. A stack of other
+    projects has none, and verify checks its linkage only."""
+    return bool(report.shapes or report.files or report.tensile or report.problems)
+
+
 def print_report(report: VerifyReport, out: Console) -> None:
     targets = ", ".join(str(t) for t in report.targets)
     where = f" in {escape(str(report.prefix))}" if report.prefix else ""
-    out.print(f"[bold]rocbuild verify[/] — code objects for [bold]{escape(targets)}[/]{where}")
+    if about_gpu_code(report):
+        out.print(f"[bold]rocbuild verify[/] — code objects for [bold]{escape(targets)}[/]"
+                  f"{where}")
+    else:  # no recipe expects GPU code and none was found: the targets are not the subject
+        out.print(f"[bold]rocbuild verify[/] — linkage{where} (no GPU code expected)")
     links = {f.path: f for f in report.linkage.files} if report.linkage else {}
     if report.files:
         table = Table(title_justify="left")

@@ -11,7 +11,8 @@ import time
 from dataclasses import dataclass
 from typing import TextIO
 
-from rich.console import Console
+from rich.console import Console, ConsoleOptions, RenderableType, RenderResult
+from rich.constrain import Constrain
 from rich.progress import (
     BarColumn,
     Progress,
@@ -119,16 +120,36 @@ class _EtaColumn(ProgressColumn):
         return Text(self.live.eta_text(task.id))
 
 
+class _Panel(Progress):
+    """The live panel, two columns narrower than the terminal: a line as wide as the terminal
+    leaves the cursor in its last column, where the "^C" the terminal echoes on Ctrl-C starts
+    a new line, and the panel's erase on stop then left its first line on the screen, above
+    the summary."""
+
+    def get_renderable(self) -> RenderableType:
+        return _TwoColumnsNarrower(super().get_renderable())
+
+
+class _TwoColumnsNarrower:
+    """``renderable`` laid out two columns narrower than the space it is given."""
+
+    def __init__(self, renderable: RenderableType) -> None:
+        self.renderable = renderable
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        yield Constrain(self.renderable, max(options.max_width - 2, 20))
+
+
 class LiveOutput(Output):
     """Output for a terminal: rocbuild's own lines scroll above a live panel of bars."""
 
     def __init__(self, stream: TextIO, console: Console | None = None) -> None:
         super().__init__(stream, show_build_output=False)
         self.console = console or ui.console(stream)
-        self.progress = Progress(TextColumn("{task.description}"), BarColumn(),
-                                 TextColumn("{task.fields[counts]}"), TimeElapsedColumn(),
-                                 _EtaColumn(self), console=self.console,
-                                 transient=True, refresh_per_second=4)
+        self.progress = _Panel(TextColumn("{task.description}"), BarColumn(),
+                               TextColumn("{task.fields[counts]}"), TimeElapsedColumn(),
+                               _EtaColumn(self), console=self.console,
+                               transient=True, refresh_per_second=4)
         self._running: dict[tuple[str, str], _Running] = {}
         self._guard = threading.Lock()
         # the whole run: each step's expected time (run_planned), and which have ended

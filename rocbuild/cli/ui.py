@@ -271,7 +271,9 @@ def print_base(plan: Plan, out: Console) -> None:
             out.print(f"  [green]✓[/] {escape(name):<22} {where}")
         for name, not_taken in base.not_taken.items():
             if name in plan.stack.components:
-                out.print(f"  [yellow]↻[/] {escape(name):<22} built: {escape(not_taken.reason)}")
+                # a long reason continues under itself, not at the margin
+                print_row(out, f"  [yellow]↻[/] {escape(name):<22} built: "
+                               f"{escape(not_taken.reason)}", 27)
         print_package_hints(plan, out)
         print_base_audit(plan, out)
     if plan.roads and _offers_a_base(plan):

@@ -100,3 +100,36 @@ def test_a_steps_time_counts_every_attempt(tmp_path: Path) -> None:
     status = run_cli("status", *flags, env={"COLUMNS": "200"}, expect=0)
     row = next(line for line in status.stdout.splitlines() if " compile " in line)
     assert "3 attempts" in row, status.explain()
+
+
+def test_logs_without_a_step_shows_the_step_a_ctrl_c_cut_off(tmp_path: Path) -> None:
+    """`rocbuild logs X` after a Ctrl-C in X's compile printed X's install log of the run
+    before (the last step in build order with a log), not the compile the user just stopped,
+    although its help says "the log of its last step that ran"."""
+    flags, go, marker = slow_stack(tmp_path)  # its first build wrote an install log
+    build = subprocess.Popen([sys.executable, "-m", "rocbuild", "build", *flags, "--quiet",
+                              "--no-verify"], env=child_env(), cwd=tmp_path,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                             stdin=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + HANG_GUARD
+        while not running_in(marker, build.pid):
+            assert build.poll() is None and time.monotonic() < deadline, "compile never ran"
+            time.sleep(0.05)
+        build.send_signal(signal.SIGINT)
+        build.wait(timeout=HANG_GUARD)
+    finally:
+        if build.poll() is None:
+            go.touch()
+            build.kill()
+            build.wait()
+    assert build.returncode == 130
+    shown = run_cli("logs", *flags, "slow", expect=0)
+    assert "interrupted by Ctrl-C (SIGINT) after" in shown.stdout, shown.explain()
+    assert "cmake --install" not in shown.stdout, shown.explain()
+    assert "Traceback" not in shown.stderr
+
+    go.touch()  # once the compile finished, the last step that ran is the install again
+    run_cli("build", *flags, "--quiet", "--no-verify", expect=0)
+    shown = run_cli("logs", *flags, "slow", expect=0)
+    assert "cmake --install" in shown.stdout, shown.explain()

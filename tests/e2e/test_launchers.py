@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from rocbuild.checks import launchtools
-from tests.cli import run_cli
+from tests.cli import run_cli, unstamped
 from tests.conftest import require_tool
 from tests.support.chain import one_component_stack
 
@@ -505,3 +505,22 @@ def test_a_compile_served_from_the_cache_keeps_the_cold_time_for_estimates(
     served = json.loads(stamp.read_text())
     assert served["cold_seconds"] == cold["cold_seconds"], (cold, served)
     assert served["attempts_seconds"] == served["seconds"]  # what this compile took
+
+
+def test_a_compile_without_the_cache_shows_no_earlier_compiles_hits(
+        counted: tuple[list[str], Path], tmp_path: Path) -> None:
+    """After `build --ccache off` the summary and `status` showed the hit rate of the compile
+    before it ("counted: ccache 100% hits (3/3)" for a run that never asked the cache)."""
+    flags, _ = counted
+    run_cli("build", *flags, "--no-verify", expect=0)
+    edit_sources(tmp_path, 10)
+    run_cli("build", *flags, "--no-verify", expect=0)
+    edit_sources(tmp_path, 0)  # back to what the cache holds: the next compile would hit
+    off = run_cli("build", *flags, "--ccache", "off", "--no-verify", expect=0)
+    assert "compiled counted:" not in unstamped(off.stdout), off.explain()
+    assert "hits" not in off.stdout, off.explain()
+    status = run_cli("status", *flags, expect=0)
+    assert "last compile of counted" not in status.stdout, status.explain()
+    edit_sources(tmp_path, 10)  # the cache on again: its counts are shown again
+    again = run_cli("build", *flags, "--no-verify", expect=0)
+    assert "counted: ccache 100% hits (3/3)" in again.stdout, again.explain()

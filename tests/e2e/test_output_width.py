@@ -366,6 +366,10 @@ def test_info_lays_out_long_values_under_their_label(tmp_path: Path) -> None:
     at = lines.index("  recipe")
     assert lines[at + 1] == f"    {deep}/rocblas.toml", text  # whole, under its label
     assert "TENSILE_ROCM_OFFLOAD_BUNDLER_PATH=" in text and too_wide(text, 80) == [], text
+    # env's further values are one word each: one that does not fit its column at 14 goes
+    # under the label too (at 14 the terminal broke TENSILE_ROCM_ASSEMBLER_PATH's `clang++`)
+    for line in body:
+        assert len(line) <= 80 or (line.startswith("    ") and line[4] != " "), (line, text)
 
 
 def test_paths_and_keys_to_copy_are_whole_lines_of_their_own(tmp_path: Path) -> None:
@@ -407,3 +411,22 @@ def test_cache_push_and_a_verbose_build_fit_a_terminal(tmp_path: Path) -> None:
     pushed = in_a_pty(["cache", "push", *flags, "--to", str(deep / "cache")], 80, deep)
     assert "a:" in pushed and "Traceback" not in pushed, pushed
     assert too_wide(pushed, 80) == [], pushed
+
+
+def test_plan_on_a_base_continues_why_a_component_is_built_under_its_reason(
+        tmp_path: Path) -> None:
+    """`plan --base` at 80 columns: the "↻ rocblas  built: base lacks …" row continued at
+    column 2, under the marks, where it read as a line of its own."""
+    from tests.e2e.test_base import amd_flags, amd_tree
+
+    base = amd_tree(tmp_path)
+    shown = run_cli("plan", *amd_flags(tmp_path, base), env={"COLUMNS": "80"}, expect=0)
+    lines = shown.stdout.splitlines()
+    at = next(i for i, line in enumerate(lines) if line.startswith("  ↻ rocblas "))
+    assert "base lacks gfx906 Tensile kernels" in lines[at], shown.explain()
+    rest = lines[at + 1:next(i for i, line in enumerate(lines) if i > at
+                             and not line.startswith("   "))]
+    assert rest, shown.explain()  # the reason is longer than one line
+    for line in rest:
+        assert line.startswith(" " * 27) and line[27] != " ", (line, shown.stdout)
+    assert too_wide(shown.stdout, 80) == [], shown.explain()

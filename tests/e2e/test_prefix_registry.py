@@ -89,8 +89,14 @@ def test_the_link_of_activate_is_the_active_one_everywhere(chain: Chain, tmp_pat
     assert [p["active"] for p in doc["prefixes"] if p["prefix"] == str(prefix)] == [True]
 
     removed = run_cli("prefixes", "--remove", str(prefix), env={"COLUMNS": "200"}, expect=2)
-    assert f"TIP: point it elsewhere first: rocbuild activate OTHER_PREFIX --link {link}" \
+    assert f"TIP: point it elsewhere first: `rocbuild activate OTHER_PREFIX --link {link}`" \
         in removed.stderr, removed.explain()
+    # on an 80-column terminal the command stays whole on one line (it broke before --link's
+    # folder, so a copy of the line ran `rocbuild activate OTHER_PREFIX --link` alone)
+    from tests.e2e.test_output_width import in_a_pty
+    shown = in_a_pty(["prefixes", "--remove", str(prefix)], 80, tmp_path)
+    command = f"`rocbuild activate OTHER_PREFIX --link {link}`"
+    assert any(command in line for line in shown.splitlines()), shown
 
     listed_text = run_cli("list", "--prefix", str(prefix), env={"COLUMNS": "200"},
                           expect=0).stdout

@@ -9,6 +9,7 @@ import contextlib
 import fcntl
 import os
 import pty
+import re
 import select
 import signal
 import struct
@@ -100,3 +101,44 @@ def test_after_ctrl_c_the_summary_lists_the_running_step_as_interrupted(
                     if line.startswith("│") and " compile " in line]
     assert compile_rows and "interrupted" in compile_rows[0], out
     assert "Traceback" not in out
+
+
+ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+
+
+def test_the_live_panel_leaves_the_terminals_last_columns_free(tmp_path: Path) -> None:
+    """The live panel drew lines as wide as the terminal (rich pads its rows), so the cursor
+    sat in the last column and the "^C" a terminal echoes on Ctrl-C began a new line: the
+    panel's erase on stop went one line short and its first line stayed on the screen, above
+    the summary (a gfx906 owner's week in tmux, 80 columns)."""
+    flags, go, _ = slow_stack(tmp_path)
+    main, child = pty.openpty()
+    fcntl.ioctl(child, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 80, 0, 0))
+    env = child_env({"TERM": "xterm"})
+    env.pop("COLUMNS", None)
+    build = subprocess.Popen([sys.executable, "-m", "rocbuild", "build", *flags, "--no-verify"],
+                             stdin=child, stdout=child, stderr=child, env=env, cwd=tmp_path,
+                             start_new_session=True)
+    os.close(child)
+    seen = b""
+    deadline = time.monotonic() + HANG_GUARD
+    try:
+        while build.poll() is None or select.select([main], [], [], 0)[0]:
+            assert time.monotonic() < deadline, seen.decode(errors="replace")[-3000:]
+            if select.select([main], [], [], 0.2)[0]:
+                try:
+                    seen += os.read(main, 65536)
+                except OSError:  # the child closed the terminal
+                    break
+            if seen.count(b"whole run") >= 3:
+                go.touch()  # the panel was drawn a few times: the step may end
+    finally:
+        go.touch()
+        with contextlib.suppress(ProcessLookupError):
+            build.wait(timeout=HANG_GUARD)
+        os.close(main)
+    text = seen.decode(errors="replace")
+    assert build.returncode == 0, text[-3000:]
+    drawn = [line for line in re.split(r"[\r\n]", ANSI.sub("", text)) if "━" in line]
+    assert any("whole run" in line for line in drawn), text[-3000:]
+    assert max(len(line) for line in drawn) <= 78, [line for line in drawn if len(line) > 78]

@@ -192,3 +192,32 @@ def test_a_failed_configure_shows_its_first_cmake_error(tmp_path: Path) -> None:
     assert "cause: not a known failure; the first error of the log:" in status, status
     assert "| the first error: the real cause is here" in " ".join(status.split()) or \
         "the first error: the real cause is here" in status, status
+
+
+def test_the_first_cmake_error_is_whole_or_says_where_it_is_cut(tmp_path: Path) -> None:
+    """`status` quoted the first CMake Error to its twelfth line: find_package's usual
+    message lost its fix mid-sentence ("Add the installation prefix of "gizmo" to
+    CMAKE_PREFIX_PATH or set"), with nothing saying it was cut."""
+    from tests.conftest import require_tool
+    from tests.support.chain import one_component_stack
+
+    for tool in ("git", "cmake", "ninja"):
+        require_tool(tool)
+    missing = one_component_stack(tmp_path / "missing", "needs", {"CMakeLists.txt": (
+        "cmake_minimum_required(VERSION 3.20)\nproject(needs NONE)\n"
+        "find_package(gizmo 2.0 REQUIRED)\n")})
+    run_cli("build", *missing, "--no-verify", "--quiet", expect=1)
+    status = run_cli("status", *missing, env={"COLUMNS": "200"}, expect=1).stdout
+    quoted = status[status.index("--- the first error"):status.index("--- end of the log")]
+    assert '"gizmo_DIR" to a directory containing one of the above files.' in quoted, status
+    assert "cut here" not in quoted, status
+
+    long = one_component_stack(tmp_path / "long", "long", {"CMakeLists.txt": (
+        "cmake_minimum_required(VERSION 3.20)\nproject(long NONE)\n"
+        'message(FATAL_ERROR "' + "\\n".join(f"reason {i}" for i in range(40)) + '")\n')})
+    run_cli("build", *long, "--no-verify", "--quiet", expect=1)
+    status = run_cli("status", *long, env={"COLUMNS": "200"}, expect=1).stdout
+    quoted = status[status.index("--- the first error"):status.index("--- end of the log")]
+    assert "reason 0" in quoted and "reason 39" not in quoted, status
+    assert quoted.rstrip().endswith("[… cut here: the rest of this message is in the log]"), \
+        status

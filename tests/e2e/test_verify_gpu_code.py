@@ -29,16 +29,24 @@ def test_a_stack_without_gpu_components_passes_verify_on_its_linkage(chain: Chai
     out = run_cli("build", *chain.flags(), "--quiet", expect=0).stdout
     assert "verify failed" not in out
     assert "no GPU code expected and none found" in " ".join(out.split())
+    # nor does its title speak of code objects for a processor (a stack of other projects)
+    assert "code objects for" not in out, out
+    assert f"rocbuild verify — linkage in {chain.prefix} (no GPU code expected)" in out, out
     info = build_info(chain.prefix)
     assert info["complete"] is True and info["verified"] is True
     doc = json.loads(run_cli("verify", *chain.flags(), "--json", "--no-smoke",
                              expect=0).stdout)
     assert doc["ok"] is True and doc["files"] == []
     assert doc["linkage"]["ok"] is True and doc["linkage"]["checked"] >= 3
+    # no GPU test to run either: the reason is the stack, not a missing GPU
+    shown = run_cli("verify", *chain.flags(), expect=0).stdout
+    assert "no smoke tests: no GPU code expected here" in shown, shown
+    assert "no AMD GPU" not in shown, shown
     # the linkage is still the gate: a library gamma needs, gone, fails verify
     (chain.prefix / "lib" / "libbeta.so").unlink()
     broken = run_cli("verify", *chain.flags(), "--no-smoke", expect=4).stdout
     assert "libbeta.so" in broken and "not found" in broken
+    assert "code objects for" not in broken, broken
 
 
 def test_a_component_that_must_carry_gpu_code_and_does_not_fails(chain: Chain) -> None:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli import run_cli
+from tests.cli import commands_under, run_cli
 from tests.support.chain import Chain
 
 pytestmark = pytest.mark.e2e
@@ -197,12 +197,14 @@ def test_an_earlier_rocbuilds_records_are_adopted(chain: Chain) -> None:
 def test_status_names_the_recipes_a_workdir_was_built_with(chain: Chain) -> None:
     """`status` without the --recipes a workdir was built with said "nothing built yet"."""
     run_cli("build", *chain.flags(), "--no-verify", "--quiet", expect=0)
-    shown = run_cli("status", "--workdir", str(chain.workdir), env={"COLUMNS": "300"},
+    shown = run_cli("status", "--workdir", str(chain.workdir), env={"COLUMNS": "80"},
                     expect=0).stdout
-    assert "nothing built yet" in shown, shown
-    assert "this workdir holds builds of another stack than rocm" in shown, shown
-    command = (f"chain: rocbuild status --recipes {chain.recipes} --prefix {chain.prefix} "
+    flat = " ".join(shown.split())
+    assert "nothing built yet" in flat, shown
+    assert "this workdir holds builds of another stack than rocm" in flat, shown
+    # the command to paste whole on the line under its stack's name, nothing else on it
+    command = (f"rocbuild status --recipes {chain.recipes} --prefix {chain.prefix} "
                f"--workdir {chain.workdir}")
-    assert command in shown, shown
-    follow = run_cli(*command.split()[2:], expect=0).stdout
+    assert commands_under(shown, "chain:") == [command], shown
+    follow = run_cli(*command.split()[1:], expect=0).stdout
     assert "everything is built" in follow, follow

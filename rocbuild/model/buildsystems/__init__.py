@@ -196,7 +196,7 @@ class BuildSystem:
 
     def first_error(self, log_text: str) -> list[str]:
         """The first error of a failed configure, read from this run's part of its log, as
-        the tool wrote it (its lines, a dozen at most); [] when the tool has no such
+        the tool wrote it (its lines, two dozen at most); [] when the tool has no such
         marker. The summary shows the log's last lines: a later error that only follows
         from the first one would hide the cause."""
         return []

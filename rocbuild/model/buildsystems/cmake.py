@@ -161,7 +161,10 @@ def install_argv(component: Component) -> list[str]:
     return ["cmake", "--install", str(component.build_dir)]
 
 
-FIRST_ERROR_LINES = 12  # of the first CMake Error's message, in a summary
+# of the first CMake Error's message, in a summary: find_package's "Could not find a package
+# configuration file" (the usual configure failure) takes 14 and ends with its fix
+FIRST_ERROR_LINES = 24
+FIRST_ERROR_CUT = "[… cut here: the rest of this message is in the log]"
 # an entry of CMakeCache.txt: NAME:TYPE=VALUE, one a line
 _CACHE_LAUNCHER = re.compile(r"^CMAKE_(C|CXX|HIP)_COMPILER_LAUNCHER:[A-Z]+=(.*)$", re.M)
 
@@ -322,7 +325,9 @@ class CMake(BuildSystem):
     def first_error(self, log_text: str) -> list[str]:
         """CMake's first ``CMake Error`` block: its header line (``CMake Error at
         CMakeLists.txt:3 (find_package):``) and the indented message under it, up to the
-        blank lines that end a CMake message (or a line that is not part of it)."""
+        blank lines that end a CMake message (or a line that is not part of it); a message
+        longer than FIRST_ERROR_LINES ends with FIRST_ERROR_CUT, so a cut is never read as
+        the message's end."""
         lines = log_text.splitlines()
         start = next((i for i, line in enumerate(lines) if line.startswith("CMake Error")),
                      None)
@@ -336,7 +341,10 @@ class CMake(BuildSystem):
                 if blank >= 2:  # CMake ends a message with two empty lines
                     break
                 continue
-            if not line.startswith((" ", "\t")) or len(block) >= FIRST_ERROR_LINES:
+            if not line.startswith((" ", "\t")):
+                break
+            if len(block) >= FIRST_ERROR_LINES:
+                block.append(FIRST_ERROR_CUT)
                 break
             block += [""] * blank + [line]
             blank = 0

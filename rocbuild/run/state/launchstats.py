@@ -94,8 +94,12 @@ def read_record(workdir: Path, component: str) -> dict[str, Any] | None:
 @contextmanager
 def observe(launch: Launch | None, comp: Component, warnings: list[str]) -> Iterator[None]:
     """Around a compile step: what ccache and distcc did in it, kept for ``status`` and the
-    summary; compiles that fell back to local become a warning of the step."""
+    summary; compiles that fell back to local become a warning of the step. A compile with
+    neither (``--ccache off``) leaves no counts: an earlier compile's would read as this one's
+    ("ccache 0% hits" after a run without the cache)."""
     if launch is None or (launch.ccache is None and not distributes(launch, comp)):
+        if launch is not None:  # this compile counts nothing: the last one's counts go
+            record_path(launch.workdir, comp.name).unlink(missing_ok=True)
         yield
         return
     logs = (stats_log(launch.workdir, comp.name), distcc_log(launch.workdir, comp.name))
