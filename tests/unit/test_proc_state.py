@@ -150,17 +150,6 @@ def test_lock_in_one_process_twice_is_refused(tmp_path: Path) -> None:
         pass
 
 
-def test_parallel_compile_steps_share_one_job_budget(tmp_path: Path) -> None:
-    from rocbuild.cli.output import Output
-    from rocbuild.run.engine.build import BuildContext
-
-    ctx = BuildContext(stack=None, settings=None, output=Output(sys.stdout))  # type: ignore[arg-type]
-    assert ctx.budget.take("llvm", 8) == 8
-    assert ctx.budget.take("rocblas", 8) == 1  # llvm holds the budget
-    ctx.budget.give_back("llvm")
-    assert ctx.budget.take("hipblas", 8) == 7  # rocblas still holds 1
-
-
 def test_attempt_markers_name_the_environment_and_an_interruption(tmp_path: Path) -> None:
     from rocbuild.proc import log_attempt
 
