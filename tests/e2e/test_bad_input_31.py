@@ -12,7 +12,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -22,6 +21,7 @@ from tests.conftest import require_tool
 from tests.e2e.conftest import SMALL_PROJECT
 from tests.e2e.test_bad_input import Case, _run_in_mount, _write_case, needs_mount
 from tests.support.chain import one_component_stack
+from tests.support.wait import wait_for
 
 pytestmark = pytest.mark.e2e
 
@@ -213,9 +213,7 @@ def test_a_killed_patch_check_leaves_nothing_in_tmp(tmp_path: Path) -> None:
     argv = [sys.executable, "-m", "rocbuild", "build", "--no-verify", "--quiet", *chain.flags()]
     runner = subprocess.Popen(argv, env=env, cwd=tmp_path, stdout=subprocess.DEVNULL,
                               stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 180
-    while not marker.exists() and runner.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.05)
+    wait_for(lambda: marker.exists() or runner.poll() is not None, "the patch check ran")
     assert marker.exists(), "the patch check never ran"
     os.kill(runner.pid, signal.SIGKILL)
     runner.wait()
