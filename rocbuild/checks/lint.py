@@ -138,7 +138,6 @@ class CMakeWords:
 
     def __init__(self, is_build_file: Callable[[str], bool] = is_cmake_file) -> None:
         self._dirs: dict[str, frozenset[str]] = {}
-        self.files_read = 0
         self.is_build_file = is_build_file
 
     def _read_dir(self, dirpath: str, filenames: Iterable[str]) -> frozenset[str]:
@@ -151,7 +150,6 @@ class CMakeWords:
                     words.update(_WORD_RE.findall(text))
                 except OSError:  # a dangling link in a checkout says nothing about options
                     continue
-                self.files_read += 1
         return frozenset(w.decode("ascii") for w in words)
 
     def under(self, root: Path) -> set[str]:

@@ -194,15 +194,11 @@ def test_the_recipe_schema_is_declared_once_on_the_recipe_fields(tmp_path: Path)
 
 
 def test_a_build_system_reading_an_undeclared_key_is_a_programming_error() -> None:
-    from rocbuild.model import buildsystems, recipes
-    from tests.support.make_system import Make
+    from rocbuild.model import recipes
+    from tests.support.make_system import Make, registered
 
     class Odd(Make):
         kind, table, keys = "odd", "odd", ("args", "flavour")
 
-    buildsystems.register(Odd())
-    try:
-        with pytest.raises(TypeError, match="flavour"):
-            recipes.recipe_schema()
-    finally:
-        buildsystems.unregister("odd")
+    with registered(Odd()), pytest.raises(TypeError, match="flavour"):
+        recipes.recipe_schema()

@@ -230,10 +230,6 @@ def register(system: BuildSystem) -> BuildSystem:
     return system
 
 
-def unregister(kind: str) -> None:
-    _SYSTEMS.pop(kind, None)
-
-
 def kinds() -> tuple[str, ...]:
     """Every recipe kind: the registered build systems, then source-only."""
     _load_builtin()
