@@ -1,5 +1,5 @@
 """Bad input, bad state and machine faults: one message naming the file and key (exit 2), or
-an automatic recovery, never a traceback (issue 15). Every case runs rocbuild as a child.
+an automatic recovery, never a traceback. Every case runs rocbuild as a child.
 
 The load-time table needs no git, cmake or network: ``plan`` loads and renders the recipes,
 which is where every refusal of the table happens. The build-time cases (dangerous prefixes,
@@ -140,7 +140,7 @@ CASES = [
          names=("install.links",)),
     Case("link-target-absolute", recipe(tail='[cmake]\n[install.links]\n"out" = "/tmp"\n'),
          names=("install.links",)),
-    # each link inside when read alone; followed together (issue 33), the second leaves
+    # each link inside when read alone; followed together, the second leaves
     Case("link-chain-outside", recipe(tail='[cmake]\n[install.links]\n"share/up" = ".."\n'
                                            '"share/esc" = "up/../.."\n'),
          names=('install.links."share/esc"', "through the recipe's other [install.links]")),
@@ -475,7 +475,7 @@ def test_read_only_prefix_is_reported_as_such(small: list[str], tmp_path: Path) 
 
 @needs_mount
 def test_a_full_prefix_is_named_in_the_failure_message(tmp_path: Path) -> None:
-    """The summary (and status, and --json) said only "cmake exited with 1" (issue 22): the
+    """The summary (and status, and --json) said only "cmake exited with 1": the
     failure message now carries the tool's "No space left on device", the path and the room
     left there."""
     for tool in ("git", "cmake", "ninja"):

@@ -231,7 +231,7 @@ def test_a_killed_patch_check_leaves_nothing_in_tmp(tmp_path: Path) -> None:
 @needs_mount
 def test_a_full_disk_message_names_a_path_to_look_at(small: list[str], tmp_path: Path) -> None:
     """A write that failed without a file name (a write to an open file) still names where
-    to look: never "cannot write a file ... (df -h )" (issue 31)."""
+    to look: never "cannot write a file ... (df -h )"."""
     full = tmp_path / "work"
     full.mkdir(exist_ok=True)
     fill = (f"mount -t tmpfs -o size=4m tmpfs {full}\n"

@@ -102,7 +102,7 @@ def first(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FirstMachine]:
     pushed = run_cli("cache", "push", *chain.flags(), "--to", str(cache), "--sign", "alice",
                      env=env, expect=0)
     for name in COMPONENTS:
-        # the key by its name, not a bare fingerprint (issue 32)
+        # the key by its name, not a bare fingerprint
         assert re.search(rf"^(?:[\d:]+ )?✔ {name}: \d+ files?.*, signed by alice \(SHA256:",
                          pushed.stdout, re.M), pushed.stdout
     # a source-only component stores no files: said as the commit record it is, not as
@@ -159,7 +159,7 @@ def test_second_machine_installs_the_stack_from_a_cache_folder_without_compiling
     status = json.loads(run_cli("status", *flags, "--json", env=env, expect=0).stdout)
     assert {c["name"]: c["state"] for c in status["components"]} == dict.fromkeys(
         (*COMPONENTS, "notes"), "done")
-    # `rocbuild list` says each came from the cache, with its artifact (issue 32)
+    # `rocbuild list` says each came from the cache, with its artifact
     (listed,) = json.loads(run_cli("list", *flags, "--json", env=env,
                                    expect=0).stdout)["prefixes"]
     origins = {c["name"]: (c["origin"], bool(c["cache_key"])) for c in listed["components"]}
@@ -247,7 +247,7 @@ def tamper(cache: Path, how: str) -> tuple[str, list[str]]:
         return "its signature by alice's key does not match its manifest", []
     if how == "unsigned":
         signature.unlink()
-        # no signer to trust: say how to sign it (issue 32)
+        # no signer to trust: say how to sign it
         return ("cache: beta: cache refused: it is not signed; push it signed (`rocbuild "
                 "cache push --sign NAME`, with a key of `rocbuild cache keys new NAME` that "
                 "this machine trusts), or give --allow-unsigned"), []

@@ -1,4 +1,4 @@
-"""Plan, the run's estimate and `build --json` know the binary cache (issue 24 item 5).
+"""Plan, the run's estimate and `build --json` know the binary cache.
 
 With every component served from a cache, plan said "pending" with the recipes' build time,
 "cost of the 3 pending components" with CPU-hours and workdir disk, the build's estimate gave

@@ -1,4 +1,4 @@
-"""The binary cache under attack (issue 22): components served from the cache are first-class in
+"""The binary cache under attack: components served from the cache are first-class in
 every later run (a rerun, status, a later source build after a recipe change), a SIGKILL at any
 point of a cache install resumes to the same prefix and leaves no unpack folder behind,
 setuid/setgid bits never come back from an artifact, the speed settings (ccache, distcc, jobs)

@@ -1,4 +1,4 @@
-"""The command line's own refusals look like every other rocbuild error (issue 26): argparse's
+"""The command line's own refusals look like every other rocbuild error: argparse's
 (an unknown command or flag, a bad choice), bare `rocbuild`, `rocbuild help`, and the values
 that used to pass (an env file for a prefix never built, a malformed distcc host, an unknown
 ROCBUILD_* variable, an abbreviated commit). Each runs rocbuild as a child: exit code, the

@@ -166,7 +166,7 @@ def test_second_build_on_the_same_workdir_is_refused(
     with StateDir.shared(chain.workdir).lock():
         result = run_cli("build", *chain.flags(), "--quiet")
     rc, err = result.returncode, result.stderr
-    assert rc == 3  # busy, not bad input (issue 10 #7)
+    assert rc == 3  # busy, not bad input
     assert f"another rocbuild run (pid {os.getpid()}) is using the workdir" in err
 
 

@@ -1,4 +1,4 @@
-"""The night's failures show up in the first minutes (issue 11): each refusal below happens
+"""The night's failures show up in the first minutes: each refusal below happens
 before the step that would have failed hours later, in a real child process."""
 
 from __future__ import annotations
@@ -120,7 +120,7 @@ def test_the_carried_gcc_15_cstdint_fix_applies_with_and_without_upstreams(
 
 
 def test_the_carried_clr_fixes_apply_as_a_series(tmp_path: Path) -> None:
-    """patches/clr (issue 21): no -Werror for a GCC build of the HIP runtime, hiprtc-config
+    """patches/clr: no -Werror for a GCC build of the HIP runtime, hiprtc-config
     asking for CMake 3.5 so CMake 4 accepts it, and GCC 15's __glibcxx_assert kept out of HIP
     device code; applied as rocbuild applies a series, to the lines the clr sources hold
     (clr f9f995c; `git apply --check` on that snapshot is in docs/base-road.md)."""

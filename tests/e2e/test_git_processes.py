@@ -1,4 +1,4 @@
-"""Every git process of a fetch runs through rocbuild.proc (issue 23): registered with the
+"""Every git process of a fetch runs through rocbuild.proc: registered with the
 run's ChildRegistry, so an interrupt ends it and a later run finds it, and the quick local
 ones have a timeout. gitpython only reads repository files; a git process it started would
 be outside the registry and without a timeout."""

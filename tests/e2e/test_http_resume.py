@@ -1,4 +1,4 @@
-"""The HTTP cache store against servers that misbehave (issue 22): a real loopback server that
+"""The HTTP cache store against servers that misbehave: a real loopback server that
 drops the connection in the middle of the archive (the pull continues with a Range request),
 one that answers the Range request with a different file (detected, and the pull restarts
 cleanly from zero), and one that stalls half way while rocbuild is SIGKILLed (the ``.partial``

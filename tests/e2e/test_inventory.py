@@ -1,4 +1,4 @@
-"""The inventory a Spack or EasyBuild user looks for first (issue 32): `rocbuild list` (what
+"""The inventory a Spack or EasyBuild user looks for first: `rocbuild list` (what
 each prefix holds), `rocbuild info COMPONENT`, `plan --tree [--reverse]` and shell completion
 generated from the parser, each through the real CLI, text and --json."""
 

@@ -1,4 +1,4 @@
-"""Nothing a build started outlives it (issue 31): a ``kill -9`` of rocbuild, alone or with its
+"""Nothing a build started outlives it: a ``kill -9`` of rocbuild, alone or with its
 process group, ends every job of the step that ran, down to a custom command's shell and its
 ``sleep`` in a process group ninja made; and when even the watchdog is gone, the next
 command (clean, build) ends them before it touches the tree, and status names them."""

@@ -1,4 +1,4 @@
-"""What a run leaves behind (issue 32): `clean --all` cleans every configuration's build trees,
+"""What a run leaves behind: `clean --all` cleans every configuration's build trees,
 and a command that did nothing leaves no empty prefix. Every rocbuild here runs as a child
 process (tests/cli.py)."""
 

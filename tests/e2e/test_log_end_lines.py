@@ -1,4 +1,4 @@
-"""Step logs tell real kills from runs that ended (issue 24 item 6).
+"""Step logs tell real kills from runs that ended.
 
 Every attempt of every step ends with a line of its own (fetch and patch, whose git commands
 log through rocbuild's logger, had none, so each later attempt said "attempt N has no end

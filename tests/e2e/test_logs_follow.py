@@ -1,5 +1,5 @@
 """`rocbuild logs -f` follows a running step's log as `tail -f` does and ends by itself when
-the step ends (issue 32). The step waits for a file the test creates only after `logs -f`
+the step ends. The step waits for a file the test creates only after `logs -f`
 started, so what it prints after that can reach the reader only by following."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""What plan and the prefix's own files tell a user (issue 24 item 7), through real builds.
+"""What plan and the prefix's own files tell a user, through real builds.
 
 - plan of a custom stack (no recipe has a ``[base]`` table) shows no "both roads" estimate and
   no advice about --base; its cost line never counts "0 pending components";

@@ -95,7 +95,7 @@ def test_stale_patch_of_a_fetched_source(chain: Chain, capsys: pytest.CaptureFix
 
 
 def test_hipblas_needs_gfortran_and_preflight_says_so(tmp_path: Path) -> None:
-    """hipBLAS's project() enables Fortran on Linux (issue 21): without gfortran the build is
+    """hipBLAS's project() enables Fortran on Linux: without gfortran the build is
     refused before the first fetch, not at hipBLAS's configure hours later. A dpkg that knows
     every other package, and a PATH with every tool but gfortran."""
     bin_dir = tmp_path / "bin"

@@ -1,4 +1,4 @@
-"""What a build shows while it runs and when it is stopped (issue 32): on a terminal the bar of
+"""What a build shows while it runs and when it is stopped: on a terminal the bar of
 a step that runs past its estimate says "…s over estimate" (it froze at "ETA 0s"), and
 after Ctrl-C the summary's table lists the step that was running as interrupted (it left it
 out). The step waits for a file the test creates, so nothing here depends on timing."""

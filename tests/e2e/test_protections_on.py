@@ -1,4 +1,4 @@
-"""Protections that were silently switched off (issue 31): another spelling of the install
+"""Protections that were silently switched off: another spelling of the install
 prefix, CMake's own file writers, DESTDIR in the user's environment, and the run lock
 followed through a link. Each case runs rocbuild as a child and checks what the user reads.
 """

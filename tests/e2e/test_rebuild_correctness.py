@@ -269,7 +269,7 @@ def test_a_new_ref_is_fetched_and_built(calc: Calc) -> None:
 
 def test_offline_takes_a_new_ref_from_a_local_mirror_but_never_downloads(calc: Calc) -> None:
     """--offline means "the source cache and mirrors only": a new ref comes from the local
-    (file://) mirror (issue 22), while a ref from a remote URL is refused."""
+    (file://) mirror, while a ref from a remote URL is refused."""
     build(calc)
     calc.tag("v2", CALC_C.replace("VALUE + EXTRA", "VALUE + EXTRA + 1"))
     calc.write_recipe(ref="v2")
@@ -351,14 +351,14 @@ def test_the_fetch_itself_refuses_to_download_when_offline(calc: Calc) -> None:
     with pytest.raises(BuildFailed, match="--offline forbids downloading"):
         sources.fetch(req, lambda line: None)
     assert not req.checkout_dir.exists()
-    # a local repository is no download: allowed offline (issue 22)
+    # a local repository is no download: allowed offline
     sources.fetch(dataclasses.replace(req, url=(calc.repos / "calc.git").as_uri()),
                   lambda line: None)
     assert (req.checkout_dir / "calc.c").is_file()
 
 
 def test_plain_output_echoes_each_command_before_it_runs(calc: Calc) -> None:
-    """cibuildwheel's habit (issue 18): on a plain console each program a step runs is shown
+    """cibuildwheel's habit: on a plain console each program a step runs is shown
     as `+ command` first, so a piped log says what ran."""
     out = build(calc).stdout
     configure = re.search(r"^\S+ \+ cmake -G Ninja -S \S+ -B \S+", out, re.M)
@@ -368,7 +368,7 @@ def test_plain_output_echoes_each_command_before_it_runs(calc: Calc) -> None:
 
 
 def test_files_dated_in_the_future_are_found_and_the_build_recovers(chain: Chain) -> None:
-    """Clock skew (issue 22): the build trees and the whole prefix dated two days ahead, then
+    """Clock skew: the build trees and the whole prefix dated two days ahead, then
     an edit of alpha's source. Before, ninja looped on the CMake package files in the prefix
     ("manifest 'build.ninja' still dirty after 100 tries") on every run after, and alpha's
     object looked newer than the edit. Now the run says so, repairs the times and the result

@@ -1,4 +1,4 @@
-"""The user's recipe overlay (issue 32): a recipe in ~/.config/rocbuild/recipes replaces the
+"""The user's recipe overlay: a recipe in ~/.config/rocbuild/recipes replaces the
 shipped one of its name (a copy rocbuild ships cannot be edited after `pip install .`), plan
 names where each recipe came from, and `rocbuild recipes edit NAME` puts a copy there. Every
 rocbuild here runs as a child process (tests/cli.py)."""

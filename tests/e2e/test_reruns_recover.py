@@ -1,4 +1,4 @@
-"""Reruns that never recovered (issue 31): an install a full disk cut off, a build tree
+"""Reruns that never recovered: an install a full disk cut off, a build tree
 deleted or replaced, a state file replaced by a folder, a file removed after a cache install,
 and bookkeeping outside the prefix that failed a finished build. "Run it again in the
 morning" must be enough: each case damages what a real night damages, then one rerun

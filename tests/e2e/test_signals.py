@@ -1,4 +1,4 @@
-"""SIGTERM, SIGHUP and Ctrl-C end every command the documented way (issue 31): exit 130 with
+"""SIGTERM, SIGHUP and Ctrl-C end every command the documented way: exit 130 with
 one line, no traceback, whatever the moment (docs/exit-codes.md): in a probe before any
 step, in the middle of rocbuild's own imports, and the probe's program ended with it."""
 

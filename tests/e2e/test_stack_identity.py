@@ -1,4 +1,4 @@
-"""A stack's env files say what the stack is and set what its recipes provide (issue 32): a
+"""A stack's env files say what the stack is and set what its recipes provide: a
 stack without ROCm gets no ROCM_PATH and no "ROCm" in its files; the shipped stack's files
 keep their text byte for byte (tests/golden/envfiles/). Child processes as a user runs them."""
 

@@ -1,4 +1,4 @@
-"""Plain `rocbuild status` covers every failure this workdir has seen (issue 24 item 1): a
+"""Plain `rocbuild status` covers every failure this workdir has seen: a
 component built with `rocbuild build X` outside stack.components, a failed ``options`` check
 (an option nothing reads) and a failed build venv. Each makes plain status exit 1 and name it,
 and `rocbuild logs` opens the failed step's log. Before, status said "everything is built and

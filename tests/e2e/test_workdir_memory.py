@@ -1,4 +1,4 @@
-"""What a workdir remembers between commands (issue 32): the prefix of its last build, as it
+"""What a workdir remembers between commands: the prefix of its last build, as it
 remembers its base. Every rocbuild here runs as a child process (tests/cli.py)."""
 
 from __future__ import annotations

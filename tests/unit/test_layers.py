@@ -54,7 +54,7 @@ def test_imports_go_one_way() -> None:
     assert wrong == [], "layers import one way:\n" + "\n".join(wrong)
 
 
-# The model describes what is built and runs nothing (issue 23): no process, no host probe.
+# The model describes what is built and runs nothing: no process, no host probe.
 # A module here that needs one belongs in run/ (a step's work) or checks/ (a probe).
 PROCESS_MODULES = {"subprocess", "psutil", "multiprocessing", "pty", "asyncio", "git",
                    "rocbuild.proc"}
@@ -99,7 +99,7 @@ def test_the_process_rule_sees_what_it_forbids(tmp_path: Path) -> None:
                                          "5: os.system"]
 
 
-# The model reads no host facts either (issue 35): the user's environment, the euid, the
+# The model reads no host facts either: the user's environment, the euid, the
 # programs on PATH and the CPUs are passed in (Settings, HostTools/Launch, a step's base
 # environment, ``cpus``), found by checks/ or the CLI.
 HOST_READS = {("os", "environ"), ("os", "getenv"), ("os", "geteuid"), ("os", "getuid"),

@@ -73,7 +73,7 @@ def test_registry_reaps_the_group_of_a_dead_owner(tmp_path: Path) -> None:
 
 def test_registry_reaps_a_session_whose_leader_is_gone(tmp_path: Path) -> None:
     """ninja puts each job in a process group of its own and `cmake --build` may be gone:
-    what is left of the session is still ended, and nothing outside it (issue 31)."""
+    what is left of the session is still ended, and nothing outside it."""
     registry = ChildRegistry(tmp_path / "running")
     pidfile = tmp_path / "job.pid"
     leader = subprocess.Popen(py(
@@ -198,7 +198,7 @@ def test_a_stamp_write_that_dies_midway_leaves_the_old_stamp_whole(
     assert [p.name for p in state.stamp_path("a", "install").parent.iterdir()] == ["install.json"]
 
 
-# --- issue 25: a probe's answer is kept while the program and what it reads are unchanged --
+# --- a probe's answer is kept while the program and what it reads are unchanged --
 def _counting_tool(folder: Path, version: str) -> tuple[Path, Path]:
     """An executable that prints ``version`` and counts its runs in a file beside it."""
     folder.mkdir(exist_ok=True)

@@ -59,7 +59,7 @@ def test_the_overnight_block_works_as_root_in_a_container(tmp_path: Path) -> Non
 
 
 def test_no_shell_block_of_the_readme_or_the_guide_needs_sudo_or_user() -> None:
-    """The neighbours of the overnight block (issue 32): every command a root shell in a
+    """The neighbours of the overnight block: every command a root shell in a
     container pastes from the README or the guide runs there too."""
     for page in (ROOT / "README.md", ROOT / "docs" / "guide.md"):
         for block in sh_blocks(page.read_text(encoding="utf-8")):
@@ -79,7 +79,7 @@ def test_the_readme_says_module_use_before_module_load() -> None:
 
 
 def test_the_readme_is_a_front_door_and_its_links_resolve() -> None:
-    """A newcomer reads it in five minutes; the manual lives in docs/ (issue 26)."""
+    """A newcomer reads it in five minutes; the manual lives in docs/."""
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     assert len(readme.splitlines()) <= 250
     for page in ROOT.joinpath("docs").glob("*.md"):

@@ -140,7 +140,7 @@ def test_shipped_recipes_load_and_validate() -> None:
 
 
 def test_the_recipe_schema_is_declared_once_on_the_recipe_fields(tmp_path: Path) -> None:
-    """Every Recipe/SourceSpec field names its key (issue 23): RECIPE_SCHEMA, the build
+    """Every Recipe/SourceSpec field names its key: RECIPE_SCHEMA, the build
     table's keys and load_recipe's defaults come from that one declaration, so a recipe that
     sets every key sets every field, and one that sets none gets the declared defaults."""
     import dataclasses
