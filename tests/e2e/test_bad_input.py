@@ -181,7 +181,7 @@ CASES = [
          names=("rocbuild.toml", "'rocbuidl'", "Did you mean 'rocbuild'")),
     Case("config-unknown-subtable", config="[rocbuild]\njobs = 2\n[rocbuild.job]\nx = 1\n",
          names=("rocbuild.toml", "'job'", "Did you mean 'jobs'")),
-    # issue 22 -- patches/ that is not a series: never skipped, never blocking
+    # patches/ that is not a series: never skipped, never blocking
     Case("patches-a-file", setup=_patches(lambda p: (p / "a").write_text("--- a/x\n")),
          names=("patches/a is a file, not a folder",)),
     Case("patches-fifo", setup=_series("0001-x.patch", None),
@@ -321,7 +321,7 @@ def test_a_workdir_in_the_prefix_is_refused(small: list[str], tmp_path: Path,
 
 def test_a_recipe_with_a_byte_order_mark_loads(tmp_path: Path) -> None:
     """Windows editors write a UTF-8 BOM; TOML has no use for it and it carries nothing in
-    UTF-8 (issue 22: "Invalid statement (line 1, column 1)")."""
+    UTF-8 (never "Invalid statement (line 1, column 1)")."""
     case = Case("bom", recipe="\ufeff" + GOOD_RECIPE)
     flags = _write_case(tmp_path, case)
     (tmp_path / "recipes" / "stack.toml").write_text(
@@ -382,8 +382,8 @@ def test_damaged_state_is_recovered(small: list[str], tmp_path: Path) -> None:
 
 
 def test_fifos_in_the_state_and_the_prefix_never_block(small: list[str], tmp_path: Path) -> None:
-    """rocbuild opens nothing that is not a regular file (issue 22: a FIFO named like a file
-    rocbuild reads waited for a writer forever): a stamp, build-info and the lock's pid file
+    """rocbuild opens nothing that is not a regular file (a FIFO named like a file
+    rocbuild reads would wait for a writer forever): a stamp, build-info and the lock's pid file
     replaced by FIFOs are treated as damaged, and the run goes on."""
     run_cli("build", *small, "--no-verify", expect=0)
     state = tmp_path / "work" / "state"
@@ -400,8 +400,9 @@ def test_fifos_in_the_state_and_the_prefix_never_block(small: list[str], tmp_pat
 
 def test_fifos_at_the_prefix_registry_and_the_workdirs_configurations_never_block(
         small: list[str], tmp_path: Path) -> None:
-    """The files issue 24 added are read like every other state file: a FIFO at the user's
-    prefix registry or at the workdir's configs.json is no record, and nothing waits on it."""
+    """The prefix registry and the workdir's configurations are read like every other state
+    file: a FIFO at the user's prefix registry or at the workdir's configs.json is no record,
+    and nothing waits on it."""
     run_cli("build", *small, "--no-verify", expect=0)
     registry = Path(os.environ["XDG_STATE_HOME"]) / "rocbuild" / "prefixes.json"
     configs = tmp_path / "work" / "state" / "configs.json"

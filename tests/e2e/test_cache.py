@@ -445,8 +445,8 @@ def test_sources_still_come_first_when_only_some_components_are_cached(
 
 def test_prune_of_a_cache_folder_by_rule_with_a_dry_run(machine: FirstMachine,
                                                         tmp_path: Path) -> None:
-    """cache prune on a folder store (issue 27: folder and OCI; the registry has its own
-    test): each rule, the dry run, and what is left for list and for an install."""
+    """cache prune on a folder store (the registry has its own test): each rule, the dry
+    run, and what is left for list and for an install."""
     cache = tmp_path / "cache"
     shutil.copytree(machine.cache, cache)
     flags = machine.second(tmp_path / "work-b", "--cache", str(cache))
@@ -472,7 +472,7 @@ def test_prune_of_a_cache_folder_by_rule_with_a_dry_run(machine: FirstMachine,
 def test_plan_says_why_the_artifacts_a_cache_holds_are_not_this_builds(
         machine: FirstMachine, tmp_path: Path) -> None:
     """A cache that holds the stack for other targets or another CPU is not an empty one:
-    plan names what differs (issue 27: "or why not ... other CPU variant"), not just "not in
+    plan names what differs ("or why not ... other CPU variant"), not just "not in
     the cache"."""
     cache = tmp_path / "cache"
     shutil.copytree(machine.cache, cache)

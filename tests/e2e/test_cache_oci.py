@@ -269,7 +269,7 @@ def test_an_unsigned_writer_breaks_one_config_blob_and_only_that_artifact_is_ref
     """Anyone who may push to the repository (no signing key needed) changes beta's config
     blob in place, or points beta's tag at a config of "[" * 100000, or the connection drops
     in the middle of reading it: beta is refused and built, alpha and gamma still come from
-    the registry, and no traceback (issue 33: RecursionError, IncompleteRead, and the whole
+    the registry, and no traceback (no RecursionError, no IncompleteRead, and never the whole
     cache given up for a changed blob)."""
     import contextlib
 
@@ -309,8 +309,8 @@ def test_an_upload_whose_chunk_failed_continues_the_same_session(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A chunk answered 503 by a proxy (the registry never saw it): the session's own record
     (GET -> Range) says how much the registry holds, and the upload goes on in the same
-    session from there: no new POST, the first chunk not sent again (issue 33: this path
-    never ran against the reference registry before)."""
+    session from there: no new POST, the first chunk not sent again (this path, against the
+    reference registry)."""
     from rocbuild.run.cache import oci
 
     monkeypatch.setattr(oci, "UPLOAD_CHUNK", 1 << 20)

@@ -34,7 +34,7 @@ def refused(*args: str, **kwargs: object) -> CliResult:
     (("help", "biuld"), "'biuld' is not a command. Did you mean 'build'?"),
     (("logs",), "rocbuild logs: missing COMPONENT"),
     (("gfx906",), "'gfx906' is a GPU target: give it as --target gfx906"),
-    # issue 32: a misspelt flag before the command was lost behind "no command given" or
+    # a misspelt flag before the command is named, never lost behind "no command given" or
     # taken as the command ('3' is not a command)
     (("--verison",), "'--verison' is not an option of rocbuild (did you mean '--version'?)"),
     (("--jbos", "3", "plan"), "'--jbos' is not an option of rocbuild (did you mean '--jobs'?)"),

@@ -311,7 +311,7 @@ def test_sigterm_stops_the_build_and_its_children(chain: Chain, tmp_path: Path) 
 def test_sighup_stops_the_build_like_sigterm(chain: Chain, tmp_path: Path) -> None:
     """A closed terminal (SIGHUP, the ssh session of an overnight build that dropped) ends
     the run as SIGTERM does: the step's children are ended, exit 130 and the "interrupted"
-    line (issue 22: the run died of the signal, without either)."""
+    line (never a death by the signal, without either)."""
     slow = slow_beta(chain)
     runner = subprocess.Popen([sys.executable, "-m", "rocbuild", "build", "--quiet", "--no-verify"],
                               env=cli_env(chain), cwd=tmp_path, stdout=subprocess.PIPE,

@@ -96,7 +96,7 @@ def test_the_carried_cmake_4_backport_applies_as_a_series(tmp_path: Path) -> Non
 def test_the_carried_gcc_15_cstdint_fix_applies_with_and_without_upstreams(
         tmp_path: Path, upstream_fix: bool) -> None:
     """patches/rocr adds <cstdint> where it applies whether or not the rocm-6.4.3 tag already
-    has upstream's line (ROCR-Runtime 5cc61b7 put it after <memory>); issue 21."""
+    has upstream's line (ROCR-Runtime 5cc61b7 put it after <memory>)."""
     header = "".join(f"// line {i}\n" for i in range(1, 43))
     elf = header + textwrap.dedent("""\
         #ifndef AMD_ELF_IMAGE_HPP_

@@ -158,7 +158,7 @@ def test_a_wrapped_row_stays_in_its_column_and_names_print_as_written(tmp_path: 
     """plan's settings and launcher rows that are longer than the line continue under their
     value, not at the margin; "[base]" is text, not markup that vanishes ("every  component");
     an unset setting reads "(none)" like an empty list, not Python's "None" (all seen at 80
-    columns in tmux, issue 26)."""
+    columns in tmux)."""
     require_tool("ccache")
     work = tmp_path / ("a-workdir-with-a-long-name-" + "x" * 20)
     shown = run_cli("plan", "--target", "gfx906", "--workdir", str(work), "--ccache", "on",
@@ -174,7 +174,7 @@ def test_a_wrapped_row_stays_in_its_column_and_names_print_as_written(tmp_path: 
 
 def test_refusals_on_a_terminal_wrap_at_spaces(tmp_path: Path) -> None:
     """An error and its TIP on a terminal of 80 columns wrap between words; the terminal
-    broke them inside one ("'--\njobs'", "globa\nl", "proce\nssor", seen in tmux, issue 26).
+    broke them inside one ("'--\njobs'", "globa\nl", "proce\nssor", seen in tmux).
     In a pipe each stays one line, for grep (test_cli_refusals reads them so)."""
     for argv, words in ((["plan", "--jbos", "4"], ["'--jobs'?)", "`rocbuild help options`"]),
                         (["plan", "--target", "gfx9066"], [":xnack+/-", "processor"]),

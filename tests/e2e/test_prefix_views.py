@@ -35,7 +35,7 @@ ROCM_ONLY = ("ROCM_PATH", "HIP_PATH", "HIP_PLATFORM", "HIP_DEVICE_LIB_PATH")
 
 def check_core(env: dict[str, str], prefix: Path) -> None:
     """The chain's env file at ``prefix``: its bin/ and CMake packages, and no ROCm variable
-    (a custom stack provides none: issue 32)."""
+    (a custom stack provides none)."""
     assert env["PATH"] == f"{prefix}/bin:{BASE_PATH}"
     assert env["CMAKE_PREFIX_PATH"] == str(prefix)
     assert not [name for name in ROCM_ONLY if name in env], env

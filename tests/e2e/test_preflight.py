@@ -76,7 +76,7 @@ def test_offline_without_cached_sources(chain: Chain, capsys: pytest.CaptureFixt
 
 def test_offline_with_a_local_file_mirror_builds(chain: Chain) -> None:
     """A file:// mirror is on this machine: --offline ("the source cache and mirrors only")
-    fetches from it (issue 22: it was refused as if it were the network)."""
+    fetches from it (it is not the network)."""
     result = run_cli("build", *chain.flags(), "--quiet", "--no-verify", "--offline", expect=0)
     assert "▶ alpha: fetch" in result.stdout, result.explain()
     assert chain.run_gamma() == "gamma 11"

@@ -134,7 +134,7 @@ def test_a_submodule_git_error_is_recorded_with_gits_own_words(calc: Calc) -> No
 def test_an_unexpected_error_inside_a_step_is_that_steps_failure(calc: Calc) -> None:
     # an [install.files] entry below a file that cmake --install created: rocbuild's own
     # code raises an OSError, which must not escape as a traceback (a file onto a folder is
-    # a plain step failure since issue 15, ownership.py)
+    # a plain step failure, ownership.py)
     calc.write_recipe(tail='[install.files]\n"bin/calc-tool/x" = "under a file"\n')
     result = build(calc, expect=1)
     assert "FAILED calc: install" in result.stdout
@@ -285,7 +285,7 @@ def test_offline_takes_a_new_ref_from_a_local_mirror_but_never_downloads(calc: C
 
 def test_a_deleted_checkout_is_fetched_again_without_saving_edits(calc: Calc) -> None:
     """Deleting the checkout is no edit of the user's: the patched files of the old checkout
-    are not "reverted", so nothing is saved (issue 22: an empty changes.patch and a warning
+    are not "reverted", so nothing is saved (no empty changes.patch, no warning
     that edits were saved)."""
     calc.add_patch("0001-value.patch", value_patch(1, 2))
     build(calc)

@@ -70,7 +70,7 @@ def test_prefixes_and_activate_name_a_custom_stack_by_its_title(chain: Chain) ->
 
 def test_activate_refuses_an_incomplete_custom_stack_by_its_title(chain: Chain) -> None:
     """After `rocbuild uninstall gamma` the chain prefix is incomplete; activate's refusal
-    named it "a half-installed ROCm" (the week's replay, issue 32's identity item)."""
+    names it by the stack's title, not "a half-installed ROCm"."""
     stack = chain.recipes / "stack.toml"
     stack.write_text(stack.read_text().replace('name = "chain"', 'name = "chain"\ntitle = "Chain"'))
     run_cli("build", *chain.flags(), "--no-verify", expect=0)

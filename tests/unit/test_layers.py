@@ -136,7 +136,7 @@ def test_the_host_rule_sees_what_it_forbids(tmp_path: Path) -> None:
                                   "4: shutil.which", "5: os.geteuid", "6: os.sched_getaffinity"]
 
 
-# --- run/'s rooms (issue 23; docs/architecture.md, run/'s four rooms) ---
+# --- run/'s rooms (docs/architecture.md, run/'s four rooms) ---
 # Each room of run/ imports only the rooms its face names: the binary cache, the sources and
 # the state never reach into the engine, so they can be read, tested and reused without a run.
 ROOM_IMPORTS = {
