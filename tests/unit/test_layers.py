@@ -179,3 +179,25 @@ def test_rooms_import_one_way() -> None:
                 if used not in allowed:
                     wrong.append(f"{path.relative_to(PACKAGE)}:{line} imports rocbuild.run.{used}")
     assert wrong == [], "run/'s rooms import one way:\n" + "\n".join(wrong)
+
+
+# --- the commands that show run state read it through run/state/view.py, which writes nothing
+# (plan also saves the base's code memo: basememo) ---
+SHOWS_STATE = {"cmd_status": set(), "cmd_logs": set(), "cmd_info": set(), "cmd_list": set(),
+               "cmd_plan": {"basememo"}, "cmd_doctor": {"basememo"}, "ui": set()}
+
+
+def test_the_commands_that_show_run_state_read_it_through_the_view() -> None:
+    wrong = []
+    for name, also in SHOWS_STATE.items():
+        path = PACKAGE / "cli" / f"{name}.py"
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module == "rocbuild.run.state":
+                used = {a.name for a in node.names} - {"view"} - also
+            elif isinstance(node, ast.ImportFrom) and node.module \
+                    and node.module.startswith("rocbuild.run.state."):
+                used = {node.module}
+            else:
+                continue
+            wrong += [f"cli/{name}.py:{node.lineno} imports {u}" for u in sorted(used)]
+    assert wrong == [], "read run state through rocbuild.run.state.view:\n" + "\n".join(wrong)
