@@ -16,7 +16,7 @@ import pytest
 from rocbuild.prefix import activate
 from tests.unit.test_activate import make_prefix
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 # Run activate() in a child whose rename step kills the process: the temp link exists, the
 # rename never happens, and the run lock (flock) is released by the kernel.

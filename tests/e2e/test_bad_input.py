@@ -267,6 +267,7 @@ def _write_case(tmp_path: Path, case: Case) -> list[str]:
             "--prefix", str(tmp_path / "prefix"), *case.flags]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
 def test_bad_input_is_one_message(case: Case, tmp_path: Path) -> None:
     flags = _write_case(tmp_path, case)
@@ -342,6 +343,7 @@ def test_cmake_code_files_are_shown_in_the_plan(tmp_path: Path) -> None:
                                                    "-DCMAKE_TOOLCHAIN_FILE=/x/tc.cmake"]
 
 
+@pytest.mark.slow
 def test_existing_folder_needs_the_flag(small: list[str], tmp_path: Path) -> None:
     prefix = tmp_path / "prefix"
     prefix.mkdir()
@@ -355,6 +357,7 @@ def test_existing_folder_needs_the_flag(small: list[str], tmp_path: Path) -> Non
     run_cli("build", *small, "--no-verify", expect=0)  # the prefix is rocbuild's now
 
 
+@pytest.mark.slow
 def test_damaged_state_is_recovered(small: list[str], tmp_path: Path) -> None:
     """A garbage doit DB, a corrupt build-info and a cap of 0 jobs are each recovered from,
     and the stamps keep everything that was built (nothing runs again)."""
@@ -381,6 +384,7 @@ def test_damaged_state_is_recovered(small: list[str], tmp_path: Path) -> None:
     assert "cap 0" not in result.stdout, result.explain()  # no nonsense figure either
 
 
+@pytest.mark.slow
 def test_fifos_in_the_state_and_the_prefix_never_block(small: list[str], tmp_path: Path) -> None:
     """rocbuild opens nothing that is not a regular file (a FIFO named like a file
     rocbuild reads would wait for a writer forever): a stamp, build-info and the lock's pid file
@@ -398,6 +402,7 @@ def test_fifos_in_the_state_and_the_prefix_never_block(small: list[str], tmp_pat
     assert "everything is built and current" in status.stdout, status.explain()
 
 
+@pytest.mark.slow
 def test_fifos_at_the_prefix_registry_and_the_workdirs_configurations_never_block(
         small: list[str], tmp_path: Path) -> None:
     """The prefix registry and the workdir's configurations are read like every other state

@@ -23,7 +23,7 @@ from tests.e2e.test_bad_input import Case, _run_in_mount, _write_case, needs_mou
 from tests.support.chain import one_component_stack
 from tests.support.wait import wait_for
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 DEEP = 100_000  # nesting levels: far past Python's recursion limit
 SECRET = "s3cretPassw0rd"

@@ -31,7 +31,7 @@ from tests.cli import run_cli
 from tests.conftest import require_tool
 from tests.support.chain import FAKE_HOST, Chain, make_chain, make_repo, one_component_stack
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 COMPONENTS = ("alpha", "beta", "gamma")
 

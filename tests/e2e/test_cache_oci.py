@@ -26,7 +26,7 @@ from tests.e2e import test_cache
 from tests.e2e.test_cache import COMPONENTS, FirstMachine, compiled, counting_cc, prefix_tree
 from tests.support.registry import Registry, docker_config, dropping_proxy, free_port, registry
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 REPO = "rocbuild/gfx906"
 first = test_cache.first  # the module fixture that builds the chain (its own build here)

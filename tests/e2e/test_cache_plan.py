@@ -18,7 +18,7 @@ import pytest
 from tests.cli import run_cli
 from tests.support.chain import Chain
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 RESOURCES = "[resources]\ncpu_hours = 0.1\ndisk = \"1GiB\"\nsource_disk = \"100MiB\"\n"
 

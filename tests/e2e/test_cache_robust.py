@@ -36,7 +36,7 @@ from tests.conftest import require_tool
 from tests.e2e.test_cache import prefix_tree
 from tests.support.chain import FAKE_HOST, Chain, make_chain
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 ALPHA_PATCH = """\
 --- a/alpha.h

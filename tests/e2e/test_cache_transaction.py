@@ -38,7 +38,7 @@ from tests.conftest import require_tool
 from tests.support.chain import FAKE_HOST, Chain, make_chain
 from tests.support.trees import Entry, tree
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 
 def full_tree(prefix: Path) -> dict[str, Entry]:

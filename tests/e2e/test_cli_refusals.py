@@ -14,7 +14,7 @@ import pytest
 from rocbuild.checks import privilege
 from tests.cli import CliResult, run_cli
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 
 def refused(*args: str, **kwargs: object) -> CliResult:

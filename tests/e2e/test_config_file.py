@@ -7,8 +7,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from tests.cli import run_cli
 from tests.support.chain import Chain
+
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 
 def stack_folder(chain: Chain) -> Path:

@@ -25,7 +25,7 @@ from tests.support.wait import wait_for
 # the doit of this interpreter: a venv that is not activated has it in its bin/ only
 DOIT = [sys.executable, "-m", "doit"]
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 
 def build(chain: Chain, capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str]:

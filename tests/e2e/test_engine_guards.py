@@ -20,7 +20,7 @@ from tests.conftest import require_tool
 from tests.support.chain import FAKE_HOST, Chain, make_repo
 from tests.support.wait import wait_for
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 
 def slow_project(name: str, seconds: int) -> dict[str, str]:

@@ -16,7 +16,7 @@ from rocbuild.run.sources import patches
 from tests.cli import REPO, run_cli
 from tests.support.chain import git, make_chain, make_repo, one_component_stack
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 CMAKE_PROJECT = {"CMakeLists.txt": "cmake_minimum_required(VERSION 3.20)\nproject(solo NONE)\n"
                                    "option(SOLO_KNOWN \"read by this project\" OFF)\n"}

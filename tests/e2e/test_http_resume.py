@@ -188,6 +188,7 @@ STACK_FILES = {
 }
 
 
+@pytest.mark.slow
 def test_sigkill_during_a_pull_keeps_the_bytes_and_the_rerun_asks_for_the_rest(
         tmp_path: Path) -> None:
     for tool in ("git", "cmake", "ninja"):

@@ -14,10 +14,13 @@ import sys
 from pathlib import Path
 
 import psutil
+import pytest
 
 from tests.e2e.test_engine import cli_env
 from tests.support.chain import FAKE_HOST, Chain
 from tests.support.wait import wait_for
+
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 
 def _transport(script: Path) -> list[psutil.Process]:

@@ -18,7 +18,7 @@ from tests.cli import child_env, run_cli
 from tests.e2e.test_progress_live import HANG_GUARD, slow_stack
 from tests.support.wait import wait_for
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 
 @pytest.mark.parametrize(("signum", "words"), [(signal.SIGINT, "Ctrl-C (SIGINT)"),

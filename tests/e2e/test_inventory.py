@@ -15,7 +15,7 @@ from tests.cli import child_env, run_cli
 from tests.conftest import require_tool
 from tests.support.chain import Chain
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 
 def test_list_and_info_read_what_the_build_recorded(chain: Chain, tmp_path: Path) -> None:

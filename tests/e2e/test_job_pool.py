@@ -18,7 +18,7 @@ from tests.cli import CliResult, assert_no_traceback, child_env, run_cli
 from tests.conftest import REPO, require_tool
 from tests.support.chain import FAKE_HOST, Chain, make_repo
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 # a compiler launcher: "+" when a compile starts, "-" when it ends, appended under a lock
 COUNTER = textwrap.dedent('''\

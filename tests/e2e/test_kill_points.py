@@ -30,7 +30,7 @@ import pytest
 from tests.cli import child_env
 from tests.support.chain import Chain
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 PATCH = """\
 --- a/alpha.h

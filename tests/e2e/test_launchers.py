@@ -26,6 +26,8 @@ from tests.cli import run_cli
 from tests.conftest import require_tool
 from tests.support.chain import one_component_stack
 
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+
 SOURCES = ("one", "two", "three")
 
 

@@ -12,12 +12,15 @@ import sys
 from pathlib import Path
 
 import psutil
+import pytest
 
 from rocbuild.model.workdir import Workdir
 from tests.cli import run_cli
 from tests.conftest import REPO
 from tests.support.chain import Chain, git
 from tests.support.wait import wait_for
+
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 HANG_GUARD = 30.0  # seconds: not a speed claim, only so a regression fails instead of hanging
 

@@ -11,7 +11,7 @@ import pytest
 from tests.cli import commands_under, run_cli
 from tests.support.chain import Chain
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 
 def test_clean_all_cleans_every_configurations_build_trees(chain: Chain) -> None:

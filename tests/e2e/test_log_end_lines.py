@@ -21,7 +21,7 @@ from tests.conftest import require_tool
 from tests.e2e.test_kill_points import _kill_everything
 from tests.support.chain import Chain, add_gamma_patch, one_component_stack
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 NO_END = "has no end line"
 

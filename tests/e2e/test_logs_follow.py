@@ -15,7 +15,7 @@ from tests.conftest import require_tool
 from tests.support.chain import one_component_stack
 from tests.support.wait import wait_for
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 
 def waiting_project(go: Path) -> dict[str, str]:

@@ -18,7 +18,7 @@ from tests.conftest import require_tool
 from tests.support.chain import FAKE_HOST, make_repo
 from tests.support.make_system import Make, registered
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 PROJECT = {
     "configure": textwrap.dedent("""\

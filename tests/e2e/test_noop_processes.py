@@ -19,7 +19,7 @@ from tests.cli import child_env, run_cli
 from tests.conftest import require_tool
 from tests.support.chain import Chain
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 SHIMMED = ("git", "cmake", "ninja", "ccache", "g++", "c++", "cc")
 

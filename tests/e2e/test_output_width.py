@@ -27,7 +27,7 @@ from tests.cli import REPO, child_env, commands_under, run_cli, too_wide, unstam
 from tests.conftest import require_tool
 from tests.support.chain import Chain, one_component_stack
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 
 def commands() -> list[list[str]]:

@@ -15,7 +15,7 @@ from tests.cli import run_cli
 from tests.conftest import require_tool
 from tests.support.chain import FAKE_HOST, make_repo
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 COMPONENTS = ("one", "two", "three", "four", "five", "six")
 

@@ -21,7 +21,7 @@ from tests.cli import child_env, run_cli
 from tests.conftest import require_tool
 from tests.support.chain import FAKE_HOST, Chain, make_repo
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 
 def _project(files: dict[str, str], extra_cmake: str = "") -> dict[str, str]:

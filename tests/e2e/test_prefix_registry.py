@@ -12,7 +12,7 @@ import pytest
 from tests.cli import run_cli
 from tests.support.chain import Chain
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 
 def flags(chain: Chain, prefix: Path) -> list[str]:

@@ -40,7 +40,7 @@ def check_core(env: dict[str, str], prefix: Path) -> None:
     assert env["CMAKE_PREFIX_PATH"] == str(prefix)
     assert not [name for name in ROCM_ONLY if name in env], env
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 
 def flags(chain: Chain, workdir: Path, prefix: Path) -> list[str]:

@@ -14,7 +14,7 @@ from tests.cli import REPO, run_cli
 from tests.conftest import require_tool
 from tests.support.chain import Chain
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 
 def refused(chain: Chain, capsys: pytest.CaptureFixture[str], *args: str,

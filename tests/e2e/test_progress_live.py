@@ -26,7 +26,7 @@ from tests.e2e.test_log_end_lines import PROJECT  # a build that waits for a fil
 from tests.support.chain import one_component_stack
 from tests.support.wait import wait_for
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 HANG_GUARD = 180  # seconds: only a hung build reaches it
 

@@ -12,7 +12,7 @@ import pytest
 
 from tests.cli import run_cli
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 
 def _stack(tmp_path: Path, args: list[str]) -> list[str]:

@@ -20,7 +20,7 @@ from tests.conftest import require_tool
 from tests.support.calc import CALC_C, Calc, make_calc, value_patch
 from tests.support.chain import Chain, git
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 
 @pytest.fixture

@@ -8,7 +8,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from tests.cli import REPO, run_cli
+
+pytestmark = pytest.mark.e2e
 
 
 def overlay_dir(tmp_path: Path) -> Path:
@@ -20,6 +24,7 @@ def plan(tmp_path: Path, *args: str) -> dict:
                               expect=0).stdout)
 
 
+@pytest.mark.slow
 def test_recipes_edit_puts_a_copy_in_the_overlay_that_replaces_the_shipped_one(
         tmp_path: Path) -> None:
     shipped = REPO / "recipes" / "rocm-cmake.toml"

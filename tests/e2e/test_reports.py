@@ -26,7 +26,7 @@ from tests.e2e.test_status import break_beta, recipe
 from tests.support.chain import Chain, add_gamma_patch, require_gpu_code
 from tests.support.wait import wait_for
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 
 def continue_lines(text: str) -> list[str]:

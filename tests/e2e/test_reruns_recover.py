@@ -21,7 +21,7 @@ from tests.conftest import require_tool
 from tests.support.chain import Chain, make_chain
 from tests.support.mountns import mount_problem
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 
 @pytest.fixture

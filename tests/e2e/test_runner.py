@@ -10,9 +10,12 @@ import threading
 from pathlib import Path
 
 import psutil
+import pytest
 
 from rocbuild.proc import ChildRegistry, RunResult, run_capture, run_logged
 from tests.support.wait import wait_for
+
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 # prints the pid of a grandchild in the same group, then waits on it for good
 _PARENT_OF_A_SLEEPER = ("import subprocess, sys, time; c = subprocess.Popen("

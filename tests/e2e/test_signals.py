@@ -18,6 +18,8 @@ from tests.cli import REPO, child_env
 from tests.support.chain import Chain
 from tests.support.wait import wait_for
 
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+
 HANG_GUARD = 60.0  # seconds: only so a regression fails instead of hanging
 
 

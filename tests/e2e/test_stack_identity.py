@@ -12,6 +12,8 @@ from rocbuild import __version__
 from tests.cli import REPO, run_cli
 from tests.support.chain import Chain
 
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+
 ROCM_VARIABLES = ("ROCM_PATH", "HIP_PATH", "HIP_PLATFORM", "HIP_DEVICE_LIB_PATH")
 
 

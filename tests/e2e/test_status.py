@@ -22,7 +22,7 @@ from tests.cli import commands_under, run_cli
 from tests.conftest import require_tool
 from tests.support.chain import Chain, add_gamma_patch, git, make_chain
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 # "15:20:03 ▶ beta: configure": a step starts (plain output carries the time)
 STEP_LINE = re.compile(r"^(?:[\d:]+ )?▶ (\S+): (\w+)$", re.M)

@@ -17,7 +17,7 @@ from tests.cli import commands_under, run_cli
 from tests.conftest import require_tool
 from tests.support.chain import FAKE_HOST, Chain, one_component_stack
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 
 def test_a_failed_component_outside_the_stack_fails_plain_status(chain: Chain) -> None:

@@ -26,7 +26,7 @@ from tests.conftest import require_tool
 from tests.support.chain import FAKE_HOST, make_repo
 from tests.support.wait import wait_for
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 GIVE_UP = 120  # seconds the first compile waits for the mark (a guard, not a measure)
 

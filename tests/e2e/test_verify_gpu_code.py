@@ -17,7 +17,7 @@ from tests.cli import run_cli
 from tests.conftest import require_tool
 from tests.support.chain import Chain, one_component_stack, require_gpu_code
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 
 def build_info(prefix: Path) -> dict:

@@ -16,7 +16,7 @@ import pytest
 from tests.cli import run_cli
 from tests.support.chain import Chain
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 STEP_LINE = re.compile(r"^(?:[\d:]+ )?▶ (\S+): (\w+)$", re.M)
 

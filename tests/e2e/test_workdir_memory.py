@@ -11,7 +11,7 @@ import pytest
 from tests.cli import run_cli
 from tests.support.chain import Chain
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 
 def plain(chain: Chain) -> list[str]:
