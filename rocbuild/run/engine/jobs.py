@@ -188,9 +188,9 @@ def configure_env(ctx: BuildContext, comp: Component) -> dict[str, str | None]:
 
 def is_pool_client(comp: Component) -> bool:
     """The component's build, run without a job count, is a client of the job pool: its
-    build system says so and its tree's ninja speaks the jobserver protocol (>= 1.13)."""
-    return (buildsystems.of(comp).jobserver_client
-            and jobserver.speaks_jobserver(jobserver.tree_ninja(comp.build_dir)))
+    build system says so and its tree's build tool speaks the jobserver (ninja >= 1.13)."""
+    system = buildsystems.of(comp)
+    return system.jobserver_client and jobserver.speaks_jobserver(system.tree_build_tool(comp))
 
 
 def _own_pool_share(comp: Component, counts: dict[str, resources.JobCount], size: int) -> int:
@@ -223,7 +223,7 @@ def _phases(ctx: BuildContext, comp: Component, counts: dict[str, resources.JobC
 
 
 @contextlib.contextmanager
-def _slots(ctx: BuildContext, jobs: int | None, held: int
+def _slots(ctx: BuildContext, comp: Component, jobs: int | None, held: int
            ) -> Iterator[dict[str, str | None]]:
     """The pool's tokens a build holds while it runs (``held``), and the environment it runs
     in: a client (``jobs`` None) gets the pool's MAKEFLAGS. No pool: nothing held."""
@@ -232,8 +232,7 @@ def _slots(ctx: BuildContext, jobs: int | None, held: int
         yield {}
         return
     with pool.hold(held, client=jobs is None):
-        # CMAKE_BUILD_PARALLEL_LEVEL would make `cmake --build` pass -j (no client)
-        yield ({"MAKEFLAGS": pool.makeflags(), "CMAKE_BUILD_PARALLEL_LEVEL": None}
+        yield ({"MAKEFLAGS": pool.makeflags(), **buildsystems.of(comp).client_env}
                if jobs is None else {})
 
 
@@ -248,7 +247,7 @@ def compile_with_retries(ctx: BuildContext, comp: Component, log: Path, outcome:
         started_usec = hostload.monotonic_usec()
         try:
             for target, count, held in _phases(ctx, comp, counts, jobs):
-                with _slots(ctx, count, held) as env:
+                with _slots(ctx, comp, count, held) as env:
                     run_all(ctx, comp, "compile", system.build(ctx.stack, comp, count, target)
                             if target else system.build(ctx.stack, comp, count), log, outcome,
                             extra_env=env)
