@@ -79,7 +79,6 @@ _GEN_BY_SPEED = {2.5: 1, 5.0: 2, 8.0: 3, 16.0: 4, 32.0: 5, 64.0: 6}
 # Linux ``struct resource`` flags as printed in a PCI device's ``resource`` file.
 IORESOURCE_MEM = 0x200
 IORESOURCE_PREFETCH = 0x2000
-IORESOURCE_MEM_64 = 0x100000
 
 
 def decode_gfx_target_version(value: int) -> str | None:
@@ -163,7 +162,6 @@ class Bar:
     index: int
     size: int
     prefetchable: bool
-    is64: bool
 
 
 @dataclass(frozen=True)
@@ -292,8 +290,7 @@ def read_bars(dev: PciDevice) -> tuple[Bar, ...]:
         if end <= start or not flags & IORESOURCE_MEM:
             continue
         bars.append(Bar(index=index, size=end - start + 1,
-                        prefetchable=bool(flags & IORESOURCE_PREFETCH),
-                        is64=bool(flags & IORESOURCE_MEM_64)))
+                        prefetchable=bool(flags & IORESOURCE_PREFETCH)))
     return tuple(bars)
 
 

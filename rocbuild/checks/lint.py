@@ -16,7 +16,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from rocbuild.model import buildsystems
-from rocbuild.model.buildsystems.cmake import is_cmake_file
 from rocbuild.model.graph import Component, Stack, load_stack
 from rocbuild.model.recipes import load_recipes
 from rocbuild.model.settings import Settings
@@ -131,14 +130,13 @@ def lint_recipes(settings: Settings, stacks: Sequence[Stack] | None = None) -> L
 
 
 # --- source check --------------------------------------------------------------------------
-class CMakeWords:
-    """The identifiers in the build files under a folder (CMake's, or those ``is_build_file``
-    of another build system says). Each directory is read once and remembered, so trees that
-    nest (llvm-project and its llvm/ subfolder) cost one read."""
+class FolderWords:
+    """The identifiers in the build files under a folder (those a build system's
+    ``is_build_file`` names). Each directory is read once and remembered, so trees that nest
+    (llvm-project and its llvm/ subfolder) cost one read."""
 
-    def __init__(self, is_build_file: Callable[[str], bool] = is_cmake_file) -> None:
+    def __init__(self, is_build_file: Callable[[str], bool]) -> None:
         self._dirs: dict[str, frozenset[str]] = {}
-        self.files_read = 0
         self.is_build_file = is_build_file
 
     def _read_dir(self, dirpath: str, filenames: Iterable[str]) -> frozenset[str]:
@@ -151,7 +149,6 @@ class CMakeWords:
                     words.update(_WORD_RE.findall(text))
                 except OSError:  # a dangling link in a checkout says nothing about options
                     continue
-                self.files_read += 1
         return frozenset(w.decode("ascii") for w in words)
 
     def under(self, root: Path) -> set[str]:
@@ -165,14 +162,14 @@ class CMakeWords:
 
 
 class BuildFileWords:
-    """One CMakeWords per kind of build system, so each tree is walked once per kind."""
+    """One FolderWords per kind of build system, so each tree is walked once per kind."""
 
     def __init__(self) -> None:
-        self._by_kind: dict[str, CMakeWords] = {}
+        self._by_kind: dict[str, FolderWords] = {}
 
-    def of(self, system: buildsystems.BuildSystem) -> CMakeWords:
+    def of(self, system: buildsystems.BuildSystem) -> FolderWords:
         if system.kind not in self._by_kind:
-            self._by_kind[system.kind] = CMakeWords(system.is_build_file)
+            self._by_kind[system.kind] = FolderWords(system.is_build_file)
         return self._by_kind[system.kind]
 
 
@@ -186,15 +183,6 @@ def options_to_prove(stacks: Sequence[Stack], comp_name: str) -> list[str]:
             if name not in names:
                 names.append(name)
     return names
-
-
-def base_cmake_dirs(base: Path) -> list[Path]:
-    """The folders of an installed ROCm that hold the CMake files find_package() loads:
-    lib/cmake (AMD's layout), lib/<multiarch>/cmake (Debian's), and rocm-cmake's share/
-    folders."""
-    found = [base / "lib" / "cmake", *sorted(base.glob("lib/*-linux-gnu*/cmake")),
-             base / "share" / "rocmcmakebuildtools", base / "share" / "rocm"]
-    return [d for d in found if d.is_dir()]
 
 
 def source_root(comp: Component, sources: Path) -> Path:
@@ -220,9 +208,9 @@ def _check_component(stacks: Sequence[Stack], comp: Component, sources: Path,
         else:
             missing.append(dep)
     if stack.base is not None:
-        # what the build loads from a --base is its installed CMake package files (hipBLAS's
+        # what the build loads from a --base is its installed build files (hipBLAS's
         # GPU_TARGETS is read by the base's hip-config-amd.cmake), not a checkout
-        for folder in base_cmake_dirs(stack.base.path):
+        for folder in system.base_build_dirs(stack.base.path):
             trees.append((f"the base's {folder.relative_to(stack.base.path)}",
                           words.under(folder)))
     searched = [name for name, _ in trees]

@@ -46,7 +46,7 @@ from rocbuild.model.workdir import CONFIGS_DIR, Workdir, made_by_rocbuild, read_
 from rocbuild.prefix import registry
 from rocbuild.prefix.envfiles import SHELLS, relative_path, spec_for
 from rocbuild.run.sources import sources
-from rocbuild.run.state import trash, workdirs
+from rocbuild.run.state import trash, view, workdirs
 from rocbuild.run.state.state import StateDir
 
 
@@ -161,7 +161,7 @@ def git_caches(stack: Stack, comp: Component) -> list[Path]:
     work = stack.work
     assert comp.fetch_url is not None
     found = [sources.cache_dir(work.git_cache, comp.fetch_url)]
-    stamp = StateDir.of(stack).read_stamp(comp.name, "fetch") or {}
+    stamp = view.stamp(stack, comp.name, "fetch") or {}
     recorded = stamp.get("cache")
     if isinstance(recorded, str):
         found.append(Path(recorded))

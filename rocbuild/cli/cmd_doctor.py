@@ -21,9 +21,7 @@ from rocbuild.model import cost, wording
 from rocbuild.model.baseaudit import audit_lines, unclaimed
 from rocbuild.model.graph import Stack, load_stack, profile_sets
 from rocbuild.model.settings import Settings
-from rocbuild.run.state import basememo
-from rocbuild.run.state.state import StateDir
-from rocbuild.run.state.uptodate import Rule
+from rocbuild.run.state import basememo, view
 
 _STYLE = {doctor.OK: ("ok", "green"), doctor.WARN: ("warn", "yellow"),
           doctor.FAIL: ("FAIL", "bold red"), doctor.SKIP: ("skip", "dim")}
@@ -104,7 +102,7 @@ def needs_from(settings: Settings) -> doctor.Needs:
     # the largest job, as `plan`'s memory line says it (one rule: cost.memory_need)
     largest = cost.memory_need(stack.recipes, [c.name for c in selected if c.builds])
     # the figure plan shows and preflight refuses on: components not installed yet
-    rule = Rule(stack, StateDir.of(stack))  # read-only: no build context
+    rule = view.rule(stack)  # read-only: no build context
     runs = rule.next_runs(selected)
     disk = cost.disk_needed(stack, [c.name for c in cost.pending_components(stack, runs)])
     source = settings.source("target") if settings.target is not None else \

@@ -24,8 +24,7 @@ from rocbuild.prefix.buildinfo import read_build_info
 from rocbuild.prefix.inventory import component as installed_component
 from rocbuild.prefix.inventory import filled_by
 from rocbuild.run.engine.status import collect
-from rocbuild.run.state.state import StateDir
-from rocbuild.run.state.uptodate import Answers, Rule
+from rocbuild.run.state import view
 
 FILES_SHOWN = 20  # of the installed files in the text view; --json lists every one
 
@@ -53,7 +52,7 @@ def describe(settings: Settings, name: str) -> dict[str, Any]:
     stack = load_stack(settings, [name])  # an unknown name: ConfigError with did-you-mean
     comp = stack.components[name]
     recipe = comp.recipe
-    rule = Rule(stack, StateDir.of(stack), _answers=Answers())
+    rule = view.rule(stack)
     report = collect(rule, settings, [name])
     status = next(c for c in report.components if c.name == name)
     try:

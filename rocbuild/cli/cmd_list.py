@@ -31,8 +31,7 @@ from rocbuild.model.workdir import Workdir, prefix_key, read_registry
 from rocbuild.prefix import registry
 from rocbuild.prefix.buildinfo import info_path
 from rocbuild.prefix.inventory import Installed, PrefixInventory, inventory
-from rocbuild.run.state import prefixmemo
-from rocbuild.run.state.state import installing_now
+from rocbuild.run.state import view
 
 WIDE = 90  # columns from which the install time shows its year
 
@@ -53,7 +52,7 @@ def prefixes_to_list(settings: Settings) -> list[Path]:
     """The prefix --prefix names, alone; else the configured prefix and every one in the
     user's registry that still has a build-info file. A prefix the workdir remembers
     (prefixmemo) was not named by the user: it comes first, and the others still follow."""
-    remembered = settings.source("prefix").startswith(prefixmemo.SOURCE_PREFIX)
+    remembered = settings.source("prefix").startswith(view.REMEMBERED_PREFIX)
     if settings.prefix is not None and not remembered:
         return [Path(os.path.abspath(settings.prefix))]
     found: list[Path] = []
@@ -85,7 +84,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         inv.components[:] = [c for c in inv.components if not wanted or c.name in wanted]
     if args.json:
         json.dump({"prefixes": [{**inv.to_json(), "state": _state(inv),
-                                 "installing_now": installing_now(inv.path)}
+                                 "installing_now": view.installing_now(inv.path)}
                                 for inv in found]}, sys.stdout, indent=2)
         sys.stdout.write("\n")
         return 0
@@ -127,7 +126,7 @@ def print_prefix(inv: PrefixInventory, out: Console) -> None:
     info = inv.info
     total = sum(c.size for c in inv.components)
     count = f"{len(inv.components)} {plural(len(inv.components), 'component')}"
-    now = installing_now(inv.path)
+    now = view.installing_now(inv.path)
     running = f"a build is installing into it now ({now})" if now else ""
     if info is None and not inv.components:
         out.print(f"  {escape(inv.error or 'no build-info file')}")

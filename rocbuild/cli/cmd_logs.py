@@ -31,8 +31,7 @@ from rocbuild.model.graph import Component, load_stack
 from rocbuild.model.settings import Settings
 from rocbuild.model.steptable import RUN, log_path, steps_of, with_logs
 from rocbuild.model.workdir import Workdir
-from rocbuild.run.state import running, workdirs
-from rocbuild.run.state.state import StateDir
+from rocbuild.run.state import view
 
 
 def _count(text: str) -> int:
@@ -71,12 +70,12 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         print_log(log, args.tail)
         return 0
     stack = load_stack(settings, [args.component])  # names the known ones when unknown
-    viewed, note = workdirs.viewed_prefix(settings, stack.prefix)
+    viewed, note = view.viewed_prefix(settings, stack.prefix)
     if note is not None:  # the logs of the last build in this workdir
         notice(f"rocbuild: note: {note}")
         stack = load_stack(viewed, [args.component])
     comp = stack.components[args.component]
-    live = [step for (name, step) in running.steps(stack.workdir) if name == comp.name]
+    live = [step for (name, step) in view.running_steps(stack.workdir) if name == comp.name]
     step = (args.step or (live[-1] if live and args.follow else None)
             or choose_step(stack.work, comp, args.step, interrupted_step(stack.workdir, comp)))
     if args.step is not None:
@@ -87,8 +86,8 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
                           f"kept in {' and '.join(map(str, stack.work.logs(comp.name)))})",
                           tip="`rocbuild status` shows what has run; check --workdir")
     log = log_path(stack.work, comp.name, step)
-    if args.follow and (comp.name, step) in running.steps(stack.workdir):
-        follow(log, args.tail, lambda: (comp.name, step) in running.steps(stack.workdir))
+    if args.follow and (comp.name, step) in view.running_steps(stack.workdir):
+        follow(log, args.tail, lambda: (comp.name, step) in view.running_steps(stack.workdir))
         return 0
     if not log.is_file():
         raise ConfigError(f"no log for {comp.name}: {step} yet ({log}): the step has not run",
@@ -122,7 +121,7 @@ def choose_step(work: Workdir, comp: Component, step: str | None,
                               f"{', '.join(own)}; with a log too: {', '.join(also)})",
                               tip=f"rocbuild logs {comp.name} {own[-1]}")
         return step
-    failure = StateDir(work).read_failure(comp.name)
+    failure = view.failure(work, comp.name)
     if failure is not None and failure.get("step") in names:
         return str(failure["step"])
     if interrupted in names and log_path(work, comp.name, interrupted).is_file():

@@ -21,9 +21,7 @@ from rocbuild.model.plan import Plan, build_plan, to_json
 from rocbuild.model.settings import Settings
 from rocbuild.model.steptable import steps_of
 from rocbuild.run.engine import outcome, status
-from rocbuild.run.state import basememo
-from rocbuild.run.state.state import StateDir
-from rocbuild.run.state.uptodate import Answers, Rule
+from rocbuild.run.state import basememo, view
 
 if TYPE_CHECKING:
     from rocbuild.model.graph import Component
@@ -66,7 +64,7 @@ def register(sub: argparse._SubParsersAction, parents: list[argparse.ArgumentPar
     parser.set_defaults(func=run)
 
 
-def expected_seconds(rule: Rule, cpus: int) -> dict[str, float | None]:
+def expected_seconds(rule: view.Rule, cpus: int) -> dict[str, float | None]:
     """Each component's expected time: this host's last run of each step (stamps), else
     the recipe's CPU-hour estimate (outcome.expected_seconds)."""
     seconds: dict[str, float | None] = {}
@@ -85,7 +83,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     # each component's state from the workdir's stamps (done / failed / stale / pending)
     # read-only: no build context, no output; the state walk and the pending list ask the
     # same questions, so they share the answers (nothing runs meanwhile)
-    rule = Rule(stack, StateDir.of(stack), _answers=Answers())
+    rule = view.rule(stack)
     report = status.collect(rule, settings, list(args.components))
     states = {c.name: c.state for c in report.components}
     pending = [c.name for c in cost.pending_components(stack,

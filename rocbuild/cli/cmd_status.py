@@ -43,9 +43,7 @@ from rocbuild.run.engine.status import (
     to_json,
     tried_outside,
 )
-from rocbuild.run.state import launchstats, workdirs
-from rocbuild.run.state.state import StateDir
-from rocbuild.run.state.uptodate import Answers, Rule
+from rocbuild.run.state import view
 
 STATE_STYLE = {"done": "green", "failed": "bold red", "stale": "yellow", "pending": "dim",
                "running": "bold cyan", "unproven": "yellow"}
@@ -73,16 +71,16 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
                f"({settings.source('workdir')}): nothing was built there; `rocbuild prefixes` "
                "shows the workdir that filled each prefix")
     stack = load_stack(settings, args.components)
-    viewed, note = workdirs.viewed_prefix(settings, stack.prefix)
+    viewed, note = view.viewed_prefix(settings, stack.prefix)
     if note is not None:  # the last build in this workdir, when the default prefix has none
         notice(f"rocbuild: note: {note}")
         settings, stack = viewed, load_stack(viewed, args.components)
     # read-only: nothing runs, so the rule's answers are kept for the whole report
-    rule = Rule(stack, StateDir.of(stack), _answers=Answers())
+    rule = view.rule(stack)
     tried = [] if args.components else tried_outside(rule)
     if tried:  # plain status covers every component this workdir tried, and what it needs
         stack = load_stack(settings, [*stack.order, *tried])
-        rule = Rule(stack, StateDir.of(stack), _answers=Answers())
+        rule = view.rule(stack)
     report = collect(rule, settings, list(args.components))
     notes = launcher_notes(stack, settings)
     if args.json:
@@ -103,7 +101,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
 def print_other_stacks(out: Console, settings: Settings) -> None:
     """Where the workdir's builds are, when they are of another stack than these recipes
     (a workdir built with `--recipes X` read "nothing built yet" without it)."""
-    others = workdirs.other_stacks(settings)
+    others = view.other_stacks(settings)
     if not others:
         return
     stack = stack_name_of(settings.recipes) or "?"
@@ -185,7 +183,7 @@ def print_status(report: StatusReport, out: Console, requested: list[str],
               f"prefix {escape(str(report.prefix))}")
     out.print(_table(report, wide=out.width >= WIDE))
     for comp in report.components:  # what the compiler cache (and distcc) did last compile
-        saved = launchstats.status_text(report.workdir, comp.name)
+        saved = view.launch_saved(report.workdir, comp.name)
         if saved:
             out.print(f"last compile of {escape(comp.name)}: {escape(saved)}")
     print_launcher_notes(out, notes or {})

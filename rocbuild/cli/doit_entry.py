@@ -63,7 +63,7 @@ def namespace_from_environment() -> dict[str, Any]:
     output = Output(sys.stdout)
     ctx = BuildContext.start(stack=every, settings=settings, output=output,
                        command=continuation.doit_command_line(sys.argv[1:], settings,
-                                                              Path.cwd()))
+                                                              Path.cwd()), doit_threads=True)
     default_tasks = tuple(f"{tasks.BUILD}:{name}" for name in default.order)
     run = Run(ctx, reports(), ui.console(output.stream, stamped=True),
               default, verify=get_var("verify", "yes") not in ("no", "0", "false"),

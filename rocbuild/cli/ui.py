@@ -24,7 +24,7 @@ from rocbuild.model.resources import format_gib
 from rocbuild.model.steps import shell_line
 from rocbuild.model.steptable import venv_commands
 from rocbuild.run.engine.outcome import CURRENT, SERVED, StepOutcome
-from rocbuild.run.state import launchstats
+from rocbuild.run.state import view
 
 if TYPE_CHECKING:  # the plan's model (roads, cost) loads for `plan`, not for every command
     from rocbuild.model.plan import Plan
@@ -412,7 +412,7 @@ def print_build_summary(outcomes: Sequence[StepOutcome], stack: Stack, command: 
         out.print(f"rocbuild: all {len(current)} steps are current; nothing to do"
                   if len(current) != 1 else "rocbuild: its one step is current; nothing to do")
     compiled = [o.component for o in ran if o.step == "compile"]
-    for line in launchstats.summary_lines(stack.workdir, compiled):
+    for line in view.launch_summary(stack.workdir, compiled):
         out.print(f"compiled {escape(line)}")
     for o in outcomes:
         for warning in o.warnings:

@@ -561,11 +561,6 @@ def find_config(cwd: Path, env: Mapping[str, str], trust: Trust | None = None
     return ConfigChoice(None, tuple(skipped), searched)
 
 
-def find_config_file(cwd: Path, env: Mapping[str, str]) -> Path | None:
-    """``find_config``'s file, whoever owns it (for callers without a ``Trust``)."""
-    return find_config(cwd, env).path
-
-
 def _from_config_folder(option: Option, text: str, folder: Path) -> str:
     """A folder named in a config file relative to that file's folder, as cargo reads its
     config, so a rocbuild.toml found above the current folder means what it says (an empty

@@ -1,5 +1,5 @@
 """Bad input, bad state and machine faults: one message naming the file and key (exit 2), or
-an automatic recovery, never a traceback (issue 15). Every case runs rocbuild as a child.
+an automatic recovery, never a traceback. Every case runs rocbuild as a child.
 
 The load-time table needs no git, cmake or network: ``plan`` loads and renders the recipes,
 which is where every refusal of the table happens. The build-time cases (dangerous prefixes,
@@ -140,7 +140,7 @@ CASES = [
          names=("install.links",)),
     Case("link-target-absolute", recipe(tail='[cmake]\n[install.links]\n"out" = "/tmp"\n'),
          names=("install.links",)),
-    # each link inside when read alone; followed together (issue 33), the second leaves
+    # each link inside when read alone; followed together, the second leaves
     Case("link-chain-outside", recipe(tail='[cmake]\n[install.links]\n"share/up" = ".."\n'
                                            '"share/esc" = "up/../.."\n'),
          names=('install.links."share/esc"', "through the recipe's other [install.links]")),
@@ -181,7 +181,7 @@ CASES = [
          names=("rocbuild.toml", "'rocbuidl'", "Did you mean 'rocbuild'")),
     Case("config-unknown-subtable", config="[rocbuild]\njobs = 2\n[rocbuild.job]\nx = 1\n",
          names=("rocbuild.toml", "'job'", "Did you mean 'jobs'")),
-    # issue 22 -- patches/ that is not a series: never skipped, never blocking
+    # patches/ that is not a series: never skipped, never blocking
     Case("patches-a-file", setup=_patches(lambda p: (p / "a").write_text("--- a/x\n")),
          names=("patches/a is a file, not a folder",)),
     Case("patches-fifo", setup=_series("0001-x.patch", None),
@@ -267,6 +267,7 @@ def _write_case(tmp_path: Path, case: Case) -> list[str]:
             "--prefix", str(tmp_path / "prefix"), *case.flags]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
 def test_bad_input_is_one_message(case: Case, tmp_path: Path) -> None:
     flags = _write_case(tmp_path, case)
@@ -321,7 +322,7 @@ def test_a_workdir_in_the_prefix_is_refused(small: list[str], tmp_path: Path,
 
 def test_a_recipe_with_a_byte_order_mark_loads(tmp_path: Path) -> None:
     """Windows editors write a UTF-8 BOM; TOML has no use for it and it carries nothing in
-    UTF-8 (issue 22: "Invalid statement (line 1, column 1)")."""
+    UTF-8 (never "Invalid statement (line 1, column 1)")."""
     case = Case("bom", recipe="\ufeff" + GOOD_RECIPE)
     flags = _write_case(tmp_path, case)
     (tmp_path / "recipes" / "stack.toml").write_text(
@@ -342,6 +343,7 @@ def test_cmake_code_files_are_shown_in_the_plan(tmp_path: Path) -> None:
                                                    "-DCMAKE_TOOLCHAIN_FILE=/x/tc.cmake"]
 
 
+@pytest.mark.slow
 def test_existing_folder_needs_the_flag(small: list[str], tmp_path: Path) -> None:
     prefix = tmp_path / "prefix"
     prefix.mkdir()
@@ -355,6 +357,7 @@ def test_existing_folder_needs_the_flag(small: list[str], tmp_path: Path) -> Non
     run_cli("build", *small, "--no-verify", expect=0)  # the prefix is rocbuild's now
 
 
+@pytest.mark.slow
 def test_damaged_state_is_recovered(small: list[str], tmp_path: Path) -> None:
     """A garbage doit DB, a corrupt build-info and a cap of 0 jobs are each recovered from,
     and the stamps keep everything that was built (nothing runs again)."""
@@ -381,9 +384,10 @@ def test_damaged_state_is_recovered(small: list[str], tmp_path: Path) -> None:
     assert "cap 0" not in result.stdout, result.explain()  # no nonsense figure either
 
 
+@pytest.mark.slow
 def test_fifos_in_the_state_and_the_prefix_never_block(small: list[str], tmp_path: Path) -> None:
-    """rocbuild opens nothing that is not a regular file (issue 22: a FIFO named like a file
-    rocbuild reads waited for a writer forever): a stamp, build-info and the lock's pid file
+    """rocbuild opens nothing that is not a regular file (a FIFO named like a file
+    rocbuild reads would wait for a writer forever): a stamp, build-info and the lock's pid file
     replaced by FIFOs are treated as damaged, and the run goes on."""
     run_cli("build", *small, "--no-verify", expect=0)
     state = tmp_path / "work" / "state"
@@ -398,10 +402,12 @@ def test_fifos_in_the_state_and_the_prefix_never_block(small: list[str], tmp_pat
     assert "everything is built and current" in status.stdout, status.explain()
 
 
+@pytest.mark.slow
 def test_fifos_at_the_prefix_registry_and_the_workdirs_configurations_never_block(
         small: list[str], tmp_path: Path) -> None:
-    """The files issue 24 added are read like every other state file: a FIFO at the user's
-    prefix registry or at the workdir's configs.json is no record, and nothing waits on it."""
+    """The prefix registry and the workdir's configurations are read like every other state
+    file: a FIFO at the user's prefix registry or at the workdir's configs.json is no record,
+    and nothing waits on it."""
     run_cli("build", *small, "--no-verify", expect=0)
     registry = Path(os.environ["XDG_STATE_HOME"]) / "rocbuild" / "prefixes.json"
     configs = tmp_path / "work" / "state" / "configs.json"
@@ -475,7 +481,7 @@ def test_read_only_prefix_is_reported_as_such(small: list[str], tmp_path: Path) 
 
 @needs_mount
 def test_a_full_prefix_is_named_in_the_failure_message(tmp_path: Path) -> None:
-    """The summary (and status, and --json) said only "cmake exited with 1" (issue 22): the
+    """The summary (and status, and --json) said only "cmake exited with 1": the
     failure message now carries the tool's "No space left on device", the path and the room
     left there."""
     for tool in ("git", "cmake", "ninja"):

@@ -53,6 +53,7 @@ def plan_json(flags: list[str], *extra: str) -> dict:
     return json.loads(run_flags(flags, "plan", "--json", *extra, expect=0).stdout)
 
 
+@pytest.mark.slow
 def test_chain_builds_on_a_base_made_by_rocbuild(chain: Chain) -> None:
     chain_with_base_tables(chain)
     lower = base_flags(chain, "A", "work-a")
@@ -220,6 +221,7 @@ AMD_TAKEN = ("llvm", "device-libs", "comgr", "rocr", "hip", "clr", "hipcc", "roc
 AMD_BUILT = ["tensile", "rocblas", "hipblas", "llama.cpp"]  # no gfx906 Tensile set in 6.4
 
 
+@pytest.mark.slow
 def test_plan_on_a_recorded_amd_643_layout(tmp_path: Path) -> None:
     base = amd_tree(tmp_path)
     flags = amd_flags(tmp_path, base)
@@ -255,6 +257,7 @@ def test_plan_on_a_recorded_amd_643_layout(tmp_path: Path) -> None:
     assert "both roads, whole stack" in text and f"on base {base}" in text
 
 
+@pytest.mark.slow
 def test_rocblas_on_amds_base_has_one_fingerprint_whatever_is_asked(tmp_path: Path) -> None:
     """`rocbuild build rocblas` and a later `rocbuild build` on AMD's layout build the same
     rocBLAS (the base's key covered only what the request's closure took, so the second
@@ -373,6 +376,7 @@ def test_a_folder_the_road_took_away_is_explained_not_a_template_crash(tmp_path:
     assert "undefined template variable" not in result.stderr
 
 
+@pytest.mark.slow
 def test_a_stack_rocbuild_built_serves_as_a_base(tmp_path: Path) -> None:
     """The shipped recipes' own install layout (device bitcode in <prefix>/amdgcn/bitcode, a
     gfx906 Tensile set) is a whole base: everything with a [base] table is taken, only
@@ -392,6 +396,7 @@ def test_a_stack_rocbuild_built_serves_as_a_base(tmp_path: Path) -> None:
                      f"{base}/amdgcn/bitcode/ockl.bc", f"{base}/amdgcn/bitcode/ocml.bc"]
 
 
+@pytest.mark.slow
 def test_the_workdir_remembers_its_base(chain: Chain) -> None:
     """Issue 21 item 4: a later plan/status/build without --base uses the base of the last
     build and says so; another base, or --base none, is a configuration change plan
@@ -442,6 +447,7 @@ def test_the_workdir_remembers_its_base(chain: Chain) -> None:
     assert "--base none" in gone.stderr
 
 
+@pytest.mark.slow
 def test_a_source_only_component_the_base_has_is_fetched_for_a_build_that_reads_it(
         tmp_path: Path) -> None:
     """Issue 21 item 2 end to end: the base has a source-only component's headers (its
@@ -513,6 +519,7 @@ def side_stack(tmp_path: Path) -> tuple[list[str], Path]:
             "--mirror", f"{FAKE_HOST}={repos.as_uri()}/"], base
 
 
+@pytest.mark.slow
 def test_a_part_built_on_a_base_stays_current_for_the_whole_set(tmp_path: Path) -> None:
     """The base's content key is the base's, not the request's: `build mid` and then a
     plain `plan`/`status`/`build` of the whole set agree that mid is done (the key used to
@@ -590,6 +597,7 @@ DEBIAN_TAKEN = ("llvm", "device-libs", "comgr", "rocr", "hip", "clr", "hipcc", "
 DEBIAN_BUILT = ["rocm-core", "rocprofiler-register", "llama.cpp"]
 
 
+@pytest.mark.slow
 def test_plan_on_a_recorded_debian_sid_layout(tmp_path: Path) -> None:
     base = debian_tree(tmp_path)
     plan = plan_json(amd_flags(tmp_path, base))
@@ -693,6 +701,7 @@ def test_a_recipe_naming_a_system_folder_in_a_search_variable_is_refused(
     assert "Traceback" not in result.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("how", ["flag", "env", "config"])
 def test_from_source_builds_what_the_base_has_and_what_uses_it(tmp_path: Path,
                                                                how: str) -> None:

@@ -20,7 +20,7 @@ from tests.cli import run_cli, run_flags
 from tests.e2e.test_base import DATA, REPO_RECIPES, amd_flags, amd_tree, debian_tree, plan_json
 from tests.support import gpulibs
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 WIDE = {"COLUMNS": "250"}  # audit lines are printed whole
 

@@ -20,7 +20,7 @@ from tests.cli import run_flags
 from tests.conftest import require_tool
 from tests.support.chain import one_component_stack
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 DEBIAN_LLVM = Path("/usr/lib/llvm-15")
 DEBIAN_BITCODE = Path("/usr/lib/x86_64-linux-gnu/amdgcn/bitcode")

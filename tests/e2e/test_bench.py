@@ -87,6 +87,7 @@ def test_vram_wait_has_a_time_limit(tmp_path: Path, model: Path) -> None:
     assert result.runs[1].status == "ok"  # measured anyway, and the record says so
 
 
+@pytest.mark.slow
 def test_a_gpu_process_that_ignores_signals_is_never_sigkilled(
         tmp_path: Path, model: Path) -> None:
     rig = make_rig(tmp_path)
@@ -136,6 +137,7 @@ def test_pcie_link_is_read_under_load(tmp_path: Path, model: Path) -> None:
 
 
 # --- through the command line ---------------------------------------------------------------
+@pytest.mark.slow
 def test_cli_writes_table_json_csv_and_chart(tmp_path: Path, model: Path) -> None:
     rig = make_rig(tmp_path)
     rig.standin("hip", "hip-gpu")

@@ -17,7 +17,7 @@ from rocbuild.cli.main import main
 from tests.conftest import require_tool
 from tests.support.chain import make_repo, one_component_stack
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 
 def make_wheel(folder: Path, name: str = "rbtinypkg", version: str = "1.0") -> Path:

@@ -14,7 +14,7 @@ from tests.cli import run_cli
 from tests.conftest import require_tool
 from tests.support.chain import one_component_stack
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 KERNEL_PROJECT = {
     "CMakeLists.txt": textwrap.dedent("""\

@@ -31,7 +31,7 @@ from tests.cli import run_cli
 from tests.conftest import require_tool
 from tests.support.chain import FAKE_HOST, Chain, make_chain, make_repo, one_component_stack
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 COMPONENTS = ("alpha", "beta", "gamma")
 
@@ -102,7 +102,7 @@ def first(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FirstMachine]:
     pushed = run_cli("cache", "push", *chain.flags(), "--to", str(cache), "--sign", "alice",
                      env=env, expect=0)
     for name in COMPONENTS:
-        # the key by its name, not a bare fingerprint (issue 32)
+        # the key by its name, not a bare fingerprint
         assert re.search(rf"^(?:[\d:]+ )?✔ {name}: \d+ files?.*, signed by alice \(SHA256:",
                          pushed.stdout, re.M), pushed.stdout
     # a source-only component stores no files: said as the commit record it is, not as
@@ -170,7 +170,7 @@ def test_second_machine_installs_the_stack_from_a_cache_folder_without_compiling
     status = json.loads(run_cli("status", *flags, "--json", env=env, expect=0).stdout)
     assert {c["name"]: c["state"] for c in status["components"]} == dict.fromkeys(
         (*COMPONENTS, "notes"), "done")
-    # `rocbuild list` says each came from the cache, with its artifact (issue 32)
+    # `rocbuild list` says each came from the cache, with its artifact
     (listed,) = json.loads(run_cli("list", *flags, "--json", env=env,
                                    expect=0).stdout)["prefixes"]
     origins = {c["name"]: (c["origin"], bool(c["cache_key"])) for c in listed["components"]}
@@ -258,7 +258,7 @@ def tamper(cache: Path, how: str) -> tuple[str, list[str]]:
         return "its signature by alice's key does not match its manifest", []
     if how == "unsigned":
         signature.unlink()
-        # no signer to trust: say how to sign it (issue 32)
+        # no signer to trust: say how to sign it
         return ("cache: beta: cache refused: it is not signed; push it signed (`rocbuild "
                 "cache push --sign NAME`, with a key of `rocbuild cache keys new NAME` that "
                 "this machine trusts), or give --allow-unsigned"), []
@@ -456,8 +456,8 @@ def test_sources_still_come_first_when_only_some_components_are_cached(
 
 def test_prune_of_a_cache_folder_by_rule_with_a_dry_run(machine: FirstMachine,
                                                         tmp_path: Path) -> None:
-    """cache prune on a folder store (issue 27: folder and OCI; the registry has its own
-    test): each rule, the dry run, and what is left for list and for an install."""
+    """cache prune on a folder store (the registry has its own test): each rule, the dry
+    run, and what is left for list and for an install."""
     cache = tmp_path / "cache"
     shutil.copytree(machine.cache, cache)
     flags = machine.second(tmp_path / "work-b", "--cache", str(cache))
@@ -483,7 +483,7 @@ def test_prune_of_a_cache_folder_by_rule_with_a_dry_run(machine: FirstMachine,
 def test_plan_says_why_the_artifacts_a_cache_holds_are_not_this_builds(
         machine: FirstMachine, tmp_path: Path) -> None:
     """A cache that holds the stack for other targets or another CPU is not an empty one:
-    plan names what differs (issue 27: "or why not ... other CPU variant"), not just "not in
+    plan names what differs ("or why not ... other CPU variant"), not just "not in
     the cache"."""
     cache = tmp_path / "cache"
     shutil.copytree(machine.cache, cache)

@@ -26,7 +26,7 @@ from tests.e2e import test_cache
 from tests.e2e.test_cache import COMPONENTS, FirstMachine, compiled, counting_cc, prefix_tree
 from tests.support.registry import Registry, docker_config, dropping_proxy, free_port, registry
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 REPO = "rocbuild/gfx906"
 first = test_cache.first  # the module fixture that builds the chain (its own build here)
@@ -268,7 +268,7 @@ def test_an_unsigned_writer_breaks_one_config_blob_and_only_that_artifact_is_ref
     """Anyone who may push to the repository (no signing key needed) changes beta's config
     blob in place, or points beta's tag at a config of "[" * 100000, or the connection drops
     in the middle of reading it: beta is refused and built, alpha and gamma still come from
-    the registry, and no traceback (issue 33: RecursionError, IncompleteRead, and the whole
+    the registry, and no traceback (no RecursionError, no IncompleteRead, and never the whole
     cache given up for a changed blob)."""
     import contextlib
 
@@ -308,8 +308,8 @@ def test_an_upload_whose_chunk_failed_continues_the_same_session(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A chunk answered 503 by a proxy (the registry never saw it): the session's own record
     (GET -> Range) says how much the registry holds, and the upload goes on in the same
-    session from there: no new POST, the first chunk not sent again (issue 33: this path
-    never ran against the reference registry before)."""
+    session from there: no new POST, the first chunk not sent again (this path, against the
+    reference registry)."""
     from rocbuild.run.cache import oci
 
     monkeypatch.setattr(oci, "UPLOAD_CHUNK", 1 << 20)

@@ -1,4 +1,4 @@
-"""Plan, the run's estimate and `build --json` know the binary cache (issue 24 item 5).
+"""Plan, the run's estimate and `build --json` know the binary cache.
 
 With every component served from a cache, plan said "pending" with the recipes' build time,
 "cost of the 3 pending components" with CPU-hours and workdir disk, the build's estimate gave
@@ -18,7 +18,7 @@ import pytest
 from tests.cli import run_cli
 from tests.support.chain import Chain
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 RESOURCES = "[resources]\ncpu_hours = 0.1\ndisk = \"1GiB\"\nsource_disk = \"100MiB\"\n"
 

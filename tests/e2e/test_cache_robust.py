@@ -1,4 +1,4 @@
-"""The binary cache under attack (issue 22): components served from the cache are first-class in
+"""The binary cache under attack: components served from the cache are first-class in
 every later run (a rerun, status, a later source build after a recipe change), a SIGKILL at any
 point of a cache install resumes to the same prefix and leaves no unpack folder behind,
 setuid/setgid bits never come back from an artifact, the speed settings (ccache, distcc, jobs)
@@ -36,7 +36,7 @@ from tests.conftest import require_tool
 from tests.e2e.test_cache import prefix_tree
 from tests.support.chain import FAKE_HOST, Chain, make_chain
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 ALPHA_PATCH = """\
 --- a/alpha.h
@@ -59,8 +59,8 @@ COMPONENTS = ("alpha", "beta", "blob", "gamma")
 
 
 def _unsigned_flag() -> tuple[str, ...]:
-    """``--allow-unsigned`` where this rocbuild refuses unsigned artifacts (issue 27's
-    signatures): these tests push without signing, since what they check lies behind that."""
+    """``--allow-unsigned`` where this rocbuild refuses unsigned artifacts: these tests push
+    without signing, since what they check lies behind that."""
     shown = subprocess.run([sys.executable, "-m", "rocbuild", "plan", "--help"],
                            env=child_env(), capture_output=True, text=True).stdout
     return ("--allow-unsigned",) if "--allow-unsigned" in shown else ()
@@ -344,9 +344,9 @@ def test_cache_push_without_the_builds_mirror_works_or_is_one_message(
 
 def test_one_damaged_manifest_refuses_only_its_component(machine: Machine,
                                                         tmp_path: Path) -> None:
-    """beta's manifest is not JSON: beta is built, the others still come from the cache (the
-    whole cache was given up, and every component after beta built, found by the torture run
-    of issue 22), and a push replaces the damaged manifest."""
+    """beta's manifest is not JSON: beta is built, the others still come from the cache (never
+    the whole cache given up, every component after beta built), and a push replaces the
+    damaged manifest."""
     cache = tmp_path / "cache"
     shutil.copytree(machine.cache, cache)
     (manifest_file,) = (cache / "beta").glob("*.json")
@@ -367,7 +367,7 @@ def test_one_damaged_manifest_refuses_only_its_component(machine: Machine,
 def test_counts_of_one_and_short_times_read_as_words(tmp_path: Path) -> None:
     """A component of one installed file: the run says "1 component" and "under a minute"
     (not "1 components", "about 0 min"), its reinstall and its install from the cache say
-    "1 file", not "1 files" (issue 26's wording, on the terminal and in the step logs)."""
+    "1 file", not "1 files" (on the terminal and in the step logs)."""
     from tests.support.chain import one_component_stack
 
     flags = one_component_stack(tmp_path, "a", {

@@ -1,4 +1,4 @@
-"""A cache install is all or nothing (issue 33): an artifact signed by a trusted key that tries
+"""A cache install is all or nothing: an artifact signed by a trusted key that tries
 to write where it must not (through its own links, onto another component's file, into
 rocbuild's records, out of the prefix through a chain of links), or that inflates past what its
 manifest says, is refused before a byte of the prefix changes, and a refusal or a kill in the
@@ -38,7 +38,7 @@ from tests.conftest import require_tool
 from tests.support.chain import FAKE_HOST, Chain, make_chain
 from tests.support.trees import Entry, tree
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 
 def full_tree(prefix: Path) -> dict[str, Entry]:

@@ -15,7 +15,7 @@ from rocbuild.run.state.state import StateDir
 from tests.cli import run_flags
 from tests.support.chain import Chain
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 
 @pytest.fixture

@@ -10,7 +10,7 @@ import pytest
 
 from tests.cli import run_cli
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 
 @pytest.mark.parametrize("args, message", [

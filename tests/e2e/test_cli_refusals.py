@@ -1,4 +1,4 @@
-"""The command line's own refusals look like every other rocbuild error (issue 26): argparse's
+"""The command line's own refusals look like every other rocbuild error: argparse's
 (an unknown command or flag, a bad choice), bare `rocbuild`, `rocbuild help`, and the values
 that used to pass (an env file for a prefix never built, a malformed distcc host, an unknown
 ROCBUILD_* variable, an abbreviated commit). Each runs rocbuild as a child: exit code, the
@@ -14,7 +14,7 @@ import pytest
 from rocbuild.checks import privilege
 from tests.cli import CliResult, run_cli
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 
 def refused(*args: str, **kwargs: object) -> CliResult:
@@ -34,7 +34,7 @@ def refused(*args: str, **kwargs: object) -> CliResult:
     (("help", "biuld"), "'biuld' is not a command. Did you mean 'build'?"),
     (("logs",), "rocbuild logs: missing COMPONENT"),
     (("gfx906",), "'gfx906' is a GPU target: give it as --target gfx906"),
-    # issue 32: a misspelt flag before the command was lost behind "no command given" or
+    # a misspelt flag before the command is named, never lost behind "no command given" or
     # taken as the command ('3' is not a command)
     (("--verison",), "'--verison' is not an option of rocbuild (did you mean '--version'?)"),
     (("--jbos", "3", "plan"), "'--jbos' is not an option of rocbuild (did you mean '--jobs'?)"),

@@ -1,4 +1,4 @@
-"""rocbuild.toml is found as cargo and git find their files (issue 32): in the current folder
+"""rocbuild.toml is found as cargo and git find their files: in the current folder
 or the nearest one above it, never above the home folder; `rocbuild config` shows the file
 read and every setting with its source. Every rocbuild here runs as a child process."""
 
@@ -7,8 +7,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from tests.cli import run_cli
 from tests.support.chain import Chain
+
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 
 def stack_folder(chain: Chain) -> Path:

@@ -14,7 +14,8 @@ import pytest
 
 from tests.cli import REPO, run_cli
 
-pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="chown to another uid needs root")
+pytestmark = [pytest.mark.e2e, pytest.mark.slow,
+              pytest.mark.skipif(os.geteuid() != 0, reason="chown to another uid needs root")]
 
 OTHER = 1000  # "another user": any uid that is not this test's and not root
 NO_SUDO = {"SUDO_UID": ""}  # a sudo caller would be trusted like the user (as git does)

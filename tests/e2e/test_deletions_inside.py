@@ -19,7 +19,7 @@ from tests.cli import child_env, run_cli, run_flags
 from tests.e2e.test_empty_paths import a_users_project
 from tests.support.chain import Chain
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 
 def test_clean_refuses_a_folder_that_is_not_a_rocbuild_workdir(tmp_path: Path,

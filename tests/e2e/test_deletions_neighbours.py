@@ -16,7 +16,7 @@ import pytest
 from tests.cli import run_cli, run_flags
 from tests.support.chain import Chain
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 
 def someone_elses(tmp_path: Path) -> Path:

@@ -19,7 +19,7 @@ import pytest
 from tests.cli import child_env
 from tests.conftest import require_tool
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "examples.md"
 

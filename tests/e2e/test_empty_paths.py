@@ -12,7 +12,7 @@ import pytest
 from rocbuild.model import settings
 from tests.cli import run_cli, run_flags
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 
 def a_users_project(tmp_path: Path) -> Path:

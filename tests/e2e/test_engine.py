@@ -10,7 +10,6 @@ import shlex
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import psutil
@@ -21,11 +20,12 @@ from rocbuild.run.state.state import StateDir
 from tests.cli import commands_under, run_cli, unstamped
 from tests.conftest import REPO
 from tests.support.chain import Chain, git, make_chain
+from tests.support.wait import wait_for
 
 # the doit of this interpreter: a venv that is not activated has it in its bin/ only
 DOIT = [sys.executable, "-m", "doit"]
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 
 def build(chain: Chain, capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str]:
@@ -166,7 +166,7 @@ def test_second_build_on_the_same_workdir_is_refused(
     with StateDir.shared(chain.workdir).lock():
         result = run_cli("build", *chain.flags(), "--quiet")
     rc, err = result.returncode, result.stderr
-    assert rc == 3  # busy, not bad input (issue 10 #7)
+    assert rc == 3  # busy, not bad input
     assert f"another rocbuild run (pid {os.getpid()}) is using the workdir" in err
 
 
@@ -219,14 +219,6 @@ def slow_beta(chain: Chain) -> Path:
     return marker
 
 
-def wait_for(predicate, timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError("timed out waiting")
-        time.sleep(0.05)
-
-
 def sleepers(marker: Path) -> list[psutil.Process]:
     """The `sleep 30` processes started by this test's slow step (found through the shell
     that names this test's marker, so leftovers of other runs never match)."""
@@ -250,7 +242,8 @@ def test_sigkill_of_rocbuild_mid_build_resumes_to_the_same_tree(chain: Chain,
     runner = subprocess.Popen(argv, env=env, cwd=tmp_path, stdout=subprocess.DEVNULL,
                               stderr=subprocess.DEVNULL)
     state = StateDir.shared(chain.workdir)
-    wait_for(lambda: bool(sleepers(marker)) or runner.poll() is not None)
+    wait_for(lambda: bool(sleepers(marker)) or runner.poll() is not None,
+             "the slow step started")
     assert runner.poll() is None, "the build ended before the slow step"
     assert state.read_stamp("alpha", "install") is not None
     # only rocbuild, and its watchdog (which would end the step: test_leftover_processes.py),
@@ -291,7 +284,8 @@ def test_sigterm_stops_the_build_and_its_children(chain: Chain, tmp_path: Path) 
     runner = subprocess.Popen([sys.executable, "-m", "rocbuild", "build", "--quiet", "--no-verify"],
                               env=cli_env(chain), cwd=tmp_path, stdout=subprocess.PIPE,
                               stderr=subprocess.STDOUT, text=True)
-    wait_for(lambda: bool(sleepers(marker)) or runner.poll() is not None)
+    wait_for(lambda: bool(sleepers(marker)) or runner.poll() is not None,
+             "the slow step started")
     assert runner.poll() is None, "the build ended before the slow step"
     runner.send_signal(signal.SIGTERM)
     out, _ = runner.communicate(timeout=60)
@@ -309,7 +303,7 @@ def test_sigterm_stops_the_build_and_its_children(chain: Chain, tmp_path: Path) 
     assert "# env PATH=" in attempt and "# env ROCM_PATH" not in attempt, attempt[:600]
     assert re.search(r"\] attempt 1 interrupted by SIGTERM after [\d.]+s; its process group "
                      r"was ended", attempt), attempt[-500:]
-    wait_for(lambda: not sleepers(marker), timeout=10)  # the slow step's children are gone
+    wait_for(lambda: not sleepers(marker), "the slow step's children are gone")
     assert StateDir.shared(chain.workdir).read_stamp("alpha", "install") is not None
     assert StateDir.shared(chain.workdir).read_stamp("beta", "compile") is None
 
@@ -317,18 +311,19 @@ def test_sigterm_stops_the_build_and_its_children(chain: Chain, tmp_path: Path) 
 def test_sighup_stops_the_build_like_sigterm(chain: Chain, tmp_path: Path) -> None:
     """A closed terminal (SIGHUP, the ssh session of an overnight build that dropped) ends
     the run as SIGTERM does: the step's children are ended, exit 130 and the "interrupted"
-    line (issue 22: the run died of the signal, without either)."""
+    line (never a death by the signal, without either)."""
     slow = slow_beta(chain)
     runner = subprocess.Popen([sys.executable, "-m", "rocbuild", "build", "--quiet", "--no-verify"],
                               env=cli_env(chain), cwd=tmp_path, stdout=subprocess.PIPE,
                               stderr=subprocess.STDOUT, text=True)
-    wait_for(lambda: bool(sleepers(slow)) or runner.poll() is not None)
+    wait_for(lambda: bool(sleepers(slow)) or runner.poll() is not None,
+             "the slow step started")
     assert runner.poll() is None, "the build ended before the slow step"
     runner.send_signal(signal.SIGHUP)
     out, _ = runner.communicate(timeout=60)
     assert runner.returncode == 130, out
     assert "interrupted" in out, out
-    wait_for(lambda: not sleepers(slow), timeout=10)
+    wait_for(lambda: not sleepers(slow), "the slow step's children are gone")
     assert StateDir.shared(chain.workdir).read_stamp("alpha", "install") is not None
     assert StateDir.shared(chain.workdir).read_stamp("beta", "compile") is None
 

@@ -10,7 +10,6 @@ import signal
 import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
 
 import psutil
@@ -19,8 +18,9 @@ import pytest
 from tests.cli import child_env, run_cli
 from tests.conftest import require_tool
 from tests.support.chain import FAKE_HOST, Chain, make_repo
+from tests.support.wait import wait_for
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 
 def slow_project(name: str, seconds: int) -> dict[str, str]:
@@ -57,14 +57,6 @@ def sleeping(seconds: set[str], root: Path) -> list[psutil.Process]:
     return found
 
 
-def wait_for(predicate, timeout: float = 120.0) -> None:  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError("timed out waiting")
-        time.sleep(0.05)
-
-
 def test_an_interrupted_parallel_run_ends_the_children_of_every_worker(tmp_path: Path) -> None:
     for tool in ("git", "cmake", "ninja"):
         require_tool(tool)
@@ -77,13 +69,14 @@ def test_an_interrupted_parallel_run_ends_the_children_of_every_worker(tmp_path:
          "--parallel", "2"], env=child_env(), cwd=tmp_path, stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT, text=True)
     try:
-        wait_for(lambda: len(sleeping({"301", "302"}, tmp_path)) == 2 or runner.poll() is not None)
+        wait_for(lambda: len(sleeping({"301", "302"}, tmp_path)) == 2
+                 or runner.poll() is not None, "both components' compiles started")
         assert runner.poll() is None, "the build ended before both slow steps ran"
         runner.send_signal(signal.SIGTERM)
         # without the kill the run waits on its workers, whose `sleep 30x` outlive this limit
         out, _ = runner.communicate(timeout=120)
         assert runner.returncode == 130, out
-        wait_for(lambda: not sleeping({"301", "302"}, tmp_path), timeout=10)
+        wait_for(lambda: not sleeping({"301", "302"}, tmp_path), "both compiles ended")
     finally:
         for proc in [runner, *sleeping({"301", "302"}, tmp_path)]:
             with contextlib.suppress(Exception):

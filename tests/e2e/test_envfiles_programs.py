@@ -14,7 +14,7 @@ from tests.cli import run_cli
 from tests.conftest import require_tool
 from tests.support.calc import Calc, make_calc
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""The night's failures show up in the first minutes (issue 11): each refusal below happens
+"""The night's failures show up in the first minutes: each refusal below happens
 before the step that would have failed hours later, in a real child process."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from rocbuild.run.sources import patches
 from tests.cli import REPO, run_cli
 from tests.support.chain import git, make_chain, make_repo, one_component_stack
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 CMAKE_PROJECT = {"CMakeLists.txt": "cmake_minimum_required(VERSION 3.20)\nproject(solo NONE)\n"
                                    "option(SOLO_KNOWN \"read by this project\" OFF)\n"}
@@ -96,7 +96,7 @@ def test_the_carried_cmake_4_backport_applies_as_a_series(tmp_path: Path) -> Non
 def test_the_carried_gcc_15_cstdint_fix_applies_with_and_without_upstreams(
         tmp_path: Path, upstream_fix: bool) -> None:
     """patches/rocr adds <cstdint> where it applies whether or not the rocm-6.4.3 tag already
-    has upstream's line (ROCR-Runtime 5cc61b7 put it after <memory>); issue 21."""
+    has upstream's line (ROCR-Runtime 5cc61b7 put it after <memory>)."""
     header = "".join(f"// line {i}\n" for i in range(1, 43))
     elf = header + textwrap.dedent("""\
         #ifndef AMD_ELF_IMAGE_HPP_
@@ -120,7 +120,7 @@ def test_the_carried_gcc_15_cstdint_fix_applies_with_and_without_upstreams(
 
 
 def test_the_carried_clr_fixes_apply_as_a_series(tmp_path: Path) -> None:
-    """patches/clr (issue 21): no -Werror for a GCC build of the HIP runtime, hiprtc-config
+    """patches/clr: no -Werror for a GCC build of the HIP runtime, hiprtc-config
     asking for CMake 3.5 so CMake 4 accepts it, and GCC 15's __glibcxx_assert kept out of HIP
     device code; applied as rocbuild applies a series, to the lines the clr sources hold
     (clr f9f995c; `git apply --check` on that snapshot is in docs/base-road.md)."""

@@ -16,7 +16,7 @@ from tests.cli import commands_under, run_cli
 from tests.conftest import require_tool
 from tests.support.chain import one_component_stack
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 NEEDS_ROCM = {"CMakeLists.txt": "cmake_minimum_required(VERSION 3.20)\nproject(a NONE)\n"
                                 "find_package(ROCM CONFIG REQUIRED)\n"}

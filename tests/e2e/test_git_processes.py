@@ -1,4 +1,4 @@
-"""Every git process of a fetch runs through rocbuild.proc (issue 23): registered with the
+"""Every git process of a fetch runs through rocbuild.proc: registered with the
 run's ChildRegistry, so an interrupt ends it and a later run finds it, and the quick local
 ones have a timeout. gitpython only reads repository files; a git process it started would
 be outside the registry and without a timeout."""
@@ -65,7 +65,7 @@ def test_a_fetch_starts_git_only_through_the_runs_registry(
 
 def test_a_fetch_starts_no_git_it_does_not_need(tmp_path: Path) -> None:
     """A cold fetch of one component and its cached re-fetch start only the git commands
-    they need (issue 34: every local git process is a fork and exec in each component's
+    they need (every local git process is a fork and exec in each component's
     fixed cost): the cache's allowAnySHA1InWant is set once, when it is made; a new cache
     has nothing cached to look up; the ref's kind is known from the fetch."""
     require_tool("git")

@@ -1,5 +1,5 @@
-"""`rocbuild help env` says what the env file sets, no more (issue 32: it said the file puts
-the prefix in LD_LIBRARY_PATH, which it never does: programs find their libraries through
+"""`rocbuild help env` says what the env file sets, no more (never that the file puts
+the prefix in LD_LIBRARY_PATH, which it does not: programs find their libraries through
 their RUNPATH)."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import pytest
 from tests.cli import run_cli
 from tests.support.chain import Chain
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 
 def test_help_env_names_exactly_the_variables_env_sh_sets(chain: Chain) -> None:
@@ -22,7 +22,7 @@ def test_help_env_names_exactly_the_variables_env_sh_sets(chain: Chain) -> None:
     said = words.split("It sets ", 1)[1].split(";", 1)[0]
     named = set(re.findall(r"\b[A-Z][A-Z_]{3,}\b", said))
     # every variable the file sets is named; nothing is named that no env file sets (a
-    # stack of its own may set fewer: no ROCm identity, issue 32's other half)
+    # stack of its own may set fewer: no ROCm identity)
     assert exported <= named, (named, exported)
     assert "LD_LIBRARY_PATH" not in named | exported, (named, exported)
     assert "never LD_LIBRARY_PATH" in words, words

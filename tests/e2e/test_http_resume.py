@@ -1,4 +1,4 @@
-"""The HTTP cache store against servers that misbehave (issue 22): a real loopback server that
+"""The HTTP cache store against servers that misbehave: a real loopback server that
 drops the connection in the middle of the archive (the pull continues with a Range request),
 one that answers the Range request with a different file (detected, and the pull restarts
 cleanly from zero), and one that stalls half way while rocbuild is SIGKILLed (the ``.partial``
@@ -188,6 +188,7 @@ STACK_FILES = {
 }
 
 
+@pytest.mark.slow
 def test_sigkill_during_a_pull_keeps_the_bytes_and_the_rerun_asks_for_the_rest(
         tmp_path: Path) -> None:
     for tool in ("git", "cmake", "ninja"):

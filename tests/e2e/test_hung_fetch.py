@@ -14,9 +14,13 @@ import sys
 from pathlib import Path
 
 import psutil
+import pytest
 
-from tests.e2e.test_engine import cli_env, wait_for
+from tests.e2e.test_engine import cli_env
 from tests.support.chain import FAKE_HOST, Chain
+from tests.support.wait import wait_for
+
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 
 def _transport(script: Path) -> list[psutil.Process]:
@@ -61,12 +65,13 @@ def test_sigterm_kills_a_hung_git_fetch_and_its_group(chain: Chain, tmp_path: Pa
 
 def _interrupt_the_hung_fetch(runner: subprocess.Popen[str], script: Path,
                               running: Path) -> None:
-    wait_for(lambda: bool(_transport(script)) or runner.poll() is not None)
+    wait_for(lambda: bool(_transport(script)) or runner.poll() is not None, "the fetch hung")
     assert runner.poll() is None, "the build ended before the fetch hung"
 
     hung = _transport(script)
     groups = {os.getpgid(p.pid) for p in hung}
-    wait_for(lambda: any(d["pgid"] in groups for d in _registered(running)), timeout=10)
+    wait_for(lambda: any(d["pgid"] in groups for d in _registered(running)),
+             "the hung fetch is registered")
     fetches = [d for d in _registered(running) if d["pgid"] in groups]
     assert fetches[0]["argv"][:2] == ["git", "fetch"], fetches
     assert groups.isdisjoint({os.getpgid(runner.pid)}), "the fetch shares rocbuild's group"
@@ -76,7 +81,7 @@ def _interrupt_the_hung_fetch(runner: subprocess.Popen[str], script: Path,
     out, _ = runner.communicate(timeout=60)
     assert runner.returncode == 130, out
     wait_for(lambda: not any(p.is_running() and p.status() != psutil.STATUS_ZOMBIE
-                             for p in group_members), timeout=10)
+                             for p in group_members), "the fetch's group ended")
     assert not _transport(script), "an orphan of the hung fetch is still alive"
     assert not _registered(running)
 

@@ -20,7 +20,7 @@ from tests.conftest import require_tool
 from tests.support.chain import FAKE_HOST, make_repo
 from tests.support.trees import tree
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 # a library with its versioned name, and what CMake's install(CODE) and install(SCRIPT) make
 # beside it: the unversioned link and a generated file (ROCm's projects do both)

@@ -16,8 +16,9 @@ import pytest
 
 from tests.cli import child_env, run_cli
 from tests.e2e.test_progress_live import HANG_GUARD, slow_stack
+from tests.support.wait import wait_for
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 
 @pytest.mark.parametrize(("signum", "words"), [(signal.SIGINT, "Ctrl-C (SIGINT)"),
@@ -30,10 +31,9 @@ def test_a_stopped_step_is_interrupted_in_status_and_its_log_says_by_what(
                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                              stdin=subprocess.DEVNULL)
     try:
-        deadline = time.monotonic() + HANG_GUARD
-        while not marker.exists():
-            assert build.poll() is None and time.monotonic() < deadline, "compile never ran"
-            time.sleep(0.05)
+        wait_for(lambda: marker.exists() or build.poll() is not None, "the compile started",
+                 guard=HANG_GUARD)
+        assert build.poll() is None, "the build ended before its compile ran"
         build.send_signal(signum)
         out, _ = build.communicate(timeout=HANG_GUARD)
     finally:
@@ -78,10 +78,10 @@ def test_a_steps_time_counts_every_attempt(tmp_path: Path) -> None:
         build = subprocess.Popen(argv, env=child_env(), cwd=tmp_path, stdin=subprocess.DEVNULL,
                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                  start_new_session=True)
-        deadline = time.monotonic() + HANG_GUARD
-        while not running_in(marker, build.pid):  # the last run's mark stays: it was cut
-            assert build.poll() is None and time.monotonic() < deadline, "compile never ran"
-            time.sleep(0.05)
+        # the last run's mark stays: it was cut
+        wait_for(lambda: running_in(marker, build.pid) or build.poll() is not None,  # noqa: B023
+                 "the compile started", guard=HANG_GUARD)
+        assert build.poll() is None, "the build ended before its compile ran"
         time.sleep(waited)
         log = tmp_path / "work" / "logs" / "slow" / "compile.log"
         log.touch()  # the killed attempt's last write: the kill comes after it

@@ -1,4 +1,4 @@
-"""The inventory a Spack or EasyBuild user looks for first (issue 32): `rocbuild list` (what
+"""The inventory a Spack or EasyBuild user looks for first: `rocbuild list` (what
 each prefix holds), `rocbuild info COMPONENT`, `plan --tree [--reverse]` and shell completion
 generated from the parser, each through the real CLI, text and --json."""
 
@@ -15,7 +15,7 @@ from tests.cli import child_env, run_cli
 from tests.conftest import require_tool
 from tests.support.chain import Chain
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 
 def test_list_and_info_read_what_the_build_recorded(chain: Chain, tmp_path: Path) -> None:
@@ -171,7 +171,8 @@ def test_list_shows_a_prefix_being_built(chain: Chain, tmp_path: Path) -> None:
     import sys
 
     from tests.cli import child_env
-    from tests.e2e.test_engine import sleepers, slow_beta, wait_for
+    from tests.e2e.test_engine import sleepers, slow_beta
+    from tests.support.wait import wait_for
 
     marker = slow_beta(chain)  # beta's compile waits while the marker is there
     marker.unlink()
@@ -201,7 +202,8 @@ def test_list_shows_a_prefix_being_built(chain: Chain, tmp_path: Path) -> None:
                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                              stdin=subprocess.DEVNULL)
     try:
-        wait_for(lambda: bool(sleepers(marker)) or build.poll() is not None, timeout=120)
+        wait_for(lambda: bool(sleepers(marker)) or build.poll() is not None,
+                 "the slow step started")
         assert build.poll() is None, "the build ended before the slow step"
         shown = run_cli("list", *chain.flags(), env=wide, expect=0).stdout
         assert f"a build is installing into it now (pid {build.pid}" in shown, shown

@@ -1,9 +1,8 @@
-"""One job pool for the whole run (issue 34): components compiled at the same time with
---parallel draw their jobs from one pool, a GNU make jobserver that ninja >= 1.13 builds are
-clients of. A counting compiler launcher records when each compile starts and ends (under a
-lock), and the compiles running at once never exceed the pool, however many components run;
-before the pool, each component's budget was split once when it started (2 + 1 + 1 jobs
-with --jobs 2 and three components)."""
+"""One job pool for the whole run: components compiled at the same time, with --parallel or
+in plain doit's worker threads, draw their jobs from one pool, a GNU make jobserver that
+ninja >= 1.13 builds are clients of. A counting compiler launcher records when each compile
+starts and ends (under a lock), and the compiles running at once never exceed the pool,
+however many components run."""
 
 from __future__ import annotations
 
@@ -15,11 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli import run_cli
-from tests.conftest import require_tool
+from tests.cli import CliResult, assert_no_traceback, child_env, run_cli
+from tests.conftest import REPO, require_tool
 from tests.support.chain import FAKE_HOST, Chain, make_repo
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 # a compiler launcher: "+" when a compile starts, "-" when it ends, appended under a lock
 COUNTER = textwrap.dedent('''\
@@ -60,7 +59,9 @@ def most_at_once(log: Path) -> int:
     return peak
 
 
-def test_concurrent_components_never_exceed_the_job_pool(tmp_path: Path) -> None:
+def three_counted(tmp_path: Path) -> tuple[Path, Path, Path, tuple[str, ...]]:
+    """Three independent CMake components of 6 files each, every compile through the
+    counting launcher: (repos, recipes, the launcher's log, the names)."""
     for tool in ("git", "cmake"):
         require_tool(tool)
     if len(os.sched_getaffinity(0)) < 2:
@@ -78,6 +79,11 @@ def test_concurrent_components_never_exceed_the_job_pool(tmp_path: Path) -> None
         (recipes / f"{name}.toml").write_text(
             f'[source]\ngit = "{FAKE_HOST}{name}.git"\nref = "v1"\n[cmake]\n'
             f'args = ["-DCMAKE_C_COMPILER_LAUNCHER={launcher}"]\n')
+    return repos, recipes, log, names
+
+
+def test_concurrent_components_never_exceed_the_job_pool(tmp_path: Path) -> None:
+    repos, recipes, log, names = three_counted(tmp_path)
     done = run_cli("build", *names, "--recipes", str(recipes), "--workdir", str(tmp_path / "work"),
                    "--prefix", str(tmp_path / "prefix"), "--parallel", "3", "--jobs", "2",
                    "--mirror", f"{FAKE_HOST}={repos.as_uri()}/", "--no-verify")
@@ -88,6 +94,26 @@ def test_concurrent_components_never_exceed_the_job_pool(tmp_path: Path) -> None
     if "(jobserver)" not in done.stdout:  # no ninja >= 1.13 here: each build held a share
         pytest.xfail("no ninja >= 1.13 (pip install ninja): the builds were no jobserver "
                      "clients, though they kept within the pool")
+
+
+def test_plain_doits_worker_threads_draw_from_the_one_job_pool(tmp_path: Path) -> None:
+    """`doit -n 3 -P thread` runs the three compiles in worker threads of its own choosing:
+    they draw from the run's one pool as `rocbuild build --parallel 3` does, so with jobs=2
+    no more than 2 compiles run at once."""
+    repos, recipes, log, names = three_counted(tmp_path)
+    env = child_env({"ROCBUILD_RECIPES": str(recipes), "ROCBUILD_WORKDIR": str(tmp_path / "work"),
+                     "ROCBUILD_PREFIX": str(tmp_path / "prefix"),
+                     "ROCBUILD_MIRROR": f"{FAKE_HOST}={repos.as_uri()}/"})
+    argv = [sys.executable, "-m", "doit", "-n", "3", "-P", "thread",
+            *(f"build:{name}" for name in names), "jobs=2", "verify=no"]
+    done = subprocess.run(argv, env=env, cwd=REPO, capture_output=True, text=True, timeout=600,
+                          stdin=subprocess.DEVNULL)
+    result = CliResult(argv, done.returncode, done.stdout, done.stderr)
+    assert_no_traceback(result)
+    assert done.returncode == 0, result.explain()
+    assert log.read_text().count("+") == 3 * 6, log.read_text()
+    assert most_at_once(log) == 2, (most_at_once(log), done.stdout)
+    assert "job pool: " in done.stdout, done.stdout
 
 
 def test_the_component_with_the_most_work_behind_it_starts_first(tmp_path: Path) -> None:

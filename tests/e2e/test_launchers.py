@@ -26,6 +26,8 @@ from tests.cli import run_cli, unstamped
 from tests.conftest import require_tool
 from tests.support.chain import one_component_stack
 
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+
 SOURCES = ("one", "two", "three")
 
 
@@ -442,7 +444,7 @@ def test_a_launcher_the_recipe_names_in_its_env_wins_over_ccache(tmp_path: Path)
     """A recipe can name its launcher the other way CMake reads one: the environment variable
     CMAKE_<LANG>_COMPILER_LAUNCHER in its [env] (CMake's default for the cache entry). A -D
     of rocbuild's own on the command line would replace it, so rocbuild passes none for that
-    language and plan names the recipe's (issue 21 audit, a21)."""
+    language and plan names the recipe's."""
     for tool in ("git", "cmake", "ninja", "ccache", "gcc"):
         require_tool(tool)
     log = tmp_path / "timed.log"

@@ -1,4 +1,4 @@
-"""Nothing a build started outlives it (issue 31): a ``kill -9`` of rocbuild, alone or with its
+"""Nothing a build started outlives it: a ``kill -9`` of rocbuild, alone or with its
 process group, ends every job of the step that ran, down to a custom command's shell and its
 ``sleep`` in a process group ninja made; and when even the watchdog is gone, the next
 command (clean, build) ends them before it touches the tree, and status names them."""
@@ -9,27 +9,20 @@ import os
 import signal
 import subprocess
 import sys
-import time
-from collections.abc import Callable
 from pathlib import Path
 
 import psutil
+import pytest
 
 from rocbuild.model.workdir import Workdir
 from tests.cli import run_cli
 from tests.conftest import REPO
 from tests.support.chain import Chain, git
+from tests.support.wait import wait_for
+
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 HANG_GUARD = 30.0  # seconds: not a speed claim, only so a regression fails instead of hanging
-
-
-def wait_for(predicate: Callable[[], bool], timeout: float = 180.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.1)
-    return True
 
 
 def alive(pid: int) -> bool:
@@ -69,7 +62,7 @@ def hung_sleep(chain: Chain, tmp_path: Path, *, own_group: bool = False
                ) -> tuple[subprocess.Popen[bytes], int]:
     pidfile = hanging_beta(chain)
     runner = start_build(chain, tmp_path, own_group=own_group)
-    assert wait_for(lambda: pidfile.exists() or runner.poll() is not None)
+    wait_for(lambda: pidfile.exists() or runner.poll() is not None, "the hanging step started")
     assert runner.poll() is None, "the build ended before the hanging step"
     pid = int(pidfile.read_text())
     assert alive(pid)
@@ -89,10 +82,12 @@ def test_kill_9_of_rocbuild_alone_ends_the_steps_jobs(chain: Chain, tmp_path: Pa
     runner, pid = hung_sleep(chain, tmp_path)
     os.kill(runner.pid, signal.SIGKILL)  # a hung terminal's `kill -9 <rocbuild>`
     runner.wait()
-    ended = wait_for(lambda: not alive(pid), HANG_GUARD)
-    if not ended:
-        os.kill(pid, signal.SIGKILL)
-    assert ended, "the custom command's sleep outlived a kill -9 of rocbuild"
+    try:
+        wait_for(lambda: not alive(pid), "the custom command's sleep ended with a kill -9 of "
+                 "rocbuild", guard=HANG_GUARD)
+    finally:
+        if alive(pid):
+            os.kill(pid, signal.SIGKILL)
 
 
 def test_kill_9_of_rocbuilds_process_group_ends_the_steps_jobs(chain: Chain,
@@ -100,10 +95,12 @@ def test_kill_9_of_rocbuilds_process_group_ends_the_steps_jobs(chain: Chain,
     runner, pid = hung_sleep(chain, tmp_path, own_group=True)
     os.killpg(runner.pid, signal.SIGKILL)  # the job control kill of the whole command
     runner.wait()
-    ended = wait_for(lambda: not alive(pid), HANG_GUARD)
-    if not ended:
-        os.kill(pid, signal.SIGKILL)
-    assert ended, "the custom command's sleep outlived a kill of rocbuild's process group"
+    try:
+        wait_for(lambda: not alive(pid), "the custom command's sleep ended with a kill of "
+                 "rocbuild's process group", guard=HANG_GUARD)
+    finally:
+        if alive(pid):
+            os.kill(pid, signal.SIGKILL)
 
 
 def test_without_the_watchdog_status_names_and_clean_ends_the_leftovers(

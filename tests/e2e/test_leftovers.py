@@ -1,4 +1,4 @@
-"""What a run leaves behind (issue 32): `clean --all` cleans every configuration's build trees,
+"""What a run leaves behind: `clean --all` cleans every configuration's build trees,
 and a command that did nothing leaves no empty prefix. Every rocbuild here runs as a child
 process (tests/cli.py)."""
 
@@ -11,7 +11,7 @@ import pytest
 from tests.cli import commands_under, run_cli
 from tests.support.chain import Chain
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 
 def test_clean_all_cleans_every_configurations_build_trees(chain: Chain) -> None:

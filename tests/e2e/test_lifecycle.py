@@ -16,7 +16,7 @@ from tests.cli import child_env, run_cli
 from tests.conftest import REPO
 from tests.support.chain import FAKE_HOST, Chain, require_gpu_code
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 
 def places(chain: Chain, name: str) -> tuple[Path, Path]:

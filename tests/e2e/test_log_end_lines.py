@@ -1,4 +1,4 @@
-"""Step logs tell real kills from runs that ended (issue 24 item 6).
+"""Step logs tell real kills from runs that ended.
 
 Every attempt of every step ends with a line of its own (fetch and patch, whose git commands
 log through rocbuild's logger, had none, so each later attempt said "attempt N has no end
@@ -21,7 +21,7 @@ from tests.conftest import require_tool
 from tests.e2e.test_kill_points import _kill_everything
 from tests.support.chain import Chain, add_gamma_patch, one_component_stack
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 NO_END = "has no end line"
 

@@ -15,7 +15,7 @@ from tests.conftest import require_tool
 from tests.e2e.test_build_venv import make_wheel
 from tests.support.chain import Chain, one_component_stack
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 PROJECT = {"CMakeLists.txt": textwrap.dedent("""\
     cmake_minimum_required(VERSION 3.20)

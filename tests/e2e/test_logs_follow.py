@@ -1,12 +1,11 @@
 """`rocbuild logs -f` follows a running step's log as `tail -f` does and ends by itself when
-the step ends (issue 32). The step waits for a file the test creates only after `logs -f`
+the step ends. The step waits for a file the test creates only after `logs -f`
 started, so what it prints after that can reach the reader only by following."""
 
 from __future__ import annotations
 
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -14,8 +13,9 @@ import pytest
 from tests.cli import child_env, run_cli
 from tests.conftest import require_tool
 from tests.support.chain import one_component_stack
+from tests.support.wait import wait_for
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 
 def waiting_project(go: Path) -> dict[str, str]:
@@ -25,15 +25,6 @@ def waiting_project(go: Path) -> dict[str, str]:
             "CMakeLists.txt": "cmake_minimum_required(VERSION 3.20)\nproject(w NONE)\n"
                               "add_custom_target(wait ALL COMMAND sh ${CMAKE_SOURCE_DIR}/wait.sh "
                               "USES_TERMINAL)\n"}
-
-
-def wait_until(check: object, what: str, limit: float = 120) -> None:
-    """A guard against a hang, not a timing assertion: the test fails only if ``check``
-    never becomes true."""
-    end = time.monotonic() + limit
-    while not check():  # type: ignore[operator]
-        assert time.monotonic() < end, f"never happened: {what}"
-        time.sleep(0.05)
 
 
 def test_logs_follow_prints_what_the_running_step_writes_and_ends_with_it(
@@ -48,7 +39,7 @@ def test_logs_follow_prints_what_the_running_step_writes_and_ends_with_it(
                              stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
     try:
         running = workdir / "state" / "steps-running" / "w.compile.json"
-        wait_until(running.exists, "the compile step started")
+        wait_for(running.exists, "the compile step started")
         follower = subprocess.Popen([sys.executable, "-m", "rocbuild", "logs", "-f", "w",
                                      *flags], env=child_env(), stdout=subprocess.PIPE,
                                     stderr=subprocess.PIPE, text=True,

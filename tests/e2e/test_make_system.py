@@ -13,13 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from rocbuild.model import buildsystems
 from tests.cli import CliResult, assert_no_traceback, child_env, run_cli
 from tests.conftest import require_tool
 from tests.support.chain import FAKE_HOST, make_repo
-from tests.support.make_system import Make
+from tests.support.make_system import Make, registered
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 PROJECT = {
     "configure": textwrap.dedent("""\
@@ -60,9 +59,8 @@ CHILD = ("import sys; from rocbuild.model import buildsystems; from tests.suppor
 
 @pytest.fixture
 def make_registered() -> Iterator[None]:
-    buildsystems.register(Make())
-    yield
-    buildsystems.unregister("make")
+    with registered(Make()):
+        yield
 
 
 def rocbuild_with_make(*args: str) -> CliResult:

@@ -14,7 +14,7 @@ from tests.cli import run_cli
 from tests.e2e.conftest import SMALL_PROJECT
 from tests.support.chain import one_component_stack
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 RECIPE = '[source]\ngit = "https://example.invalid/a.git"\nref = "v1"\n[cmake]\n'
 

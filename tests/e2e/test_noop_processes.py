@@ -19,7 +19,7 @@ from tests.cli import child_env, run_cli
 from tests.conftest import require_tool
 from tests.support.chain import Chain
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 SHIMMED = ("git", "cmake", "ninja", "ccache", "g++", "c++", "cc")
 
@@ -83,7 +83,7 @@ def test_noop_asks_each_checkout_once_and_probes_only_changed_tools(chain: Chain
 
 
 def test_status_imports_neither_the_build_nor_doit_nor_gitpython() -> None:
-    """What `rocbuild status` loads (the modules are the ones issue 25 made lazy)."""
+    """What `rocbuild status` loads (the modules a command imports only when it runs them)."""
     code = ("import sys; from rocbuild.cli import main; main.build_parser('status'); "
             "print(' '.join(sorted(sys.modules)))")
     loaded = set(subprocess.run([sys.executable, "-c", code], env=child_env(), check=True,

@@ -16,7 +16,7 @@ from rocbuild.cli.main import main
 from tests.conftest import require_tool
 from tests.support.chain import one_component_stack
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 # Like gcc: a driver that runs the real work in a child and reports the child's death.
 FAKE_CC = textwrap.dedent('''\

@@ -1,4 +1,4 @@
-"""Every table and help text fits 80 columns (issue 26): in a pipe (80 unless COLUMNS says
+"""Every table and help text fits 80 columns: in a pipe (80 unless COLUMNS says
 otherwise), with COLUMNS, and on a real terminal (a pty of 80 columns). Text wraps at spaces
 only: a line may be wider than the terminal only when it is one word (a path) or a command
 printed whole to paste (tests/cli.py ``too_wide``)."""
@@ -27,7 +27,7 @@ from tests.cli import REPO, child_env, commands_under, run_cli, too_wide, unstam
 from tests.conftest import require_tool
 from tests.support.chain import Chain, one_component_stack
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 
 def commands() -> list[list[str]]:
@@ -158,7 +158,7 @@ def test_a_wrapped_row_stays_in_its_column_and_names_print_as_written(tmp_path: 
     """plan's settings and launcher rows that are longer than the line continue under their
     value, not at the margin; "[base]" is text, not markup that vanishes ("every  component");
     an unset setting reads "(none)" like an empty list, not Python's "None" (all seen at 80
-    columns in tmux, issue 26)."""
+    columns in tmux)."""
     require_tool("ccache")
     work = tmp_path / ("a-workdir-with-a-long-name-" + "x" * 20)
     shown = run_cli("plan", "--target", "gfx906", "--workdir", str(work), "--ccache", "on",
@@ -174,7 +174,7 @@ def test_a_wrapped_row_stays_in_its_column_and_names_print_as_written(tmp_path: 
 
 def test_refusals_on_a_terminal_wrap_at_spaces(tmp_path: Path) -> None:
     """An error and its TIP on a terminal of 80 columns wrap between words; the terminal
-    broke them inside one ("'--\njobs'", "globa\nl", "proce\nssor", seen in tmux, issue 26).
+    broke them inside one ("'--\njobs'", "globa\nl", "proce\nssor", seen in tmux).
     In a pipe each stays one line, for grep (test_cli_refusals reads them so)."""
     for argv, words in ((["plan", "--jbos", "4"], ["'--jobs'?)", "`rocbuild help options`"]),
                         (["plan", "--target", "gfx9066"], [":xnack+/-", "processor"]),
@@ -187,7 +187,7 @@ def test_refusals_on_a_terminal_wrap_at_spaces(tmp_path: Path) -> None:
             assert word in " ".join(text.split()), (word, text)
 
 
-# --- issue 32: what was still cut at 80 columns in tmux -----------------------------------
+# --- what was still cut at 80 columns in tmux -----------------------------------
 
 
 def test_doctor_continues_a_finding_under_its_text(tmp_path: Path) -> None:
@@ -210,7 +210,7 @@ def test_prefixes_keys_and_plan_paths_fit_80_columns_in_a_pipe(chain: Chain,
     shown = run_cli("prefixes", "--prefix", str(chain.prefix), expect=0).stdout
     assert not re.search(r"finished$", shown, re.M) and not re.search(r"^\s*\d{4}-\d\d-\d\d",
                                                                       shown, re.M), shown
-    assert "points at the one marked *" not in shown, shown  # no link, no mark (issue 32)
+    assert "points at the one marked *" not in shown, shown  # no link, no mark
     assert too_wide(shown, 80) == [], shown
 
     run_cli("cache", "keys", "new", "a-rather-long-signer-name", expect=0)
@@ -244,7 +244,7 @@ def test_step_lines_and_notes_on_a_terminal_wrap_between_words(tmp_path: Path) -
     assert "rocbuild: note:" in note and too_wide(note, 80) == [], note
 
 
-# --- issue 41: tool output quoted as printed, commands on lines of their own, times -------
+# --- tool output quoted as printed, commands on lines of their own, times -------
 
 # a compile that fails with GCC's long diagnostics: a caret line under a column past 80, a
 # fix-it line, and a warning longer than the line

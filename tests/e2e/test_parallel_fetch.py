@@ -1,4 +1,4 @@
-"""Several components of ONE upstream repository fetched at the same time (issue 34): they
+"""Several components of ONE upstream repository fetched at the same time: they
 share the repository's source cache, so `--parallel` from an empty workdir made two fetches
 create that cache at once (`git init failed … cannot copy '…/templates/description' … File
 exists`). A lock per cached repository makes them take turns."""
@@ -15,7 +15,7 @@ from tests.cli import run_cli
 from tests.conftest import require_tool
 from tests.support.chain import FAKE_HOST, make_repo
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 COMPONENTS = ("one", "two", "three", "four", "five", "six")
 

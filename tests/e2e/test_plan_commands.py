@@ -12,7 +12,7 @@ from rocbuild.run.sources import sources
 from tests.cli import run_flags
 from tests.support.chain import FAKE_HOST, Chain
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 
 def test_pasted_commands_build_the_chain(chain: Chain) -> None:

@@ -20,7 +20,7 @@ from rocbuild.run.engine import jobserver
 from tests.conftest import require_tool
 from tests.support.chain import FAKE_HOST, make_repo
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 POOL = 4
 MARK = textwrap.dedent('''\

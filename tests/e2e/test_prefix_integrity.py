@@ -1,4 +1,4 @@
-"""The prefix holds what the recipes say and nothing is written outside it (issue 15): extras
+"""The prefix holds what the recipes say and nothing is written outside it: extras
 dropped from a recipe are removed, one component overwriting another's file fails naming
 both unless declared, no write follows a link out of the prefix, and a prefix being rebuilt
 never claims to be complete."""
@@ -21,7 +21,7 @@ from tests.cli import child_env, run_cli
 from tests.conftest import require_tool
 from tests.support.chain import FAKE_HOST, Chain, make_repo
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 
 def _project(files: dict[str, str], extra_cmake: str = "") -> dict[str, str]:
@@ -175,7 +175,7 @@ def test_a_prefix_being_rebuilt_is_not_complete(chain: Chain) -> None:
     run_cli("activate", str(chain.prefix), "--link", str(link), expect=0)
 
 
-# --- issue 22: ownership where a path really lands, writes outside, rocbuild's own files ---
+# --- ownership where a path really lands, writes outside, rocbuild's own files ---
 MID = {"libmid.so.1.2.3": "the real library\n"}
 
 

@@ -1,4 +1,4 @@
-"""`rocbuild prefixes` is a registry (issue 24 item 3): every prefix this user built, wherever
+"""`rocbuild prefixes` is a registry: every prefix this user built, wherever
 it is, and every prefix activated here, with the active one marked; `clean --prefix-files`
 takes a prefix off it. Every rocbuild runs as a child process (tests/cli.py)."""
 
@@ -12,7 +12,7 @@ import pytest
 from tests.cli import run_cli
 from tests.support.chain import Chain
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 
 def flags(chain: Chain, prefix: Path) -> list[str]:

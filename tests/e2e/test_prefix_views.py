@@ -1,4 +1,4 @@
-"""What plan and the prefix's own files tell a user (issue 24 item 7), through real builds.
+"""What plan and the prefix's own files tell a user, through real builds.
 
 - plan of a custom stack (no recipe has a ``[base]`` table) shows no "both roads" estimate and
   no advice about --base; its cost line never counts "0 pending components";
@@ -35,12 +35,12 @@ ROCM_ONLY = ("ROCM_PATH", "HIP_PATH", "HIP_PLATFORM", "HIP_DEVICE_LIB_PATH")
 
 def check_core(env: dict[str, str], prefix: Path) -> None:
     """The chain's env file at ``prefix``: its bin/ and CMake packages, and no ROCm variable
-    (a custom stack provides none: issue 32)."""
+    (a custom stack provides none)."""
     assert env["PATH"] == f"{prefix}/bin:{BASE_PATH}"
     assert env["CMAKE_PREFIX_PATH"] == str(prefix)
     assert not [name for name in ROCM_ONLY if name in env], env
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 
 def flags(chain: Chain, workdir: Path, prefix: Path) -> list[str]:

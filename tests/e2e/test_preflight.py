@@ -14,7 +14,7 @@ from tests.cli import REPO, run_cli
 from tests.conftest import require_tool
 from tests.support.chain import Chain
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 
 def refused(chain: Chain, capsys: pytest.CaptureFixture[str], *args: str,
@@ -76,7 +76,7 @@ def test_offline_without_cached_sources(chain: Chain, capsys: pytest.CaptureFixt
 
 def test_offline_with_a_local_file_mirror_builds(chain: Chain) -> None:
     """A file:// mirror is on this machine: --offline ("the source cache and mirrors only")
-    fetches from it (issue 22: it was refused as if it were the network)."""
+    fetches from it (it is not the network)."""
     result = run_cli("build", *chain.flags(), "--quiet", "--no-verify", "--offline", expect=0)
     assert "▶ alpha: fetch" in result.stdout, result.explain()
     assert chain.run_gamma() == "gamma 11"
@@ -95,7 +95,7 @@ def test_stale_patch_of_a_fetched_source(chain: Chain, capsys: pytest.CaptureFix
 
 
 def test_hipblas_needs_gfortran_and_preflight_says_so(tmp_path: Path) -> None:
-    """hipBLAS's project() enables Fortran on Linux (issue 21): without gfortran the build is
+    """hipBLAS's project() enables Fortran on Linux: without gfortran the build is
     refused before the first fetch, not at hipBLAS's configure hours later. A dpkg that knows
     every other package, and a PATH with every tool but gfortran."""
     bin_dir = tmp_path / "bin"

@@ -17,7 +17,7 @@ from tests.cli import run_cli, run_flags
 from tests.e2e.test_base import amd_flags, amd_tree, debian_tree
 from tests.support.chain import Chain
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 REPO_RECIPES = Path(__file__).resolve().parent.parent.parent / "recipes"
 

@@ -1,4 +1,4 @@
-"""Protections that were silently switched off (issue 31): another spelling of the install
+"""Protections that were silently switched off: another spelling of the install
 prefix, CMake's own file writers, DESTDIR in the user's environment, and the run lock
 followed through a link. Each case runs rocbuild as a child and checks what the user reads.
 """
@@ -12,7 +12,7 @@ import pytest
 
 from tests.cli import run_cli
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 
 def _stack(tmp_path: Path, args: list[str]) -> list[str]:

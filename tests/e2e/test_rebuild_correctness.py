@@ -20,7 +20,7 @@ from tests.conftest import require_tool
 from tests.support.calc import CALC_C, Calc, make_calc, value_patch
 from tests.support.chain import Chain, git
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 
 @pytest.fixture
@@ -134,7 +134,7 @@ def test_a_submodule_git_error_is_recorded_with_gits_own_words(calc: Calc) -> No
 def test_an_unexpected_error_inside_a_step_is_that_steps_failure(calc: Calc) -> None:
     # an [install.files] entry below a file that cmake --install created: rocbuild's own
     # code raises an OSError, which must not escape as a traceback (a file onto a folder is
-    # a plain step failure since issue 15, ownership.py)
+    # a plain step failure, ownership.py)
     calc.write_recipe(tail='[install.files]\n"bin/calc-tool/x" = "under a file"\n')
     result = build(calc, expect=1)
     assert "FAILED calc: install" in result.stdout
@@ -269,7 +269,7 @@ def test_a_new_ref_is_fetched_and_built(calc: Calc) -> None:
 
 def test_offline_takes_a_new_ref_from_a_local_mirror_but_never_downloads(calc: Calc) -> None:
     """--offline means "the source cache and mirrors only": a new ref comes from the local
-    (file://) mirror (issue 22), while a ref from a remote URL is refused."""
+    (file://) mirror, while a ref from a remote URL is refused."""
     build(calc)
     calc.tag("v2", CALC_C.replace("VALUE + EXTRA", "VALUE + EXTRA + 1"))
     calc.write_recipe(ref="v2")
@@ -285,7 +285,7 @@ def test_offline_takes_a_new_ref_from_a_local_mirror_but_never_downloads(calc: C
 
 def test_a_deleted_checkout_is_fetched_again_without_saving_edits(calc: Calc) -> None:
     """Deleting the checkout is no edit of the user's: the patched files of the old checkout
-    are not "reverted", so nothing is saved (issue 22: an empty changes.patch and a warning
+    are not "reverted", so nothing is saved (no empty changes.patch, no warning
     that edits were saved)."""
     calc.add_patch("0001-value.patch", value_patch(1, 2))
     build(calc)
@@ -351,14 +351,14 @@ def test_the_fetch_itself_refuses_to_download_when_offline(calc: Calc) -> None:
     with pytest.raises(BuildFailed, match="--offline forbids downloading"):
         sources.fetch(req, lambda line: None)
     assert not req.checkout_dir.exists()
-    # a local repository is no download: allowed offline (issue 22)
+    # a local repository is no download: allowed offline
     sources.fetch(dataclasses.replace(req, url=(calc.repos / "calc.git").as_uri()),
                   lambda line: None)
     assert (req.checkout_dir / "calc.c").is_file()
 
 
 def test_plain_output_echoes_each_command_before_it_runs(calc: Calc) -> None:
-    """cibuildwheel's habit (issue 18): on a plain console each program a step runs is shown
+    """cibuildwheel's habit: on a plain console each program a step runs is shown
     as `+ command` first, so a piped log says what ran."""
     out = build(calc).stdout
     configure = re.search(r"^\S+ \+ cmake -G Ninja -S \S+ -B \S+", out, re.M)
@@ -368,7 +368,7 @@ def test_plain_output_echoes_each_command_before_it_runs(calc: Calc) -> None:
 
 
 def test_files_dated_in_the_future_are_found_and_the_build_recovers(chain: Chain) -> None:
-    """Clock skew (issue 22): the build trees and the whole prefix dated two days ahead, then
+    """Clock skew: the build trees and the whole prefix dated two days ahead, then
     an edit of alpha's source. Before, ninja looped on the CMake package files in the prefix
     ("manifest 'build.ninja' still dirty after 100 tries") on every run after, and alpha's
     object looked newer than the edit. Now the run says so, repairs the times and the result

@@ -1,4 +1,4 @@
-"""The user's recipe overlay (issue 32): a recipe in ~/.config/rocbuild/recipes replaces the
+"""The user's recipe overlay: a recipe in ~/.config/rocbuild/recipes replaces the
 shipped one of its name (a copy rocbuild ships cannot be edited after `pip install .`), plan
 names where each recipe came from, and `rocbuild recipes edit NAME` puts a copy there. Every
 rocbuild here runs as a child process (tests/cli.py)."""
@@ -8,7 +8,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from tests.cli import REPO, run_cli
+
+pytestmark = pytest.mark.e2e
 
 
 def overlay_dir(tmp_path: Path) -> Path:
@@ -20,6 +24,7 @@ def plan(tmp_path: Path, *args: str) -> dict:
                               expect=0).stdout)
 
 
+@pytest.mark.slow
 def test_recipes_edit_puts_a_copy_in_the_overlay_that_replaces_the_shipped_one(
         tmp_path: Path) -> None:
     shipped = REPO / "recipes" / "rocm-cmake.toml"

@@ -21,11 +21,12 @@ from rocbuild.run.engine.status import collect
 from rocbuild.run.state.state import StateDir
 from rocbuild.run.state.uptodate import Rule
 from tests.cli import child_env, commands_under, run_cli, run_flags
-from tests.e2e.test_engine import sleepers, slow_beta, wait_for
+from tests.e2e.test_engine import sleepers, slow_beta
 from tests.e2e.test_status import break_beta, recipe
 from tests.support.chain import Chain, add_gamma_patch, require_gpu_code
+from tests.support.wait import wait_for
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 
 def continue_lines(text: str) -> list[str]:
@@ -69,7 +70,8 @@ def test_status_during_a_live_build_shows_running_and_no_continue_line(chain: Ch
                                "--quiet", "--no-verify"], env=child_env(), cwd=tmp_path,
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        wait_for(lambda: bool(sleepers(marker)) or runner.poll() is not None)
+        wait_for(lambda: bool(sleepers(marker)) or runner.poll() is not None,
+                 "the slow step started")
         assert runner.poll() is None, "the build ended before the slow step"
         doc = json.loads(run_flags(chain.flags(), "status", "--json", expect=0).stdout)
         steps = {(c["name"], s["step"]): s for c in doc["components"] for s in c["steps"]}

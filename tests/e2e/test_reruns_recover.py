@@ -1,4 +1,4 @@
-"""Reruns that never recovered (issue 31): an install a full disk cut off, a build tree
+"""Reruns that never recovered: an install a full disk cut off, a build tree
 deleted or replaced, a state file replaced by a folder, a file removed after a cache install,
 and bookkeeping outside the prefix that failed a finished build. "Run it again in the
 morning" must be enough: each case damages what a real night damages, then one rerun
@@ -21,7 +21,7 @@ from tests.conftest import require_tool
 from tests.support.chain import Chain, make_chain
 from tests.support.mountns import mount_problem
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 
 @pytest.fixture

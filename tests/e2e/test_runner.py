@@ -7,12 +7,15 @@ from __future__ import annotations
 import shlex
 import sys
 import threading
-import time
 from pathlib import Path
 
 import psutil
+import pytest
 
 from rocbuild.proc import ChildRegistry, RunResult, run_capture, run_logged
+from tests.support.wait import wait_for
+
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 # prints the pid of a grandchild in the same group, then waits on it for good
 _PARENT_OF_A_SLEEPER = ("import subprocess, sys, time; c = subprocess.Popen("
@@ -31,18 +34,11 @@ def _gone(pid: int) -> bool:
         return True
 
 
-def _wait_until(predicate, limit: float = 30.0) -> None:
-    deadline = time.monotonic() + limit
-    while not predicate():
-        assert time.monotonic() < deadline, "timed out waiting"
-        time.sleep(0.05)
-
-
 def test_capture_timeout_ends_the_whole_group_and_keeps_the_output() -> None:
     done = run_capture(py(_PARENT_OF_A_SLEEPER), timeout=1.0, grace=5.0)
     assert done.timed_out and done.started and not done.ok and not done.answered
     grandchild = int(done.stdout.split()[0])
-    _wait_until(lambda: _gone(grandchild))
+    wait_for(lambda: _gone(grandchild), "the grandchild ended")
 
 
 def test_capture_is_registered_while_it_runs(tmp_path: Path) -> None:
@@ -81,10 +77,10 @@ def test_kill_all_ends_the_children_other_threads_are_waiting_on() -> None:
     worker = threading.Thread(target=lambda: results.append(run_logged(
         py(_PARENT_OF_A_SLEEPER), on_line=lines.append, registry=registry)))
     worker.start()
-    _wait_until(lambda: bool(lines))
+    wait_for(lambda: bool(lines), "the child's first line")
     assert len(registry.live()) == 1
     registry.kill_all()
     worker.join(timeout=60)
     assert results and results[0].signal == 15
-    _wait_until(lambda: _gone(int(lines[0])))
+    wait_for(lambda: _gone(int(lines[0])), "the child ended")
     assert registry.live() == []

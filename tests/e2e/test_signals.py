@@ -1,4 +1,4 @@
-"""SIGTERM, SIGHUP and Ctrl-C end every command the documented way (issue 31): exit 130 with
+"""SIGTERM, SIGHUP and Ctrl-C end every command the documented way: exit 130 with
 one line, no traceback, whatever the moment (docs/exit-codes.md): in a probe before any
 step, in the middle of rocbuild's own imports, and the probe's program ended with it."""
 
@@ -16,6 +16,9 @@ import pytest
 
 from tests.cli import REPO, child_env
 from tests.support.chain import Chain
+from tests.support.wait import wait_for
+
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 HANG_GUARD = 60.0  # seconds: only so a regression fails instead of hanging
 
@@ -29,15 +32,6 @@ def handles(pid: int, signum: int) -> bool:
     except OSError:
         pass
     return False
-
-
-def wait_for(predicate, timeout: float = HANG_GUARD) -> bool:  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.01)
-    return True
 
 
 def slow_ccache(tmp_path: Path) -> tuple[Path, Path]:
@@ -68,7 +62,8 @@ def test_a_stop_signal_in_a_probe_exits_130_and_ends_the_probe(
                               env=env, cwd=tmp_path, stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True)
     try:
-        assert wait_for(lambda: pidfile.exists() or runner.poll() is not None)
+        wait_for(lambda: pidfile.exists() or runner.poll() is not None, "the probe started",
+                 guard=HANG_GUARD)
         assert runner.poll() is None, runner.communicate()
         probe = int(pidfile.read_text())
         runner.send_signal(signum)
@@ -76,7 +71,7 @@ def test_a_stop_signal_in_a_probe_exits_130_and_ends_the_probe(
         assert runner.returncode == 130, (runner.returncode, out, err)
         assert "Traceback" not in out + err
         assert "rocbuild: interrupted" in err
-        assert wait_for(lambda: not alive(probe)), "the probe outlived rocbuild"
+        wait_for(lambda: not alive(probe), "the probe ended with rocbuild", guard=HANG_GUARD)
     finally:
         if runner.poll() is None:
             runner.kill()
@@ -101,7 +96,8 @@ def test_a_signal_while_rocbuild_starts_is_one_line_and_130(
                               stderr=subprocess.PIPE, text=True)
     started = time.monotonic()
     wait_for(lambda: handles(runner.pid, signal.SIGTERM) or runner.poll() is not None
-             or time.monotonic() - started > 3)
+             or time.monotonic() - started > 3, "rocbuild took SIGTERM in hand",
+             guard=HANG_GUARD, every=0.01)
     time.sleep(delay)
     assert runner.poll() is None, "rocbuild never took SIGTERM in hand while it started"
     runner.send_signal(signum)

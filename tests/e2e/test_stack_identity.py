@@ -1,4 +1,4 @@
-"""A stack's env files say what the stack is and set what its recipes provide (issue 32): a
+"""A stack's env files say what the stack is and set what its recipes provide: a
 stack without ROCm gets no ROCM_PATH and no "ROCm" in its files; the shipped stack's files
 keep their text byte for byte (tests/golden/envfiles/). Child processes as a user runs them."""
 
@@ -11,6 +11,8 @@ import pytest
 from rocbuild import __version__
 from tests.cli import REPO, run_cli
 from tests.support.chain import Chain
+
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 ROCM_VARIABLES = ("ROCM_PATH", "HIP_PATH", "HIP_PLATFORM", "HIP_DEVICE_LIB_PATH")
 
@@ -70,7 +72,7 @@ def test_prefixes_and_activate_name_a_custom_stack_by_its_title(chain: Chain) ->
 
 def test_activate_refuses_an_incomplete_custom_stack_by_its_title(chain: Chain) -> None:
     """After `rocbuild uninstall gamma` the chain prefix is incomplete; activate's refusal
-    named it "a half-installed ROCm" (the week's replay, issue 32's identity item)."""
+    names it by the stack's title, not "a half-installed ROCm"."""
     stack = chain.recipes / "stack.toml"
     stack.write_text(stack.read_text().replace('name = "chain"', 'name = "chain"\ntitle = "Chain"'))
     run_cli("build", *chain.flags(), "--no-verify", expect=0)

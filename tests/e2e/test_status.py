@@ -22,7 +22,7 @@ from tests.cli import commands_under, run_cli
 from tests.conftest import require_tool
 from tests.support.chain import Chain, add_gamma_patch, git, make_chain
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 # "15:20:03 ▶ beta: configure": a step starts (plain output carries the time)
 STEP_LINE = re.compile(r"^(?:[\d:]+ )?▶ (\S+): (\w+)$", re.M)
@@ -200,7 +200,7 @@ def predicted_and_run(chain: Chain, capsys: pytest.CaptureFixture[str]
 
 def _rebuilt_from(first: str, why: str) -> dict[tuple[str, str], str]:
     """alpha runs again from ``first`` on (``why`` is that step's reason); beta and gamma
-    follow, because a step that runs gives the steps after it a new input (issue 10 #2)."""
+    follow, because a step that runs gives the steps after it a new input."""
     steps = ["fetch", "patch", "configure", "compile", "install"]
     expected = {("alpha", first): why}
     for before, step in itertools.pairwise(steps):

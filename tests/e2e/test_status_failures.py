@@ -1,4 +1,4 @@
-"""Plain `rocbuild status` covers every failure this workdir has seen (issue 24 item 1): a
+"""Plain `rocbuild status` covers every failure this workdir has seen: a
 component built with `rocbuild build X` outside stack.components, a failed ``options`` check
 (an option nothing reads) and a failed build venv. Each makes plain status exit 1 and name it,
 and `rocbuild logs` opens the failed step's log. Before, status said "everything is built and
@@ -17,7 +17,7 @@ from tests.cli import commands_under, run_cli
 from tests.conftest import require_tool
 from tests.support.chain import FAKE_HOST, Chain, one_component_stack
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 
 def test_a_failed_component_outside_the_stack_fails_plain_status(chain: Chain) -> None:

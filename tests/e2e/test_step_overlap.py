@@ -17,7 +17,6 @@ import signal
 import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
 
 import pytest
@@ -25,8 +24,9 @@ import pytest
 from tests.cli import child_env, run_cli
 from tests.conftest import require_tool
 from tests.support.chain import FAKE_HOST, make_repo
+from tests.support.wait import wait_for
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 GIVE_UP = 120  # seconds the first compile waits for the mark (a guard, not a measure)
 
@@ -134,9 +134,8 @@ def test_sigterm_ends_a_compile_beside_light_steps_as_interrupted(tmp_path: Path
     runner = subprocess.Popen(argv, env=child_env(), stdout=subprocess.PIPE,
                               stderr=subprocess.STDOUT, text=True)
     try:
-        deadline = time.monotonic() + GIVE_UP
-        while not started.exists() and runner.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.05)
+        wait_for(lambda: started.exists() or runner.poll() is not None,
+                 "the slow step started", guard=GIVE_UP)
         assert started.exists() and runner.poll() is None, "the slow step never started"
         runner.send_signal(signal.SIGTERM)
         out, _ = runner.communicate(timeout=60)

@@ -27,7 +27,7 @@ from tests.conftest import require_tool
 from tests.support.chain import one_component_stack
 from tests.support.tensilepatch import MODULE, RESUME_PATCH, added_file
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 KERNELS = [f"Cijk_Ailk_Bjlk_SB_MT{16 * (i + 1)}x16" for i in range(40)]
 STOP_AFTER = 8  # finished kernels before the stop

@@ -38,6 +38,7 @@ def verify_json(*args: str, expect: int) -> dict:
     return json.loads(run_cli("verify", "--json", *args, expect=expect).stdout)
 
 
+@pytest.mark.slow
 def test_a_real_tensile_folder_passes_for_its_processor(tmp_path: Path) -> None:
     folder = library(tmp_path)
     doc = verify_json("--target", "gfx906", str(folder), expect=0)
@@ -90,6 +91,7 @@ def amdgpu_header(e_flags: int, abi_version: int) -> bytes:
                                64, 0, 0, 64, 0, 0)
 
 
+@pytest.mark.slow
 def test_a_generated_xnack_on_code_object_does_not_serve_plain_gfx906(tmp_path: Path) -> None:
     """gfx906 runs with xnack off: code built for gfx906:xnack+ only (v4: xnack bits 3) is
     not code for the devices users have."""

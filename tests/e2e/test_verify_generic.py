@@ -21,7 +21,7 @@ from tests.cli import run_cli, run_flags
 from tests.e2e.test_base import amd_flags, debian_tree, plan_json
 from tests.support import gpulibs
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 WIDE = {"COLUMNS": "250"}
 

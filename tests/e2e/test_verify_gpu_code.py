@@ -1,5 +1,5 @@
-"""Which components must carry GPU code is the recipes' word (``gpu_code = true``, issue 24
-item 4): a stack of host code only passes verify on its linkage, a component that says it
+"""Which components must carry GPU code is the recipes' word (``gpu_code = true``):
+a stack of host code only passes verify on its linkage, a component that says it
 carries GPU code and does not fails it, and a library whose GPU code is code objects embedded
 as data (ROCr's blit kernels) is read as such. Every rocbuild runs as a child process."""
 
@@ -17,7 +17,7 @@ from tests.cli import run_cli
 from tests.conftest import require_tool
 from tests.support.chain import Chain, one_component_stack, require_gpu_code
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 
 def build_info(prefix: Path) -> dict:

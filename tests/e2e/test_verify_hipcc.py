@@ -128,6 +128,7 @@ def elf_around(blob: bytes, tmp_path: Path, name: str) -> Path:
 
 
 # --- verdicts on hipcc output -----------------------------------------------------------------
+@pytest.mark.slow
 def test_every_translation_unit_is_a_bundle(built: Path) -> None:
     result = verify_file(built / "libmulti.so", targets("gfx906"))
     assert result.verdict is Verdict.PASS, result.problems
@@ -178,6 +179,7 @@ def test_hip_program_and_files_without_gpu_code(built: Path, tmp_path: Path) -> 
     assert verify_file(built / "ka.hip", targets("gfx906")).verdict is Verdict.NOT_ELF
 
 
+@pytest.mark.slow
 def test_smoke_hello_world_compiles_with_hipcc(built: Path, tmp_path: Path) -> None:
     """The smoke test's compile command and source, with Debian's hipcc as the prefix's."""
     test = next(t for t in smoke.plan_smoke(Path("/usr"), "gfx906") if t.name == "hip-hello")
@@ -277,6 +279,7 @@ def clang19_compressed(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return folder / "libcompressed.so"
 
 
+@pytest.mark.slow
 def test_compiler_compressed_library_with_zstandard(clang19_compressed: Path) -> None:
     pytest.importorskip("zstandard", reason="the zstandard module is not installed")
     result = verify_file(clang19_compressed, targets("gfx906"), default_decoders(None))

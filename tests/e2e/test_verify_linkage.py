@@ -21,7 +21,7 @@ from tests.cli import run_cli
 from tests.conftest import require_tool
 from tests.unit.test_verify_scan import elf_with_fatbin, tu
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 MULTIARCH = "usr/lib/x86_64-linux-gnu"
 

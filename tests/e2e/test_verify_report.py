@@ -13,7 +13,7 @@ from tests.cli import run_cli
 from tests.e2e.test_bad_input import _run_in_mount, needs_mount
 from tests.unit.test_verify_scan import elf_with_fatbin, fatbin, make_elf, tu, write
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 
 def problem_lines(text: str) -> list[str]:

@@ -18,7 +18,7 @@ import pytest
 from tests.cli import run_cli
 from tests.conftest import require_tool
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 DATA = Path(__file__).resolve().parent.parent / "data"
 REPO_RECIPES = Path(__file__).resolve().parent.parent.parent / "recipes"

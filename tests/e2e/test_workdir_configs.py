@@ -1,4 +1,4 @@
-"""One workdir, several configurations (issue 24 item 2): the chain built into two prefixes
+"""One workdir, several configurations: the chain built into two prefixes
 from one workdir keeps both current, shares the checkouts, a second workdir may not mix its
 build into a prefix another workdir filled, and a workdir of the layout before the
 registry keeps its build. Every rocbuild here runs as a child process (tests/cli.py)."""
@@ -16,7 +16,7 @@ import pytest
 from tests.cli import run_cli
 from tests.support.chain import Chain
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 STEP_LINE = re.compile(r"^(?:[\d:]+ )?▶ (\S+): (\w+)$", re.M)
 

@@ -1,4 +1,4 @@
-"""What a workdir remembers between commands (issue 32): the prefix of its last build, as it
+"""What a workdir remembers between commands: the prefix of its last build, as it
 remembers its base. Every rocbuild here runs as a child process (tests/cli.py)."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import pytest
 from tests.cli import commands_under, run_cli
 from tests.support.chain import Chain
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 
 def plain(chain: Chain) -> list[str]:

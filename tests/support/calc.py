@@ -1,4 +1,4 @@
-"""A one-component stack that shows every rebuild-correctness defect of issue 10.
+"""A one-component stack that shows every rebuild-correctness case.
 
 ``calc`` is a CMake project with a cache option (CALC_EXTRA) and a cache string (CALC_VALUE),
 a shared library used by an executable (``calc-tool``, installed without any RUNPATH of its

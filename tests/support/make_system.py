@@ -7,10 +7,11 @@ table."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import contextlib
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
-from rocbuild.model import launchers
+from rocbuild.model import buildsystems, launchers
 from rocbuild.model.buildsystems import (
     BuildSystem,
     Commands,
@@ -21,6 +22,17 @@ from rocbuild.model.buildsystems import (
 from rocbuild.model.graph import Component, Stack
 
 RECORD = "installed.txt"
+
+
+@contextlib.contextmanager
+def registered(system: BuildSystem) -> Iterator[BuildSystem]:
+    """``system`` is the build system of its kind while the block runs (rocbuild itself never
+    takes one back: its registry is read for the whole process)."""
+    buildsystems.register(system)
+    try:
+        yield system
+    finally:
+        buildsystems._SYSTEMS.pop(system.kind, None)
 
 
 class Make(BuildSystem):

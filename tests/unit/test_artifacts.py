@@ -212,8 +212,8 @@ def test_folder_store_push_then_pull_and_a_pull_continues_a_partial_file(tmp_pat
 
     dest.unlink()
     partial.write_bytes(b"garbage" * 20)  # a partial file from another archive
-    # continued, found not to be this archive, then pulled again from zero (issue 22: it
-    # failed, and only the next run started clean)
+    # continued, found not to be this archive, then pulled again from zero in the
+    # same run
     pull_archive(store, manifest, dest)
     assert sha256_file(dest) == manifest.archive_sha256 and not partial.exists()
     (store.root / "x" / manifest.archive_name).write_bytes(b"not the archive")
@@ -252,7 +252,7 @@ def test_the_prefix_is_found_across_a_read_boundary_and_stale_staging_is_removed
 def test_an_archive_that_unpacks_past_its_manifests_total_is_cut_off(tmp_path: Path) -> None:
     """A member of 5 bytes carrying a PAX header of 4 MiB: nothing in the manifest accounts
     for those bytes, so the stream is cut at the manifest's total (plus headers) and the
-    artifact refused, before tarfile reads the rest (issue 33's bomb, through a header)."""
+    artifact refused, before tarfile reads the rest (a bomb through a header)."""
     import hashlib
 
     archive = tmp_path / "x.tar.zst"

@@ -30,8 +30,8 @@ def test_an_entry_below_a_link_out_of_the_prefix_is_refused_and_nothing_lands_th
 
 
 def test_a_refused_entry_makes_no_folder_out_there(tmp_path: Path) -> None:
-    """The check comes before the folders are made (issue 23: artifacts.py made them first,
-    so a refused ``lib/sub/libx.so`` still left ``sub/`` in the folder the link leads to)."""
+    """The check comes before the folders are made, so a refused ``lib/sub/libx.so`` leaves
+    no ``sub/`` in the folder the link leads to."""
     built = tmp_path / "built" / "opt" / "stack"
     (built / "lib" / "sub").mkdir(parents=True)
     (built / "lib" / "sub" / "libx.so").write_bytes(b"\x7fELF\0library")

@@ -150,7 +150,7 @@ def test_roads_without_and_with_a_base(write_recipes, tmp_path: Path) -> None:
     assert on_base.measured and on_base.components == ("mid", "top")
 
 
-# the road rules of issue 21: a required component is never rebuilt behind the user's back, a
+# the road rules: a required component is never rebuilt behind the user's back, a
 # dependency with build-time files only does not make the base's copies stale, and a
 # source-only component a built one reads is fetched
 TOOLS = OK_SOURCE + '[cmake]\n[base]\nprovides = ["share/tools.cmake", "lib/libtools.so"]\n'

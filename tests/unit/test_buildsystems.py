@@ -6,6 +6,8 @@ ccache) fails here."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from rocbuild.model import buildsystems
@@ -38,3 +40,25 @@ def test_the_contracts_have_no_default() -> None:
         body = getattr(BuildSystem, contract)
         with pytest.raises(NotImplementedError):
             body(BuildSystem(), *([None] * (body.__code__.co_argcount - 1)))
+
+
+@pytest.mark.parametrize("kind", sorted(SYSTEMS))
+def test_a_jobserver_client_names_the_tool_its_tree_builds_with(kind: str) -> None:
+    """The run asks that tool whether it speaks the jobserver (run/engine/jobs.py), so a
+    system whose build may run as the pool's client says which program its tree runs."""
+    system = SYSTEMS[kind]
+    told = type(system).tree_build_tool is not BuildSystem.tree_build_tool
+    assert told or not system.jobserver_client, kind
+
+
+def test_a_cmake_tree_builds_with_its_cache_s_make_program(tmp_path: Path) -> None:
+    from types import SimpleNamespace
+
+    cmake = buildsystems.for_kind("cmake")
+    comp = SimpleNamespace(build_dir=tmp_path)
+    assert cmake.tree_build_tool(comp) is None  # type: ignore[arg-type]  # not configured
+    (tmp_path / "CMakeCache.txt").write_text("CMAKE_AR:FILEPATH=/usr/bin/ar\n"
+                                             "CMAKE_MAKE_PROGRAM:FILEPATH=/opt/ninja/ninja\n")
+    assert cmake.tree_build_tool(comp) == "/opt/ninja/ninja"  # type: ignore[arg-type]
+    (tmp_path / "CMakeCache.txt").write_text("CMAKE_MAKE_PROGRAM:FILEPATH=\n")
+    assert cmake.tree_build_tool(comp) is None  # type: ignore[arg-type]

@@ -1,4 +1,4 @@
-"""Every input of the binary cache's key, pinned (issue 33): each change below must give the
+"""Every input of the binary cache's key, pinned: each change below must give the
 changed component (and what depends on it) another key, or `--cache` would serve an artifact
 built from something else. Making the key use a patch's name instead of its contents, or
 leaving out the targets, the base's fingerprint, the recipe's environment (its compiler), the

@@ -10,7 +10,7 @@ from rocbuild.cli.main import build_parser
 
 def test_no_command_argument_shares_a_global_settings_name() -> None:
     """A command's own argument with the dest of a global option (``prefix``) is overwritten
-    by that option's value: `activate P --prefix P` crashed so (issue 31)."""
+    by that option's value: `activate P --prefix P` crashed so."""
     clashes = []
     for action in build_parser()._actions:
         if isinstance(action, argparse._SubParsersAction):

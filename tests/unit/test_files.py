@@ -1,5 +1,5 @@
-"""files.write_text_atomic leaves a file that already holds the text alone (issue 25: a no-op
-run rewrote its env files and records, an fsync each), and writes in every other case."""
+"""files.write_text_atomic leaves a file that already holds the text alone (a no-op
+run writes no env file or record, no fsync), and writes in every other case."""
 
 from __future__ import annotations
 

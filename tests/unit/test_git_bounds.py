@@ -1,4 +1,4 @@
-"""Every local git command of the sources and patches modules has a timeout (issue 23): a git
+"""Every local git command of the sources and patches modules has a timeout: a git
 that hangs (a stale lock on a network file system) is ended, not waited for all night. The
 commands are recorded, not run: this test starts no process."""
 

@@ -1,4 +1,4 @@
-"""Tool windows, package probes and the cost model (issue 11), with answers handed in."""
+"""Tool windows, package probes and the cost model, with answers handed in."""
 
 from __future__ import annotations
 
@@ -67,7 +67,7 @@ def test_old_ninja_fails_and_gcc_15_warns_with_the_way_out(tmp_path: Path) -> No
 
 
 def test_the_shipped_recipes_carry_the_gcc_15_fixes(tmp_path: Path) -> None:
-    """ROCR's <cstdint> and HIP's __glibcxx_assert (issue 21): the shipped patches carry both,
+    """ROCR's <cstdint> and HIP's __glibcxx_assert: the shipped patches carry both,
     so a GCC 15 host does not decide whether the night works; a recipes folder without
     them is named."""
     settings = resolve({"workdir": str(tmp_path), "ccache": "off"}, env={})

@@ -56,7 +56,7 @@ def test_cache_env_is_keyed_for_a_rebuilt_compiler_and_a_recreated_tree(
     stack, launch = stack_for(write_recipes, tmp_path)
     env = launchers.launcher_env(launch, stack, stack.components["device"])
     work = str(tmp_path / "w")
-    assert env["CCACHE_DIR"] == f"{Path.home()}/.cache/rocbuild/ccache"  # per user (issue 32)
+    assert env["CCACHE_DIR"] == f"{Path.home()}/.cache/rocbuild/ccache"  # per user
     assert env["CCACHE_BASEDIR"] == work and "CCACHE_DEPEND" not in env
     assert env["CCACHE_MAXSIZE"] == "24Gi"  # half of the stack's 48 GiB build-tree estimate
     assert env["CCACHE_STATSLOG"] == f"{work}/logs/device/ccache-stats.log"
@@ -117,7 +117,7 @@ def test_a_bases_toolchain_files_are_hashed_in_both_bitcode_layouts(
         write_recipes, tmp_path: Path) -> None:
     """On --base the compilers are the base's: its config files and its bitcode, in clang's
     resource folder (AMD's packages) and in the legacy amdgcn/ (a link to the same file
-    counts once), go into the hash (issue 21)."""
+    counts once), go into the hash."""
     base = tmp_path / "rocm-6.4.3"
     (base / ".info").mkdir(parents=True)
     (base / ".info" / "version").write_text("6.4.3-128\n")
@@ -269,7 +269,7 @@ def test_doctor_says_when_ccache_is_missing_or_too_old(path, version, level, fra
 
 def test_loading_a_stack_probes_nothing_and_the_run_resolves_launchers(
         write_recipes, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """model/ runs nothing (issue 23): load_stack leaves the launchers out, and the run's
+    """model/ runs nothing: load_stack leaves the launchers out, and the run's
     context resolves them from this host's programs when it starts."""
     from rocbuild.run.engine.build import BuildContext
 

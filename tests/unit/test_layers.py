@@ -54,7 +54,7 @@ def test_imports_go_one_way() -> None:
     assert wrong == [], "layers import one way:\n" + "\n".join(wrong)
 
 
-# The model describes what is built and runs nothing (issue 23): no process, no host probe.
+# The model describes what is built and runs nothing: no process, no host probe.
 # A module here that needs one belongs in run/ (a step's work) or checks/ (a probe).
 PROCESS_MODULES = {"subprocess", "psutil", "multiprocessing", "pty", "asyncio", "git",
                    "rocbuild.proc"}
@@ -99,7 +99,7 @@ def test_the_process_rule_sees_what_it_forbids(tmp_path: Path) -> None:
                                          "5: os.system"]
 
 
-# The model reads no host facts either (issue 35): the user's environment, the euid, the
+# The model reads no host facts either: the user's environment, the euid, the
 # programs on PATH and the CPUs are passed in (Settings, HostTools/Launch, a step's base
 # environment, ``cpus``), found by checks/ or the CLI.
 HOST_READS = {("os", "environ"), ("os", "getenv"), ("os", "geteuid"), ("os", "getuid"),
@@ -136,7 +136,7 @@ def test_the_host_rule_sees_what_it_forbids(tmp_path: Path) -> None:
                                   "4: shutil.which", "5: os.geteuid", "6: os.sched_getaffinity"]
 
 
-# --- run/'s rooms (issue 23; docs/architecture.md, run/'s four rooms) ---
+# --- run/'s rooms (docs/architecture.md, run/'s four rooms) ---
 # Each room of run/ imports only the rooms its face names: the binary cache, the sources and
 # the state never reach into the engine, so they can be read, tested and reused without a run.
 ROOM_IMPORTS = {
@@ -179,3 +179,25 @@ def test_rooms_import_one_way() -> None:
                 if used not in allowed:
                     wrong.append(f"{path.relative_to(PACKAGE)}:{line} imports rocbuild.run.{used}")
     assert wrong == [], "run/'s rooms import one way:\n" + "\n".join(wrong)
+
+
+# --- the commands that show run state read it through run/state/view.py, which writes nothing
+# (plan also saves the base's code memo: basememo) ---
+SHOWS_STATE = {"cmd_status": set(), "cmd_logs": set(), "cmd_info": set(), "cmd_list": set(),
+               "cmd_plan": {"basememo"}, "cmd_doctor": {"basememo"}, "ui": set()}
+
+
+def test_the_commands_that_show_run_state_read_it_through_the_view() -> None:
+    wrong = []
+    for name, also in SHOWS_STATE.items():
+        path = PACKAGE / "cli" / f"{name}.py"
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module == "rocbuild.run.state":
+                used = {a.name for a in node.names} - {"view"} - also
+            elif isinstance(node, ast.ImportFrom) and node.module \
+                    and node.module.startswith("rocbuild.run.state."):
+                used = {node.module}
+            else:
+                continue
+            wrong += [f"cli/{name}.py:{node.lineno} imports {u}" for u in sorted(used)]
+    assert wrong == [], "read run state through rocbuild.run.state.view:\n" + "\n".join(wrong)

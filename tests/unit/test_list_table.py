@@ -1,4 +1,4 @@
-"""`rocbuild list`'s table fits 80 columns with ROCm's longest names and refs (issue 32): each
+"""`rocbuild list`'s table fits 80 columns with ROCm's longest names and refs: each
 cell stays one word (no "rocm-6.|4.3"), and the install time drops its year there."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Users never see the project's internal references (issue 32): doctor said "the source
+"""Users never see the project's internal references: doctor said "the source
 articles recommend Ubuntu 22.04" and `env --tune` cited 'the source article "AMD 本地大模型部署
 实战" (seed 000)', which no user can open. Every string the package can print (string
 constants other than docstrings and comments, the env-file templates, the failure table's

@@ -42,7 +42,7 @@ def test_one_implementation(rule: str) -> None:
     assert _holders(pattern) <= allowed, f"{rule}: a second implementation"
 
 
-# names that were defined twice with two meanings (issue 35): each is defined once now
+# names that were defined twice with two meanings: each is defined once now
 ONCE = ("load_stack", "within", "job_counts", "step_env", "Choice", "Verdict")
 
 

@@ -1,4 +1,4 @@
-"""model/paths.py: the one "inside the prefix" answer, on text and through links (issue 23)."""
+"""model/paths.py: the one "inside the prefix" answer, on text and through links."""
 
 from __future__ import annotations
 

@@ -111,3 +111,39 @@ def test_a_stopped_gate_lets_its_waiters_go_without_running() -> None:
         gate.stop()
         waiter.join()
     assert outcome == ["not started"]
+
+
+def test_plain_doits_worker_threads_open_the_runs_one_pool_and_the_main_thread_none() -> None:
+    """`doit -n N -P thread` picks its worker threads itself: the first compile in one of them
+    opens the run's pool, every other draws from that same pool, and the run's end closes
+    it. A compile in doit's main thread (no -n, or -P process) runs alone: no pool."""
+    import sys
+    from types import SimpleNamespace
+
+    from rocbuild.cli.output import Output
+    from rocbuild.run.engine import jobs
+    from rocbuild.run.engine.build import BuildContext
+
+    def context(doit_threads: bool) -> BuildContext:
+        return BuildContext(stack=SimpleNamespace(components={}),  # type: ignore[arg-type]
+                            settings=SimpleNamespace(jobs=None),  # type: ignore[arg-type]
+                            output=Output(sys.stdout), doit_threads=doit_threads)
+
+    def from_threads(ctx: BuildContext) -> list[JobPool | None]:
+        seen: list[JobPool | None] = []
+        threads = [threading.Thread(target=lambda: seen.append(jobs.pool_of(ctx)))
+                   for _ in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        return seen
+
+    ctx = context(doit_threads=True)
+    assert jobs.pool_of(ctx) is None  # the main thread
+    seen = from_threads(ctx)
+    assert seen[0] is not None and all(p is seen[0] for p in seen), seen
+    assert jobs.pool_of(ctx) is seen[0]  # once open, the run's pool for every compile
+    ctx.release()
+    assert ctx.pool is None and not seen[0].path.exists()
+    assert from_threads(context(doit_threads=False)) == [None] * 4  # rocbuild build's own

@@ -1,5 +1,5 @@
 """The folders a prefix may be (FHS, prefixguard.py) and the host-derived bounds of counts
-(bounds.py): pure decisions, checked without a process (issue 22)."""
+(bounds.py): pure decisions, checked without a process."""
 
 from __future__ import annotations
 

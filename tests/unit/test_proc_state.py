@@ -73,7 +73,7 @@ def test_registry_reaps_the_group_of_a_dead_owner(tmp_path: Path) -> None:
 
 def test_registry_reaps_a_session_whose_leader_is_gone(tmp_path: Path) -> None:
     """ninja puts each job in a process group of its own and `cmake --build` may be gone:
-    what is left of the session is still ended, and nothing outside it (issue 31)."""
+    what is left of the session is still ended, and nothing outside it."""
     registry = ChildRegistry(tmp_path / "running")
     pidfile = tmp_path / "job.pid"
     leader = subprocess.Popen(py(
@@ -150,17 +150,6 @@ def test_lock_in_one_process_twice_is_refused(tmp_path: Path) -> None:
         pass
 
 
-def test_parallel_compile_steps_share_one_job_budget(tmp_path: Path) -> None:
-    from rocbuild.cli.output import Output
-    from rocbuild.run.engine.build import BuildContext
-
-    ctx = BuildContext(stack=None, settings=None, output=Output(sys.stdout))  # type: ignore[arg-type]
-    assert ctx.budget.take("llvm", 8) == 8
-    assert ctx.budget.take("rocblas", 8) == 1  # llvm holds the budget
-    ctx.budget.give_back("llvm")
-    assert ctx.budget.take("hipblas", 8) == 7  # rocblas still holds 1
-
-
 def test_attempt_markers_name_the_environment_and_an_interruption(tmp_path: Path) -> None:
     from rocbuild.proc import log_attempt
 
@@ -209,7 +198,7 @@ def test_a_stamp_write_that_dies_midway_leaves_the_old_stamp_whole(
     assert [p.name for p in state.stamp_path("a", "install").parent.iterdir()] == ["install.json"]
 
 
-# --- issue 25: a probe's answer is kept while the program and what it reads are unchanged --
+# --- a probe's answer is kept while the program and what it reads are unchanged --
 def _counting_tool(folder: Path, version: str) -> tuple[Path, Path]:
     """An executable that prints ``version`` and counts its runs in a file beside it."""
     folder.mkdir(exist_ok=True)

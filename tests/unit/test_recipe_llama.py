@@ -1,4 +1,4 @@
-"""llama.cpp reports its release's build number, not the 1 of a shallow fetch (issue 10 #8)."""
+"""llama.cpp reports its release's build number, not the 1 of a shallow fetch."""
 
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ def test_a_commit_pin_gives_no_made_up_build_number(tmp_path: Path,
 
 def test_llama_cpp_builds_portable_cpu_code(tmp_path: Path) -> None:
     """GGML_NATIVE (default ON) compiles for the build host's CPU while the binary cache key
-    records only the machine name (issue 21): the recipe builds every CPU variant as a
+    records only the machine name: the recipe builds every CPU variant as a
     backend module instead, and ggml loads the best one where it runs."""
     args = load_stack(resolve({"workdir": str(tmp_path)}, env={}),
                       ["llama.cpp"]).components["llama.cpp"].build_args

@@ -140,7 +140,7 @@ def test_shipped_recipes_load_and_validate() -> None:
 
 
 def test_the_recipe_schema_is_declared_once_on_the_recipe_fields(tmp_path: Path) -> None:
-    """Every Recipe/SourceSpec field names its key (issue 23): RECIPE_SCHEMA, the build
+    """Every Recipe/SourceSpec field names its key: RECIPE_SCHEMA, the build
     table's keys and load_recipe's defaults come from that one declaration, so a recipe that
     sets every key sets every field, and one that sets none gets the declared defaults."""
     import dataclasses
@@ -194,15 +194,11 @@ def test_the_recipe_schema_is_declared_once_on_the_recipe_fields(tmp_path: Path)
 
 
 def test_a_build_system_reading_an_undeclared_key_is_a_programming_error() -> None:
-    from rocbuild.model import buildsystems, recipes
-    from tests.support.make_system import Make
+    from rocbuild.model import recipes
+    from tests.support.make_system import Make, registered
 
     class Odd(Make):
         kind, table, keys = "odd", "odd", ("args", "flavour")
 
-    buildsystems.register(Odd())
-    try:
-        with pytest.raises(TypeError, match="flavour"):
-            recipes.recipe_schema()
-    finally:
-        buildsystems.unregister("odd")
+    with registered(Odd()), pytest.raises(TypeError, match="flavour"):
+        recipes.recipe_schema()

@@ -1,6 +1,6 @@
 """The record of a running step (run/state/running.py) is written without an fsync: it names a
 live process, so after a power loss it means nothing anyway, and its fsync was half of the
-fsyncs of a cold build (36 of 95 for six trivial components: issue 34's fixed cost)."""
+fsyncs of a cold build (36 of 95 for six trivial components)."""
 
 from __future__ import annotations
 

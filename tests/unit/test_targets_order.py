@@ -1,5 +1,5 @@
-"""`rocbuild targets` lists processors by LLVM's processor number (issue 32: gfx90a came
-before gfx600, read as "90" < "600")."""
+"""`rocbuild targets` lists processors by LLVM's processor number: gfx600 before
+gfx90a, never by the text ("90" < "600")."""
 
 from __future__ import annotations
 

@@ -97,6 +97,8 @@ class BuildSystem:
     # its build command without a job count takes its jobs from the run's job pool (a GNU
     # make jobserver client: ninja >= 1.13 under CMake); false: it is always given a count
     jobserver_client = False
+    # such a build's environment beyond the pool's MAKEFLAGS (None: the variable is unset)
+    client_env: Mapping[str, str | None] = MappingProxyType({})
     # contract (of CONTRACTS) -> why this system cannot keep it; empty: it keeps them all
     lacks: Mapping[str, str] = {}
 
@@ -148,6 +150,15 @@ class BuildSystem:
         runs, whatever this run would configure (``launchers.tree_note``). None when there
         is no configured tree, or the system cannot tell."""
         return None
+
+    def tree_build_tool(self, comp: Component) -> str | None:
+        """The program ``comp``'s configured tree builds with (is it a jobserver client:
+        run/engine/jobs.py); None: no tree, or the system cannot tell."""
+        return None
+
+    def base_build_dirs(self, base: Path) -> list[Path]:
+        """The folders of an installed base whose build files a build of this system loads."""
+        return []
 
     def fingerprint_args(self, stack: Stack, comp: Component, argv: list[str]) -> list[str]:
         """``argv`` without what changes only the speed (the launcher arguments)."""
@@ -228,10 +239,6 @@ def register(system: BuildSystem) -> BuildSystem:
         raise ValueError(f"a build system needs a kind other than {SOURCE_ONLY!r} and a table")
     _SYSTEMS[system.kind] = system
     return system
-
-
-def unregister(kind: str) -> None:
-    _SYSTEMS.pop(kind, None)
 
 
 def kinds() -> tuple[str, ...]:

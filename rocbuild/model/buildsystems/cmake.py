@@ -178,6 +178,8 @@ class CMake(BuildSystem):
     table = "cmake"
     keys = ("args", "build_type", "install_prefix", "job_args", "distribute", "tensile_target")
     jobserver_client = True  # when the tree's ninja is >= 1.13 (run/engine/jobserver.py)
+    # CMAKE_BUILD_PARALLEL_LEVEL would make `cmake --build` pass -j (no client)
+    client_env: Mapping[str, str | None] = MappingProxyType({"CMAKE_BUILD_PARALLEL_LEVEL": None})
     # every spelling CMake 3.25 takes for the install prefix (typed -D and --install-prefix
     # too), and the staging prefix, which moves every install destination somewhere else
     reserved = ("-G", "-S", "-B", "-DCMAKE_INSTALL_PREFIX=", "-DCMAKE_INSTALL_PREFIX:",
@@ -229,6 +231,22 @@ class CMake(BuildSystem):
             if match.group(2).strip():
                 found[match.group(1)] = match.group(2).strip()
         return found
+
+    def tree_build_tool(self, comp: Component) -> str | None:
+        """The ninja the tree runs: CMAKE_MAKE_PROGRAM in its CMakeCache.txt."""
+        try:
+            with (comp.build_dir / "CMakeCache.txt").open(encoding="utf-8", errors="replace") as f:
+                found = next((ln for ln in f if ln.startswith("CMAKE_MAKE_PROGRAM:")), "")
+        except OSError:
+            return None
+        return found.partition("=")[2].strip() or None
+
+    def base_build_dirs(self, base: Path) -> list[Path]:
+        """The folders that hold the CMake files find_package() loads: lib/cmake (AMD's
+        layout), lib/<multiarch>/cmake (Debian's), and rocm-cmake's share/ folders."""
+        found = [base / "lib" / "cmake", *sorted(base.glob("lib/*-linux-gnu*/cmake")),
+                 base / "share" / "rocmcmakebuildtools", base / "share" / "rocm"]
+        return [d for d in found if d.is_dir()]
 
     def fingerprint_args(self, stack: Stack, comp: Component, argv: list[str]) -> list[str]:
         """Without every CMAKE_<LANG>_COMPILER_LAUNCHER, the recipe's own too."""

@@ -1,7 +1,8 @@
 """What one run shares: the BuildContext (data), and the sink its console lines go to.
 
 BuildContext holds the stack, the settings, where output goes, the outcomes so far, the run
-and prefix locks, the job budget of --parallel, the run's children and what --cache serves,
+and prefix locks, the job pool and the gates of the steps that run at once, the run's
+children and what --cache serves,
 and the one up-to-date Rule of the run (uptodate.py), so each checkout's edits are read once
 per run, not once per question. Running a step is runner.py's; the order of a run's phases
 is lifecycle.py's; this module knows nothing of doit.
@@ -22,7 +23,6 @@ from rocbuild.model.graph import Component, Stack
 from rocbuild.model.settings import Settings
 from rocbuild.prefix import ownership
 from rocbuild.run.engine import leftovers, outcome, schedule
-from rocbuild.run.engine.jobs import JobBudget
 from rocbuild.run.engine.jobserver import JobPool
 from rocbuild.run.engine.outcome import StepOutcome
 from rocbuild.run.engine.poolsize import PoolSizing
@@ -59,14 +59,14 @@ class BuildContext:
     outcomes: list[StepOutcome] = field(default_factory=list)
     host_snapshot: Callable[[], resources.HostSnapshot] = hostload.snapshot
     _lock: contextlib.ExitStack | None = None
-    # jobs held by compile steps running right now (--parallel): one budget for all of them
-    budget: JobBudget = field(default_factory=JobBudget)
-    # the run's job pool, a GNU make jobserver (--parallel above 1: engine.py opens it), and
-    # its size as compiles start and end
+    # the run's job pool, a GNU make jobserver (jobs.open_pool: --parallel above 1, or plain
+    # doit's worker threads), and its size as compiles start and end
     pool: JobPool | None = None
     pool_sizing: PoolSizing | None = None
     # how many compiles and light steps run at once (``rocbuild build``: engine.py)
     gates: StepGates | None = None
+    # plain doit: its own -n and -P decide which steps run at once (jobs.pool_of)
+    doit_threads: bool = False
     # the run was interrupted: a worker thread's step whose tool is ended now is interrupted
     interrupted: bool = False
     _in_flight: int = field(default=0, repr=False)  # steps running now (runner.py)
@@ -146,6 +146,10 @@ class BuildContext:
                 self.stack.components[n] for n in self.stack.order], self.output.say)
 
     def release(self) -> None:
+        """The run ends: its job pool, its watchdog and its locks go."""
+        if self.pool is not None:
+            self.pool.close()
+        self.pool = self.pool_sizing = None
         if self._children is not None:
             self._children.close()  # the run's watchdog goes (proc.ChildRegistry)
         if self._lock is not None:

@@ -24,15 +24,7 @@ from rocbuild.errors import EXIT_INTERRUPTED
 from rocbuild.model import steptable
 from rocbuild.model.graph import Stack
 from rocbuild.model.steptable import RUN, STEP
-from rocbuild.run.engine import (
-    cache_install,
-    jobserver,
-    lifecycle,
-    optcheck,
-    poolsize,
-    schedule,
-    tasks,
-)
+from rocbuild.run.engine import cache_install, jobs, lifecycle, optcheck, schedule, tasks
 from rocbuild.run.engine import parallel as parallelism
 from rocbuild.run.engine.build import BuildContext
 from rocbuild.run.engine.lifecycle import Reports, Run
@@ -155,19 +147,6 @@ def run_doit(run: Run, task_names: Sequence[str], *, parallel: int = 1,
             signal.signal(sig, handler)
 
 
-def open_pool(ctx: BuildContext, parallel: int) -> None:
-    """The run's one job pool for the compile steps that run at once (jobserver.py), sized as
-    they start and end (poolsize.py)."""
-    ctx.pool_sizing = poolsize.PoolSizing.of(ctx)
-    ctx.pool = jobserver.JobPool(1)  # the first compile's start sizes it
-    ninja = jobserver.jobserver_ninja()
-    version = ".".join(map(str, jobserver.ninja_version(ninja) or ())) if ninja else ""
-    how = (f"a GNU make jobserver that ninja {version} builds draw from" if ninja else
-           "no ninja >= 1.13 here (`pip install ninja`): each build holds a fixed share")
-    ctx.output.say(f"job pool: {ctx.pool_sizing.reason()}; up to {parallel} components at "
-                   f"once, {how}")
-
-
 def workers(ctx: BuildContext, at_once: int) -> int:
     """doit's worker threads: where two components of the run can have steps at the same
     time (neither needs the other), one per component and one for a run-wide step, so every
@@ -213,7 +192,7 @@ def build(ctx: BuildContext, components: Sequence[str], whole: Stack, reports: R
             ctx.gates = StepGates.of(at_once, parallelism.light_steps(at_once))
             components = schedule.longest_first(list(components), ctx.work_ahead())
         if at_once > 1:  # their compiles draw from one pool
-            open_pool(ctx, at_once)
+            jobs.open_pool(ctx, at_once)
         sources = [f"{tasks.SOURCES}:{c}" for c in components] + optcheck.tasks(ctx, components)
         if ctx.gates is not None:  # threads take any ready step: builds wait for the phase
             ctx.gates.sources.expect(sources_phase(ctx, sources))
@@ -227,9 +206,6 @@ def build(ctx: BuildContext, components: Sequence[str], whole: Stack, reports: R
         lifecycle.at_end(run, interrupted=True)
         return EXIT_INTERRUPTED
     finally:
-        if ctx.pool is not None:
-            ctx.pool.close()
-            ctx.pool = None
-        ctx.gates = ctx.pool_sizing = None
+        ctx.gates = None
         ctx.release()
     return run.exit_code(doit_rc)

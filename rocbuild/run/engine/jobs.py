@@ -1,10 +1,12 @@
 """How many jobs a compile step gets, and what happens when one dies of memory.
 
-Three rules live here and nowhere else: the jobs that fit in what the host has free now
-(resources.py, launchers.py split them between local and remote), the one budget that compile
-steps running at the same time (--parallel) share, and the OOM retry: when a job dies of
-memory the step runs again in the kept build tree with half the jobs, down to one, and the
-lower count is remembered (``state/caps/<component>.json``) for the component's later runs.
+The jobs that fit in what the host has free now (resources.py; launchers.py adds distcc's
+remote slots), within --jobs and an OOM cap; the run's one job pool, which every compile that
+may run beside another draws from (``open_pool``, ``pool_of``: the pool is jobserver.py's, its
+size poolsize.py's), as its own count or as a jobserver client; and the OOM retry: when a job
+dies of memory the step runs again in the kept build tree with half the jobs, down to one,
+and the lower count is remembered (``state/caps/<component>.json``) for the component's later
+runs.
 """
 
 from __future__ import annotations
@@ -15,7 +17,6 @@ import shutil
 import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -27,7 +28,7 @@ from rocbuild.model.graph import Component
 from rocbuild.model.resources import GIB
 from rocbuild.model.steps import step_env
 from rocbuild.model.workdir import Workdir
-from rocbuild.run.engine import jobserver
+from rocbuild.run.engine import jobserver, poolsize
 from rocbuild.run.engine.command import run_all
 from rocbuild.run.engine.outcome import StepOutcome, step_logger
 from rocbuild.run.state import launchstats
@@ -46,27 +47,6 @@ def died_of_memory(tail: list[str], oom_after: int | None, oom_before: int | Non
     from rocbuild.checks.diagnose import is_memory_death  # read when a compile died
 
     return is_memory_death(tail)
-
-
-@dataclass
-class JobBudget:
-    """Jobs held by compile steps running right now (--parallel): one budget for all."""
-
-    _held: dict[str, int] = field(default_factory=dict)
-    _lock: threading.Lock = field(default_factory=threading.Lock)
-
-    def take(self, name: str, wanted: int) -> int:
-        """Jobs for a compile step that starts while others run: what the host affords now
-        minus what the running ones hold, at least 1 (their memory is not all in use yet)."""
-        with self._lock:
-            others = sum(n for k, n in self._held.items() if k != name)
-            jobs = max(1, wanted - others)
-            self._held[name] = jobs
-            return jobs
-
-    def give_back(self, name: str) -> None:
-        with self._lock:
-            self._held.pop(name, None)
 
 
 def job_cap_path(workdir: Path, name: str) -> Path:
@@ -99,38 +79,64 @@ def job_counts(ctx: BuildContext, comp: Component) -> dict[str, resources.JobCou
 
 def compile_step(ctx: BuildContext, comp: Component, log: Path, outcome: StepOutcome) -> None:
     """The build system's build with the jobs that fit; retried with fewer jobs when one
-    dies of memory. With the run's job pool (``ctx.pool``, --parallel above 1) the pool
-    counts this build's own jobs while it runs (poolsize.py): where the compiles running now
-    fit with their own counts, the build runs with its own and holds as many tokens; else it
-    is the pool's client and takes its jobs as they come free. Without a pool it takes what
-    the host affords minus what other compile steps hold (``ctx.budget``)."""
+    dies of memory. With the run's job pool (``pool_of``) the pool counts this build's own
+    jobs while it runs (poolsize.py): where the compiles running now fit with their own
+    counts, the build runs with its own and holds as many tokens; else it is the pool's
+    client and takes its jobs as they come free. Without a pool it runs alone: its own count."""
     counts = job_counts(ctx, comp)
-    pool = ctx.pool
-    if pool is not None:
-        with _counted_in_pool(ctx, comp, counts["compile"].jobs) as own_counts_fit:
-            wanted = counts["compile"].jobs
-            capped = job_cap(ctx.stack.workdir, comp.name)  # an OOM kill's lower count
-            speaks = is_pool_client(comp)
-            client = speaks and not own_counts_fit and (capped is None or capped >= pool.size)
-            jobs: int | None = None if client else min(wanted, pool.size)
-            how = (f"from the run's pool of {pool.size} (jobserver)" if client else
-                   f"{jobs} of the run's pool of {pool.size}" + (
-                       " (the compiles running now fit with their own counts)"
-                       if own_counts_fit else "" if speaks else
-                       f" (this build tree's ninja is older than "
-                       f"{'.'.join(map(str, jobserver.JOBSERVER_NINJA))}: no jobserver client)"))
-            ctx.output.say(f"  {comp.name}: {counts['compile'].reason}; {how}")
-            with launchstats.observe(ctx.stack.launch, comp, outcome.warnings):
-                compile_with_retries(ctx, comp, log, outcome, counts, jobs)
+    pool = pool_of(ctx)
+    if pool is None:
+        ctx.output.say(f"  {comp.name}: {counts['compile'].reason}")
+        with launchstats.observe(ctx.stack.launch, comp, outcome.warnings):
+            compile_with_retries(ctx, comp, log, outcome, counts, counts["compile"].jobs)
         return
-    jobs = ctx.budget.take(comp.name, counts["compile"].jobs)
-    shared = "" if jobs == counts["compile"].jobs else f" (sharing: {jobs} left)"
-    ctx.output.say(f"  {comp.name}: {counts['compile'].reason}{shared}")
-    try:
+    with _counted_in_pool(ctx, comp, counts["compile"].jobs) as own_counts_fit:
+        wanted = counts["compile"].jobs
+        capped = job_cap(ctx.stack.workdir, comp.name)  # an OOM kill's lower count
+        speaks = is_pool_client(comp)
+        client = speaks and not own_counts_fit and (capped is None or capped >= pool.size)
+        jobs: int | None = None if client else min(wanted, pool.size)
+        how = (f"from the run's pool of {pool.size} (jobserver)" if client else
+               f"{jobs} of the run's pool of {pool.size}" + (
+                   " (the compiles running now fit with their own counts)"
+                   if own_counts_fit else "" if speaks else
+                   f" (this build tree's ninja is older than "
+                   f"{'.'.join(map(str, jobserver.JOBSERVER_NINJA))}: no jobserver client)"))
+        ctx.output.say(f"  {comp.name}: {counts['compile'].reason}; {how}")
         with launchstats.observe(ctx.stack.launch, comp, outcome.warnings):
             compile_with_retries(ctx, comp, log, outcome, counts, jobs)
-    finally:
-        ctx.budget.give_back(comp.name)
+
+
+_OPENING = threading.Lock()  # plain doit's worker threads may start two compiles at once
+
+
+def open_pool(ctx: BuildContext, parallel: int | None) -> None:
+    """The run's one job pool for the compile steps that run at once (jobserver.py), sized as
+    they start and end (poolsize.py); ``parallel``: the compiles at once (None: as many as
+    plain doit's worker threads)."""
+    ctx.pool_sizing = poolsize.PoolSizing.of(ctx)
+    ctx.pool = jobserver.JobPool(1)  # the first compile's start sizes it
+    ninja = jobserver.jobserver_ninja()
+    version = ".".join(map(str, jobserver.ninja_version(ninja) or ())) if ninja else ""
+    how = (f"a GNU make jobserver that ninja {version} builds draw from" if ninja else
+           "no ninja >= 1.13 here (`pip install ninja`): each build holds a fixed share")
+    at_once = f"up to {parallel}" if parallel else "as many as doit's worker threads"
+    ctx.output.say(f"job pool: {ctx.pool_sizing.reason()}; {at_once} components at once, "
+                   f"{how}")
+
+
+def pool_of(ctx: BuildContext) -> jobserver.JobPool | None:
+    """The pool a compile that starts now draws from: the run's, which ``rocbuild build``
+    opens before doit starts where --parallel is above 1 (engine.py). Plain doit chooses its
+    worker threads itself (``doit -n N -P thread``, ``ctx.doit_threads``): a compile in a
+    worker thread may run beside others, so the first one opens the pool. A compile in the
+    main thread (doit without -n, or -P process, whose processes share nothing) runs alone."""
+    if ctx.pool is None and ctx.doit_threads \
+            and threading.current_thread() is not threading.main_thread():
+        with _OPENING:
+            if ctx.pool is None:
+                open_pool(ctx, None)
+    return ctx.pool
 
 
 @contextlib.contextmanager
@@ -182,9 +188,9 @@ def configure_env(ctx: BuildContext, comp: Component) -> dict[str, str | None]:
 
 def is_pool_client(comp: Component) -> bool:
     """The component's build, run without a job count, is a client of the job pool: its
-    build system says so and its tree's ninja speaks the jobserver protocol (>= 1.13)."""
-    return (buildsystems.of(comp).jobserver_client
-            and jobserver.speaks_jobserver(jobserver.tree_ninja(comp.build_dir)))
+    build system says so and its tree's build tool speaks the jobserver (ninja >= 1.13)."""
+    system = buildsystems.of(comp)
+    return system.jobserver_client and jobserver.speaks_jobserver(system.tree_build_tool(comp))
 
 
 def _own_pool_share(comp: Component, counts: dict[str, resources.JobCount], size: int) -> int:
@@ -217,7 +223,7 @@ def _phases(ctx: BuildContext, comp: Component, counts: dict[str, resources.JobC
 
 
 @contextlib.contextmanager
-def _slots(ctx: BuildContext, jobs: int | None, held: int
+def _slots(ctx: BuildContext, comp: Component, jobs: int | None, held: int
            ) -> Iterator[dict[str, str | None]]:
     """The pool's tokens a build holds while it runs (``held``), and the environment it runs
     in: a client (``jobs`` None) gets the pool's MAKEFLAGS. No pool: nothing held."""
@@ -226,8 +232,7 @@ def _slots(ctx: BuildContext, jobs: int | None, held: int
         yield {}
         return
     with pool.hold(held, client=jobs is None):
-        # CMAKE_BUILD_PARALLEL_LEVEL would make `cmake --build` pass -j (no client)
-        yield ({"MAKEFLAGS": pool.makeflags(), "CMAKE_BUILD_PARALLEL_LEVEL": None}
+        yield ({"MAKEFLAGS": pool.makeflags(), **buildsystems.of(comp).client_env}
                if jobs is None else {})
 
 
@@ -242,7 +247,7 @@ def compile_with_retries(ctx: BuildContext, comp: Component, log: Path, outcome:
         started_usec = hostload.monotonic_usec()
         try:
             for target, count, held in _phases(ctx, comp, counts, jobs):
-                with _slots(ctx, count, held) as env:
+                with _slots(ctx, comp, count, held) as env:
                     run_all(ctx, comp, "compile", system.build(ctx.stack, comp, count, target)
                             if target else system.build(ctx.stack, comp, count), log, outcome,
                             extra_env=env)

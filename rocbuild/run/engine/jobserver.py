@@ -213,15 +213,3 @@ def jobserver_ninja() -> str | None:
         if program and os.access(program, os.X_OK) and speaks_jobserver(program):
             return program
     return None
-
-
-def tree_ninja(build_dir: Path) -> str | None:
-    """The ninja a configured CMake tree runs (CMAKE_MAKE_PROGRAM in its CMakeCache.txt)."""
-    try:
-        with (build_dir / "CMakeCache.txt").open(encoding="utf-8", errors="replace") as f:
-            for line in f:
-                if line.startswith("CMAKE_MAKE_PROGRAM:"):
-                    return line.split("=", 1)[1].strip() or None
-    except OSError:
-        return None
-    return None

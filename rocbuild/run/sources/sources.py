@@ -199,13 +199,6 @@ def ref_kind(cache: Path, ref: str, registry: proc.ChildRegistry | None = None) 
     return "tag" if _is_tag_or_commit(cache, ref, registry) else "branch"
 
 
-def fetch_into_cache(req: FetchRequest, log: Logger,
-                     registry: proc.ChildRegistry | None = None) -> str:
-    """The commit ``req.ref`` names, fetched into the cache unless it is already there.
-    The caller holds the cache's lock (``locked_cache``)."""
-    return _fetch_into_cache(req, log, registry)[0]
-
-
 def remote_tag(url: str, tag: str, log: Logger,
                registry: proc.ChildRegistry | None = None) -> str | None:
     """The commit ``tag`` names in the repository at ``url`` now (``git ls-remote``: refs
@@ -226,8 +219,9 @@ def remote_tag(url: str, tag: str, log: Logger,
 
 def _fetch_into_cache(req: FetchRequest, log: Logger, registry: proc.ChildRegistry | None
                       ) -> tuple[str, str | None]:
-    """fetch_into_cache, and the ref's kind (tag, commit, branch) where the fetch learned it
-    (None: ask ``ref_kind``)."""
+    """The commit ``req.ref`` names, fetched into the cache unless it is already there, and
+    the ref's kind (tag, commit, branch) where the fetch learned it (None: ask ``ref_kind``).
+    The caller holds the cache's lock (``locked_cache``)."""
     cache = cache_dir(req.cache_root, req.url)
     made = _ensure_cache(cache, log, registry)
     cached = None if made else cached_commit(cache, req.ref, registry)

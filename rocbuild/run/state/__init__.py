@@ -4,6 +4,7 @@ Per-step stamps and the run lock (state), doit's crash-safe DB (doitdb), the one
 says when a step is current (uptodate), which steps run right now (running), files
 dated in the future (clockskew), the base a workdir was built on (basememo) and what
 ccache and distcc saved per step (launchstats), the prefixes one workdir builds and who
-filled a prefix (workdirs). It may read the sources room (a
-checkout's commit and edits are inputs of the rule), never the engine or the cache.
+filled a prefix (workdirs); the commands that show state read it through view. It may
+read the sources room (a checkout's commit and edits are inputs of the rule), never the
+engine or the cache.
 """
