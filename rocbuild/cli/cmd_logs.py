@@ -101,7 +101,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
 def interrupted_step(workdir: Path, comp: Component) -> str | None:
     """The step of ``comp`` a run left cut off (its running mark stays: run/state/running.py),
     as `status` calls it "interrupted"."""
-    cut = [step for (name, step) in running.interrupted(workdir) if name == comp.name]
+    cut = [step for (name, step) in view.interrupted_steps(workdir) if name == comp.name]
     return cut[-1] if cut else None
 
 

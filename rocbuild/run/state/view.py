@@ -1,8 +1,8 @@
 """Run state as the commands that show it read it: status, logs, info, list, clean, plan,
 doctor and the build's summary ask here, and nothing here writes. Which steps are current
-(``rule``), the steps running now, a failure or a stamp, the configuration a view shows and
-the workdir's other stacks, what the compiler launchers saved, the run installing into a
-prefix now. What writes state (a run, clean's deletions, the memos of a base and a prefix)
+(``rule``), the steps running now and those a stop cut off, a failure or a stamp, the
+configuration a view shows and the workdir's other stacks, what the compiler launchers
+saved, the run installing into a prefix now. What writes state (a run, clean's deletions, the memos of a base and a prefix)
 uses the modules themselves."""
 
 from __future__ import annotations
@@ -14,12 +14,14 @@ from rocbuild.model.workdir import Workdir
 from rocbuild.run.state.launchstats import status_text as launch_saved
 from rocbuild.run.state.launchstats import summary_lines as launch_summary
 from rocbuild.run.state.prefixmemo import SOURCE_PREFIX as REMEMBERED_PREFIX
+from rocbuild.run.state.running import interrupted as interrupted_steps
 from rocbuild.run.state.running import steps as running_steps
 from rocbuild.run.state.state import StateDir, installing_now
 from rocbuild.run.state.uptodate import Answers, Rule
 from rocbuild.run.state.workdirs import other_stacks, viewed_prefix
 
-__all__ = ["REMEMBERED_PREFIX", "Rule", "failure", "installing_now", "launch_saved",
+__all__ = ["REMEMBERED_PREFIX", "Rule", "failure", "installing_now", "interrupted_steps",
+           "launch_saved",
            "launch_summary", "other_stacks", "rule", "running_steps", "stamp", "viewed_prefix"]
 
 
