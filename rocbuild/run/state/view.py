@@ -2,8 +2,8 @@
 doctor and the build's summary ask here, and nothing here writes. Which steps are current
 (``rule``), the steps running now and those a stop cut off, a failure or a stamp, the
 configuration a view shows and the workdir's other stacks, what the compiler launchers
-saved, the run installing into a prefix now. What writes state (a run, clean's deletions, the memos of a base and a prefix)
-uses the modules themselves."""
+saved, the run installing into a prefix now. What writes state (a run, clean's deletions,
+the memos of a base and a prefix) uses the modules themselves."""
 
 from __future__ import annotations
 
