@@ -1,6 +1,6 @@
-"""The Tensile resume patch's own module, read from the patch (patches/tensile/): the Tensile
-source is not here (no network in tests), so the file the patch adds is extracted and
-imported, and the stand-in TensileCreateLibrary of the e2e test runs it."""
+"""The Tensile resume patches' own modules, read from the patches (patches/tensile/): the
+Tensile source is not here (no network in tests), so the files the patches add are extracted
+and imported, and the stand-in TensileCreateLibrary of the e2e test runs them."""
 
 from __future__ import annotations
 
@@ -12,6 +12,8 @@ from types import ModuleType
 PATCHES = Path(__file__).resolve().parent.parent.parent / "patches" / "tensile"
 RESUME_PATCH = PATCHES / "0002-resume-finished-assembly-kernels.patch"
 MODULE = "Tensile/ResumeKernels.py"
+STARTUP_PATCH = PATCHES / "0003-resume-keeps-assembler-probes-and-logic-data.patch"
+STARTUP_MODULE = "Tensile/ResumeStartup.py"
 
 
 def added_file(patch: Path, path: str) -> str:
@@ -23,13 +25,22 @@ def added_file(patch: Path, path: str) -> str:
     return "".join(line[1:] + "\n" for line in hunk.splitlines() if line.startswith("+"))
 
 
-def resume_module(folder: Path) -> ModuleType:
-    """Tensile's ResumeKernels as the patch adds it, written into ``folder`` and imported."""
+def _module(folder: Path, patch: Path, path: str) -> ModuleType:
     folder.mkdir(parents=True, exist_ok=True)
-    source = folder / "ResumeKernels.py"
-    source.write_text(added_file(RESUME_PATCH, MODULE))
-    spec = importlib.util.spec_from_file_location("ResumeKernels", source)
+    source = folder / Path(path).name
+    source.write_text(added_file(patch, path))
+    spec = importlib.util.spec_from_file_location(source.stem, source)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def resume_module(folder: Path) -> ModuleType:
+    """Tensile's ResumeKernels as the patch adds it, written into ``folder`` and imported."""
+    return _module(folder, RESUME_PATCH, MODULE)
+
+
+def startup_module(folder: Path) -> ModuleType:
+    """Tensile's ResumeStartup as its patch adds it, written into ``folder`` and imported."""
+    return _module(folder, STARTUP_PATCH, STARTUP_MODULE)
