@@ -78,16 +78,20 @@ def watchdogs_of(pid: int) -> list[psutil.Process]:
     return [k for k in kids if "-I" in k.cmdline() and "_watch()" in " ".join(k.cmdline())]
 
 
+def assert_ends(pid: int, what: str) -> None:
+    """The process ``pid`` ends by itself (the test kills it after, whatever happened)."""
+    try:
+        wait_for(lambda: not alive(pid), what, guard=HANG_GUARD)
+    finally:
+        if alive(pid):
+            os.kill(pid, signal.SIGKILL)
+
+
 def test_kill_9_of_rocbuild_alone_ends_the_steps_jobs(chain: Chain, tmp_path: Path) -> None:
     runner, pid = hung_sleep(chain, tmp_path)
     os.kill(runner.pid, signal.SIGKILL)  # a hung terminal's `kill -9 <rocbuild>`
     runner.wait()
-    try:
-        wait_for(lambda: not alive(pid), "the custom command's sleep ended with a kill -9 of "
-                 "rocbuild", guard=HANG_GUARD)
-    finally:
-        if alive(pid):
-            os.kill(pid, signal.SIGKILL)
+    assert_ends(pid, "the custom command's sleep ended with a kill -9 of rocbuild")
 
 
 def test_kill_9_of_rocbuilds_process_group_ends_the_steps_jobs(chain: Chain,
@@ -95,12 +99,7 @@ def test_kill_9_of_rocbuilds_process_group_ends_the_steps_jobs(chain: Chain,
     runner, pid = hung_sleep(chain, tmp_path, own_group=True)
     os.killpg(runner.pid, signal.SIGKILL)  # the job control kill of the whole command
     runner.wait()
-    try:
-        wait_for(lambda: not alive(pid), "the custom command's sleep ended with a kill of "
-                 "rocbuild's process group", guard=HANG_GUARD)
-    finally:
-        if alive(pid):
-            os.kill(pid, signal.SIGKILL)
+    assert_ends(pid, "the custom command's sleep ended with a kill of rocbuild's process group")
 
 
 def test_without_the_watchdog_status_names_and_clean_ends_the_leftovers(

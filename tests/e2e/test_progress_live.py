@@ -17,6 +17,7 @@ import subprocess
 import sys
 import termios
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -45,8 +46,10 @@ def slow_stack(tmp_path: Path) -> tuple[list[str], Path, Path]:
     return flags, go, tmp_path / "work" / "state" / "steps-running" / "slow.compile.json"
 
 
-def test_a_step_past_its_estimate_says_so_on_a_terminal(tmp_path: Path) -> None:
-    flags, go, _ = slow_stack(tmp_path)
+def build_on_a_terminal(tmp_path: Path, flags: list[str], go: Path,
+                        ready: Callable[[bytes], bool]) -> tuple[int, str]:
+    """``rocbuild build`` on an 80-column pseudo-terminal; the waiting step may end (``go``)
+    once ``ready`` holds for what the terminal showed. The exit code and what was shown."""
     main, child = pty.openpty()
     fcntl.ioctl(child, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 80, 0, 0))
     env = child_env({"TERM": "xterm"})
@@ -65,15 +68,22 @@ def test_a_step_past_its_estimate_says_so_on_a_terminal(tmp_path: Path) -> None:
                     seen += os.read(main, 65536)
                 except OSError:  # the child closed the terminal
                     break
-            if b"s over estimate" in seen and b"ETA ?: a step overran" in seen:
-                go.touch()  # seen: the step may end
+            if ready(seen):
+                go.touch()
     finally:
         go.touch()
         with contextlib.suppress(ProcessLookupError):
             build.wait(timeout=HANG_GUARD)
         os.close(main)
-    text = seen.decode(errors="replace")
-    assert build.returncode == 0, text[-3000:]
+    return build.returncode, seen.decode(errors="replace")
+
+
+def test_a_step_past_its_estimate_says_so_on_a_terminal(tmp_path: Path) -> None:
+    flags, go, _ = slow_stack(tmp_path)
+    rc, text = build_on_a_terminal(  # the step may end once its bar and the run's line say so
+        tmp_path, flags, go, lambda seen: b"s over estimate" in seen
+        and b"ETA ?: a step overran" in seen)
+    assert rc == 0, text[-3000:]
     assert "slow: compile" in text and "s over estimate" in text, text[-3000:]
     assert "ETA ?: a step overran" in text, text[-3000:]  # the whole run's line
 
@@ -107,38 +117,13 @@ ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 
 
 def test_the_live_panel_leaves_the_terminals_last_columns_free(tmp_path: Path) -> None:
-    """The live panel drew lines as wide as the terminal (rich pads its rows), so the cursor
-    sat in the last column and the "^C" a terminal echoes on Ctrl-C began a new line: the
-    panel's erase on stop went one line short and its first line stayed on the screen, above
-    the summary (a gfx906 owner's week in tmux, 80 columns)."""
+    """The live panel's rows stay two columns short of the terminal: with the cursor in the
+    last column, the "^C" a terminal echoes on Ctrl-C begins a new line, the panel's erase on
+    stop goes one line short and its first line stays on the screen above the summary."""
     flags, go, _ = slow_stack(tmp_path)
-    main, child = pty.openpty()
-    fcntl.ioctl(child, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 80, 0, 0))
-    env = child_env({"TERM": "xterm"})
-    env.pop("COLUMNS", None)
-    build = subprocess.Popen([sys.executable, "-m", "rocbuild", "build", *flags, "--no-verify"],
-                             stdin=child, stdout=child, stderr=child, env=env, cwd=tmp_path,
-                             start_new_session=True)
-    os.close(child)
-    seen = b""
-    deadline = time.monotonic() + HANG_GUARD
-    try:
-        while build.poll() is None or select.select([main], [], [], 0)[0]:
-            assert time.monotonic() < deadline, seen.decode(errors="replace")[-3000:]
-            if select.select([main], [], [], 0.2)[0]:
-                try:
-                    seen += os.read(main, 65536)
-                except OSError:  # the child closed the terminal
-                    break
-            if seen.count(b"whole run") >= 3:
-                go.touch()  # the panel was drawn a few times: the step may end
-    finally:
-        go.touch()
-        with contextlib.suppress(ProcessLookupError):
-            build.wait(timeout=HANG_GUARD)
-        os.close(main)
-    text = seen.decode(errors="replace")
-    assert build.returncode == 0, text[-3000:]
+    rc, text = build_on_a_terminal(  # the panel was drawn a few times: the step may end
+        tmp_path, flags, go, lambda seen: seen.count(b"whole run") >= 3)
+    assert rc == 0, text[-3000:]
     drawn = [line for line in re.split(r"[\r\n]", ANSI.sub("", text)) if "━" in line]
     assert any("whole run" in line for line in drawn), text[-3000:]
     assert max(len(line) for line in drawn) <= 78, [line for line in drawn if len(line) > 78]
