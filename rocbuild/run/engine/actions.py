@@ -26,7 +26,7 @@ from rocbuild.model.fingerprint import sha256_text
 from rocbuild.model.graph import Component, Stack
 from rocbuild.model.paths import within
 from rocbuild.model.steptable import PYTHON_VENV, steps_of
-from rocbuild.prefix import ownership, prefixguard
+from rocbuild.prefix import ownership, prefixguard, records
 from rocbuild.run.engine import jobs
 from rocbuild.run.engine.command import run_all
 from rocbuild.run.engine.outcome import StepOutcome, step_logger
@@ -275,12 +275,12 @@ def install(ctx: BuildContext, comp: Component, log: Path, outcome: StepOutcome)
         prefixguard.claim(prefix)  # the prefix is rocbuild's from its first install on
         ownership.begin_install(prefix, comp)  # no link out; not complete while replaced
         remove_previous_install(ctx, comp, write)
-        before = ownership.snapshot(prefix)
+        before = records.snapshot(prefix)
         run_all(ctx, comp, "install", buildsystems.of(comp).install(ctx.stack, comp), log,
                 outcome)
         # files an install(CODE)/install(SCRIPT) made are in no manifest: taken from the
         # prefix itself, so the record (and an artifact pushed from it) holds them too
-        left = ownership.left_by_install(prefix, before)
+        left = records.left_by_install(prefix, before)
         install_extras(ctx, comp, write)
         finish_install(ctx, comp, write, left)
 
@@ -315,7 +315,7 @@ def remove_previous_install(ctx: BuildContext, comp: Component,
     extras = {rel for rel, _ in (*comp.install_links, *comp.install_files)}
     listed = {str(p) for p in installed}
     installed = [*installed, *(ctx.stack.prefix / rel for rel in sorted(
-        ownership.installed_by(ctx.stack.prefix, comp.name) - extras)
+        records.installed_by(ctx.stack.prefix, comp.name) - extras)
         if str(ctx.stack.prefix / rel) not in listed)]
     prefix = ctx.stack.prefix.resolve()
     # a path that leads, through a link, to another component's file is not this one's
