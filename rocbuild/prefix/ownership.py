@@ -154,7 +154,8 @@ def begin_install(prefix: Path, comp: Component) -> None:
     if escaping:
         link = escaping[0]
         rel = link.relative_to(prefix).as_posix()
-        owners = [c for c in _owners(prefix) if rel in records.installed_by(prefix, c)]
+        owners = [c for c in layout.recorded_components(prefix)
+                  if rel in records.installed_by(prefix, c)]
         by = f" (installed by {', '.join(owners)})" if owners else ""
         raise BuildFailed(
             f"{comp.name}: not installing: {link}{by} is a link which leads outside the prefix "
@@ -163,16 +164,12 @@ def begin_install(prefix: Path, comp: Component) -> None:
     buildinfo.mark_incomplete(prefix)
 
 
-def _owners(prefix: Path) -> list[str]:
-    return layout.recorded_components(prefix)
-
-
 def others_of(prefix: Path, comp: Component, others: Iterable[str]) -> list[str]:
     """The components whose files ``comp`` may not touch: ``others`` (the run's stack) and
     every component the prefix holds a record of, this run's or not (``build alpha`` into a
     prefix that also holds delta, which alpha does not need: an artifact of alpha carrying
     delta's header overwrote it), less ``comp`` and what its install.overwrites names."""
-    return sorted((set(others) | set(_owners(prefix))) - {comp.name}
+    return sorted((set(others) | set(layout.recorded_components(prefix))) - {comp.name}
                   - set(comp.recipe.install_overwrites))
 
 
@@ -206,11 +203,7 @@ def claimed_by_others(prefix: Path, comp: Component, others: Iterable[str]) -> s
     """The real prefix-relative paths the other components' records hold (for the removal of
     a component's previous install: a path of its old manifest that leads, through a link,
     to another component's file is not its own to remove)."""
-    real = RealPaths(prefix)
-    held = set()
-    for other in others_of(prefix, comp, others):
-        held |= {r for e in records.installed_by(prefix, other) if (r := real.of(e)) is not None}
-    return held
+    return records.held_by(prefix, others_of(prefix, comp, others))
 
 
 def _remove_dropped_extras(prefix: Path, comp: Component, wanted: set[str], log: Logger) -> None:

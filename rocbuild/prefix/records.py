@@ -25,6 +25,7 @@ from rocbuild.model.graph import Component
 from rocbuild.model.paths import within
 from rocbuild.model.recipes import Recipe
 from rocbuild.prefix import transaction
+from rocbuild.prefix.realpaths import RealPaths
 
 Logger = Callable[[str], None]
 RECORDS = layout.INSTALL_RECORDS
@@ -81,6 +82,13 @@ def recorded(prefix: Path, component: str, key: str) -> set[str]:
 def installed_by(prefix: Path, component: str) -> set[str]:
     """Prefix-relative paths the component's last finished install put there."""
     return recorded(prefix, component, "files")
+
+
+def held_by(prefix: Path, components: Iterable[str]) -> set[str]:
+    """Where the paths these components' records hold really land (prefix-relative, through
+    links in the prefix): a path that leads to one of them is theirs, however it is spelled."""
+    real = RealPaths(prefix)
+    return {r for c in components for e in installed_by(prefix, c) if (r := real.of(e))}
 
 
 def gpu_duties(prefix: Path, recipes: Iterable[Recipe],

@@ -43,11 +43,7 @@ def installed_components(prefix: Path) -> list[str]:
 def uninstall(prefix: Path, component: str, stack_name: str) -> Removed:
     """Remove what ``component`` installed into ``prefix`` and its record (see the module)."""
     real = RealPaths(prefix)
-    theirs: set[str] = set()
-    for other in installed_components(prefix):
-        if other != component:
-            theirs |= {r for e in records.installed_by(prefix, other)
-                       if (r := real.of(e)) is not None}
+    theirs = records.held_by(prefix, set(installed_components(prefix)) - {component})
     reserved = layout.reserved_roots(stack_name)
     files = size = 0
     kept: list[str] = []

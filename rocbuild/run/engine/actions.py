@@ -27,6 +27,7 @@ from rocbuild.model.graph import Component, Stack
 from rocbuild.model.paths import within
 from rocbuild.model.steptable import PYTHON_VENV, steps_of
 from rocbuild.prefix import ownership, prefixguard, records
+from rocbuild.prefix.realpaths import RealPaths
 from rocbuild.run.engine import jobs
 from rocbuild.run.engine.command import run_all
 from rocbuild.run.engine.outcome import StepOutcome, step_logger
@@ -317,18 +318,18 @@ def remove_previous_install(ctx: BuildContext, comp: Component,
     installed = [*installed, *(ctx.stack.prefix / rel for rel in sorted(
         records.installed_by(ctx.stack.prefix, comp.name) - extras)
         if str(ctx.stack.prefix / rel) not in listed)]
-    prefix = ctx.stack.prefix.resolve()
+    real = RealPaths(ctx.stack.prefix)  # links may point anywhere
     # a path that leads, through a link, to another component's file is not this one's
     theirs = ownership.claimed_by_others(ctx.stack.prefix, comp, ctx.stack.order)
     removed = 0
     for path in installed:
-        real = path.parent.resolve() / path.name  # links may point anywhere
-        inside = within(real.parent, prefix)  # both resolved
-        real_rel = real.relative_to(prefix).as_posix() if inside else ""
-        if real_rel in theirs and real_rel != os.path.relpath(path, ctx.stack.prefix):
-            log(f"kept {path}: through a link it is {real}, another component's file")
+        rel = os.path.relpath(path, ctx.stack.prefix)
+        where = real.of(rel)
+        if where in theirs and where != rel:
+            log(f"kept {path}: through a link it is {Path(real.root, where)}, another "
+                "component's file")
             continue
-        if inside and (path.is_symlink() or path.is_file()):
+        if where is not None and (path.is_symlink() or path.is_file()):
             before_remove(path)
             path.unlink()
             removed += 1
