@@ -2,7 +2,7 @@
 component installed. Uses the model only.
 
 Installing into the prefix: an install begins under ``ownership.INSTALLING`` with
-``prefixguard.claim`` and ``ownership.begin_install``; its files are placed by the build
+``ownership.begin_install`` (``prefixguard.claim`` first); its files are placed by the build
 system (run/engine/actions.py) or from an artifact (run/cache/unpack.py); the recipe's extras
 are written and what it wrote is checked for conflicts and recorded (``ownership``: whose a
 path is; ``records``: what each component installed); a cache install commits or rolls back

@@ -25,7 +25,7 @@ from rocbuild.files import write_json_atomic
 from rocbuild.model import buildsystems, layout
 from rocbuild.model.graph import Component
 from rocbuild.model.paths import resolves_within, within
-from rocbuild.prefix import buildinfo, records
+from rocbuild.prefix import buildinfo, prefixguard, records
 from rocbuild.prefix.realpaths import RealPaths
 
 Logger = Callable[[str], None]
@@ -148,8 +148,10 @@ def links_out_of(prefix: Path) -> list[Path]:
 
 
 def begin_install(prefix: Path, comp: Component) -> None:
-    """Before files are removed or replaced: no link in the prefix may lead out of it, and a
-    complete prefix stops claiming to be complete."""
+    """Before files are removed or replaced: the prefix is rocbuild's from its first install on
+    (prefixguard.claim), no link in it may lead out of it, and a complete prefix stops
+    claiming to be complete."""
+    prefixguard.claim(prefix)
     escaping = links_out_of(prefix) if prefix.is_dir() else []
     if escaping:
         link = escaping[0]

@@ -26,7 +26,7 @@ from rocbuild.model.fingerprint import sha256_text
 from rocbuild.model.graph import Component, Stack
 from rocbuild.model.paths import within
 from rocbuild.model.steptable import PYTHON_VENV, steps_of
-from rocbuild.prefix import ownership, prefixguard, records
+from rocbuild.prefix import ownership, records
 from rocbuild.prefix.realpaths import RealPaths
 from rocbuild.run.engine import jobs
 from rocbuild.run.engine.command import run_all
@@ -273,8 +273,7 @@ def install(ctx: BuildContext, comp: Component, log: Path, outcome: StepOutcome)
     prefix = ctx.stack.prefix
     write = step_logger(log)
     with ownership.INSTALLING:  # what the install leaves is read off the prefix
-        prefixguard.claim(prefix)  # the prefix is rocbuild's from its first install on
-        ownership.begin_install(prefix, comp)  # no link out; not complete while replaced
+        ownership.begin_install(prefix, comp)  # claimed; no link out; not complete meanwhile
         remove_previous_install(ctx, comp, write)
         before = records.snapshot(prefix)
         run_all(ctx, comp, "install", buildsystems.of(comp).install(ctx.stack, comp), log,

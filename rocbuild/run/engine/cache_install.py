@@ -27,7 +27,7 @@ from rocbuild.model import buildsystems
 from rocbuild.model.graph import Component
 from rocbuild.model.layout import INFO_DIR, INFO_FILE
 from rocbuild.model.steptable import steps_of
-from rocbuild.prefix import ownership, prefixguard, records
+from rocbuild.prefix import ownership, records
 from rocbuild.prefix.realpaths import RealPaths
 from rocbuild.prefix.transaction import Transaction
 from rocbuild.run.engine import actions
@@ -123,8 +123,7 @@ def _install(ctx: BuildContext, comp: Component, choice: Choice, store: ReadStor
         # every file of the prefix this step writes besides the artifact's: saved first
         txn.save(f"{INFO_DIR}/{INFO_FILE}")  # marked incomplete meanwhile
         txn.save(records.record_path(prefix, name).relative_to(prefix).as_posix())
-        prefixguard.claim(prefix)  # rocbuild's from its first install on
-        ownership.begin_install(prefix, comp)  # no link out; not complete meanwhile
+        ownership.begin_install(prefix, comp)  # claimed; no link out; not complete meanwhile
         held = ownership.claimed_by_others(prefix, comp, ctx.stack.order)
         unpack.install(store, ctx.stack, choice, txn, log,
                       ProgressLine(ctx.output.say, f"{name}: pulling"), held,
