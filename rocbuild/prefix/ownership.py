@@ -1,10 +1,11 @@
-"""Whose a path of the prefix is: the checks an install passes, and writing a recipe's extras.
+"""One install into the prefix, for the build and the cache alike, and whose a path is.
 
-Before an install no link in the prefix may lead out of it (``begin_install``); after it,
-every path it wrote must lie inside, be none of rocbuild's own files and none of another
-component's files (unless its recipe says ``install.overwrites = ["other"]``), all compared
-where the paths really land, and only then is it recorded (``finish_install``; the records
-are records.py's). Extras an earlier install declared and the recipe no longer does go.
+``begin_install`` (the prefix claimed, no link in it leading out, not complete meanwhile),
+``remove_previous_install``, the caller places the files, ``install_extras``, then
+``finish_install``: every path it wrote must lie inside, be none of rocbuild's own files and
+none of another component's (unless its recipe says ``install.overwrites = ["other"]``), all
+compared where the paths really land, and only then is it recorded (records.py). Extras an
+earlier install declared and the recipe no longer does go.
 
 Writing extras never follows a link out of the prefix: every existing parent folder of a
 path is resolved and must stay inside, a link's target must resolve inside, and a file is
@@ -22,8 +23,8 @@ from pathlib import Path, PurePosixPath
 
 from rocbuild.errors import BuildFailed
 from rocbuild.files import write_json_atomic
-from rocbuild.model import buildsystems, layout
-from rocbuild.model.graph import Component
+from rocbuild.model import buildsystems, layout, wording
+from rocbuild.model.graph import Component, Stack
 from rocbuild.model.paths import resolves_within, within
 from rocbuild.prefix import buildinfo, prefixguard, records
 from rocbuild.prefix.realpaths import RealPaths
@@ -65,15 +66,15 @@ def _write_file(path: Path, text: str, component: str) -> None:
     os.replace(tmp, path)  # replaces a link in the way, never follows it
 
 
-def install_extras(prefix: Path, comp: Component, log: Logger,
-                   others: Iterable[str] = (), reserved: tuple[str, ...] = ()) -> None:
+def install_extras(stack: Stack, comp: Component, log: Logger) -> None:
     """The links and files a recipe declares (what AMD's packages add after install, e.g.
     <prefix>/llvm -> lib/llvm, bin/amdclang++, clang config files). Each is checked where it
     really lands before it is written: not on a file this component's CMake install wrote,
     another of its extras or a file of one of ``others`` (unless install.overwrites names
-    it), and not on one of rocbuild's own files (``reserved``, model/layout.py)."""
+    it), and not on one of rocbuild's own files (model/layout.py)."""
+    prefix, reserved = stack.prefix, layout.reserved_roots(stack.recipes.stack.name)
     root = prefix.resolve()
-    claims = _Claims(prefix, comp, others)
+    claims = _Claims(prefix, comp, stack.order)
     for rel, target in comp.install_links:
         path = checked_path(prefix, rel, comp.name)
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -166,6 +167,42 @@ def begin_install(prefix: Path, comp: Component) -> None:
     buildinfo.mark_incomplete(prefix)
 
 
+
+def remove_previous_install(stack: Stack, comp: Component, log: Logger,
+                            before_remove: Callable[[Path], None] = lambda _: None) -> None:
+    """Remove what this component installed last time before installing again: CMake
+    skips a file whose time matches to the second ("Up-to-date"), so a quick rebuild could
+    keep the old library, and files a new version no longer installs would linger and
+    shadow the right ones. Only files inside the prefix are touched; ``before_remove`` sees
+    each one first (a cache install saves it for a rollback)."""
+    installed = buildsystems.of(comp).installed_files(comp) if comp.builds else None
+    if installed is None:  # never installed (a source-only component never is)
+        return
+    # and what the last install left beyond its manifest (its ownership record's files:
+    # a link an install(CODE) made), so that the new install makes them afresh as well
+    extras = {rel for rel, _ in (*comp.install_links, *comp.install_files)}
+    listed = {str(p) for p in installed}
+    installed = [*installed, *(stack.prefix / rel for rel in sorted(
+        records.installed_by(stack.prefix, comp.name) - extras)
+        if str(stack.prefix / rel) not in listed)]
+    real = RealPaths(stack.prefix)  # links may point anywhere
+    # a path that leads, through a link, to another component's file is not this one's
+    theirs = claimed_by_others(stack.prefix, comp, stack.order)
+    removed = 0
+    for path in installed:
+        rel = os.path.relpath(path, stack.prefix)
+        where = real.of(rel)
+        if where in theirs and where != rel:
+            log(f"kept {path}: through a link it is {Path(real.root, where)}, another "
+                "component's file")
+            continue
+        if where is not None and (path.is_symlink() or path.is_file()):
+            before_remove(path)
+            path.unlink()
+            removed += 1
+    log(f"removed {wording.count(removed, 'file')} of the previous install of {comp.name}")
+
+
 def others_of(prefix: Path, comp: Component, others: Iterable[str]) -> list[str]:
     """The components whose files ``comp`` may not touch: ``others`` (the run's stack) and
     every component the prefix holds a record of, this run's or not (``build alpha`` into a
@@ -218,15 +255,17 @@ def _remove_dropped_extras(prefix: Path, comp: Component, wanted: set[str], log:
             log(f"removed {path}: no longer in the recipe's [install] tables")
 
 
-def finish_install(prefix: Path, comp: Component, others: Iterable[str], log: Logger,
-                   reserved: tuple[str, ...] = (), left: Iterable[str] = ()) -> None:
+def finish_install(stack: Stack, comp: Component, log: Logger,
+                   left: Iterable[str] = ()) -> None:
     """After ``cmake --install`` and the extras: drop extras the recipe no longer declares,
-    refuse a path outside the prefix, one of rocbuild's own files (``reserved``), two entries
-    that are one file, and an overwrite of another component's files (unless declared), all
-    compared where the paths really land (through links in the prefix), then record what
-    this one installed, as its manifest and recipe name the entries. ``others`` are the
-    components whose records count (the stack's other components); ``left``: what the
-    install left in the prefix besides its manifest (``records.left_by_install``)."""
+    refuse a path outside the prefix, one of rocbuild's own files, two entries that are one
+    file, and an overwrite of another component's files (the stack's and every one the
+    prefix records; unless declared), all compared where the paths really land (through
+    links in the prefix), then record what this one installed, as its manifest and recipe
+    name the entries. ``left``: what the install left in the prefix besides its manifest
+    (``records.left_by_install``)."""
+    prefix, others = stack.prefix, stack.order
+    reserved = layout.reserved_roots(stack.recipes.stack.name)
     extras = {rel for rel, _ in (*comp.install_links, *comp.install_files)}
     _remove_dropped_extras(prefix, comp, extras, log)
     mine = _manifest(comp, prefix) | extras
@@ -272,5 +311,3 @@ def finish_install(prefix: Path, comp: Component, others: Iterable[str], log: Lo
     write_json_atomic(records.record_path(prefix, comp.name),
                       {"component": comp.name, "format": records.RECORD_FORMAT,
                        "files": sorted(mine), "extras": sorted(extras), "entries": entries})
-
-

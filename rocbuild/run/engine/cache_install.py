@@ -127,14 +127,14 @@ def _install(ctx: BuildContext, comp: Component, choice: Choice, store: ReadStor
         held = ownership.claimed_by_others(prefix, comp, ctx.stack.order)
         unpack.install(store, ctx.stack, choice, txn, log,
                       ProgressLine(ctx.output.say, f"{name}: pulling"), held,
-                      before_place=lambda: actions.remove_previous_install(
-                          ctx, comp, log, before_remove=txn.save_path))
+                      before_place=lambda: ownership.remove_previous_install(
+                          ctx.stack, comp, log, before_remove=txn.save_path))
         real = RealPaths(prefix)
         for rel, _ in (*comp.install_links, *comp.install_files):
             if (where := real.of(rel)) is not None:
                 txn.save(where)
-        actions.install_extras(ctx, comp, log)  # the recipe's links and files, for this prefix
-        actions.finish_install(ctx, comp, log)  # inside the prefix, no clash; recorded
+        ownership.install_extras(ctx.stack, comp, log)  # the recipe's links and files
+        ownership.finish_install(ctx.stack, comp, log)  # inside the prefix, no clash; recorded
     except (ArtifactRefused, CacheUnavailable, BuildFailed, OSError) as exc:
         # not a failure of the run: the prefix is as it was, and the component's own steps
         # come next and build it (so no outcome either; the summary then lists those steps)
