@@ -53,7 +53,7 @@ from rocbuild.model.recipes import load_recipes
 from rocbuild.model.settings import Settings
 from rocbuild.model.targets import TargetId, parse_target_list
 from rocbuild.model.workdir import Workdir, prefix_key, read_registry
-from rocbuild.prefix import buildinfo, ownership
+from rocbuild.prefix import buildinfo, records
 from rocbuild.prefix.buildinfo import read_build_info
 
 _STYLE = {Verdict.PASS: "green", Verdict.FAIL: "bold red", Verdict.CORRUPT: "bold red",
@@ -111,7 +111,7 @@ def _duties(settings: Settings, prefix: Path) -> Mapping[str, verify.Duty] | Non
         return None
     if info is None:
         return None
-    return ownership.gpu_duties(prefix, (recipes[n] for n in info.components if n in recipes))
+    return records.gpu_duties(prefix, (recipes[n] for n in info.components if n in recipes))
 
 
 def _shape_index(settings: Settings) -> shapes.ShapeIndex | None:

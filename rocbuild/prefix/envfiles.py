@@ -33,7 +33,7 @@ from rocbuild.model.base import device_lib_dir
 from rocbuild.model.graph import Stack
 from rocbuild.model.inputcheck import system_dir
 from rocbuild.model.provides import DEVICE_LIB_VAR, Provided, provided_by
-from rocbuild.prefix import ownfiles
+from rocbuild.prefix import keepedits
 from rocbuild.prefix.buildinfo import PREFIX_FILE_MODE
 
 SHELLS = ("bash", "zsh", "fish", "lmod", "tcl")
@@ -315,11 +315,11 @@ def write_env_files(spec: EnvSpec, say: Callable[[str], None] | None = None,
                     compiled: Path | None = None) -> list[Path]:
     """Write env.sh, env.fish and the Lmod and Tcl modulefiles into the prefix (atomically,
     so a shell sourcing them meanwhile sees a whole file); a user's edit of one is kept aside
-    first and ``say`` tells where (ownfiles.py). Returns the paths written."""
+    first and ``say`` tells where (keepedits.py). Returns the paths written."""
     written = []
     for shell in ("bash", "fish", "lmod", "tcl"):
         rel = relative_path(spec, shell)
-        ownfiles.write(spec.prefix, rel.as_posix(), render(spec, shell, compiled),
+        keepedits.write(spec.prefix, rel.as_posix(), render(spec, shell, compiled),
                        PREFIX_FILE_MODE, say)
         written.append(spec.prefix / rel)
     return written

@@ -20,7 +20,7 @@ from rocbuild.errors import ConfigError
 from rocbuild.files import read_json
 from rocbuild.model import layout
 from rocbuild.model.workdir import ROOT_CONFIG, Workdir
-from rocbuild.prefix import ownership
+from rocbuild.prefix import records
 from rocbuild.prefix.buildinfo import BuildInfo, read_build_info
 
 
@@ -89,7 +89,7 @@ def component(prefix: Path, name: str, info: BuildInfo | None,
               work: Workdir | None) -> Installed:
     """One component's facts from the prefix's records and ``work``'s stamps."""
     recorded = info.components.get(name) if info is not None else None
-    files = tuple(sorted(ownership.installed_by(prefix, name)))
+    files = tuple(sorted(records.installed_by(prefix, name)))
     stamp: dict[str, Any] = {}
     patches: tuple[str, ...] | None = None
     fetched_only = False

@@ -1,10 +1,11 @@
-"""Who installed what in the prefix, and writing rocbuild's own extras there safely.
+"""One install into the prefix, for the build and the cache alike, and whose a path is.
 
-After each install, ``<prefix>/.rocbuild/installed/<component>.json`` records the files that
-component put there: CMake's manifest and the links and files its recipe declares
-(``[install.links]``, ``[install.files]``). The record lets the next install remove an extra
-the recipe no longer declares, and stops an install that overwrote a file another component
-installed (unless its recipe says ``install.overwrites = ["other"]``), naming both.
+``begin_install`` (the prefix claimed, no link in it leading out, not complete meanwhile),
+``remove_previous_install``, the caller places the files, ``install_extras``, then
+``finish_install``: every path it wrote must lie inside, be none of rocbuild's own files and
+none of another component's (unless its recipe says ``install.overwrites = ["other"]``), all
+compared where the paths really land, and only then is it recorded (records.py). Extras an
+earlier install declared and the recipe no longer does go.
 
 Writing extras never follows a link out of the prefix: every existing parent folder of a
 path is resolved and must stay inside, a link's target must resolve inside, and a file is
@@ -15,101 +16,25 @@ the way is replaced, never written through). Knows nothing of doit.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import os
-import shutil
-import stat
 import threading
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable
 from pathlib import Path, PurePosixPath
-from typing import Any
 
 from rocbuild.errors import BuildFailed
-from rocbuild.files import read_json, write_json_atomic
-from rocbuild.model import buildsystems, layout
-from rocbuild.model.graph import Component
+from rocbuild.files import write_json_atomic
+from rocbuild.model import buildsystems, layout, wording
+from rocbuild.model.graph import Component, Stack
 from rocbuild.model.paths import resolves_within, within
-from rocbuild.model.recipes import Recipe
-from rocbuild.prefix import buildinfo, transaction
+from rocbuild.prefix import buildinfo, prefixguard, records
 from rocbuild.prefix.realpaths import RealPaths
 
 Logger = Callable[[str], None]
-RECORDS = layout.INSTALL_RECORDS
-# the unpack folders of a cache install (transaction.py): ``<prefix>/.rocbuild-unpack-<pid>-*``
-STAGING_NAME = transaction.STAGING_NAME
 EXTRA_TMP_SUFFIX = ".rocbuild-tmp"  # an extra is written to ``.<name>.rocbuild-tmp`` first
-
-
-RECORD_FORMAT = 2  # 2: with "entries" (type, size, sha256, mode, link target per path)
 # one install into the prefix at a time (doit's --parallel runs steps in threads): what an
-# install left is read off the prefix before and after it (``snapshot``), so no other
+# install left is read off the prefix before and after it (``records.snapshot``), so no other
 # install may write meanwhile
 INSTALLING = threading.Lock()
-
-
-def record_path(prefix: Path, component: str) -> Path:
-    return prefix / RECORDS / f"{component}.json"
-
-
-def stale_install(prefix: Path, component: str) -> str | None:
-    """Why what the component's last install left is no longer in the prefix as it was
-    (``stale_entry`` of each recorded entry; None: all is), or that its record is damaged."""
-    record = read_record(prefix, component)
-    if record is DAMAGED:
-        return f"its record of installed files ({record_path(prefix, component)}) is damaged"
-    entries = (record or {}).get("entries") or {}
-    try:
-        recorded_ns = record_path(prefix, component).stat().st_mtime_ns
-    except OSError:
-        recorded_ns = 0
-    for rel, want in entries.items():
-        if isinstance(want, dict) and (why := stale_entry(prefix, rel, want, recorded_ns)):
-            return why
-    return None
-
-
-def read_record(prefix: Path, component: str) -> dict[str, Any] | None:
-    """The component's ownership record when it is sound (a JSON object whose "files" and
-    "extras" are lists of paths); None when there is none; DAMAGED when something else is
-    in its place (emptied, garbage, ``[]``, a FIFO, a folder): never "owns nothing"."""
-    path = record_path(prefix, component)
-    if not (path.exists() or path.is_symlink()):
-        return None
-    doc = read_json(path) if not path.is_symlink() else None
-    if doc is None or not all(isinstance(doc.get(k, []), list) and
-                              all(isinstance(f, str) for f in doc.get(k, []))
-                              for k in ("files", "extras")) or "files" not in doc \
-            or not isinstance(doc.get("entries", {}), dict):
-        return DAMAGED
-    return doc
-
-
-DAMAGED: dict[str, Any] = {"damaged": True}
-
-
-def _recorded(prefix: Path, component: str, key: str) -> set[str]:
-    doc = read_record(prefix, component) or {}
-    return set(doc.get(key, []))
-
-
-def installed_by(prefix: Path, component: str) -> set[str]:
-    """Prefix-relative paths the component's last finished install put there."""
-    return _recorded(prefix, component, "files")
-
-
-def gpu_duties(prefix: Path, recipes: Iterable[Recipe],
-               ) -> dict[str, tuple[Recipe, list[Path] | None]]:
-    """The components among ``recipes`` whose recipe says a GPU shape ([gpu], or
-    ``gpu_code = true``), with the files each installed into the prefix (None when no install
-    record says: then any file with GPU code counts): what verify holds each one to
-    (checks/verify.py ``shape_results``)."""
-    expected: dict[str, tuple[Recipe, list[Path] | None]] = {}
-    for recipe in recipes:
-        if recipe.gpu and recipe.builds:
-            files = installed_by(prefix, recipe.name)
-            expected[recipe.name] = (recipe, [prefix / f for f in sorted(files)] if files
-                                     else None)
-    return expected
 
 
 def checked_path(prefix: Path, rel: str, component: str) -> Path:
@@ -141,15 +66,15 @@ def _write_file(path: Path, text: str, component: str) -> None:
     os.replace(tmp, path)  # replaces a link in the way, never follows it
 
 
-def install_extras(prefix: Path, comp: Component, log: Logger,
-                   others: Iterable[str] = (), reserved: tuple[str, ...] = ()) -> None:
+def install_extras(stack: Stack, comp: Component, log: Logger) -> None:
     """The links and files a recipe declares (what AMD's packages add after install, e.g.
     <prefix>/llvm -> lib/llvm, bin/amdclang++, clang config files). Each is checked where it
     really lands before it is written: not on a file this component's CMake install wrote,
     another of its extras or a file of one of ``others`` (unless install.overwrites names
-    it), and not on one of rocbuild's own files (``reserved``, model/layout.py)."""
+    it), and not on one of rocbuild's own files (model/layout.py)."""
+    prefix, reserved = stack.prefix, layout.reserved_roots(stack.recipes.stack.name)
     root = prefix.resolve()
-    claims = _Claims(prefix, comp, others)
+    claims = _Claims(prefix, comp, stack.order)
     for rel, target in comp.install_links:
         path = checked_path(prefix, rel, comp.name)
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -183,7 +108,7 @@ class _Claims:
         for entry in sorted(_manifest(comp, prefix)):
             self._hold(entry, f"{comp.name}'s CMake install")
         for other in others_of(prefix, comp, others):
-            for entry in sorted(installed_by(prefix, other)):
+            for entry in sorted(records.installed_by(prefix, other)):
                 self._hold(entry, other)
 
     def _hold(self, entry: str, who: str) -> None:
@@ -223,95 +148,17 @@ def links_out_of(prefix: Path) -> list[Path]:
     return found
 
 
-Snapshot = dict[str, tuple[int, int, int, int, str]]
-
-
-def snapshot(prefix: Path) -> Snapshot:
-    """Every file and link of the prefix (rocbuild's own folder and unpack folders left out)
-    with what changes when it is written: inode, size, mtime and ctime (ns), link target."""
-    out: Snapshot = {}
-    for folder, dirs, files in os.walk(prefix):  # never follows links
-        if folder == str(prefix):
-            dirs[:] = [d for d in dirs if d != layout.INFO_DIR
-                       and not d.startswith(STAGING_NAME)]
-        for name in (*files, *[d for d in dirs if os.path.islink(os.path.join(folder, d))]):
-            path = os.path.join(folder, name)
-            try:
-                st = os.lstat(path)
-                link = os.readlink(path) if stat.S_ISLNK(st.st_mode) else ""
-            except OSError:
-                continue
-            out[os.path.relpath(path, prefix)] = (st.st_ino, st.st_size, st.st_mtime_ns,
-                                                  st.st_ctime_ns, link)
-    return out
-
-
-def left_by_install(prefix: Path, before: Snapshot) -> set[str]:
-    """The prefix-relative files and links that are new or were written since ``before``:
-    what an install left, those its build system's manifest does not list included (CMake's
-    ``install(CODE …)``/``install(SCRIPT …)`` making a link or a generated file)."""
-    after = snapshot(prefix)
-    return {rel for rel, facts in after.items() if before.get(rel) != facts}
-
-
-def describe_entry(path: Path) -> dict[str, Any] | None:
-    """What a record keeps of one installed path: a link's target, a file's size, mode and
-    sha256 (the same for the same install: a record is byte for byte reproducible); None
-    when nothing (or a folder) is there."""
-    try:
-        st = path.lstat()
-    except OSError:
-        return None
-    if stat.S_ISLNK(st.st_mode):
-        return {"type": "link", "link": os.readlink(path)}
-    if not stat.S_ISREG(st.st_mode):
-        return None
-    digest = hashlib.sha256()
-    with path.open("rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            digest.update(chunk)
-    return {"type": "file", "size": st.st_size, "mode": stat.S_IMODE(st.st_mode),
-            "sha256": digest.hexdigest()}
-
-
-def stale_entry(prefix: Path, rel: str, want: Mapping[str, Any],
-                recorded_ns: int = 0) -> str | None:
-    """Why ``prefix/rel`` is no longer what the install left (None: it is). Type, size,
-    mode and link target are compared always; the sha256 only when the file's ctime is
-    later than ``recorded_ns`` (when the record was written): a truncated library with its
-    mtime put back has another size, and the same size with other bytes has a new ctime,
-    which no one can set back."""
-    path = prefix / rel
-    try:
-        st = path.lstat()
-    except OSError:
-        return f"{rel} is missing"
-    if want.get("type") == "link":
-        if not stat.S_ISLNK(st.st_mode) or os.readlink(path) != want.get("link"):
-            return f"{rel} is no longer the link to {want.get('link')}"
-        return None
-    if not stat.S_ISREG(st.st_mode):
-        return f"{rel} is no longer a file"
-    if st.st_size != want.get("size"):
-        return f"{rel} is {st.st_size} bytes, the install left {want.get('size')}"
-    if stat.S_IMODE(st.st_mode) != want.get("mode"):
-        return f"{rel} has the mode {stat.S_IMODE(st.st_mode):04o}, the install left " \
-               f"{int(want.get('mode') or 0):04o}"
-    if st.st_ctime_ns > recorded_ns:
-        now = describe_entry(path)
-        if now is None or now.get("sha256") != want.get("sha256"):
-            return f"{rel} was changed after the install (another sha256)"
-    return None
-
-
 def begin_install(prefix: Path, comp: Component) -> None:
-    """Before files are removed or replaced: no link in the prefix may lead out of it, and a
-    complete prefix stops claiming to be complete."""
+    """Before files are removed or replaced: the prefix is rocbuild's from its first install on
+    (prefixguard.claim), no link in it may lead out of it, and a complete prefix stops
+    claiming to be complete."""
+    prefixguard.claim(prefix)
     escaping = links_out_of(prefix) if prefix.is_dir() else []
     if escaping:
         link = escaping[0]
         rel = link.relative_to(prefix).as_posix()
-        owners = [c for c in _owners(prefix) if rel in installed_by(prefix, c)]
+        owners = [c for c in layout.recorded_components(prefix)
+                  if rel in records.installed_by(prefix, c)]
         by = f" (installed by {', '.join(owners)})" if owners else ""
         raise BuildFailed(
             f"{comp.name}: not installing: {link}{by} is a link which leads outside the prefix "
@@ -320,8 +167,40 @@ def begin_install(prefix: Path, comp: Component) -> None:
     buildinfo.mark_incomplete(prefix)
 
 
-def _owners(prefix: Path) -> list[str]:
-    return layout.recorded_components(prefix)
+
+def remove_previous_install(stack: Stack, comp: Component, log: Logger,
+                            before_remove: Callable[[Path], None] = lambda _: None) -> None:
+    """Remove what this component installed last time before installing again: CMake
+    skips a file whose time matches to the second ("Up-to-date"), so a quick rebuild could
+    keep the old library, and files a new version no longer installs would linger and
+    shadow the right ones. Only files inside the prefix are touched; ``before_remove`` sees
+    each one first (a cache install saves it for a rollback)."""
+    installed = buildsystems.of(comp).installed_files(comp) if comp.builds else None
+    if installed is None:  # never installed (a source-only component never is)
+        return
+    # and what the last install left beyond its manifest (its ownership record's files:
+    # a link an install(CODE) made), so that the new install makes them afresh as well
+    extras = {rel for rel, _ in (*comp.install_links, *comp.install_files)}
+    listed = {str(p) for p in installed}
+    installed = [*installed, *(stack.prefix / rel for rel in sorted(
+        records.installed_by(stack.prefix, comp.name) - extras)
+        if str(stack.prefix / rel) not in listed)]
+    real = RealPaths(stack.prefix)  # links may point anywhere
+    # a path that leads, through a link, to another component's file is not this one's
+    theirs = claimed_by_others(stack.prefix, comp, stack.order)
+    removed = 0
+    for path in installed:
+        rel = os.path.relpath(path, stack.prefix)
+        where = real.of(rel)
+        if where in theirs and where != rel:
+            log(f"kept {path}: through a link it is {Path(real.root, where)}, another "
+                "component's file")
+            continue
+        if where is not None and (path.is_symlink() or path.is_file()):
+            before_remove(path)
+            path.unlink()
+            removed += 1
+    log(f"removed {wording.count(removed, 'file')} of the previous install of {comp.name}")
 
 
 def others_of(prefix: Path, comp: Component, others: Iterable[str]) -> list[str]:
@@ -329,7 +208,7 @@ def others_of(prefix: Path, comp: Component, others: Iterable[str]) -> list[str]
     every component the prefix holds a record of, this run's or not (``build alpha`` into a
     prefix that also holds delta, which alpha does not need: an artifact of alpha carrying
     delta's header overwrote it), less ``comp`` and what its install.overwrites names."""
-    return sorted((set(others) | set(_owners(prefix))) - {comp.name}
+    return sorted((set(others) | set(layout.recorded_components(prefix))) - {comp.name}
                   - set(comp.recipe.install_overwrites))
 
 
@@ -363,32 +242,30 @@ def claimed_by_others(prefix: Path, comp: Component, others: Iterable[str]) -> s
     """The real prefix-relative paths the other components' records hold (for the removal of
     a component's previous install: a path of its old manifest that leads, through a link,
     to another component's file is not its own to remove)."""
-    real = RealPaths(prefix)
-    held = set()
-    for other in others_of(prefix, comp, others):
-        held |= {r for e in installed_by(prefix, other) if (r := real.of(e)) is not None}
-    return held
+    return records.held_by(prefix, others_of(prefix, comp, others))
 
 
 def _remove_dropped_extras(prefix: Path, comp: Component, wanted: set[str], log: Logger) -> None:
     """Remove the links and files an earlier install of this recipe declared and it no
     longer does (CMake's own files are removed before each install by the build)."""
-    for rel in sorted(_recorded(prefix, comp.name, "extras") - wanted):
+    for rel in sorted(records.recorded(prefix, comp.name, "extras") - wanted):
         path = checked_path(prefix, rel, comp.name)
         if path.is_symlink() or path.is_file():
             path.unlink()
             log(f"removed {path}: no longer in the recipe's [install] tables")
 
 
-def finish_install(prefix: Path, comp: Component, others: Iterable[str], log: Logger,
-                   reserved: tuple[str, ...] = (), left: Iterable[str] = ()) -> None:
+def finish_install(stack: Stack, comp: Component, log: Logger,
+                   left: Iterable[str] = ()) -> None:
     """After ``cmake --install`` and the extras: drop extras the recipe no longer declares,
-    refuse a path outside the prefix, one of rocbuild's own files (``reserved``), two entries
-    that are one file, and an overwrite of another component's files (unless declared), all
-    compared where the paths really land (through links in the prefix), then record what
-    this one installed, as its manifest and recipe name the entries. ``others`` are the
-    components whose records count (the stack's other components); ``left``: what the
-    install left in the prefix besides its manifest (``left_by_install``)."""
+    refuse a path outside the prefix, one of rocbuild's own files, two entries that are one
+    file, and an overwrite of another component's files (the stack's and every one the
+    prefix records; unless declared), all compared where the paths really land (through
+    links in the prefix), then record what this one installed, as its manifest and recipe
+    name the entries. ``left``: what the install left in the prefix besides its manifest
+    (``records.left_by_install``)."""
+    prefix, others = stack.prefix, stack.order
+    reserved = layout.reserved_roots(stack.recipes.stack.name)
     extras = {rel for rel, _ in (*comp.install_links, *comp.install_files)}
     _remove_dropped_extras(prefix, comp, extras, log)
     mine = _manifest(comp, prefix) | extras
@@ -419,7 +296,7 @@ def finish_install(prefix: Path, comp: Component, others: Iterable[str], log: Lo
                     "destinations so each path is written once")
         by_real[where] = rel
     for other in others_of(prefix, comp, others):
-        theirs = {real.of(e) for e in installed_by(prefix, other)}
+        theirs = {real.of(e) for e in records.installed_by(prefix, other)}
         clash = sorted(by_real[w] for w in by_real.keys() & theirs)
         if clash:
             shown = ", ".join(real.shown(c) for c in clash[:5]) + (
@@ -430,38 +307,7 @@ def finish_install(prefix: Path, comp: Component, others: Iterable[str], log: Lo
                 tip=f"if {comp.name} is meant to replace them, add install.overwrites = "
                     f"[\"{other}\"] to {comp.recipe.file}; otherwise change one of the two "
                     "recipes so they install different files")
-    entries = {rel: e for rel in sorted(mine) if (e := describe_entry(prefix / rel))}
-    write_json_atomic(record_path(prefix, comp.name),
-                      {"component": comp.name, "format": RECORD_FORMAT, "files": sorted(mine),
-                       "extras": sorted(extras), "entries": entries})
-
-
-def repair_records(prefix: Path, comps: Iterable[Component], say: Logger) -> list[str]:
-    """Rebuild every damaged ownership record (``read_record``) from what the build tree
-    and the prefix show: the build system's manifest and the recipe's extras that are there.
-    Without a manifest the record is removed and the component's install is not current
-    (its output check fails), so it is installed again. Returns the repaired components."""
-    repaired = []
-    for comp in comps:
-        if read_record(prefix, comp.name) is not DAMAGED:
-            continue
-        path = record_path(prefix, comp.name)
-        if path.is_dir() and not path.is_symlink():
-            shutil.rmtree(path)
-        else:
-            path.unlink()
-        repaired.append(comp.name)
-        installed = buildsystems.of(comp).installed_files(comp) if comp.builds else None
-        if installed is None:
-            say(f"{comp.name}: its record of installed files ({path}) was damaged and its "
-                "build tree has no install record: removed; it is installed again")
-            continue
-        extras = {rel for rel, _ in (*comp.install_links, *comp.install_files)
-                  if (prefix / rel).is_symlink() or (prefix / rel).exists()}
-        files = {os.path.relpath(p, prefix) for p in installed if within(p, prefix)} | extras
-        write_json_atomic(path, {"component": comp.name, "format": RECORD_FORMAT,
-                                 "files": sorted(files), "extras": sorted(extras),
-                                 "rebuilt": True})
-        say(f"{comp.name}: its record of installed files ({path}) was damaged; rebuilt from "
-            f"{buildsystems.of(comp).installed_record(comp)} ({len(files)} paths)")
-    return repaired
+    entries = {rel: e for rel in sorted(mine) if (e := records.describe_entry(prefix / rel))}
+    write_json_atomic(records.record_path(prefix, comp.name),
+                      {"component": comp.name, "format": records.RECORD_FORMAT,
+                       "files": sorted(mine), "extras": sorted(extras), "entries": entries})

@@ -30,6 +30,7 @@ from typing import IO
 
 from rocbuild.files import write_json_atomic
 from rocbuild.model.paths import resolves_within, within
+from rocbuild.prefix.realpaths import RealPaths
 
 STAGING_NAME = ".rocbuild-unpack"  # leftovers.py finds killed transactions by it
 JOURNAL = "journal.jsonl"
@@ -57,15 +58,6 @@ class Transaction:
         txn._journal = (folder / JOURNAL).open("a", encoding="utf-8")
         return txn
 
-    def real_rel(self, path: Path) -> str | None:
-        """``path`` (in the prefix, its last part not followed) relative to the prefix; None
-        when its folder leads outside."""
-        root = os.path.realpath(self.prefix)
-        real = os.path.join(os.path.realpath(path.parent), path.name)
-        if not within(real, root) or real == root:
-            return None
-        return os.path.relpath(real, root)
-
     def save(self, rel: str) -> None:
         """Before ``prefix/rel`` (a real path: no link on its way) is written or removed: keep
         what is there now (a file or a link; a folder is never replaced) for a rollback."""
@@ -88,7 +80,8 @@ class Transaction:
         self._journal.flush()  # in the kernel before the change: a kill cannot lose it
 
     def save_path(self, path: Path) -> None:
-        rel = self.real_rel(path)
+        """``save`` of ``path`` (in the prefix) where it really lands; nothing when outside."""
+        rel = RealPaths(self.prefix).of(os.path.relpath(path, self.prefix))
         if rel is not None:
             self.save(rel)
 

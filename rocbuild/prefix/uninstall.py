@@ -1,5 +1,5 @@
 """Taking one component out of a prefix: the files its install record lists
-(ownership.installed_by), never one another component's record also holds (compared where
+(records.installed_by), never one another component's record also holds (compared where
 the paths really land, through links in the prefix), never through a link out of the prefix
 and never rocbuild's own files; folders it leaves empty go too, then its record.
 
@@ -16,7 +16,7 @@ from pathlib import Path
 from rocbuild.errors import BuildFailed
 from rocbuild.model import layout
 from rocbuild.model.resources import format_bytes
-from rocbuild.prefix import ownership
+from rocbuild.prefix import ownership, records
 from rocbuild.prefix.realpaths import RealPaths
 
 
@@ -43,16 +43,12 @@ def installed_components(prefix: Path) -> list[str]:
 def uninstall(prefix: Path, component: str, stack_name: str) -> Removed:
     """Remove what ``component`` installed into ``prefix`` and its record (see the module)."""
     real = RealPaths(prefix)
-    theirs: set[str] = set()
-    for other in installed_components(prefix):
-        if other != component:
-            theirs |= {r for e in ownership.installed_by(prefix, other)
-                       if (r := real.of(e)) is not None}
+    theirs = records.held_by(prefix, set(installed_components(prefix)) - {component})
     reserved = layout.reserved_roots(stack_name)
     files = size = 0
     kept: list[str] = []
     folders: set[Path] = set()
-    for rel in sorted(ownership.installed_by(prefix, component)):
+    for rel in sorted(records.installed_by(prefix, component)):
         where = real.of(rel)
         if where is None or layout.reserved_by(where, reserved) is not None:
             continue  # outside the prefix, or rocbuild's own file: never this one's to remove
@@ -70,7 +66,7 @@ def uninstall(prefix: Path, component: str, stack_name: str) -> Removed:
             folders.add(path.parent)
     for folder in sorted(folders, key=lambda p: len(p.parts), reverse=True):
         _prune_empty(folder, prefix)
-    ownership.record_path(prefix, component).unlink(missing_ok=True)
+    records.record_path(prefix, component).unlink(missing_ok=True)
     return Removed(component, files, size, tuple(kept))
 
 
@@ -91,7 +87,7 @@ def foreign_files(prefix: Path, stack_name: str, limit: int = 5) -> list[str]:
     `rocbuild prefixes --remove` refuses it."""
     recorded: set[str] = set()
     for name in installed_components(prefix):
-        recorded |= {os.path.normpath(rel) for rel in ownership.installed_by(prefix, name)}
+        recorded |= {os.path.normpath(rel) for rel in records.installed_by(prefix, name)}
     reserved = layout.reserved_roots(stack_name)
     found: list[str] = []
     for folder, dirs, files in os.walk(prefix):  # never follows links

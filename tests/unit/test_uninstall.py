@@ -10,14 +10,14 @@ import os
 from pathlib import Path
 
 from rocbuild.model import layout
-from rocbuild.prefix import ownership
+from rocbuild.prefix import records
 from rocbuild.prefix.uninstall import uninstall
 
 
 def record(prefix: Path, component: str, *files: str) -> None:
-    path = ownership.record_path(prefix, component)
+    path = records.record_path(prefix, component)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps({"component": component, "format": ownership.RECORD_FORMAT,
+    path.write_text(json.dumps({"component": component, "format": records.RECORD_FORMAT,
                                 "files": list(files), "extras": [], "entries": {}}))
 
 
@@ -43,8 +43,8 @@ def test_a_file_another_record_holds_through_a_link_is_kept(tmp_path: Path) -> N
     assert (removed.files, removed.size) == (1, 3)
     assert not own.exists() and not own.parent.exists()  # its folder, left empty, went too
     assert keep.is_file()
-    assert not ownership.record_path(prefix, "a").exists()
-    assert ownership.record_path(prefix, "b").is_file()
+    assert not records.record_path(prefix, "a").exists()
+    assert records.record_path(prefix, "b").is_file()
 
 
 def test_rocbuilds_own_files_and_what_lies_outside_are_never_removed(tmp_path: Path) -> None:

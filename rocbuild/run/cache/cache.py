@@ -28,7 +28,7 @@ from rocbuild.model import buildsystems, fingerprint
 from rocbuild.model.fingerprint import artifact_key
 from rocbuild.model.graph import Component, Stack
 from rocbuild.model.paths import within
-from rocbuild.prefix import ownership
+from rocbuild.prefix import records
 from rocbuild.run.cache import artifacts
 from rocbuild.run.cache.artifacts import ArtifactRefused, Manifest
 from rocbuild.run.sources import sources
@@ -64,9 +64,9 @@ def installed_paths(stack: Stack, comp: Component) -> list[str]:
     prefix = stack.prefix
     out = []
     # what the install left beyond its manifest (an install(CODE) link or generated file,
-    # ownership.left_by_install): the artifact holds exactly what the prefix got
-    record = ownership.read_record(prefix, comp.name)
-    if record is not None and record is not ownership.DAMAGED:
+    # records.left_by_install): the artifact holds exactly what the prefix got
+    record = records.read_record(prefix, comp.name)
+    if record is not None and record is not records.DAMAGED:
         listed = {os.path.normpath(p) for p in map(str, installed)}
         installed = [*installed, *(prefix / rel for rel in record["files"]
                                    if os.path.normpath(prefix / rel) not in listed)]

@@ -13,20 +13,20 @@ import os
 import shutil
 import sys
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rocbuild import proc
 from rocbuild.errors import BuildFailed
-from rocbuild.model import buildsystems, layout, wording
+from rocbuild.model import buildsystems
 from rocbuild.model.buildsystems import venv
 from rocbuild.model.buildsystems.venv import PythonVenv
 from rocbuild.model.fingerprint import sha256_text
 from rocbuild.model.graph import Component, Stack
 from rocbuild.model.paths import within
 from rocbuild.model.steptable import PYTHON_VENV, steps_of
-from rocbuild.prefix import ownership, prefixguard
+from rocbuild.prefix import ownership, records
 from rocbuild.run.engine import jobs
 from rocbuild.run.engine.command import run_all
 from rocbuild.run.engine.outcome import StepOutcome, step_logger
@@ -272,67 +272,16 @@ def install(ctx: BuildContext, comp: Component, log: Path, outcome: StepOutcome)
     prefix = ctx.stack.prefix
     write = step_logger(log)
     with ownership.INSTALLING:  # what the install leaves is read off the prefix
-        prefixguard.claim(prefix)  # the prefix is rocbuild's from its first install on
-        ownership.begin_install(prefix, comp)  # no link out; not complete while replaced
-        remove_previous_install(ctx, comp, write)
-        before = ownership.snapshot(prefix)
+        ownership.begin_install(prefix, comp)  # claimed; no link out; not complete meanwhile
+        ownership.remove_previous_install(ctx.stack, comp, write)
+        before = records.snapshot(prefix)
         run_all(ctx, comp, "install", buildsystems.of(comp).install(ctx.stack, comp), log,
                 outcome)
         # files an install(CODE)/install(SCRIPT) made are in no manifest: taken from the
         # prefix itself, so the record (and an artifact pushed from it) holds them too
-        left = ownership.left_by_install(prefix, before)
-        install_extras(ctx, comp, write)
-        finish_install(ctx, comp, write, left)
-
-
-def install_extras(ctx: BuildContext, comp: Component, log: Callable[[str], None]) -> None:
-    """The recipe's links and files (ownership.py never writes them through a link out of
-    the prefix, nor onto a file another entry holds)."""
-    ownership.install_extras(ctx.stack.prefix, comp, log, ctx.stack.order,
-                             layout.reserved_roots(ctx.stack.recipes.stack.name))
-
-
-def finish_install(ctx: BuildContext, comp: Component, log: Callable[[str], None],
-                   left: Iterable[str] = ()) -> None:
-    """Check what the install wrote (inside the prefix, no clash) and record it."""
-    ownership.finish_install(ctx.stack.prefix, comp, ctx.stack.order, log,
-                             layout.reserved_roots(ctx.stack.recipes.stack.name), left)
-
-
-def remove_previous_install(ctx: BuildContext, comp: Component,
-                            log: Callable[[str], None],
-                            before_remove: Callable[[Path], None] = lambda _: None) -> None:
-    """Remove what this component installed last time before installing again: CMake
-    skips a file whose time matches to the second ("Up-to-date"), so a quick rebuild could
-    keep the old library, and files a new version no longer installs would linger and
-    shadow the right ones. Only files inside the prefix are touched; ``before_remove`` sees
-    each one first (a cache install saves it for a rollback)."""
-    installed = buildsystems.of(comp).installed_files(comp) if comp.builds else None
-    if installed is None:  # never installed (a source-only component never is)
-        return
-    # and what the last install left beyond its manifest (its ownership record's files:
-    # a link an install(CODE) made), so that the new install makes them afresh as well
-    extras = {rel for rel, _ in (*comp.install_links, *comp.install_files)}
-    listed = {str(p) for p in installed}
-    installed = [*installed, *(ctx.stack.prefix / rel for rel in sorted(
-        ownership.installed_by(ctx.stack.prefix, comp.name) - extras)
-        if str(ctx.stack.prefix / rel) not in listed)]
-    prefix = ctx.stack.prefix.resolve()
-    # a path that leads, through a link, to another component's file is not this one's
-    theirs = ownership.claimed_by_others(ctx.stack.prefix, comp, ctx.stack.order)
-    removed = 0
-    for path in installed:
-        real = path.parent.resolve() / path.name  # links may point anywhere
-        inside = within(real.parent, prefix)  # both resolved
-        real_rel = real.relative_to(prefix).as_posix() if inside else ""
-        if real_rel in theirs and real_rel != os.path.relpath(path, ctx.stack.prefix):
-            log(f"kept {path}: through a link it is {real}, another component's file")
-            continue
-        if inside and (path.is_symlink() or path.is_file()):
-            before_remove(path)
-            path.unlink()
-            removed += 1
-    log(f"removed {wording.count(removed, 'file')} of the previous install of {comp.name}")
+        left = records.left_by_install(prefix, before)
+        ownership.install_extras(ctx.stack, comp, write)
+        ownership.finish_install(ctx.stack, comp, write, left)
 
 
 # --- the build venv: Python packages the recipes need, installed before any build ----------

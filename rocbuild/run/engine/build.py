@@ -21,7 +21,7 @@ from rocbuild.checks import hostload, launchtools
 from rocbuild.model import resources
 from rocbuild.model.graph import Component, Stack
 from rocbuild.model.settings import Settings
-from rocbuild.prefix import ownership
+from rocbuild.prefix import records
 from rocbuild.run.engine import leftovers, outcome, schedule
 from rocbuild.run.engine.jobserver import JobPool
 from rocbuild.run.engine.outcome import StepOutcome
@@ -142,7 +142,7 @@ class BuildContext:
             leftovers.clean_prefix(self.stack.prefix, self.output.say)
             # a damaged record of installed files protects nothing: rebuilt before any
             # install of this run could overwrite what it should have listed
-            ownership.repair_records(self.stack.prefix, [
+            records.repair_records(self.stack.prefix, [
                 self.stack.components[n] for n in self.stack.order], self.output.say)
 
     def release(self) -> None:

@@ -27,7 +27,7 @@ from rocbuild.model import buildsystems
 from rocbuild.model.graph import Component
 from rocbuild.model.layout import INFO_DIR, INFO_FILE
 from rocbuild.model.steptable import steps_of
-from rocbuild.prefix import ownership, prefixguard
+from rocbuild.prefix import ownership, records
 from rocbuild.prefix.realpaths import RealPaths
 from rocbuild.prefix.transaction import Transaction
 from rocbuild.run.engine import actions
@@ -122,20 +122,19 @@ def _install(ctx: BuildContext, comp: Component, choice: Choice, store: ReadStor
     try:
         # every file of the prefix this step writes besides the artifact's: saved first
         txn.save(f"{INFO_DIR}/{INFO_FILE}")  # marked incomplete meanwhile
-        txn.save(ownership.record_path(prefix, name).relative_to(prefix).as_posix())
-        prefixguard.claim(prefix)  # rocbuild's from its first install on
-        ownership.begin_install(prefix, comp)  # no link out; not complete meanwhile
+        txn.save(records.record_path(prefix, name).relative_to(prefix).as_posix())
+        ownership.begin_install(prefix, comp)  # claimed; no link out; not complete meanwhile
         held = ownership.claimed_by_others(prefix, comp, ctx.stack.order)
         unpack.install(store, ctx.stack, choice, txn, log,
                       ProgressLine(ctx.output.say, f"{name}: pulling"), held,
-                      before_place=lambda: actions.remove_previous_install(
-                          ctx, comp, log, before_remove=txn.save_path))
+                      before_place=lambda: ownership.remove_previous_install(
+                          ctx.stack, comp, log, before_remove=txn.save_path))
         real = RealPaths(prefix)
         for rel, _ in (*comp.install_links, *comp.install_files):
             if (where := real.of(rel)) is not None:
                 txn.save(where)
-        actions.install_extras(ctx, comp, log)  # the recipe's links and files, for this prefix
-        actions.finish_install(ctx, comp, log)  # inside the prefix, no clash; recorded
+        ownership.install_extras(ctx.stack, comp, log)  # the recipe's links and files
+        ownership.finish_install(ctx.stack, comp, log)  # inside the prefix, no clash; recorded
     except (ArtifactRefused, CacheUnavailable, BuildFailed, OSError) as exc:
         # not a failure of the run: the prefix is as it was, and the component's own steps
         # come next and build it (so no outcome either; the summary then lists those steps)

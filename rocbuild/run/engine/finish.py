@@ -21,7 +21,7 @@ from rocbuild.errors import RocbuildError
 from rocbuild.model import buildsystems
 from rocbuild.model.graph import Stack, profile_components
 from rocbuild.model.steptable import steps_of
-from rocbuild.prefix import buildinfo, envfiles, ownership, uninstall
+from rocbuild.prefix import buildinfo, envfiles, records, uninstall
 from rocbuild.run.engine.build import BuildContext
 from rocbuild.run.engine.outcome import CURRENT, SERVED
 from rocbuild.run.engine.status import verify_record_path
@@ -129,7 +129,7 @@ def verify(ctx: BuildContext, out: Console, finished: Finished, print_report: Ve
     from rocbuild.checks.verify import verify_prefix
 
     report = verify_prefix(prefix, complete.targets, linkage_exempt=_runpath_opt_outs(complete),
-                           components=ownership.gpu_duties(
+                           components=records.gpu_duties(
                                prefix, (c.recipe for c in complete.selected())),
                            library_dirs=complete.base.lib_dirs if complete.base else ())
     print_report(report, out)

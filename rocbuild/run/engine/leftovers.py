@@ -27,7 +27,8 @@ from pathlib import Path
 from rocbuild.model.paths import link_on_the_way
 from rocbuild.model.workdir import CONFIGS_DIR, STATE, Workdir
 from rocbuild.prefix import transaction
-from rocbuild.prefix.ownership import EXTRA_TMP_SUFFIX, STAGING_NAME
+from rocbuild.prefix.ownership import EXTRA_TMP_SUFFIX
+from rocbuild.prefix.transaction import STAGING_NAME
 from rocbuild.run.engine import jobserver
 from rocbuild.run.sources import patches
 from rocbuild.run.state import trash

@@ -51,7 +51,7 @@ from rocbuild.model.steptable import (
     Where,
     steps_of,
 )
-from rocbuild.prefix import ownership
+from rocbuild.prefix import records
 from rocbuild.run.sources import patches, sources
 from rocbuild.run.state import clockskew
 from rocbuild.run.state.state import StateDir
@@ -353,8 +353,8 @@ def _prefix_there(rule: Rule, comp: Component, step: str, stamp: dict[str, Any])
         return False
     # and each is still what the install left: a library truncated by a full disk (its
     # mtime kept, so CMake's install would skip it as "Up-to-date"), a 0-byte file
-    # (a damaged record is never "owns nothing": the run repairs it first, ownership.py)
-    return ownership.stale_install(prefix, comp.name) is None
+    # (a damaged record is never "owns nothing": the run repairs it first, records.py)
+    return records.stale_install(prefix, comp.name) is None
 
 
 OUTPUTS: Mapping[Where, OutputCheck] = {IN_CHECKOUT: _checkout_there, IN_TREE: _tree_there,
