@@ -13,7 +13,7 @@ def info_path(prefix: Path) -> Path:
     return prefix / INFO_DIR / INFO_FILE
 
 
-# what each component installed (prefix/ownership.py): ``<component>.json``
+# what each component installed (prefix/records.py): ``<component>.json``
 INSTALL_RECORDS = Path(INFO_DIR) / "installed"
 
 
