@@ -670,13 +670,7 @@ def load_recipe(file: Path) -> Recipe:
     for table in ("packages", "wheels"):
         inputcheck.requirements(str(file), f"python.{table}", python.get(table, ()))
     base = data.get("base", {})
-    for i, entry in enumerate(base.get("provides", ())):
-        for pattern in provides_alternatives(entry):
-            if not pattern or pattern.startswith("/") or ".." in Path(pattern).parts:
-                raise ConfigError(f"{file}: key 'base.provides[{i}]' must be a path inside the "
-                                  f"installed ROCm, relative and without '..' (or several "
-                                  f"such paths separated by '|'), got {entry!r}",
-                                  tip=f"fix 'base.provides' in {file}")
+    _check_relative_paths(file, "base.provides", base.get("provides", ()), "installed ROCm")
     if ("tensile" in base or "required" in base or "packages" in base) and \
             not base.get("provides"):
         raise ConfigError(f"{file}: [base] needs 'provides', the files that show the component "
@@ -684,6 +678,18 @@ def load_recipe(file: Path) -> Recipe:
     _check_gpu(file, data)
     values = _read_declared(Recipe, {**data, "kind": kind}, build_table=own)
     return Recipe(name=name, file=file, **values, source=source)
+
+
+def _check_relative_paths(file: Path, key: str, entries: Iterable[str], inside: str) -> None:
+    """Each entry (``a|b`` alternatives) is a relative path without '..', as it is looked up
+    below a folder (the ``inside``) and must never lead out of it."""
+    for i, entry in enumerate(entries):
+        for pattern in provides_alternatives(entry):
+            if not pattern or pattern.startswith("/") or ".." in Path(pattern).parts:
+                raise ConfigError(f"{file}: key '{key}[{i}]' must be a path inside the "
+                                  f"{inside}, relative and without '..' (or several such "
+                                  f"paths separated by '|'), got {entry!r}",
+                                  tip=f"fix '{key}' in {file}")
 
 
 def _check_gpu(file: Path, data: Mapping[str, Any]) -> None:
@@ -704,13 +710,7 @@ def _check_gpu(file: Path, data: Mapping[str, Any]) -> None:
     if shape == HEADERS and libraries:
         raise ConfigError(f"{file}: key 'gpu.libraries': a header-only component installs no "
                           "library to check", tip=f"remove 'gpu.libraries' from {file}")
-    for i, entry in enumerate(libraries):
-        for pattern in provides_alternatives(entry):
-            if not pattern or pattern.startswith("/") or ".." in Path(pattern).parts:
-                raise ConfigError(f"{file}: key 'gpu.libraries[{i}]' must be a path inside the "
-                                  f"prefix or base, relative and without '..' (or several such "
-                                  f"paths separated by '|'), got {entry!r}",
-                                  tip=f"fix 'gpu.libraries' in {file}")
+    _check_relative_paths(file, "gpu.libraries", libraries, "prefix or base")
     if data.get("gpu_code") is True and shape != BUNDLES:
         raise ConfigError(f"{file}: 'gpu_code = true' says shape \"bundles\" but [gpu] says "
                           f"shape = {shape!r}", tip=f"remove 'gpu_code' from {file}: [gpu] "

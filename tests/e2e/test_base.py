@@ -19,7 +19,7 @@ import pytest
 
 from tests.cli import run_cli, run_flags
 from tests.conftest import require_tool
-from tests.support import gpulibs
+from tests.support import gpulibs, settingways
 from tests.support.chain import FAKE_HOST, Chain, make_repo
 
 pytestmark = pytest.mark.e2e
@@ -702,22 +702,16 @@ def test_a_recipe_naming_a_system_folder_in_a_search_variable_is_refused(
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("how", ["flag", "env", "config"])
+@pytest.mark.parametrize("how", settingways.WAYS)
 def test_from_source_builds_what_the_base_has_and_what_uses_it(tmp_path: Path,
                                                                how: str) -> None:
     """Debian's base has rocBLAS with gfx906 kernels; --from-source rocblas builds it anyway
     (with Tensile, its source), and hipBLAS over it, shown in plan with why."""
     base = debian_tree(tmp_path)
-    flags, env = amd_flags(tmp_path, base), None
-    if how == "flag":
-        flags += ["--from-source", "rocblas"]
-        source = "flag --from-source"
-    elif how == "env":
-        env = {"ROCBUILD_FROM_SOURCE": "rocblas"}
-        source = "env ROCBUILD_FROM_SOURCE"
-    else:
-        (tmp_path / "rocbuild.toml").write_text('[rocbuild]\nfrom_source = ["rocblas"]\n')
-        source = f"config {tmp_path / 'rocbuild.toml'}"
+    extra, env, source = settingways.given(how, tmp_path, ["--from-source", "rocblas"],
+                                           {"ROCBUILD_FROM_SOURCE": "rocblas"},
+                                           '[rocbuild]\nfrom_source = ["rocblas"]\n')
+    flags = [*amd_flags(tmp_path, base), *extra]
     result = run_cli(*flags, "plan", "--json", cwd=tmp_path, env=env, expect=0)
     plan = json.loads(result.stdout)
     names = [c["name"] for c in plan["components"]]

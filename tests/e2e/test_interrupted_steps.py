@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.cli import child_env, run_cli
-from tests.e2e.test_progress_live import HANG_GUARD, slow_stack
+from tests.e2e.test_progress_live import HANG_GUARD, slow_stack, stopped_in_its_compile
 from tests.support.wait import wait_for
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
@@ -26,22 +26,8 @@ pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 def test_a_stopped_step_is_interrupted_in_status_and_its_log_says_by_what(
         tmp_path: Path, signum: int, words: str) -> None:
     flags, go, marker = slow_stack(tmp_path)
-    build = subprocess.Popen([sys.executable, "-m", "rocbuild", "build", *flags, "--quiet",
-                              "--no-verify"], env=child_env(), cwd=tmp_path,
-                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                             stdin=subprocess.DEVNULL)
-    try:
-        wait_for(lambda: marker.exists() or build.poll() is not None, "the compile started",
-                 guard=HANG_GUARD)
-        assert build.poll() is None, "the build ended before its compile ran"
-        build.send_signal(signum)
-        out, _ = build.communicate(timeout=HANG_GUARD)
-    finally:
-        if build.poll() is None:
-            go.touch()
-            build.kill()
-            build.wait()
-    assert build.returncode == 130, out
+    rc, out = stopped_in_its_compile(tmp_path, flags, go, marker, signum)
+    assert rc == 130, out
 
     status = run_cli("status", *flags, env={"COLUMNS": "200"}, expect=0)
     row = next(line for line in status.stdout.splitlines() if " compile " in line)

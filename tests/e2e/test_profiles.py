@@ -15,6 +15,7 @@ import pytest
 
 from tests.cli import run_cli, run_flags
 from tests.e2e.test_base import amd_flags, amd_tree, debian_tree
+from tests.support import settingways
 from tests.support.chain import Chain
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
@@ -131,18 +132,11 @@ def test_the_pytorch_profile_on_the_recorded_amd_layout(tmp_path: Path) -> None:
     assert roads["pytorch"]["full"]["cpu_hours"] > roads["pytorch"]["base"]["cpu_hours"] > 0
 
 
-@pytest.mark.parametrize("how", ["flag", "env", "config"])
+@pytest.mark.parametrize("how", settingways.WAYS)
 def test_an_unknown_profile_is_refused_naming_the_known_ones(tmp_path: Path, how: str) -> None:
-    args, env, where = list(shipped(tmp_path)), {}, ""
-    if how == "flag":
-        args += ["--profile", "pytorh"]
-        where = "flag --profile"
-    elif how == "env":
-        env = {"ROCBUILD_PROFILE": "pytorh"}
-        where = "env ROCBUILD_PROFILE"
-    else:
-        (tmp_path / "rocbuild.toml").write_text('profile = "pytorh"\n')
-        where = f"config {tmp_path / 'rocbuild.toml'}"
+    extra, env, where = settingways.given(how, tmp_path, ["--profile", "pytorh"],
+                                          {"ROCBUILD_PROFILE": "pytorh"}, 'profile = "pytorh"\n')
+    args = [*shipped(tmp_path), *extra]
     for command in ("plan", "build"):
         refused = run_cli(command, *args, cwd=tmp_path, env=env, expect=2)
         assert (f"{where}: unknown profile 'pytorh' (known: llama.cpp, pytorch). Did you mean "

@@ -78,6 +78,29 @@ def build_on_a_terminal(tmp_path: Path, flags: list[str], go: Path,
     return build.returncode, seen.decode(errors="replace")
 
 
+def stopped_in_its_compile(tmp_path: Path, flags: list[str], go: Path, marker: Path,
+                           signum: int) -> tuple[int, str]:
+    """``rocbuild build --quiet`` of ``slow_stack``, sent ``signum`` once its compile runs (and
+    waits for ``go``): the exit code and the output. ``go`` stays absent unless the build had
+    to be killed."""
+    build = subprocess.Popen([sys.executable, "-m", "rocbuild", "build", *flags, "--quiet",
+                              "--no-verify"], env=child_env(), cwd=tmp_path,
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                             stdin=subprocess.DEVNULL)
+    try:
+        wait_for(lambda: marker.exists() or build.poll() is not None, "the compile started",
+                 guard=HANG_GUARD)
+        assert build.poll() is None, "the build ended before its compile ran"
+        build.send_signal(signum)
+        out, _ = build.communicate(timeout=HANG_GUARD)
+    finally:
+        if build.poll() is None:
+            go.touch()
+            build.kill()
+            build.wait()
+    return build.returncode, out
+
+
 def test_a_step_past_its_estimate_says_so_on_a_terminal(tmp_path: Path) -> None:
     flags, go, _ = slow_stack(tmp_path)
     rc, text = build_on_a_terminal(  # the step may end once its bar and the run's line say so
@@ -91,22 +114,8 @@ def test_a_step_past_its_estimate_says_so_on_a_terminal(tmp_path: Path) -> None:
 def test_after_ctrl_c_the_summary_lists_the_running_step_as_interrupted(
         tmp_path: Path) -> None:
     flags, go, marker = slow_stack(tmp_path)
-    build = subprocess.Popen([sys.executable, "-m", "rocbuild", "build", *flags, "--quiet",
-                              "--no-verify"], env=child_env(), cwd=tmp_path,
-                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                             stdin=subprocess.DEVNULL)
-    try:
-        wait_for(lambda: marker.exists() or build.poll() is not None, "the compile started",
-                 guard=HANG_GUARD)
-        assert build.poll() is None, "the build ended before its compile ran"
-        build.send_signal(signal.SIGINT)  # Ctrl-C
-        out, _ = build.communicate(timeout=HANG_GUARD)
-    finally:
-        go.touch()
-        if build.poll() is None:
-            build.kill()
-            build.wait()
-    assert build.returncode == 130, out
+    rc, out = stopped_in_its_compile(tmp_path, flags, go, marker, signal.SIGINT)  # Ctrl-C
+    assert rc == 130, out
     compile_rows = [line for line in unstamped(out).splitlines()  # a log: the time first
                     if line.startswith("│") and " compile " in line]
     assert compile_rows and "interrupted" in compile_rows[0], out

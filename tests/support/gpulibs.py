@@ -62,17 +62,21 @@ def generic(archs: tuple[str, ...], compress: bool = False) -> Path:
     ones among them (``gfx9-generic``), compiled by clang-19 for code object v6 (the only
     version a generic processor exists in); ``compress``: a zstd bundle (--offload-compress).
     Skips (fails under RB_TEST_REQUIRE_TOOLS) without clang-19 and lld-19."""
+    out = _folder() / f"generic-{'-'.join(archs)}{'-z' if compress else ''}.so"
+    _clang19_generic(archs, out, *(["--offload-compress"] if compress else []), "-fPIC",
+                     "-shared")
+    return out
+
+
+def _clang19_generic(archs: tuple[str, ...], out: Path, *args: str) -> None:
+    """GENERIC_KERNEL compiled by clang-19 for ``archs`` as code object v6 into ``out``."""
     clang = require_tool("clang++-19")
     require_tool("ld.lld-19")
-    folder = _folder()
-    source = folder / "generic.hip"
+    source = _folder() / "generic.hip"
     source.write_text(GENERIC_KERNEL)
-    out = folder / f"generic-{'-'.join(archs)}{'-z' if compress else ''}.so"
     subprocess.run([clang, "-x", "hip", *(f"--offload-arch={a}" for a in archs),
-                    "-mcode-object-version=6", "-O2", "-nogpulib", "--rocm-path=/usr",
-                    *(["--offload-compress"] if compress else []), "-fPIC", "-shared",
+                    "-mcode-object-version=6", "-O2", "-nogpulib", "--rocm-path=/usr", *args,
                     str(source), "-o", str(out)], check=True, capture_output=True)
-    return out
 
 
 @functools.cache
@@ -95,16 +99,8 @@ def embedded(archs: tuple[str, ...]) -> Path:
 def generic_code_object(arch: str) -> bytes:
     """One whole code object (not bundled) for a processor clang-19 knows, generic ones
     among them: code object v6, e_flags with the generic version."""
-    clang = require_tool("clang++-19")
-    require_tool("ld.lld-19")
-    folder = _folder()
-    source = folder / "generic.hip"
-    source.write_text(GENERIC_KERNEL)
-    out = folder / f"generic-{arch}.co"
-    subprocess.run([clang, "-x", "hip", f"--offload-arch={arch}", "-mcode-object-version=6",
-                    "-O2", "-nogpulib", "--rocm-path=/usr", "--cuda-device-only",
-                    "--no-gpu-bundle-output", "-c", str(source), "-o", str(out)],
-                   check=True, capture_output=True)
+    out = _folder() / f"generic-{arch}.co"
+    _clang19_generic((arch,), out, "--cuda-device-only", "--no-gpu-bundle-output", "-c")
     return out.read_bytes()
 
 
