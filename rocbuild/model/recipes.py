@@ -158,7 +158,7 @@ class Recipe:
     # what AMD's packaging adds after `cmake --install`, as data: prefix-relative paths
     install_links: Mapping[str, str] = _key("install.links", "strmap", {})
     install_files: Mapping[str, str] = _key("install.files", "strmap", {})
-    # components whose installed files this one may replace (ownership.py)
+    # components whose installed files this one may replace (prefix/install.py)
     install_overwrites: tuple[str, ...] = _key("install.overwrites", "strlist", ())
     # installed programs get a RUNPATH relative to $ORIGIN unless this is false (then
     # runpath_reason must say why: the promise of docs/architecture.md is broken on purpose)

@@ -6,7 +6,7 @@ component put there (CMake's manifest, what the install left beyond it, the link
 its recipe declares) with each path's type, size, mode, sha256 and link target. The install
 step is current only while each is unchanged (``stale_install``); a damaged record is rebuilt
 from the build tree (``repair_records``), never read as "owns nothing". The checks an install
-passes before it is recorded are ownership.py's.
+passes before it is recorded are install.py's.
 """
 
 from __future__ import annotations

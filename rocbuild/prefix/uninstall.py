@@ -16,7 +16,7 @@ from pathlib import Path
 from rocbuild.errors import BuildFailed
 from rocbuild.model import layout
 from rocbuild.model.resources import format_bytes
-from rocbuild.prefix import ownership, records
+from rocbuild.prefix import install, records
 from rocbuild.prefix.realpaths import RealPaths
 
 
@@ -56,7 +56,7 @@ def uninstall(prefix: Path, component: str, stack_name: str) -> Removed:
             kept.append(rel)
             continue
         try:
-            path = ownership.checked_path(prefix, rel, component)
+            path = install.checked_path(prefix, rel, component)
         except BuildFailed:
             continue  # a folder on the way leads out of the prefix: nothing there is removed
         if path.is_symlink() or path.is_file():

@@ -132,9 +132,9 @@ def test_no_write_follows_a_link_out_of_the_prefix(tmp_path: Path) -> None:
     assert "(installed by a)" in result.output, result.explain()  # b's install never ran
     assert not (outside / "evil.txt").exists()
     # the write-time check holds on its own too: a link made after b's install started
-    from rocbuild.prefix import ownership
+    from rocbuild.prefix import install
     with pytest.raises(BuildFailed, match="leads outside the prefix"):
-        ownership.checked_path(tmp_path / "prefix", "lib/out/evil.txt", "b")
+        install.checked_path(tmp_path / "prefix", "lib/out/evil.txt", "b")
 
 
 def test_a_file_onto_a_folder_is_one_failure(tmp_path: Path) -> None:

@@ -26,7 +26,8 @@ from rocbuild.model.fingerprint import sha256_text
 from rocbuild.model.graph import Component, Stack
 from rocbuild.model.paths import within
 from rocbuild.model.steptable import PYTHON_VENV, steps_of
-from rocbuild.prefix import ownership, records
+from rocbuild.prefix import install as prefix_install
+from rocbuild.prefix import records
 from rocbuild.run.engine import jobs
 from rocbuild.run.engine.command import run_all
 from rocbuild.run.engine.outcome import StepOutcome, step_logger
@@ -270,18 +271,17 @@ def date_edits(ctx: BuildContext, comp: Component, log: Path, outcome: StepOutco
 
 def install(ctx: BuildContext, comp: Component, log: Path, outcome: StepOutcome) -> None:
     prefix = ctx.stack.prefix
-    write = step_logger(log)
-    with ownership.INSTALLING:  # what the install leaves is read off the prefix
-        ownership.begin_install(prefix, comp)  # claimed; no link out; not complete meanwhile
-        ownership.remove_previous_install(ctx.stack, comp, write)
+
+    def place(placing: prefix_install.Placing) -> set[str]:
+        placing.remove_previous()
         before = records.snapshot(prefix)
         run_all(ctx, comp, "install", buildsystems.of(comp).install(ctx.stack, comp), log,
                 outcome)
         # files an install(CODE)/install(SCRIPT) made are in no manifest: taken from the
         # prefix itself, so the record (and an artifact pushed from it) holds them too
-        left = records.left_by_install(prefix, before)
-        ownership.install_extras(ctx.stack, comp, write)
-        ownership.finish_install(ctx.stack, comp, write, left)
+        return records.left_by_install(prefix, before)
+
+    prefix_install.install(ctx.stack, comp, step_logger(log), place)
 
 
 # --- the build venv: Python packages the recipes need, installed before any build ----------

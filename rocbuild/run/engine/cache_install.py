@@ -17,7 +17,6 @@ component instead.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -25,11 +24,8 @@ from rocbuild.errors import BuildFailed, CacheUnavailable
 from rocbuild.files import write_text_atomic
 from rocbuild.model import buildsystems
 from rocbuild.model.graph import Component
-from rocbuild.model.layout import INFO_DIR, INFO_FILE
 from rocbuild.model.steptable import steps_of
-from rocbuild.prefix import ownership, records
-from rocbuild.prefix.realpaths import RealPaths
-from rocbuild.prefix.transaction import Transaction
+from rocbuild.prefix import install as prefix_install
 from rocbuild.run.engine import actions
 from rocbuild.run.engine.build import BuildContext
 from rocbuild.run.engine.outcome import SKIPPED, StepOutcome, step_logger
@@ -96,6 +92,7 @@ def install_from_cache(ctx: BuildContext, comp: Component, log_file: Path,
     the run: a refused artifact is reported, the step stands aside (SKIPPED: no outcome) and
     the component's normal steps, which come next, build it."""
     from rocbuild.run.cache import stores
+    from rocbuild.run.cache.artifacts import ArtifactRefused
 
     name = comp.name
     choice = served(ctx)[name]
@@ -103,56 +100,42 @@ def install_from_cache(ctx: BuildContext, comp: Component, log_file: Path,
     assert choice.manifest is not None
     log = step_logger(log_file)
     ctx.output.say(f"  {name}: {choice.describe()}, key {choice.key[:12]}")
-    # the build tree's record of the install (install_manifest.txt) is rewritten too
+    # the build tree's record of the install (install_manifest.txt) is rewritten too; it is
+    # outside the prefix, so outside the install's transaction
     record = buildsystems.of(comp).installed_record(comp) if comp.builds else None
     old_record = _read(record)
-    with ownership.INSTALLING:  # one install into the prefix at a time (--parallel)
-        _install(ctx, comp, choice, store, log, outcome, record, old_record)
-
-
-def _install(ctx: BuildContext, comp: Component, choice: Choice, store: ReadStore,
-             log: Callable[[str], None], outcome: StepOutcome, record: Path | None,
-             old_record: str | None) -> None:
-    from rocbuild.run.cache import unpack
-    from rocbuild.run.cache.artifacts import ArtifactRefused
-    from rocbuild.run.cache.cache_store import ProgressLine
-
-    name, prefix = comp.name, ctx.stack.prefix
-    txn = Transaction.begin(prefix)
     try:
-        # every file of the prefix this step writes besides the artifact's: saved first
-        txn.save(f"{INFO_DIR}/{INFO_FILE}")  # marked incomplete meanwhile
-        txn.save(records.record_path(prefix, name).relative_to(prefix).as_posix())
-        ownership.begin_install(prefix, comp)  # claimed; no link out; not complete meanwhile
-        held = ownership.claimed_by_others(prefix, comp, ctx.stack.order)
-        unpack.install(store, ctx.stack, choice, txn, log,
-                      ProgressLine(ctx.output.say, f"{name}: pulling"), held,
-                      before_place=lambda: ownership.remove_previous_install(
-                          ctx.stack, comp, log, before_remove=txn.save_path))
-        real = RealPaths(prefix)
-        for rel, _ in (*comp.install_links, *comp.install_files):
-            if (where := real.of(rel)) is not None:
-                txn.save(where)
-        ownership.install_extras(ctx.stack, comp, log)  # the recipe's links and files
-        ownership.finish_install(ctx.stack, comp, log)  # inside the prefix, no clash; recorded
+        prefix_install.install(ctx.stack, comp, log, lambda placing: _place(
+            ctx, comp, choice, store, placing), transaction=True)
     except (ArtifactRefused, CacheUnavailable, BuildFailed, OSError) as exc:
         # not a failure of the run: the prefix is as it was, and the component's own steps
         # come next and build it (so no outcome either; the summary then lists those steps)
-        txn.rollback()
         _restore(record, old_record)
         log(f"refused: {exc}; the prefix is as it was before")
         ctx.output.say(f"✘ {name}: the cached artifact is refused: {exc}; building it instead")
         outcome.result = SKIPPED
         return
     except BaseException:
-        txn.rollback()
         _restore(record, old_record)
         raise
-    txn.commit()
     # the stamps only once the prefix holds the component for good: a kill before the commit
     # is undone by the next run, which must then find the component not built
     for step in steps_of(comp):  # in order: each stamp's inputs name the one before
         _stamp(ctx, comp, step, choice)
+
+
+def _place(ctx: BuildContext, comp: Component, choice: Choice, store: ReadStore,
+           placing: prefix_install.Placing) -> list[str]:
+    """The artifact's files into the prefix (the placing of prefix/install.py's sequence):
+    the previous install is removed only once the artifact is known good."""
+    from rocbuild.run.cache import unpack
+    from rocbuild.run.cache.cache_store import ProgressLine
+
+    assert placing.txn is not None
+    unpack.install(store, ctx.stack, choice, placing.txn, placing.log,
+                   ProgressLine(ctx.output.say, f"{comp.name}: pulling"), placing.held,
+                   before_place=placing.remove_previous)
+    return []
 
 
 def _read(path: Path | None) -> str | None:

@@ -12,7 +12,7 @@ The prefix gets the same treatment while the prefix lock is held (``clean_prefix
 run installs there, so an unpack folder of a killed cache install (``.rocbuild-unpack-*``,
 artifacts.py), a temp file of an atomic write that a kill stopped just before its rename
 (``.env.sh.<pid>.tmp`` and the like, files.py) and a recipe extra's ``.<name>.rocbuild-tmp``
-(ownership.py) are all left over for good unless this removes them.
+(prefix/install.py) are all left over for good unless this removes them.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from pathlib import Path
 from rocbuild.model.paths import link_on_the_way
 from rocbuild.model.workdir import CONFIGS_DIR, STATE, Workdir
 from rocbuild.prefix import transaction
-from rocbuild.prefix.ownership import EXTRA_TMP_SUFFIX
+from rocbuild.prefix.install import EXTRA_TMP_SUFFIX
 from rocbuild.prefix.transaction import STAGING_NAME
 from rocbuild.run.engine import jobserver
 from rocbuild.run.sources import patches

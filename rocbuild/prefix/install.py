@@ -1,11 +1,16 @@
-"""One install into the prefix, for the build and the cache alike, and whose a path is.
+"""Installing into the prefix, one place for the build and the cache alike: ``install``.
 
-``begin_install`` (the prefix claimed, no link in it leading out, not complete meanwhile),
-``remove_previous_install``, the caller places the files, ``install_extras``, then
-``finish_install``: every path it wrote must lie inside, be none of rocbuild's own files and
-none of another component's (unless its recipe says ``install.overwrites = ["other"]``), all
-compared where the paths really land, and only then is it recorded (records.py). Extras an
-earlier install declared and the recipe no longer does go.
+Its sequence, under ``INSTALLING`` (one install at a time): ``begin_install`` (the prefix
+claimed, no link in it leading out, not complete meanwhile); the caller's ``place`` puts the
+files there (the build system's install, or an artifact's files: run/cache/unpack.py), calling
+``Placing.remove_previous`` when its files may replace the last install's; ``install_extras``
+(the recipe's links and files); ``finish_install``: every path it wrote must lie inside, be
+none of rocbuild's own files and none of another component's (unless its recipe says
+``install.overwrites = ["other"]``), all compared where the paths really land, and only then
+is it recorded (records.py). Extras an earlier install declared and the recipe no longer does
+go. A transactional install (the cache's) saves every entry it replaces first
+(transaction.py) and commits, or rolls back on any error or refusal; a kill is rolled back by
+the next run. uninstall.py takes a component out through the same records.
 
 Writing extras never follows a link out of the prefix: every existing parent folder of a
 path is resolved and must stay inside, a link's target must resolve inside, and a file is
@@ -19,15 +24,18 @@ import contextlib
 import os
 import threading
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 from rocbuild.errors import BuildFailed
 from rocbuild.files import write_json_atomic
 from rocbuild.model import buildsystems, layout, wording
 from rocbuild.model.graph import Component, Stack
+from rocbuild.model.layout import INFO_DIR, INFO_FILE
 from rocbuild.model.paths import resolves_within, within
 from rocbuild.prefix import buildinfo, prefixguard, records
 from rocbuild.prefix.realpaths import RealPaths
+from rocbuild.prefix.transaction import Transaction
 
 Logger = Callable[[str], None]
 EXTRA_TMP_SUFFIX = ".rocbuild-tmp"  # an extra is written to ``.<name>.rocbuild-tmp`` first
@@ -35,6 +43,60 @@ EXTRA_TMP_SUFFIX = ".rocbuild-tmp"  # an extra is written to ``.<name>.rocbuild-
 # install left is read off the prefix before and after it (``records.snapshot``), so no other
 # install may write meanwhile
 INSTALLING = threading.Lock()
+
+
+@dataclass
+class Placing:
+    """What ``install`` hands the caller's ``place``: the undo log of a transactional install
+    (None for the build's), and the removal of the component's previous install."""
+
+    stack: Stack
+    comp: Component
+    log: Logger
+    txn: Transaction | None
+    _held: set[str] | None = field(default=None, init=False)
+
+    @property
+    def held(self) -> set[str]:
+        """The real prefix-relative paths other components' records hold."""
+        if self._held is None:
+            self._held = claimed_by_others(self.stack.prefix, self.comp, self.stack.order)
+        return self._held
+
+    def remove_previous(self) -> None:
+        """``remove_previous_install``, each removed entry saved first in a transaction."""
+        save = self.txn.save_path if self.txn is not None else (lambda _path: None)
+        remove_previous_install(self.stack, self.comp, self.log, before_remove=save)
+
+
+def install(stack: Stack, comp: Component, log: Logger,
+            place: Callable[[Placing], Iterable[str]], *, transaction: bool = False) -> None:
+    """Install ``comp`` into the prefix (the sequence is the module's). ``place`` puts the
+    files there and returns what it left beyond the build system's record of them
+    (``records.left_by_install``). With ``transaction``, any error or refusal leaves the prefix
+    as it was (raised again after the rollback)."""
+    prefix = stack.prefix
+    with INSTALLING:
+        txn = Transaction.begin(prefix) if transaction else None
+        try:
+            if txn is not None:  # the prefix's files this install writes besides the placed ones
+                txn.save(f"{INFO_DIR}/{INFO_FILE}")  # marked incomplete meanwhile
+                txn.save(records.record_path(prefix, comp.name).relative_to(prefix).as_posix())
+            begin_install(prefix, comp)
+            left = place(Placing(stack, comp, log, txn))
+            if txn is not None:
+                real = RealPaths(prefix)
+                for rel, _ in (*comp.install_links, *comp.install_files):
+                    if (where := real.of(rel)) is not None:
+                        txn.save(where)
+            install_extras(stack, comp, log)
+            finish_install(stack, comp, log, left)
+        except BaseException:
+            if txn is not None:
+                txn.rollback()
+            raise
+        if txn is not None:
+            txn.commit()
 
 
 def checked_path(prefix: Path, rel: str, component: str) -> Path:
