@@ -25,7 +25,7 @@ import importlib
 import json
 import os
 import pkgutil
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING
@@ -151,6 +151,11 @@ class BuildSystem:
         is no configured tree, or the system cannot tell."""
         return None
 
+    def recipe_launchers(self, comp: Component) -> Mapping[str, str]:
+        """The compiler launchers the recipe names itself, by language (``C``, ``CXX``,
+        ``HIP``): its word wins over rocbuild's and the user's (``launchers.choices``)."""
+        return {}
+
     def tree_build_tool(self, comp: Component) -> str | None:
         """The program ``comp``'s configured tree builds with (is it a jobserver client:
         run/engine/jobs.py); None: no tree, or the system cannot tell."""
@@ -259,13 +264,12 @@ def of(comp: Component) -> BuildSystem:
     return for_kind(comp.recipe.kind)
 
 
-def configure_key(stack: Stack, comp: Component,
-                  clean: Callable[[list[str]], list[str]] = list) -> str:
-    """The configure commands without job counts (each passed through ``clean``) as JSON: a
-    fingerprint input (the up-to-date rule's, the binary cache's key). One command stands for
-    itself, so the stamps and the artifact keys of CMake builds are those earlier rocbuilds
-    wrote."""
+def configure_key(stack: Stack, comp: Component) -> str:
+    """The configure commands without job counts and launchers (``fingerprint_args``) as JSON:
+    a fingerprint input (the up-to-date rule's, the binary cache's key). One command stands
+    for itself, so the stamps and the artifact keys of CMake builds are those earlier
+    rocbuilds wrote."""
     system = of(comp)
-    commands = [clean(system.fingerprint_args(stack, comp, argv))
+    commands = [system.fingerprint_args(stack, comp, argv)
                 for argv in system.configure(stack, comp, None)]
     return json.dumps(commands[0] if len(commands) == 1 else commands)

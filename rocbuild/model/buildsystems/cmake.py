@@ -38,6 +38,9 @@ CMAKE_OWN_DEFINES = frozenset({"BUILD_SHARED_LIBS"})
 UNSET_RESERVED = ("CMAKE_INSTALL_PREFIX",)
 # job counts only fill the recipe's job_args; any count renders the same option names
 NAME_JOBS: Mapping[str, int] = {"compile": 1, "link": 1, "tensile": 1}
+# a recipe's own compiler launcher: a cmake arg, or the variable in its [env]
+_LAUNCHER_ARG = re.compile(r"^-DCMAKE_(C|CXX|HIP)_COMPILER_LAUNCHER(?::[A-Za-z]+)?=(.*)$")
+_LAUNCHER_ENV = re.compile(r"^CMAKE_(C|CXX|HIP)_COMPILER_LAUNCHER$")
 
 
 def cmake_defines(argv: Sequence[str]) -> list[tuple[str, str]]:
@@ -216,7 +219,20 @@ class CMake(BuildSystem):
         return [*runpath, *rpath_args(stack.base)]
 
     def launcher_args(self, stack: Stack, comp: Component) -> list[str]:
-        return launchers.cmake_args(stack.launch, comp)
+        """CMAKE_<LANG>_COMPILER_LAUNCHER for C, C++ and HIP, for the languages whose launcher
+        is not the recipe's own (those it passes itself, and nothing comes after them)."""
+        return [f"-DCMAKE_{lang}_COMPILER_LAUNCHER={choice.launcher}"
+                for lang, choice in launchers.choices(stack.launch, comp).items()
+                if choice.launcher and not choice.source.startswith("recipe ")]
+
+    def recipe_launchers(self, comp: Component) -> Mapping[str, str]:
+        """A cmake arg, or the CMAKE_<LANG>_COMPILER_LAUNCHER variable of the recipe's [env],
+        which CMake takes as the default of the cache entry, so a -D of rocbuild's own would
+        replace it (an arg of the recipe's beats its env, as in CMake)."""
+        found = {m.group(1): value for key, value in comp.env
+                 if (m := _LAUNCHER_ENV.match(key)) and value}
+        return found | {m.group(1): m.group(2) for arg in comp.build_args
+                        if (m := _LAUNCHER_ARG.match(arg))}
 
     def tree_launchers(self, comp: Component) -> Mapping[str, str] | None:
         """CMAKE_<LANG>_COMPILER_LAUNCHER of the tree's CMakeCache.txt (a -D of configure is
@@ -226,11 +242,8 @@ class CMake(BuildSystem):
                                                                  errors="replace")
         except OSError:  # not configured (or not a readable file): nothing to tell
             return None
-        found: dict[str, str] = {}
-        for match in _CACHE_LAUNCHER.finditer(text):
-            if match.group(2).strip():
-                found[match.group(1)] = match.group(2).strip()
-        return found
+        return {m.group(1): m.group(2).strip() for m in _CACHE_LAUNCHER.finditer(text)
+                if m.group(2).strip()}
 
     def tree_build_tool(self, comp: Component) -> str | None:
         """The ninja the tree runs: CMAKE_MAKE_PROGRAM in its CMakeCache.txt."""
@@ -250,7 +263,8 @@ class CMake(BuildSystem):
 
     def fingerprint_args(self, stack: Stack, comp: Component, argv: list[str]) -> list[str]:
         """Without every CMAKE_<LANG>_COMPILER_LAUNCHER, the recipe's own too."""
-        return launchers.without_launchers(argv)
+        return [a for a in argv if not a.startswith(tuple(
+            f"-DCMAKE_{lang}_COMPILER_LAUNCHER=" for lang in launchers.LANGUAGES))]
 
     def check_args(self, file: Path, key: str, args: Sequence[str]) -> None:
         """The reserved prefixes in every spelling (``-D NAME=VALUE``, one option in two
