@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
@@ -87,6 +87,23 @@ def test_a_new_cmake_tree_gets_a_jobserver_ninja_first_on_path() -> None:
     assert cmake.configure_programs(FakeHost(versions, "/usr/bin/ninja")) == {}  # none here
     # a system that records nothing leaves the environment as it is
     assert BuildSystem().configure_programs(FakeHost(versions, None, (wheel,))) == {}
+
+
+def test_make_is_a_pool_client_from_4_2_through_a_bridge_before_4_4(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from tests.support import make_system
+
+    make, stack = Make(), cast(Any, None)
+    comp: Any = SimpleNamespace(build_dir=Path("/b"), source_dir=Path("/s"))
+    assert make.why_no_pool_client(comp, FakeHost({"make": (4, 3)})) == ""
+    assert "no jobserver client" in make.why_no_pool_client(comp, FakeHost({"make": (4, 1)}))
+    plain = ["make", "-C", "/b", "-f", "/s/Makefile"]
+    assert make.build(stack, comp, 4) == [[*plain, "-j4"]]
+    monkeypatch.setattr(make_system.buildtools, "version", lambda program: (4, 4, 1))
+    assert make.build(stack, comp, None) == [plain]  # it reads the fifo: form itself
+    monkeypatch.setattr(make_system.buildtools, "version", lambda program: (4, 3))
+    assert make.build(stack, comp, None) == [
+        ["sh", "-c", make_system.BRIDGE, "make-jobserver-bridge", *plain]]
 
 
 def test_a_cmake_tree_builds_with_its_cache_s_make_program(tmp_path: Path) -> None:
