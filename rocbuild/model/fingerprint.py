@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from rocbuild.errors import redact
-from rocbuild.model import buildsystems, launchers
+from rocbuild.model import buildsystems
 
 if TYPE_CHECKING:  # graph renders components with this module; only the types are needed
     from rocbuild.model.graph import Component, Stack
@@ -77,7 +77,7 @@ def command_key(stack: Stack, comp: Component, portable: bool = False) -> str:
     RUNPATH) change the result as much as the recipe's, so a new rule in rocbuild
     reconfigures; the job counts and the compiler launchers are left out (they change only
     the speed). ``portable``: with the prefix and workdir paths taken out (the cache's)."""
-    text = buildsystems.configure_key(stack, comp, launchers.without_launchers)
+    text = buildsystems.configure_key(stack, comp)
     return sha256_text(portable_text(stack, text) if portable else text)
 
 

@@ -3,13 +3,13 @@ components a recipe marks distributable.
 
 This module owns the settings' parsers (--ccache, --distcc, --launcher), the launchers of a
 run decided from the settings and what the host has (``resolve``, given the tools that
-checks/launchtools.py found when the run started), the launcher arguments configure passes
-(CMAKE_<LANG>_COMPILER_LAUNCHER), the variables every build step gets (CCACHE_*, DISTCC_*,
-Tensile's launchers) and the split of compile jobs into local and remote slots. It runs
-nothing: the host probe, the doctor and preflight checks are checks/launchtools.py's, what a
-step saved (ccache's stats log, distcc's log, kept in state) is run/state/launchstats.py's.
-Launchers change only the speed of a build, never its output, so nothing here is part of
-any fingerprint.
+checks/launchtools.py found when the run started), each language's launcher (``choices``;
+the build system spells them and reads a recipe's own), the variables every build step gets
+(CCACHE_*, DISTCC_*, Tensile's launchers) and the split of compile jobs into local and remote
+slots. It runs nothing: the host probe, the doctor and preflight checks are launchtools.py's,
+what a step saved (ccache's stats log, distcc's log, kept in state) is launchstats.py's
+(run/state/). Launchers change only the speed of a build, never its output, so nothing here
+is part of any fingerprint.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from rocbuild.model import buildsystems
 from rocbuild.model.resources import (
     GIB,
     HostSnapshot,
@@ -223,30 +224,7 @@ def distributes(launch: Launch, comp: Component) -> bool:
     return bool(launch.distcc) and comp.recipe.distribute
 
 
-# --- configure: the launcher arguments ------------------------------------------------------
-_LAUNCHER_ARG = re.compile(r"^-DCMAKE_(C|CXX|HIP)_COMPILER_LAUNCHER(?::[A-Za-z]+)?=(.*)$")
-
-
-_LAUNCHER_ENV = re.compile(r"^CMAKE_(C|CXX|HIP)_COMPILER_LAUNCHER$")
-
-
-def recipe_launchers(comp: Component) -> dict[str, str]:
-    """The launchers the recipe names, by language: its word wins. Either as a cmake arg or
-    as the CMAKE_<LANG>_COMPILER_LAUNCHER variable of its [env], which CMake takes as the
-    default of the cache entry, so a -D of rocbuild's own would replace it (an arg of the
-    recipe's beats its env, as in CMake)."""
-    found: dict[str, str] = {}
-    for key, value in comp.env:
-        match = _LAUNCHER_ENV.match(key)
-        if match and value:
-            found[match.group(1)] = value
-    for arg in comp.build_args:
-        match = _LAUNCHER_ARG.match(arg)
-        if match:
-            found[match.group(1)] = match.group(2)
-    return found
-
-
+# --- configure: who decides each language's launcher --------------------------------------
 @dataclass(frozen=True)
 class LauncherChoice:
     """Who decides a language's compiler launcher for one component, and what it is."""
@@ -260,9 +238,9 @@ class LauncherChoice:
 
 def choices(launch: Launch | None, comp: Component) -> dict[str, LauncherChoice]:
     """Per language, the launcher the component is configured with: the recipe's own
-    CMAKE_<LANG>_COMPILER_LAUNCHER (the recipe's word wins, as for RUNPATH), else the user's
+    (``BuildSystem.recipe_launchers``: the recipe's word wins, as for RUNPATH), else the user's
     `launcher` setting, else rocbuild's ccache (with distcc behind it where distributed)."""
-    own = recipe_launchers(comp)
+    own = buildsystems.of(comp).recipe_launchers(comp) if comp.builds else {}
     ours = dict(_rocbuild_launchers(launch, comp))
     out: dict[str, LauncherChoice] = {}
     for lang in LANGUAGES:
@@ -306,20 +284,6 @@ def summary(launch: Launch | None, comp: Component) -> str:
     if len(texts) == 1:
         return texts.pop()
     return "; ".join(f"{lang}: {c.text()}" for lang, c in picked.items())
-
-
-def cmake_args(launch: Launch | None, comp: Component) -> list[str]:
-    """CMAKE_<LANG>_COMPILER_LAUNCHER for C, C++ and HIP, for the languages whose launcher
-    is not the recipe's own (those it passes itself, and nothing comes after them)."""
-    return [f"-DCMAKE_{lang}_COMPILER_LAUNCHER={choice.launcher}"
-            for lang, choice in choices(launch, comp).items()
-            if choice.launcher and not choice.source.startswith("recipe ")]
-
-
-def without_launchers(argv: list[str]) -> list[str]:
-    """A configure command without the launcher arguments, for fingerprints (speed only)."""
-    return [a for a in argv
-            if not any(a.startswith(f"-DCMAKE_{lang}_COMPILER_LAUNCHER=") for lang in LANGUAGES)]
 
 
 def _program(launcher: str) -> str:

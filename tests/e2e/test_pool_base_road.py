@@ -15,8 +15,9 @@ from pathlib import Path
 
 import pytest
 
+from rocbuild.checks import buildtools
 from rocbuild.cli.main import main
-from rocbuild.run.engine import jobserver
+from rocbuild.model.buildsystems import cmake
 from tests.conftest import require_tool
 from tests.support.chain import FAKE_HOST, make_repo
 
@@ -102,7 +103,7 @@ def test_the_base_roads_builds_fill_one_pool_and_never_exceed_it(
         capsys: pytest.CaptureFixture[str]) -> None:
     for tool in ("git", "cmake"):
         require_tool(tool)
-    if jobserver.jobserver_ninja() is None:
+    if cmake.jobserver_ninja(buildtools) is None:
         pytest.skip("no ninja >= 1.13 here (pip install ninja): no jobserver client")
     # 8 CPUs for job sizing (the builds are real): each build alone would get --jobs 4
     monkeypatch.setattr("os.sched_getaffinity", lambda pid: set(range(8)))

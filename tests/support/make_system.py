@@ -3,7 +3,8 @@ Makefile, installed through ``make install DESTDIR=<build>/stage`` and copied in
 prefix, with the list of installed files written beside the build. It shows that a build
 system is one module: nothing in rocbuild names it; a test registers it
 (``buildsystems.register(Make())``) and a recipe says ``kind = "make"`` with a ``[make]``
-table."""
+table. Its build is a GNU make jobserver client: run without a job count, make takes its
+jobs from the run's job pool."""
 
 from __future__ import annotations
 
@@ -11,10 +12,12 @@ import contextlib
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
+from rocbuild.checks import buildtools
 from rocbuild.model import buildsystems, launchers
 from rocbuild.model.buildsystems import (
     BuildSystem,
     Commands,
+    HostPrograms,
     Lint,
     install_runpath,
     refuse_reserved,
@@ -22,6 +25,22 @@ from rocbuild.model.buildsystems import (
 from rocbuild.model.graph import Component, Stack
 
 RECORD = "installed.txt"
+# The pool hands out --jobserver-auth=fifo:PATH (run/engine/jobserver.py), which GNU make
+# reads from 4.4 on; 4.2 and 4.3 read only the pipe form R,W, descriptors they inherit, and
+# stop at the fifo form ("invalid --jobserver-auth string"). The bridge opens the FIFO
+# read-write on descriptor 3 (one open file for both ends, as the pool's own) and hands make
+# that, keeping the rest of MAKEFLAGS.
+FIFO_MAKE = (4, 4)
+PIPE_MAKE = (4, 2)  # the first make that reads --jobserver-auth (before: --jobserver-fds)
+BRIDGE = ('fifo=${MAKEFLAGS#*--jobserver-auth=fifo:}; exec 3<>"${fifo%% *}" && '
+          'MAKEFLAGS="${MAKEFLAGS%%--jobserver-auth=*}--jobserver-auth=3,3" exec "$@"')
+
+
+def client_command(make: list[str], version: tuple[int, ...] | None) -> list[str]:
+    """``make`` as a client of the pool in MAKEFLAGS, for a make of ``version``."""
+    if version is not None and version >= FIFO_MAKE:
+        return make
+    return ["sh", "-c", BRIDGE, "make-jobserver-bridge", *make]
 
 
 @contextlib.contextmanager
@@ -47,9 +66,18 @@ class Make(BuildSystem):
                  *comp.build_args, *self.runpath_args(stack, comp),
                  *self.launcher_args(stack, comp)]]
 
-    def build(self, stack: Stack, comp: Component, jobs: int | None) -> Commands:
-        return [["make", "-C", str(comp.build_dir), "-f", str(comp.source_dir / "Makefile"),
-                 f"-j{jobs or 1}"]]
+    def build(self, stack: Stack, comp: Component, jobs: int | None,
+              target: str | None = None) -> Commands:
+        make = ["make", "-C", str(comp.build_dir), "-f", str(comp.source_dir / "Makefile")]
+        if jobs is None:  # the pool's client
+            return [client_command(make, buildtools.version("make"))]
+        return [[*make, f"-j{jobs}"]]
+
+    def why_no_pool_client(self, comp: Component, host: HostPrograms) -> str:
+        """GNU make >= 4.2 is a client (through BRIDGE before 4.4)."""
+        version = host.version("make")
+        return "" if version is not None and version >= PIPE_MAKE else \
+            "this make is older than 4.2 or no GNU make: no jobserver client"
 
     def install(self, stack: Stack, comp: Component) -> Commands:
         stage = comp.build_dir / "stage"

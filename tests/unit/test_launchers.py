@@ -5,13 +5,15 @@ ccache/distcc programs (the e2e tests run the real ones)."""
 from __future__ import annotations
 
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
 from rocbuild.checks import launchtools
 from rocbuild.errors import ConfigError
 from rocbuild.model import launchers
-from rocbuild.model.graph import load_stack
+from rocbuild.model.buildsystems.cmake import CMake
+from rocbuild.model.graph import Component, load_stack
 from rocbuild.model.resources import GIB, HostSnapshot, jobs_by_kind
 from rocbuild.model.settings import resolve
 from rocbuild.run.state import launchstats
@@ -36,6 +38,11 @@ def stack_for(write_recipes, tmp_path: Path, env: dict[str, str] | None = None,
     return stack, launch
 
 
+def compiler_launcher_args(launch: launchers.Launch, comp: Component) -> list[str]:
+    """CMake's launcher arguments for ``comp`` with the launchers ``launch``."""
+    return CMake().launcher_args(SimpleNamespace(launch=launch), comp)  # type: ignore[arg-type]
+
+
 @pytest.fixture(autouse=True)
 def known_version(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(launchtools, "ccache_version", lambda path, memo=None: (4, 7, 5))
@@ -46,7 +53,7 @@ def test_ccache_goes_in_front_of_c_cxx_and_hip(write_recipes, tmp_path: Path) ->
     assert launch.ccache_state == "on (ccache 4.7.5)"
     assert launchers.effective_settings(launch, stack.selected())["ccache"] == \
         f"on (ccache 4.7.5), cache {Path.home()}/.cache/rocbuild/ccache (max 24 GiB)"
-    args = launchers.cmake_args(launch, stack.components["device"])
+    args = compiler_launcher_args(launch, stack.components["device"])
     assert args == [f"-DCMAKE_{lang}_COMPILER_LAUNCHER=/usr/bin/ccache"
                     for lang in ("C", "CXX", "HIP")]
 
@@ -144,12 +151,12 @@ def test_off_keeps_the_launcher_in_the_tree_and_disables_the_cache(write_recipes
     """The tree's launcher never depends on one run's --ccache: off passes through."""
     stack, launch = stack_for(write_recipes, tmp_path, ccache="off")
     assert launch.ccache is None and launch.ccache_state == "off (flag --ccache)"
-    assert launchers.cmake_args(launch, stack.components["device"]) == [
+    assert compiler_launcher_args(launch, stack.components["device"]) == [
         f"-DCMAKE_{lang}_COMPILER_LAUNCHER=/usr/bin/ccache" for lang in ("C", "CXX", "HIP")]
     assert launchers.launcher_env(launch, stack, stack.components["device"]) == \
         {"CCACHE_DISABLE": "1"}
     no_ccache, launch = stack_for(write_recipes, tmp_path, ccache="off", tools={})
-    assert launchers.cmake_args(launch, no_ccache.components["device"]) == []
+    assert compiler_launcher_args(launch, no_ccache.components["device"]) == []
     stack, launch = stack_for(write_recipes, tmp_path, tools={})
     assert launch.ccache_state == "off (ccache is not installed)"
     said: list[str] = []
@@ -169,7 +176,7 @@ def test_distcc_sits_behind_ccache_for_distributable_recipes_only(
     assert env["DISTCC_FALLBACK"] == "1" and env["DISTCC_LOG"].endswith("logs/host/distcc.log")
     assert "CCACHE_PREFIX" not in launchers.launcher_env(launch, stack, device)
     # HIP device compiles stay local: their launcher clears the prefix
-    hip = [a for a in launchers.cmake_args(launch, host) if "HIP" in a]
+    hip = [a for a in compiler_launcher_args(launch, host) if "HIP" in a]
     assert hip[0].endswith(";CCACHE_PREFIX=;/usr/bin/ccache")
     # ccache off: it passes each compile through, to distcc behind it (CCACHE_PREFIX)
     stack, launch = stack_for(write_recipes, tmp_path, distcc="box1/8", ccache="off")
@@ -178,10 +185,10 @@ def test_distcc_sits_behind_ccache_for_distributable_recipes_only(
     # without a ccache on the host, distcc is the launcher itself
     stack, launch = stack_for(write_recipes, tmp_path, distcc="box1/8", ccache="off",
                               tools={"distcc": "/usr/bin/distcc"})
-    assert launchers.cmake_args(launch, stack.components["host"]) == [
+    assert compiler_launcher_args(launch, stack.components["host"]) == [
         "-DCMAKE_C_COMPILER_LAUNCHER=/usr/bin/distcc",
         "-DCMAKE_CXX_COMPILER_LAUNCHER=/usr/bin/distcc"]
-    assert launchers.cmake_args(launch, stack.components["device"]) == []
+    assert compiler_launcher_args(launch, stack.components["device"]) == []
 
 
 @pytest.mark.parametrize("hosts, slots", [

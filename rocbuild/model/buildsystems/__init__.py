@@ -25,10 +25,10 @@ import importlib
 import json
 import os
 import pkgutil
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import MappingProxyType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from rocbuild.errors import ConfigError
 
@@ -42,6 +42,15 @@ Lint = list[tuple[str, str]]  # (level, message): "error" fails lint-recipes, "w
 # the methods every registered build system implements or names in ``lacks`` with a reason
 CONTRACTS = ("runpath_args", "launcher_args", "check_args", "lint", "installed_files",
              "installed_record")
+
+
+class HostPrograms(Protocol):
+    """The host's build programs as a build system asks about them: checks/buildtools.py
+    answers (the model probes nothing)."""
+
+    def version(self, program: str) -> tuple[int, ...] | None: ...
+    def which(self, name: str) -> str | None: ...
+    def candidates(self, name: str) -> list[str]: ...
 
 
 def install_runpath(stack: Stack, component: Component) -> str:
@@ -94,10 +103,7 @@ class BuildSystem:
     option_form = "{}"  # how an option is written in messages ("-D{}" for CMake)
     title = ""  # its name in messages ("CMake"); the kind when empty
     build_files = "build files"  # what its build files are called in messages
-    # its build command without a job count takes its jobs from the run's job pool (a GNU
-    # make jobserver client: ninja >= 1.13 under CMake); false: it is always given a count
-    jobserver_client = False
-    # such a build's environment beyond the pool's MAKEFLAGS (None: the variable is unset)
+    # a pool client's environment beyond the pool's MAKEFLAGS (None: the variable is unset)
     client_env: Mapping[str, str | None] = MappingProxyType({})
     # contract (of CONTRACTS) -> why this system cannot keep it; empty: it keeps them all
     lacks: Mapping[str, str] = {}
@@ -112,8 +118,8 @@ class BuildSystem:
     def build(self, stack: Stack, comp: Component, jobs: int | None,
               target: str | None = None) -> Commands:
         """The compile step with ``jobs`` parallel jobs (None, only where
-        ``jobserver_client``: as many as the run's job pool gives it); ``target``: only that
-        build target (the recipe's tensile_target, where its keys take one)."""
+        ``why_no_pool_client`` is "": as many as the run's job pool gives it); ``target``: only
+        that build target (the recipe's tensile_target, where its keys take one)."""
         raise NotImplementedError
 
     def install(self, stack: Stack, comp: Component) -> Commands:
@@ -151,10 +157,22 @@ class BuildSystem:
         is no configured tree, or the system cannot tell."""
         return None
 
-    def tree_build_tool(self, comp: Component) -> str | None:
-        """The program ``comp``'s configured tree builds with (is it a jobserver client:
-        run/engine/jobs.py); None: no tree, or the system cannot tell."""
-        return None
+    def recipe_launchers(self, comp: Component) -> Mapping[str, str]:
+        """The compiler launchers the recipe names itself, by language (``C``, ``CXX``,
+        ``HIP``): its word wins over rocbuild's and the user's (``launchers.choices``)."""
+        return {}
+
+    def why_no_pool_client(self, comp: Component, host: HostPrograms) -> str:
+        """Why ``comp``'s configured tree, built without a job count, cannot take its jobs
+        from the run's job pool as a GNU make jobserver client (run/engine/jobs.py), in a few
+        words; "" when it can (then ``client_env`` is its environment beyond MAKEFLAGS)."""
+        return f"{self.title or self.kind} is no jobserver client"
+
+    def configure_programs(self, host: HostPrograms) -> Mapping[str, str]:
+        """Programs (name -> path) a configure must find first on PATH, because the tree it
+        makes records the one it finds; the run links them into a folder of the workdir's
+        (run/engine/jobs.py). Empty: the environment stays as it is."""
+        return {}
 
     def base_build_dirs(self, base: Path) -> list[Path]:
         """The folders of an installed base whose build files a build of this system loads."""
@@ -259,13 +277,12 @@ def of(comp: Component) -> BuildSystem:
     return for_kind(comp.recipe.kind)
 
 
-def configure_key(stack: Stack, comp: Component,
-                  clean: Callable[[list[str]], list[str]] = list) -> str:
-    """The configure commands without job counts (each passed through ``clean``) as JSON: a
-    fingerprint input (the up-to-date rule's, the binary cache's key). One command stands for
-    itself, so the stamps and the artifact keys of CMake builds are those earlier rocbuilds
-    wrote."""
+def configure_key(stack: Stack, comp: Component) -> str:
+    """The configure commands without job counts and launchers (``fingerprint_args``) as JSON:
+    a fingerprint input (the up-to-date rule's, the binary cache's key). One command stands
+    for itself, so the stamps and the artifact keys of CMake builds are those earlier
+    rocbuilds wrote."""
     system = of(comp)
-    commands = [clean(system.fingerprint_args(stack, comp, argv))
+    commands = [system.fingerprint_args(stack, comp, argv)
                 for argv in system.configure(stack, comp, None)]
     return json.dumps(commands[0] if len(commands) == 1 else commands)

@@ -19,6 +19,7 @@ from rocbuild.model import cmakecode, launchers
 from rocbuild.model.buildsystems import (
     BuildSystem,
     Commands,
+    HostPrograms,
     Lint,
     install_runpath,
     refuse_reserved,
@@ -38,6 +39,11 @@ CMAKE_OWN_DEFINES = frozenset({"BUILD_SHARED_LIBS"})
 UNSET_RESERVED = ("CMAKE_INSTALL_PREFIX",)
 # job counts only fill the recipe's job_args; any count renders the same option names
 NAME_JOBS: Mapping[str, int] = {"compile": 1, "link": 1, "tensile": 1}
+# the first ninja that is a GNU make jobserver client (run/engine/jobserver.py says how)
+JOBSERVER_NINJA = (1, 13)
+# a recipe's own compiler launcher: a cmake arg, or the variable in its [env]
+_LAUNCHER_ARG = re.compile(r"^-DCMAKE_(C|CXX|HIP)_COMPILER_LAUNCHER(?::[A-Za-z]+)?=(.*)$")
+_LAUNCHER_ENV = re.compile(r"^CMAKE_(C|CXX|HIP)_COMPILER_LAUNCHER$")
 
 
 def cmake_defines(argv: Sequence[str]) -> list[tuple[str, str]]:
@@ -149,16 +155,14 @@ def _lint_targets(stacks: Sequence[Stack], comp_name: str) -> Lint:
     return out
 
 
-def build_argv(component: Component, jobs: int | None, target: str | None = None) -> list[str]:
-    """``cmake --build``; ``jobs`` None: no count, so a ninja >= 1.13 takes its jobs from the
-    run's job pool (MAKEFLAGS: run/engine/jobserver.py); ``target``: that target alone."""
-    count = ["--parallel", str(jobs)] if jobs is not None else []
-    only = ["--target", target] if target else []
-    return ["cmake", "--build", str(component.build_dir), *only, *count]
+def _client_ninja(host: HostPrograms, program: str | None) -> bool:
+    version = host.version(program) if program else None
+    return version is not None and version[:2] >= JOBSERVER_NINJA
 
 
-def install_argv(component: Component) -> list[str]:
-    return ["cmake", "--install", str(component.build_dir)]
+def jobserver_ninja(host: HostPrograms) -> str | None:
+    """A ninja here that is a jobserver client (PATH's when it is new enough), else None."""
+    return next((p for p in host.candidates("ninja") if _client_ninja(host, p)), None)
 
 
 # of the first CMake Error's message, in a summary: find_package's "Could not find a package
@@ -177,7 +181,6 @@ class CMake(BuildSystem):
     kind = "cmake"
     table = "cmake"
     keys = ("args", "build_type", "install_prefix", "job_args", "distribute", "tensile_target")
-    jobserver_client = True  # when the tree's ninja is >= 1.13 (run/engine/jobserver.py)
     # CMAKE_BUILD_PARALLEL_LEVEL would make `cmake --build` pass -j (no client)
     client_env: Mapping[str, str | None] = MappingProxyType({"CMAKE_BUILD_PARALLEL_LEVEL": None})
     # every spelling CMake 3.25 takes for the install prefix (typed -D and --install-prefix
@@ -201,10 +204,14 @@ class CMake(BuildSystem):
 
     def build(self, stack: Stack, comp: Component, jobs: int | None,
               target: str | None = None) -> Commands:
-        return [build_argv(comp, jobs, target)]
+        """``cmake --build``; ``jobs`` None: no count, so a ninja >= 1.13 takes its jobs from
+        the run's job pool (MAKEFLAGS: run/engine/jobserver.py); ``target``: that alone."""
+        count = ["--parallel", str(jobs)] if jobs is not None else []
+        only = ["--target", target] if target else []
+        return [["cmake", "--build", str(comp.build_dir), *only, *count]]
 
     def install(self, stack: Stack, comp: Component) -> Commands:
-        return [install_argv(comp)]
+        return [["cmake", "--install", str(comp.build_dir)]]
 
     def runpath_args(self, stack: Stack, comp: Component) -> list[str]:
         """CMAKE_INSTALL_RPATH, unless the recipe sets its own or opts out, and on a --base
@@ -216,7 +223,20 @@ class CMake(BuildSystem):
         return [*runpath, *rpath_args(stack.base)]
 
     def launcher_args(self, stack: Stack, comp: Component) -> list[str]:
-        return launchers.cmake_args(stack.launch, comp)
+        """CMAKE_<LANG>_COMPILER_LAUNCHER for C, C++ and HIP, for the languages whose launcher
+        is not the recipe's own (those it passes itself, and nothing comes after them)."""
+        return [f"-DCMAKE_{lang}_COMPILER_LAUNCHER={choice.launcher}"
+                for lang, choice in launchers.choices(stack.launch, comp).items()
+                if choice.launcher and not choice.source.startswith("recipe ")]
+
+    def recipe_launchers(self, comp: Component) -> Mapping[str, str]:
+        """A cmake arg, or the CMAKE_<LANG>_COMPILER_LAUNCHER variable of the recipe's [env],
+        which CMake takes as the default of the cache entry, so a -D of rocbuild's own would
+        replace it (an arg of the recipe's beats its env, as in CMake)."""
+        found = {m.group(1): value for key, value in comp.env
+                 if (m := _LAUNCHER_ENV.match(key)) and value}
+        return found | {m.group(1): m.group(2) for arg in comp.build_args
+                        if (m := _LAUNCHER_ARG.match(arg))}
 
     def tree_launchers(self, comp: Component) -> Mapping[str, str] | None:
         """CMAKE_<LANG>_COMPILER_LAUNCHER of the tree's CMakeCache.txt (a -D of configure is
@@ -226,14 +246,24 @@ class CMake(BuildSystem):
                                                                  errors="replace")
         except OSError:  # not configured (or not a readable file): nothing to tell
             return None
-        found: dict[str, str] = {}
-        for match in _CACHE_LAUNCHER.finditer(text):
-            if match.group(2).strip():
-                found[match.group(1)] = match.group(2).strip()
-        return found
+        return {m.group(1): m.group(2).strip() for m in _CACHE_LAUNCHER.finditer(text)
+                if m.group(2).strip()}
+
+    def why_no_pool_client(self, comp: Component, host: HostPrograms) -> str:
+        """A client where its tree's ninja is >= 1.13 (none where there is no tree yet)."""
+        if _client_ninja(host, self.tree_build_tool(comp)):
+            return ""
+        return (f"this build tree's ninja is older than {'.'.join(map(str, JOBSERVER_NINJA))}: "
+                "no jobserver client")
+
+    def configure_programs(self, host: HostPrograms) -> Mapping[str, str]:
+        """A ninja that is a jobserver client where PATH's is not: a new tree records the
+        ninja it finds (CMAKE_MAKE_PROGRAM), once, and keeps it."""
+        found = None if _client_ninja(host, host.which("ninja")) else jobserver_ninja(host)
+        return {"ninja": found} if found else {}
 
     def tree_build_tool(self, comp: Component) -> str | None:
-        """The ninja the tree runs: CMAKE_MAKE_PROGRAM in its CMakeCache.txt."""
+        """The ninja the tree runs: CMAKE_MAKE_PROGRAM in its CMakeCache.txt; None: no tree."""
         try:
             with (comp.build_dir / "CMakeCache.txt").open(encoding="utf-8", errors="replace") as f:
                 found = next((ln for ln in f if ln.startswith("CMAKE_MAKE_PROGRAM:")), "")
@@ -250,7 +280,8 @@ class CMake(BuildSystem):
 
     def fingerprint_args(self, stack: Stack, comp: Component, argv: list[str]) -> list[str]:
         """Without every CMAKE_<LANG>_COMPILER_LAUNCHER, the recipe's own too."""
-        return launchers.without_launchers(argv)
+        return [a for a in argv if not a.startswith(tuple(
+            f"-DCMAKE_{lang}_COMPILER_LAUNCHER=" for lang in launchers.LANGUAGES))]
 
     def check_args(self, file: Path, key: str, args: Sequence[str]) -> None:
         """The reserved prefixes in every spelling (``-D NAME=VALUE``, one option in two

@@ -13,17 +13,17 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shutil
 import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from rocbuild.checks import hostload
+from rocbuild.checks import buildtools, hostload
 from rocbuild.errors import BuildFailed
 from rocbuild.files import read_json
 from rocbuild.model import buildsystems, launchers, resources
+from rocbuild.model.buildsystems import cmake
 from rocbuild.model.graph import Component
 from rocbuild.model.resources import GIB
 from rocbuild.model.steps import step_env
@@ -93,15 +93,13 @@ def compile_step(ctx: BuildContext, comp: Component, log: Path, outcome: StepOut
     with _counted_in_pool(ctx, comp, counts["compile"].jobs) as own_counts_fit:
         wanted = counts["compile"].jobs
         capped = job_cap(ctx.stack.workdir, comp.name)  # an OOM kill's lower count
-        speaks = is_pool_client(comp)
-        client = speaks and not own_counts_fit and (capped is None or capped >= pool.size)
+        why_not = buildsystems.of(comp).why_no_pool_client(comp, buildtools)
+        client = not why_not and not own_counts_fit and (capped is None or capped >= pool.size)
         jobs: int | None = None if client else min(wanted, pool.size)
         how = (f"from the run's pool of {pool.size} (jobserver)" if client else
                f"{jobs} of the run's pool of {pool.size}" + (
                    " (the compiles running now fit with their own counts)"
-                   if own_counts_fit else "" if speaks else
-                   f" (this build tree's ninja is older than "
-                   f"{'.'.join(map(str, jobserver.JOBSERVER_NINJA))}: no jobserver client)"))
+                   if own_counts_fit else f" ({why_not})" if why_not else ""))
         ctx.output.say(f"  {comp.name}: {counts['compile'].reason}; {how}")
         with launchstats.observe(ctx.stack.launch, comp, outcome.warnings):
             compile_with_retries(ctx, comp, log, outcome, counts, jobs)
@@ -116,8 +114,8 @@ def open_pool(ctx: BuildContext, parallel: int | None) -> None:
     plain doit's worker threads)."""
     ctx.pool_sizing = poolsize.PoolSizing.of(ctx)
     ctx.pool = jobserver.JobPool(1)  # the first compile's start sizes it
-    ninja = jobserver.jobserver_ninja()
-    version = ".".join(map(str, jobserver.ninja_version(ninja) or ())) if ninja else ""
+    ninja = cmake.jobserver_ninja(buildtools)
+    version = ".".join(map(str, buildtools.version(ninja) or ())) if ninja else ""
     how = (f"a GNU make jobserver that ninja {version} builds draw from" if ninja else
            "no ninja >= 1.13 here (`pip install ninja`): each build holds a fixed share")
     at_once = f"up to {parallel}" if parallel else "as many as doit's worker threads"
@@ -158,39 +156,27 @@ def _counted_in_pool(ctx: BuildContext, comp: Component, share: int) -> Iterator
 
 
 def configure_env(ctx: BuildContext, comp: Component) -> dict[str, str | None]:
-    """PATH for a configure that may create a CMake tree: ``<workdir>/tools`` (a link to the
-    ninja wheel's ninja, nothing else) first when the ninja on PATH cannot be a jobserver
-    client (older than 1.13), so a new tree records the one that can (CMAKE_MAKE_PROGRAM is
-    found once, when the tree is made)."""
-    if not buildsystems.of(comp).jobserver_client:
+    """PATH for a configure: ``<workdir>/tools`` first, holding links to the programs its
+    build system wants a new tree to record (``BuildSystem.configure_programs``: CMake's
+    jobserver ninja where PATH's is older than 1.13); no change where it wants none."""
+    programs = buildsystems.of(comp).configure_programs(buildtools)
+    if not programs:
         return {}
-    on_path = shutil.which("ninja")
-    if jobserver.speaks_jobserver(on_path):
-        return {}
-    found = jobserver.jobserver_ninja()
-    if found is None:
-        return {}
-    # a folder of its own holding only that ninja: the wheel's folder is this Python's bin/,
-    # whose `python` and `pip` shadowed a recipe's build venv (test_build_venv); kept with the
-    # workdir, since the tree records the path it found (CMAKE_MAKE_PROGRAM)
+    # a folder of its own holding only those: the ninja wheel's folder is this Python's bin/,
+    # whose `python` and `pip` shadowed a recipe's build venv (test_build_venv); kept with
+    # the workdir, since the tree records the path it found (CMAKE_MAKE_PROGRAM)
     folder = ctx.stack.workdir / "tools"
-    link = folder / "ninja"
-    if not (link.is_symlink() and os.readlink(link) == found):
-        folder.mkdir(parents=True, exist_ok=True)
-        # per thread: doit's workers configure components of one run at once
-        tmp = folder / f".ninja.{os.getpid()}.{threading.get_ident()}.tmp"
-        tmp.unlink(missing_ok=True)
-        tmp.symlink_to(found)
-        os.replace(tmp, link)
+    for name, found in programs.items():
+        link = folder / name
+        if not (link.is_symlink() and os.readlink(link) == found):
+            folder.mkdir(parents=True, exist_ok=True)
+            # per thread: doit's workers configure components of one run at once
+            tmp = folder / f".{name}.{os.getpid()}.{threading.get_ident()}.tmp"
+            tmp.unlink(missing_ok=True)
+            tmp.symlink_to(found)
+            os.replace(tmp, link)
     path = step_env(ctx.stack, comp, os.environ).get("PATH", "")
     return {"PATH": os.pathsep.join(p for p in (str(folder), path) if p)}
-
-
-def is_pool_client(comp: Component) -> bool:
-    """The component's build, run without a job count, is a client of the job pool: its
-    build system says so and its tree's build tool speaks the jobserver (ninja >= 1.13)."""
-    system = buildsystems.of(comp)
-    return system.jobserver_client and jobserver.speaks_jobserver(system.tree_build_tool(comp))
 
 
 def _own_pool_share(comp: Component, counts: dict[str, resources.JobCount], size: int) -> int:

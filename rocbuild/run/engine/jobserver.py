@@ -11,28 +11,24 @@ runs one job without a token (the implicit slot); rocbuild takes a token from th
 before the client starts, as make does for a sub-make, so the jobs running never exceed the
 pool's size however many clients run.
 
-Where a tool is older than 1.13 (Debian 12 ships 1.11) the wheel of the ``ninja`` package
-(PyPI, the same ninja built by scikit-build) is used for new build trees; a tree configured
-with an older ninja keeps it and its compile takes an explicit ``-j`` count of tokens instead.
+Which trees are clients is their build system's answer (BuildSystem.why_no_pool_client: a
+CMake tree whose ninja is >= 1.13); a build that is none takes an explicit ``-j`` count of
+tokens instead.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
-import re
 import select
 import shutil
-import sys
 import tempfile
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from rocbuild import proc
 from rocbuild.errors import BuildFailed
 
-JOBSERVER_NINJA = (1, 13)  # the first ninja that is a jobserver client
 TOKEN = b"+"
 _POLL = 0.2  # seconds between looks at whether the pool was closed while waiting
 
@@ -179,37 +175,3 @@ class JobPool:
             self._closed = True
             os.close(self._fd)
         shutil.rmtree(self._dir, ignore_errors=True)
-
-
-_VERSIONS: dict[str, tuple[int, ...] | None] = {}
-
-
-def ninja_version(program: str) -> tuple[int, ...] | None:
-    """``program --version`` as numbers (1.13.2 -> (1, 13, 2)), once per program per process."""
-    if program not in _VERSIONS:
-        done = proc.run_capture([program, "--version"], timeout=10)
-        found = re.match(r"(\d+)\.(\d+)(?:\.(\d+))?", done.stdout.strip()) if done and done.ok \
-            else None
-        _VERSIONS[program] = tuple(int(g) for g in found.groups() if g) if found else None
-    return _VERSIONS[program]
-
-
-def speaks_jobserver(program: str | None) -> bool:
-    version = ninja_version(program) if program else None
-    return version is not None and version[:2] >= JOBSERVER_NINJA
-
-
-def jobserver_ninja() -> str | None:
-    """A ninja that is a jobserver client: the one on PATH when it is new enough, else the
-    ``ninja`` wheel's (its data folder, else beside this Python, where pip put its script),
-    else None."""
-    candidates = [shutil.which("ninja")]
-    with contextlib.suppress(ImportError):
-        import ninja  # type: ignore[import-not-found,unused-ignore]  # the PyPI wheel
-
-        candidates.append(os.path.join(ninja.BIN_DIR, "ninja"))
-    candidates.append(str(Path(sys.executable).parent / "ninja"))
-    for program in candidates:
-        if program and os.access(program, os.X_OK) and speaks_jobserver(program):
-            return program
-    return None

@@ -24,8 +24,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from rocbuild.checks import buildtools
+from rocbuild.model.buildsystems import cmake
 from rocbuild.model.settings import AUTO
-from rocbuild.run.engine import jobserver
 
 if TYPE_CHECKING:
     from rocbuild.run.engine.build import BuildContext
@@ -75,6 +76,6 @@ def decide(ctx: BuildContext, requested: int | str, components: Sequence[str]) -
                if ctx.component(c).builds and not ctx.is_current(ctx.component(c), "install")]
     if len(pending) < 2:
         return 1, ""
-    ninja = jobserver.jobserver_ninja()
-    version = (jobserver.ninja_version(ninja) or ()) if ninja else None
+    ninja = cmake.jobserver_ninja(buildtools)
+    version = (buildtools.version(ninja) or ()) if ninja else None
     return decide_for(requested, Host(cpus, len(pending), version))
