@@ -76,6 +76,17 @@ def test_a_cmake_tree_is_a_pool_client_where_its_ninja_is_one(tmp_path: Path) ->
         assert cmake.why_no_pool_client(comp, host) == why
 
 
+def test_the_runs_pool_client_is_asked_of_its_build_systems() -> None:
+    """The run's line and --parallel auto name whatever client the run's build systems have
+    (CMake's ninja >= 1.13), or say why none in their words; run/ names no build tool."""
+    new = FakeHost({"/usr/bin/ninja": (1, 13, 2)}, on_path="/usr/bin/ninja")
+    old = FakeHost({"/usr/bin/ninja": (1, 11, 1)}, on_path="/usr/bin/ninja")
+    assert buildsystems.pool_client(["cmake"], new) == ("ninja 1.13.2", "")
+    assert buildsystems.pool_client(["cmake"], old) == (
+        "", "no ninja >= 1.13 here (`pip install ninja`)")
+    assert buildsystems.pool_client([], new) == ("", "")
+
+
 def test_a_new_cmake_tree_gets_a_jobserver_ninja_first_on_path() -> None:
     cmake = CMake()
     wheel = "/venv/bin/ninja"

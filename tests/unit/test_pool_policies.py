@@ -16,10 +16,10 @@ from rocbuild.run.engine import parallel, schedule
 from rocbuild.run.engine.jobserver import JobPool
 from tests.support.jobfifo import drain, put_back, take
 
-NINJA = (1, 13, 2)
+NINJA = "ninja 1.13.2"
 
 
-def auto(cpus: int, pending: int = 20, ninja: tuple[int, ...] | None = NINJA) -> int:
+def auto(cpus: int, pending: int = 20, ninja: str = NINJA) -> int:
     return parallel.decide_for(AUTO, parallel.Host(cpus, pending, ninja))[0]
 
 
@@ -33,13 +33,13 @@ def test_auto_compiles_one_component_per_four_cpus() -> None:
 def test_auto_keeps_to_one_where_more_cannot_help() -> None:
     assert auto(2) == 1 and auto(3) == 1  # one ninja keeps 2 or 3 cores busy
     assert auto(16, pending=1) == 1  # nothing to build beside it
-    assert auto(16, ninja=None) == 1  # no jobserver client: no pool to share
+    assert auto(16, ninja="") == 1  # no jobserver client: no pool to share
     assert auto(16, pending=3) == 3  # never more than the components left
     assert auto(128) == parallel.MAX_AUTO == 8
 
 
 def test_a_count_the_user_gave_is_kept() -> None:
-    assert parallel.decide_for("3", parallel.Host(2, 1, None)) == (3, "")
+    assert parallel.decide_for("3", parallel.Host(2, 1, "")) == (3, "")
     assert parallel.decide_for(1, parallel.Host(64, 20, NINJA)) == (1, "")
 
 

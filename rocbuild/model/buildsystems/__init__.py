@@ -25,7 +25,7 @@ import importlib
 import json
 import os
 import pkgutil
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Protocol
@@ -168,6 +168,14 @@ class BuildSystem:
         words; "" when it can (then ``client_env`` is its environment beyond MAKEFLAGS)."""
         return f"{self.title or self.kind} is no jobserver client"
 
+    def pool_client(self, host: HostPrograms) -> str:
+        """The program and version of this system's builds that can take their jobs from the
+        run's job pool on this host (``ninja 1.13.2``), for the run's line and --parallel
+        auto; "" where there is none (then ``no_pool_client`` says why and the fix)."""
+        return ""
+
+    no_pool_client = ""  # why this system's builds cannot share the pool here, and the fix
+
     def configure_programs(self, host: HostPrograms) -> Mapping[str, str]:
         """Programs (name -> path) a configure must find first on PATH, because the tree it
         makes records the one it finds; the run links them into a folder of the workdir's
@@ -249,6 +257,15 @@ def _load_builtin() -> None:
     _loaded = True
     for module in pkgutil.iter_modules(__path__):
         importlib.import_module(f"{__name__}.{module.name}")
+
+
+def pool_client(kinds: Iterable[str], host: HostPrograms) -> tuple[str, str]:
+    """(the first pool client the build systems of ``kinds`` have here, "" for none; why
+    none, in their words)."""
+    systems = [for_kind(k) for k in sorted(set(kinds))]
+    found = next((c for s in systems if (c := s.pool_client(host))), "")
+    return found, "" if found else "; ".join(s.no_pool_client for s in systems
+                                             if s.no_pool_client)
 
 
 def register(system: BuildSystem) -> BuildSystem:

@@ -256,6 +256,12 @@ class CMake(BuildSystem):
         return (f"this build tree's ninja is older than {'.'.join(map(str, JOBSERVER_NINJA))}: "
                 "no jobserver client")
 
+    no_pool_client = "no ninja >= 1.13 here (`pip install ninja`)"
+
+    def pool_client(self, host: HostPrograms) -> str:
+        ninja = jobserver_ninja(host)
+        return f"ninja {'.'.join(map(str, host.version(ninja) or ()))}" if ninja else ""
+
     def configure_programs(self, host: HostPrograms) -> Mapping[str, str]:
         """A ninja that is a jobserver client where PATH's is not: a new tree records the
         ninja it finds (CMAKE_MAKE_PROGRAM), once, and keeps it."""

@@ -23,7 +23,6 @@ from rocbuild.checks import buildtools, hostload
 from rocbuild.errors import BuildFailed
 from rocbuild.files import read_json
 from rocbuild.model import buildsystems, launchers, resources
-from rocbuild.model.buildsystems import cmake
 from rocbuild.model.graph import Component
 from rocbuild.model.resources import GIB
 from rocbuild.model.steps import step_env
@@ -108,16 +107,20 @@ def compile_step(ctx: BuildContext, comp: Component, log: Path, outcome: StepOut
 _OPENING = threading.Lock()  # plain doit's worker threads may start two compiles at once
 
 
+def _kinds(ctx: BuildContext) -> set[str]:
+    """The build systems of the run's components that build."""
+    return {c.recipe.kind for c in ctx.stack.components.values() if c.builds}
+
+
 def open_pool(ctx: BuildContext, parallel: int | None) -> None:
     """The run's one job pool for the compile steps that run at once (jobserver.py), sized as
     they start and end (poolsize.py); ``parallel``: the compiles at once (None: as many as
     plain doit's worker threads)."""
     ctx.pool_sizing = poolsize.PoolSizing.of(ctx)
     ctx.pool = jobserver.JobPool(1)  # the first compile's start sizes it
-    ninja = cmake.jobserver_ninja(buildtools)
-    version = ".".join(map(str, buildtools.version(ninja) or ())) if ninja else ""
-    how = (f"a GNU make jobserver that ninja {version} builds draw from" if ninja else
-           "no ninja >= 1.13 here (`pip install ninja`): each build holds a fixed share")
+    client, why_none = buildsystems.pool_client(_kinds(ctx), buildtools)
+    how = (f"a GNU make jobserver that {client} builds draw from" if client else
+           f"{why_none or 'no jobserver client here'}: each build holds a fixed share")
     at_once = f"up to {parallel}" if parallel else "as many as doit's worker threads"
     ctx.output.say(f"job pool: {ctx.pool_sizing.reason()}; {at_once} components at once, "
                    f"{how}")

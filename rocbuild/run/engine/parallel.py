@@ -5,9 +5,10 @@ options, configure, install) run beside the compiles.
 More than one compile helps only where a build cannot use the whole host by itself (a serial
 link, a component with few files, the long files ninja starts last) and costs nothing where
 compiles draw from one job pool (jobserver.py): the pool keeps the jobs within what fits. So
-auto picks more than one only with a ninja that is a jobserver client (>= 1.13), at least
-``MIN_CPUS`` CPUs (on 2 cores one ninja keeps them busy) and at least two components left to
-build; then one component per ``CPUS_PER_COMPONENT`` CPUs, at most ``MAX_AUTO``.
+auto picks more than one only with a build program that is a jobserver client (the build
+systems' ``pool_client``: CMake's ninja >= 1.13), at least ``MIN_CPUS`` CPUs (on 2 cores one
+ninja keeps them busy) and at least two components left to build; then one component per
+``CPUS_PER_COMPONENT`` CPUs, at most ``MAX_AUTO``.
 
 The light steps are one process each, mostly waiting on the network or the disk, or one
 CPU (a configure) beside a compile that has the host; they take no job from the pool and
@@ -25,7 +26,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from rocbuild.checks import buildtools
-from rocbuild.model.buildsystems import cmake
+from rocbuild.model import buildsystems
 from rocbuild.model.settings import AUTO
 
 if TYPE_CHECKING:
@@ -43,7 +44,7 @@ class Host:
 
     cpus: int
     pending: int  # components of the run left to build (not installed and current)
-    ninja: tuple[int, ...] | None  # the version of a jobserver ninja here, None: none
+    client: str  # a build program here that is a jobserver client ("ninja 1.13.2"), "": none
 
 
 def decide_for(requested: int | str, host: Host) -> tuple[int, str]:
@@ -51,12 +52,11 @@ def decide_for(requested: int | str, host: Host) -> tuple[int, str]:
     keeps to one)."""
     if requested != AUTO:
         return int(requested), ""
-    if host.cpus < MIN_CPUS or host.pending < 2 or host.ninja is None:
+    if host.cpus < MIN_CPUS or host.pending < 2 or not host.client:
         return 1, ""
     count = min(host.pending, max(2, host.cpus // CPUS_PER_COMPONENT), MAX_AUTO)
-    version = ".".join(map(str, host.ninja))
     return count, (f"--parallel auto: {count} ({host.cpus} CPUs, {host.pending} components to "
-                   f"build, ninja {version} a jobserver client)")
+                   f"build, {host.client} a jobserver client)")
 
 
 def light_steps(at_once: int) -> int:
@@ -68,7 +68,7 @@ def decide(ctx: BuildContext, requested: int | str, components: Sequence[str]) -
     """``decide_for`` this host and this run; ``components`` are the run's (their closure is
     ``ctx.stack``). Nothing is probed for a count the user gave."""
     if requested != AUTO:
-        return decide_for(requested, Host(0, 0, None))
+        return decide_for(requested, Host(0, 0, ""))
     cpus = ctx.host_snapshot().cpus
     if cpus < MIN_CPUS:
         return 1, ""
@@ -76,6 +76,6 @@ def decide(ctx: BuildContext, requested: int | str, components: Sequence[str]) -
                if ctx.component(c).builds and not ctx.is_current(ctx.component(c), "install")]
     if len(pending) < 2:
         return 1, ""
-    ninja = cmake.jobserver_ninja(buildtools)
-    version = (buildtools.version(ninja) or ()) if ninja else None
-    return decide_for(requested, Host(cpus, len(pending), version))
+    kinds = {ctx.component(c).recipe.kind for c in pending}
+    client, _ = buildsystems.pool_client(kinds, buildtools)
+    return decide_for(requested, Host(cpus, len(pending), client))
