@@ -355,16 +355,15 @@ def toolchain_files(roots: Iterable[Path]) -> list[Path]:
     return files
 
 
-# how a CMake build names its compilers: -DCMAKE_<LANG>_COMPILER, or the variables CMake reads
-_COMPILER_ARG = re.compile(r"^-DCMAKE_(?:C|CXX|HIP|Fortran)_COMPILER(?::[A-Za-z]+)?=(.+)$")
+# the variables build systems read their compilers from (CMake, make, autotools)
 COMPILER_VARIABLES = ("CC", "CXX", "HIPCXX", "FC")
 
 
 def compiler_in_prefix(stack: Stack, comp: Component) -> bool:
-    """Whether a compiler ``comp`` names (its recipe's -DCMAKE_<LANG>_COMPILER or CC, CXX,
+    """Whether a compiler ``comp`` names (in its build system's arguments, or CC, CXX,
     HIPCXX, FC) lives in the prefix, which the stack rebuilds (LLVM's clang, hipcc, the
     amdclang++ links); a --base's or the system's compilers change only with an upgrade."""
-    named = [m.group(1) for arg in comp.build_args if (m := _COMPILER_ARG.match(arg))]
+    named = buildsystems.of(comp).recipe_compilers(comp) if comp.builds else []
     named += [value for key, value in comp.env if key in COMPILER_VARIABLES]
     return any(Path(path).is_relative_to(stack.prefix) for path in named if path)
 

@@ -162,6 +162,11 @@ class BuildSystem:
         ``HIP``): its word wins over rocbuild's and the user's (``launchers.choices``)."""
         return {}
 
+    def recipe_compilers(self, comp: Component) -> list[str]:
+        """The compilers the recipe's arguments name (CMake's -DCMAKE_<LANG>_COMPILER); the
+        variables of its [env] (CC, CXX, ...) are ``launchers.compiler_in_prefix``'s."""
+        return []
+
     def why_no_pool_client(self, comp: Component, host: HostPrograms) -> str:
         """Why ``comp``'s configured tree, built without a job count, cannot take its jobs
         from the run's job pool as a GNU make jobserver client (run/engine/jobs.py), in a few

@@ -169,6 +169,8 @@ def jobserver_ninja(host: HostPrograms) -> str | None:
 # configuration file" (the usual configure failure) takes 14 and ends with its fix
 FIRST_ERROR_LINES = 24
 FIRST_ERROR_CUT = "[… cut here: the rest of this message is in the log]"
+# how a recipe names a compiler: -DCMAKE_<LANG>_COMPILER[:TYPE]=PATH
+_COMPILER_ARG = re.compile(r"^-DCMAKE_(?:C|CXX|HIP|Fortran)_COMPILER(?::[A-Za-z]+)?=(.+)$")
 # an entry of CMakeCache.txt: NAME:TYPE=VALUE, one a line
 _CACHE_LAUNCHER = re.compile(r"^CMAKE_(C|CXX|HIP)_COMPILER_LAUNCHER:[A-Z]+=(.*)$", re.M)
 
@@ -237,6 +239,9 @@ class CMake(BuildSystem):
                  if (m := _LAUNCHER_ENV.match(key)) and value}
         return found | {m.group(1): m.group(2) for arg in comp.build_args
                         if (m := _LAUNCHER_ARG.match(arg))}
+
+    def recipe_compilers(self, comp: Component) -> list[str]:
+        return [m.group(1) for arg in comp.build_args if (m := _COMPILER_ARG.match(arg))]
 
     def tree_launchers(self, comp: Component) -> Mapping[str, str] | None:
         """CMAKE_<LANG>_COMPILER_LAUNCHER of the tree's CMakeCache.txt (a -D of configure is
