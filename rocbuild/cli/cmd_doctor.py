@@ -65,8 +65,7 @@ def print_report(report: doctor.Report, out: Console) -> None:
     out.print(f"[bold]rocbuild doctor[/]{where}")
     for check in report.checks:
         label, style = _STYLE[check.status]
-        # a continued finding stays under its text, as the fix lines do (it started at the
-        # margin)
+        # a continued finding stays under its text, as the fix lines do
         print_row(out, f"  [{style}]{label:<4}[/] {check.id:<12} {escape(check.summary)}", 20)
         if check.fix and check.status != doctor.OK:
             # a command in it stays whole, on a line of its own when it does not fit

@@ -91,8 +91,8 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
 
     def row(name: str, value: str) -> None:
         # a value too long for its column goes under its label (column 4), not to the
-        # margin, where it read as a label of its own; so does one word of a label's further
-        # values (env's second one on), which the terminal broke inside at column 80
+        # margin, where it would read as a label of its own; so does one word of a label's
+        # further values (env's second one on) that does not fit beside it
         if not name and " " not in value and 14 + cell_len(value) > out.width:
             print_row(out, f"    {escape(value)}", 4)
             return

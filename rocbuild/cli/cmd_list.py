@@ -30,7 +30,7 @@ from rocbuild.model.settings import Settings
 from rocbuild.model.workdir import Workdir, prefix_key, read_registry
 from rocbuild.prefix import registry
 from rocbuild.prefix.buildinfo import info_path
-from rocbuild.prefix.inventory import Installed, PrefixInventory, inventory
+from rocbuild.prefix.inventory import PrefixInventory, inventory
 from rocbuild.run.state import view
 
 WIDE = 90  # columns from which the install time shows its year
@@ -69,12 +69,6 @@ def when_text(when: float | None, *, year: bool = True) -> str:
     long names leave no room for it (JSON has the epoch seconds)."""
     fmt = "%Y-%m-%d %H:%M" if year else "%m-%d %H:%M"
     return time.strftime(fmt, time.localtime(when)) if when else "-"
-
-
-def origin_text(comp: Installed) -> str:
-    if comp.origin == "cache":
-        return "cache"
-    return comp.origin or "?"
 
 
 def run(args: argparse.Namespace, settings: Settings) -> int:
@@ -148,7 +142,7 @@ def print_prefix(inv: PrefixInventory, out: Console) -> None:
         patches = "?" if comp.patches is None else str(len(comp.patches))
         table.add_row(escape(comp.name), escape(comp.ref or "-"),
                       (comp.commit or "-")[:8], patches,
-                      format_bytes(comp.size), origin_text(comp),
+                      format_bytes(comp.size), comp.origin or "?",
                       when_text(comp.when, year=out.width >= WIDE))
     out.print(table)
     if info is not None and info.extra.get("workdir"):

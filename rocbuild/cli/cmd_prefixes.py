@@ -104,7 +104,7 @@ def _state(doc: dict[str, Any]) -> str:
 def active_links(link: Path, given: bool) -> list[Path]:
     """The stable links that make a prefix active: the one --link (or ROCBUILD_LINK) names;
     without one, the default link and every link `activate` switched (`activate P --link L`
-    made L the user's stable link: it read "none is active: /opt/rocm does not exist")."""
+    makes L one of the user's stable links)."""
     if given:
         return [link]
     pointing = [each for each in sorted({*registry.known_links(), link})
@@ -113,8 +113,8 @@ def active_links(link: Path, given: bool) -> list[Path]:
 
 
 def active_text(links: list[Path], found: list[FoundPrefix]) -> str:
-    """What the stable links say about the list: it claimed "points at the one marked *"
-    when there was no link and no mark."""
+    """What the stable links say about the list ("points at the one marked *" only when
+    a link marks one)."""
     listed = {f.path for f in found}
     marked = [each for each in links if _target(each) in listed]
     if len(marked) == 1:
@@ -202,8 +202,8 @@ def forget(prefix: Path) -> int:
 def _remove_marker_last(prefix: Path) -> None:
     """Remove ``prefix`` with its marker (``.rocbuild/``: build-info and install records)
     last, so a removal a kill cut short is still a prefix rocbuild built, holding only what
-    its records name, and the same command finishes it (removed in the order rmtree finds
-    things, the marker went first as often as not and the rest was refused for good)."""
+    its records name, and the same command finishes it (rmtree's order may take the marker
+    first, and the rest would then be refused for good)."""
     for entry in sorted(prefix.iterdir()):
         if entry.name == INFO_DIR:
             continue

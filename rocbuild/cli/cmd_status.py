@@ -100,7 +100,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
 
 def print_other_stacks(out: Console, settings: Settings) -> None:
     """Where the workdir's builds are, when they are of another stack than these recipes
-    (a workdir built with `--recipes X` read "nothing built yet" without it)."""
+    (a workdir built with `--recipes X` is not "nothing built yet")."""
     others = view.other_stacks(settings)
     if not others:
         return
