@@ -455,9 +455,5 @@ class ProgressLine:
             return
         self._last = now
         share = f" ({100 * done // total}%)" if total else ""
-        self.say(f"  {self.what}: {fmt_size(done)} of {fmt_size(total)}{share}")
-
-
-def fmt_size(n: float) -> str:
-    return format_bytes(n)
+        self.say(f"  {self.what}: {format_bytes(done)} of {format_bytes(total)}{share}")
 
