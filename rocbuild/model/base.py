@@ -599,7 +599,7 @@ def device_lib_dir(base: Base) -> Path | None:
     if not bitcode:
         return None
     # the bitcode of the LLVM that compiles (llvm_home), not the first by name: with clang
-    # 19 and 21 installed, lib/llvm-19 sorts first and clang 21 got clang 19's bitcode
+    # 19 and 21 installed, lib/llvm-19 sorts first
     home = llvm_home(base)
     own = [b for b in bitcode if b.is_relative_to(home)]
     return own[0] if own else max(bitcode, key=lambda b: version_key(
