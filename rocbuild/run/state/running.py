@@ -63,8 +63,7 @@ def mark(workdir: Path, component: str, step: str) -> Iterator[None]:
             path.unlink(missing_ok=True)
             raise
         # Ctrl-C, SIGTERM: the mark stays, saying what stopped the step, so status calls it
-        # interrupted as after a SIGKILL (removing it read as "not run yet"); the step's
-        # next run replaces it
+        # interrupted as after a SIGKILL, not "not run yet"; the step's next run replaces it
         with contextlib.suppress(OSError):
             write_json_atomic(path, {**record, "ended": interrupt_cause(exc),
                                      "seconds": round(time.time() - since, 1)},
