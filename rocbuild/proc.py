@@ -361,10 +361,9 @@ STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 class HeldStops:
     """Ctrl-C, SIGTERM and SIGHUP held back while a child is started and registered, and
-    acted on at ``release``, once the caller knows the child and ends it with itself. The
-    signal's KeyboardInterrupt came out of subprocess.Popen right after the fork, before it
-    returned the child (``self.pid = _fork_exec(...)``): rocbuild exited 130 and the child
-    it had just started ran on (`.ci/run`'s test_signals[plan-1], one run in ten here).
+    acted on at ``release``, once the caller knows the child and ends it with itself: a
+    KeyboardInterrupt raised inside subprocess.Popen right after the fork, before it returns
+    the child (``self.pid = _fork_exec(...)``), would end rocbuild and leave the child running.
     Only the main thread runs Python's signal handlers, so only it holds them."""
 
     def __init__(self) -> None:

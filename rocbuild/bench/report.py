@@ -24,9 +24,7 @@ def _gts(speed: float | None) -> str:
 
 
 def _size(n: int) -> str:
-    if n < 1 << 10:
-        return f"{n} bytes"
-    return format_bytes(n)
+    return f"{n} bytes" if n < 1 << 10 else format_bytes(n)
 
 
 def _ts(value: float) -> str:

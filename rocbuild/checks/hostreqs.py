@@ -101,9 +101,7 @@ def run_tool(argv: Sequence[str]) -> tuple[int, str] | None:
     """Run a read-only query (``cmake --version``, ``dpkg-query``): (exit code, stdout), or
     None when it cannot start or hangs. Non-zero exits still return their output."""
     done = proc.run_capture(argv, timeout=30)
-    if not done.answered:
-        return None
-    return done.returncode, done.stdout
+    return (done.returncode, done.stdout) if done.answered else None
 
 
 # what a probe's answer reads besides the program: dpkg-query answers from dpkg's database
@@ -117,9 +115,7 @@ def kept_run_tool(memo: Path) -> RunTool:
     def run(argv: Sequence[str]) -> tuple[int, str] | None:
         reads = PROBE_READS.get(Path(argv[0]).name, ())
         done = proc.run_probe(argv, memo=memo, reads=reads)
-        if not done.answered:
-            return None
-        return done.returncode, done.stdout
+        return (done.returncode, done.stdout) if done.answered else None
 
     return run
 

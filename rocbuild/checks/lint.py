@@ -225,11 +225,9 @@ def _check_component(stacks: Sequence[Stack], comp: Component, sources: Path,
                                             f"by {comp.name}'s {system.build_files} (nor its "
                                             f"dependencies'){unseen}")
                 for name in unread]
-    for name in options:
-        if not _IDENT_RE.fullmatch(name):
-            findings.append(Finding("note", comp.name,
-                                    f"{system.option_form.format(name)} is not a plain "
-                                    "identifier; not checked"))
+    findings += [Finding("note", comp.name, f"{system.option_form.format(name)} is not a plain "
+                                            "identifier; not checked")
+                 for name in options if not _IDENT_RE.fullmatch(name)]
     check = SourceCheck(comp.name, root, checked=True, options=options, unread=unread,
                         searched=tuple(searched), missing=tuple(missing), read_by=read_by)
     return check, findings

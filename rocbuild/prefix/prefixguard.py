@@ -2,7 +2,7 @@
 
 A build writes env files, libraries and links into its prefix and removes what an earlier
 install of a component left, so a wrong ``--prefix`` could overwrite a user's files
-(``--prefix ~`` replaced a user's own ``~/env.sh``). rocbuild marks a prefix as its own with
+(``--prefix ~`` would replace a user's own ``~/env.sh``). rocbuild marks a prefix as its own with
 ``<prefix>/.rocbuild/`` (where build-info.json lives) when it first installs into it, and
 refuses: the file system root, every folder under the system's trees (FHS, see
 ``SYSTEM_TREES``), a folder that holds the home folder, and a prefix that holds the workdir,
