@@ -18,7 +18,7 @@ import os
 import re
 import shutil
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -97,7 +97,7 @@ class Check:
     fix: str | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {"id": self.id, "status": self.status, "summary": self.summary, "fix": self.fix}
+        return asdict(self)
 
 
 RunTool = Callable[[Sequence[str]], "tuple[int, str] | None"]
@@ -528,13 +528,10 @@ def check_disk(ctx: Context) -> Check:
     wants = [("workdir", needs.workdir, needs.disk_workdir)]
     if needs.prefix is not None:
         wants.append(("prefix", needs.prefix, needs.disk_prefix))
-    short, parts = [], []
-    for use in hostreqs.disk_by_filesystem(wants, host.free_space):
-        text = f"{use.names}: {format_bytes(use.free)} free, about {format_bytes(use.need)} needed"
-        parts.append(text)
-        if use.short:
-            short.append(text)
-    if short:
+    uses = hostreqs.disk_by_filesystem(wants, host.free_space)
+    parts = [f"{use.names}: {format_bytes(use.free)} free, about {format_bytes(use.need)} needed"
+             for use in uses]
+    if any(use.short for use in uses):
         return Check("disk", WARN, "; ".join(parts),
                      "free space there, or point --workdir / --prefix at a larger disk (the "
                      "amounts are rocbuild's estimates unless recipes set resources.disk)")

@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from rocbuild.model import buildsystems
@@ -75,8 +75,7 @@ class LintReport:
             "ok": not self.errors,
             "components": list(self.components),
             "targets": list(self.targets),
-            "findings": [{"level": f.level, "component": f.component, "message": f.message}
-                         for f in self.findings],
+            "findings": [asdict(f) for f in self.findings],
             "sources": [{"component": s.component, "source_dir": str(s.source_dir),
                          "checked": s.checked, "options": list(s.options),
                          "unread": list(s.unread), "searched": list(s.searched),

@@ -14,7 +14,7 @@ import os
 import re
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -302,6 +302,5 @@ def to_json(report: SmokeReport) -> dict[str, Any]:
     return {
         "ok": report.ok,
         "skipped": report.skipped or None,
-        "results": [{"name": r.name, "ok": r.ok, "detail": r.detail, "command": r.command}
-                    for r in report.results],
+        "results": [asdict(r) for r in report.results],
     }
