@@ -337,10 +337,8 @@ def tool_findings(reqs: Requirements, probe: Probe) -> list[Finding]:
 
 # --- prefix --------------------------------------------------------------------------------
 def nearest_existing(path: Path) -> Path:
-    for candidate in (path, *path.parents):
-        if candidate.exists():
-            return candidate
-    return Path("/")
+    return next((candidate for candidate in (path, *path.parents) if candidate.exists()),
+                Path("/"))
 
 
 def free_space(path: Path) -> tuple[int, int]:

@@ -23,6 +23,7 @@ from rocbuild.model.layout import INFO_DIR
 from rocbuild.model.resources import format_bytes
 from rocbuild.model.settings import Settings
 from rocbuild.prefix import activate, buildinfo, prefixguard, registry, uninstall
+from rocbuild.prefix.activate import target_of
 from rocbuild.prefix.buildinfo import FoundPrefix, scan_prefixes
 from rocbuild.run.state import workdirs
 from rocbuild.run.state.state import prefix_lock
@@ -59,10 +60,6 @@ def configured_prefix(settings: Settings) -> Path | None:
         return load_stack(settings).prefix
     except ConfigError:  # listing must work even when the recipes are broken
         return None
-
-
-def _target(link: Path) -> Path | None:
-    return activate.target_of(link)
 
 
 def entry_json(found: FoundPrefix, active: set[Path],
@@ -108,7 +105,7 @@ def active_links(link: Path, given: bool) -> list[Path]:
     if given:
         return [link]
     pointing = [each for each in sorted({*registry.known_links(), link})
-                if _target(each) is not None]
+                if target_of(each) is not None]
     return pointing or [link]
 
 
@@ -116,13 +113,13 @@ def active_text(links: list[Path], found: list[FoundPrefix]) -> str:
     """What the stable links say about the list ("points at the one marked *" only when
     a link marks one)."""
     listed = {f.path for f in found}
-    marked = [each for each in links if _target(each) in listed]
+    marked = [each for each in links if target_of(each) in listed]
     if len(marked) == 1:
         return f"{marked[0]} points at the one marked *"
     if marked:
         return f"{', '.join(map(str, marked))} point at the ones marked *"
     link = links[0]
-    active = _target(link)
+    active = target_of(link)
     if active is not None:
         return f"{link} points at {active}, not one of these"
     if link.exists():
@@ -142,7 +139,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     # every link that points at a prefix now: the recorded ones, and the one asked about
     links: dict[Path, list[tuple[Path, bool]]] = {}
     for each in sorted({*recorded_links, link}):
-        target = _target(each)
+        target = target_of(each)
         if target is not None:
             # --unproven counts only while the link still points where it was recorded
             state = activate.read_state(each)
@@ -153,11 +150,11 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
              *registry.known_prefixes(), *links)
     found = scan_prefixes(SEARCH_DIR, tuple(extra))
     stable = active_links(link, bool(given))
-    active = {target for each in stable if (target := _target(each)) is not None}
+    active = {target for each in stable if (target := target_of(each)) is not None}
     docs = [entry_json(f, active, links) for f in found]
     if args.json:
         json.dump({"link": str(link), "active_links": [str(each) for each in stable
-                                                       if _target(each) is not None],
+                                                       if target_of(each) is not None],
                    "registry": str(registry.registry_path()),
                    "prefixes": docs}, sys.stdout, indent=2)
         sys.stdout.write("\n")

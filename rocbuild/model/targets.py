@@ -191,10 +191,7 @@ def runs_on(code_object: TargetId, device: TargetId) -> bool:
             code_object.processor != GENERIC_OF.get(device.processor):
         return False
     device_features = dict(device.features)
-    for name, on in code_object.features:
-        if name in device_features and device_features[name] != on:
-            return False
-    return True
+    return all(device_features.get(name, on) == on for name, on in code_object.features)
 
 
 # Processors whose kernel driver runs them with XNACK off unless the user opts in
