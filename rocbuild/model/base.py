@@ -235,9 +235,7 @@ class DpkgIndex:
         wanted = ("/" + str(file.relative_to(self.root)) if file.is_relative_to(self.root)
                   else str(file))
         owner = owners.get(wanted)
-        if owner is None or owner not in versions:
-            return None
-        return owner, versions[owner]
+        return (owner, versions[owner]) if owner is not None and owner in versions else None
 
 
 def _installed_versions(admin: Path) -> dict[str, str]:
