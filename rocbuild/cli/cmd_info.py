@@ -1,9 +1,6 @@
-"""`rocbuild info COMPONENT [--json]`: one component, as `spack info` / `eb --show` do.
-
-Its recipe file and source, what it needs and what needs it, its build settings as rendered
-for this stack (cmake arguments, build type, environment, patches), its state per step in
-this workdir (the same rule as `status`) and the files its last install put into the prefix
-(the prefix's install record).
+"""`rocbuild info COMPONENT [--json]`: one component, as `spack info` / `eb --show` do (what
+it shows: the parser's description); its state per step by the same rule as `status`, its
+files from the prefix's install record.
 """
 
 from __future__ import annotations

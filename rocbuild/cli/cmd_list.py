@@ -1,9 +1,8 @@
 """`rocbuild list [COMPONENT...] [--json]`: what each prefix holds, as `spack find` does.
 
 Per prefix (the one `--prefix` names, else every prefix this user built, prefix/registry.py,
-and the configured one): each component's ref, commit, patches, installed size, whether it was
-built or served from the binary cache, and when; read from records only
-(prefix/inventory.py), so it runs in a second and never builds anything.
+and the configured one), read from records only (prefix/inventory.py), so it runs in a
+second and never builds anything.
 """
 
 from __future__ import annotations

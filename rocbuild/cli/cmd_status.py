@@ -1,9 +1,6 @@
-"""`rocbuild status [COMPONENT...] [--json]`: the morning report.
-
-Per component and step: done / failed / pending / stale (and why), time, jobs, peak memory and
-OOM retries; for a failure its known cause and fix, the log and the one command that
-continues. Exit code 1 when a step or the verify failed, so scripts can use it; 0 otherwise
-(also while a build runs or steps wait).
+"""`rocbuild status [COMPONENT...] [--json]`: the morning report (what it shows: the
+parser's description). Exit code 1 when a step or the verify failed, so scripts can use it;
+0 otherwise (also while a build runs or steps wait).
 """
 
 from __future__ import annotations

@@ -158,8 +158,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
                                components=_duties(settings, prefix),
                                library_dirs=[base / "lib", *multiarch_dirs(base)] if base
                                else ())
-        smoke_report = _smoke(args, report, prefix, targets,
-                              base_to_scan(settings.base, prefix))
+        smoke_report = _smoke(args, report, prefix, targets, base)
     # findings on the base's own libraries, by plan's audit (what the last plan read of
     # them is reused); they inform, the prefix's report decides
     base_scan = None if args.paths else basescan.scan_for(
@@ -260,8 +259,7 @@ def _smoke(args: argparse.Namespace, report: VerifyReport, prefix: Path,
         return smoke.SmokeReport(skipped="smoke tests not run: fix the problems above first")
     if not about_gpu_code(report):  # nothing to run on a GPU: no AMD GPU is not the reason
         return smoke.SmokeReport(skipped="no smoke tests: no GPU code expected here")
-    return smoke.run_smoke(prefix, targets, args.model, root=args.gpu_root,
-                           echo=notice,
+    return smoke.run_smoke(prefix, targets, args.model, root=args.gpu_root, echo=notice,
                            base=base)
 
 
