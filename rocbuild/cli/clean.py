@@ -112,9 +112,8 @@ def _checkout_paths(checkout: Path) -> list[Path]:
 def prefix_files(stack: Stack) -> list[Path]:
     """rocbuild's own files in the prefix: build-info and the env files / modulefiles."""
     spec = spec_for(stack)
-    files = [info_path(stack.prefix)]
-    files += sorted({stack.prefix / relative_path(spec, shell) for shell in SHELLS})
-    return files
+    return [info_path(stack.prefix),
+            *sorted({stack.prefix / relative_path(spec, shell) for shell in SHELLS})]
 
 
 def find(stack: Stack, components: list[Component] | None, kinds: set[str]) -> list[Item]:

@@ -6,9 +6,7 @@ Exit 0 when every run gave a figure, 1 when one failed, found no device or would
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import sys
 from pathlib import Path
 
 from rich.markup import escape
@@ -20,7 +18,7 @@ from rocbuild.bench.model import read_model
 from rocbuild.bench.runner import Limits
 from rocbuild.bench.session import choose_binaries, run_session
 from rocbuild.cli.argerrors import path_arg
-from rocbuild.cli.ui import console
+from rocbuild.cli.ui import console, print_json
 from rocbuild.errors import ConfigError, notice
 from rocbuild.files import write_text_atomic
 from rocbuild.model.graph import load_stack
@@ -156,8 +154,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     if args.chart is not None:
         write_text_atomic(args.chart, chart.render_svg(result))
     if args.json:
-        json.dump(result.to_json(), sys.stdout, indent=2)
-        sys.stdout.write("\n")
+        print_json(result.to_json())
     else:
         report.print_report(result, console())
         for path in (args.csv, args.chart):

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import json
 import shutil
 import sys
 from pathlib import Path
@@ -17,7 +16,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from rocbuild.cli.output import FittedOutput, Output
-from rocbuild.cli.ui import console, print_row
+from rocbuild.cli.ui import console, print_json, print_row
 from rocbuild.errors import BuildFailed, ConfigError
 from rocbuild.model import wording
 from rocbuild.model.graph import Component, load_stack
@@ -234,8 +233,7 @@ def run_list(args: argparse.Namespace, settings: Settings) -> int:
     # none, and a field of the wrong type is shown as text (a signature is checked on install)
     entries = [e for e in store.index() if isinstance(e, dict)]
     if args.json:
-        json.dump({"cache": store.location, "artifacts": entries}, sys.stdout, indent=2)
-        sys.stdout.write("\n")
+        print_json({"cache": store.location, "artifacts": entries})
         return 0
     out = console()
     if not entries:

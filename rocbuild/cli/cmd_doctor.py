@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import argparse
 import getpass
-import json
 import os
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +13,7 @@ from rich.markup import escape
 
 from rocbuild.checks import doctor, hostreqs
 from rocbuild.cli.argerrors import path_arg
-from rocbuild.cli.ui import console, glue_commands, print_row
+from rocbuild.cli.ui import console, glue_commands, print_json, print_row
 from rocbuild.errors import ConfigError
 from rocbuild.model import cost, wording
 from rocbuild.model.baseaudit import audit_lines, unclaimed
@@ -81,8 +79,7 @@ def print_report(report: doctor.Report, out: Console) -> None:
 def run(args: argparse.Namespace, settings: Settings) -> int:
     report = doctor.run(host_for(args.root, args.user), needs_from(settings))
     if args.json:
-        json.dump(report.to_json(), sys.stdout, indent=2)
-        sys.stdout.write("\n")
+        print_json(report.to_json())
     else:
         print_report(report, console())
     return report.exit_code

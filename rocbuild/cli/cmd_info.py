@@ -6,14 +6,12 @@ files from the prefix's install record.
 from __future__ import annotations
 
 import argparse
-import json
-import sys
 from typing import Any
 
 from rich.cells import cell_len
 from rich.markup import escape
 
-from rocbuild.cli.ui import console, plural, print_row
+from rocbuild.cli.ui import console, plural, print_json, print_row
 from rocbuild.errors import ConfigError
 from rocbuild.model.graph import load_stack
 from rocbuild.model.settings import Settings
@@ -79,8 +77,7 @@ def describe(settings: Settings, name: str) -> dict[str, Any]:
 def run(args: argparse.Namespace, settings: Settings) -> int:
     doc = describe(settings, args.component)
     if args.json:
-        json.dump(doc, sys.stdout, indent=2)
-        sys.stdout.write("\n")
+        print_json(doc)
         return 0
     out = console()
     out.print(f"[bold]{escape(doc['name'])}[/]" + (f" — {escape(doc['summary'])}"

@@ -9,9 +9,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import os
-import sys
 import time
 from pathlib import Path
 
@@ -20,7 +18,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from rocbuild.cli.ui import console, plural
+from rocbuild.cli.ui import console, plural, print_json
 from rocbuild.errors import ConfigError
 from rocbuild.model import layout
 from rocbuild.model.graph import load_stack
@@ -76,10 +74,9 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     for inv in found:
         inv.components[:] = [c for c in inv.components if not wanted or c.name in wanted]
     if args.json:
-        json.dump({"prefixes": [{**inv.to_json(), "state": _state(inv),
-                                 "installing_now": view.installing_now(inv.path)}
-                                for inv in found]}, sys.stdout, indent=2)
-        sys.stdout.write("\n")
+        print_json({"prefixes": [{**inv.to_json(), "state": _state(inv),
+                                  "installing_now": view.installing_now(inv.path)}
+                                 for inv in found]})
         return 0
     out = console()
     if not found or all(inv.info is None and inv.error is None and not inv.components

@@ -5,10 +5,8 @@ build-info file, with what each holds and which links point at it."""
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shutil
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +14,7 @@ from rich.markup import escape
 
 from rocbuild.cli import clean
 from rocbuild.cli.argerrors import path_arg
-from rocbuild.cli.ui import console, glue
+from rocbuild.cli.ui import console, glue, print_json
 from rocbuild.errors import ConfigError
 from rocbuild.model.graph import load_stack
 from rocbuild.model.layout import INFO_DIR
@@ -153,11 +151,10 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     active = {target for each in stable if (target := target_of(each)) is not None}
     docs = [entry_json(f, active, links) for f in found]
     if args.json:
-        json.dump({"link": str(link), "active_links": [str(each) for each in stable
-                                                       if target_of(each) is not None],
-                   "registry": str(registry.registry_path()),
-                   "prefixes": docs}, sys.stdout, indent=2)
-        sys.stdout.write("\n")
+        print_json({"link": str(link), "active_links": [str(each) for each in stable
+                                                        if target_of(each) is not None],
+                    "registry": str(registry.registry_path()),
+                    "prefixes": docs})
         return 0
     out = console()
     if not docs:

@@ -6,9 +6,7 @@ parser's description). Exit code 1 when a step or the verify failed, so scripts 
 from __future__ import annotations
 
 import argparse
-import json
 import shlex
-import sys
 import time
 
 from rich import box
@@ -23,6 +21,7 @@ from rocbuild.cli.ui import (
     first_error_lines,
     glue_commands,
     print_command,
+    print_json,
     print_quoted,
 )
 from rocbuild.errors import EXIT_OK, EXIT_STEP_FAILED, notice
@@ -81,8 +80,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     report = collect(rule, settings, list(args.components))
     notes = launcher_notes(stack, settings)
     if args.json:
-        json.dump({**to_json(report), "launcher_notes": notes}, sys.stdout, indent=2)
-        sys.stdout.write("\n")
+        print_json({**to_json(report), "launcher_notes": notes})
     elif nothing_built(report):  # the whole table would read "pending" 100 times
         out = console()
         out.print(f"nothing built yet in {escape(str(report.workdir))}: "

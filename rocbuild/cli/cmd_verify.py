@@ -13,8 +13,6 @@ input.
 from __future__ import annotations
 
 import argparse
-import json
-import sys
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -35,7 +33,7 @@ from rocbuild.checks.verify import (
     verify_prefix,
 )
 from rocbuild.cli.argerrors import path_arg
-from rocbuild.cli.ui import console
+from rocbuild.cli.ui import console, print_json
 from rocbuild.errors import (
     EXIT_OK,
     EXIT_VERIFY_FAILED,
@@ -169,8 +167,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         doc = to_json(report)
         doc["smoke"] = smoke.to_json(smoke_report) if smoke_report else None
         doc["base"] = basescan.to_json(*base_scan) if base_scan else None
-        json.dump(doc, sys.stdout, indent=2)
-        sys.stdout.write("\n")
+        print_json(doc)
     else:
         out = console()
         print_report(report, out)

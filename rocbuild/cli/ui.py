@@ -3,6 +3,7 @@ not a terminal."""
 
 from __future__ import annotations
 
+import json
 import re
 import sys
 from collections.abc import Iterable, Sequence
@@ -173,6 +174,12 @@ def _word_breaks(text: str, width: int, hang: int = 0) -> list[int]:
             line_start, indent = match.start(), hang
         has_word = True
     return breaks
+
+
+def print_json(doc: Any) -> None:
+    """A --json document on stdout, as every command prints one."""
+    json.dump(doc, sys.stdout, indent=2)
+    sys.stdout.write("\n")
 
 
 def console(stream: TextIO | None = None, *, stamped: bool = False) -> FittedConsole:
