@@ -67,6 +67,19 @@ class RunResult:
 # its own, so a group kill of `cmake --build` misses the compilers and a custom command's sh;
 # none of them leaves the session rocbuild made for the step, so the session is the unit) ---
 
+def pid_exists(pid: int) -> bool:
+    """A process with this pid may exist (signal 0 checks without sending anything):
+    another user's counts, and so does a pid too large to ask about, so nothing is taken
+    for gone that is not proven gone."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError):
+        return True
+    return True
+
+
 def _stat_of(pid: int) -> tuple[str, int, int] | None:
     """State letter, session id and start time (clock ticks after boot) of ``pid`` from
     ``/proc/<pid>/stat``; None when it is gone. Runs in the watchdog too: stdlib only."""
