@@ -33,6 +33,7 @@ from rocbuild.checks.gpu import (
     recommended_targets,
 )
 from rocbuild.model import launchers, resources
+from rocbuild.model.base import dpkg_listings
 from rocbuild.model.layout import info_path
 from rocbuild.model.resources import GIB, format_bytes
 from rocbuild.model.targets import TargetId
@@ -626,17 +627,9 @@ def dpkg_owners(host: Host, folder: str) -> list[str]:
     """The installed packages that hold files in ``folder`` (absolute, e.g.
     ``/usr/include/hip``), from dpkg's own record (``var/lib/dpkg/info/<package>.list``, what
     `dpkg -S` reads); empty without one (not Debian/Ubuntu)."""
-    info = host.path("var/lib/dpkg/info")
     inside = folder.rstrip("/") + "/"
-    owners = []
-    for listing in sorted(info.glob("*.list")) if info.is_dir() else []:
-        try:
-            text = listing.read_text(encoding="utf-8", errors="replace")
-        except OSError:
-            continue
-        if any(line.startswith(inside) for line in text.splitlines()):
-            owners.append(listing.stem.split(":")[0])  # libamdhip64-dev:amd64 -> its name
-    return owners
+    return [package for package, lines in dpkg_listings(host.path("var/lib/dpkg"))
+            if any(line.startswith(inside) for line in lines)]
 
 
 def _hip_headers(ctx: Context) -> tuple[str, str] | None:
