@@ -102,14 +102,10 @@ def override_spelling(gfx_target_version: int) -> str:
     return f"{(v // 10000) % 100}.{(v // 100) % 100}.{v % 100}"
 
 
-def gen_of(speed_gts: float | None) -> int | None:
-    return _GEN_BY_SPEED.get(speed_gts) if speed_gts is not None else None
-
-
 def format_speed(speed_gts: float | None, width: int | None) -> str:
     if speed_gts is None:
         return "unknown"
-    gen = gen_of(speed_gts)
+    gen = _GEN_BY_SPEED.get(speed_gts)
     text = f"{speed_gts:g} GT/s" + (f" (Gen{gen})" if gen else "")
     return text + (f" x{width}" if width else "")
 

@@ -269,7 +269,7 @@ def _add_rows(table: Table, comp: ComponentStatus, wide: bool = True) -> None:
         cells = [escape(comp.name) if i == 0 else "", step.step, _styled(step.state),
                  format_seconds(step.seconds)]
         if wide:
-            cells += [str(step.jobs or "-"), _peak(step.peak_rss), _retries(step),
+            cells += [str(step.jobs or "-"), _peak(step.peak_rss), str(step.oom_retries or "-"),
                       escape(step.why)]
         else:
             cells.append(escape(step.why) or _resources(step))
@@ -286,10 +286,6 @@ def _resources(step: StepStatus) -> str:
 
 def _styled(state: str) -> str:
     return f"[{STATE_STYLE.get(state, '')}]{state}[/]"
-
-
-def _retries(step: StepStatus) -> str:
-    return str(step.oom_retries) if step.oom_retries else "-"
 
 
 def _print_cap(out: Console, comp: ComponentStatus) -> None:

@@ -234,10 +234,6 @@ def uncovered(found: Iterable[TargetId], request: TargetId) -> list[TargetId]:
     return [m for m in device_modes(request) if not any(runs_on(c, m) for c in found)]
 
 
-def is_generic(target: TargetId) -> bool:
-    return target.processor in GENERIC_MEMBERS
-
-
 def via_generic(found: Iterable[TargetId], request: TargetId) -> str | None:
     """The generic processor through which ``found`` meets ``request`` when its own
     processor's code objects alone do not ("gfx9-generic" for a gfx906 request met by a
@@ -245,6 +241,6 @@ def via_generic(found: Iterable[TargetId], request: TargetId) -> str | None:
     found = list(found)
     if uncovered(found, request):
         return None
-    if not uncovered([c for c in found if not is_generic(c)], request):
+    if not uncovered([c for c in found if c.processor not in GENERIC_MEMBERS], request):
         return None
     return GENERIC_OF.get(request.processor)

@@ -40,10 +40,6 @@ HIERARCHY = {"/usr/local": ("bin", "etc", "games", "include", "lib", "lib32", "l
              "/opt": ("bin", "doc", "include", "info", "lib", "man")}
 
 
-def _under(path: Path, tree: str) -> bool:
-    return path == Path(tree) or Path(tree) in path.parents
-
-
 def system_owner(path: Path) -> str | None:
     """Why the system owns ``path`` (resolved), or None: a system tree it is in, a folder
     meant to hold folders, or one of the local hierarchy's own folders."""
@@ -58,7 +54,7 @@ def system_owner(path: Path) -> str | None:
             if holder == "/usr/local":
                 return None  # /usr/local/<a name of its own>: locally installed software
     for tree in SYSTEM_TREES:
-        if _under(path, tree):
+        if path == Path(tree) or Path(tree) in path.parents:
             return f"it is inside {tree}, a tree the system owns (FHS)"
     return None
 
