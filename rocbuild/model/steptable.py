@@ -60,8 +60,7 @@ class Of(Enum):
 
 
 # One Enum per axis: members of two Enums never compare equal, so a Where given for a Who
-# (both say "checkout") fails instead of passing in silence. The short names below are those
-# members.
+# (both say "checkout") fails instead of passing in silence; the short names are those members.
 CHECKOUT, BUILD, COMPONENT, RUN = Who.CHECKOUT, Who.BUILD, Who.COMPONENT, Who.RUN
 STEP, CHECK, SHORTCUT = Role.STEP, Role.CHECK, Role.SHORTCUT
 IN_CHECKOUT, IN_TREE, IN_PREFIX = Where.CHECKOUT, Where.TREE, Where.PREFIX
