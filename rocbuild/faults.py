@@ -51,8 +51,7 @@ def explain(exc: OSError, path: Path | str | None = None,
             near: Sequence[Path] = ()) -> StateWriteError:
     """One message for a machine fault. The path is the one given, else the one the error
     names, else the folder of ``near`` whose file system is full (or read-only) now: a write
-    to an open file fails without a file name, and the message said "cannot write a file"
-    and "df -h " with nothing after it."""
+    to an open file fails without a file name."""
     # a failed rename names its source (a temp file) first and the file meant second
     where: Path | str | None = (path or getattr(exc, "filename2", None) or exc.filename
                                 or _the_full_one(exc, near))

@@ -23,10 +23,10 @@ def write_text_atomic(path: Path, text: str, mode: int | None = None, *,
     disk or a read-only file system is one message (faults.py). ``mode``: the file's
     permissions whatever the umask (files in the prefix are read by every user). The one
     atomic writer: state, build-info, env files, activation state and bench reports. A file
-    that already holds ``text`` (a regular file, with ``mode``) is left as it is: a no-op
-    run rewrote its env files and records with an fsync each. ``durable=False``
-    leaves out the fsync, for a record that means nothing after a power loss (a running
-    step names a live process); the rename still makes it whole or absent."""
+    that already holds ``text`` (a regular file, with ``mode``) is left as it is, so a no-op
+    run costs no fsync. ``durable=False`` leaves out the fsync, for a record that means
+    nothing after a power loss (a running step names a live process); the rename still makes
+    it whole or absent."""
     if _holds(path, text, mode):
         return
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
@@ -49,8 +49,7 @@ def write_text_atomic(path: Path, text: str, mode: int | None = None, *,
 def _new_temp(tmp: Path) -> int:
     """A descriptor of the new file ``tmp``, never written through what is already there: a
     leftover of a killed writer with the same pid, or a link another user planted under the
-    name (its pid is easy to guess; in a shared folder root wrote through it) is removed
-    first, never followed."""
+    name (its pid is easy to guess) is removed first, never followed."""
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
     try:
         return os.open(tmp, flags, 0o666)  # the umask applies, as open() did
@@ -63,11 +62,8 @@ def stale_temps(path: Path) -> list[Path]:
     """The temp files of ``write_text_atomic(path)`` that killed writers left beside it
     (``.<name>.<pid>.tmp``). Only a caller that holds the lock every writer of ``path`` takes
     may remove them: then no writer is alive."""
-    found = []
-    for entry in sorted(path.parent.glob(f".{path.name}.*.tmp")):
-        if entry.name[len(path.name) + 2:-len(".tmp")].isdigit():
-            found.append(entry)
-    return found
+    return [entry for entry in sorted(path.parent.glob(f".{path.name}.*.tmp"))
+            if entry.name[len(path.name) + 2:-len(".tmp")].isdigit()]
 
 
 def remove_stale_temps(path: Path) -> None:
@@ -123,8 +119,8 @@ _IN_THE_WAY = (errno.ELOOP, errno.ENXIO, errno.EISDIR)
 
 def open_lock(path: Path) -> int:
     """A read-write descriptor of the lock file ``path`` (created when missing), which must
-    be a regular file: a link there is never followed (root wrote its pid into whatever file
-    it pointed at) and a FIFO never waited on. Anything else raises NotRegularFile and is left
+    be a regular file: a link there is never followed (root would write its pid into whatever
+    file it points at) and a FIFO never waited on. Anything else raises NotRegularFile and is left
     in place: two processes replacing a lock file at once could each lock a file of their own."""
     try:
         fd = os.open(path, os.O_RDWR | os.O_CREAT | _NOT_FOLLOWED, 0o644)

@@ -67,6 +67,19 @@ class RunResult:
 # its own, so a group kill of `cmake --build` misses the compilers and a custom command's sh;
 # none of them leaves the session rocbuild made for the step, so the session is the unit) ---
 
+def pid_exists(pid: int) -> bool:
+    """A process with this pid may exist (signal 0 checks without sending anything):
+    another user's counts, and so does a pid too large to ask about, so nothing is taken
+    for gone that is not proven gone."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError):
+        return True
+    return True
+
+
 def _stat_of(pid: int) -> tuple[str, int, int] | None:
     """State letter, session id and start time (clock ticks after boot) of ``pid`` from
     ``/proc/<pid>/stat``; None when it is gone. Runs in the watchdog too: stdlib only."""
@@ -361,10 +374,9 @@ STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 class HeldStops:
     """Ctrl-C, SIGTERM and SIGHUP held back while a child is started and registered, and
-    acted on at ``release``, once the caller knows the child and ends it with itself. The
-    signal's KeyboardInterrupt came out of subprocess.Popen right after the fork, before it
-    returned the child (``self.pid = _fork_exec(...)``): rocbuild exited 130 and the child
-    it had just started ran on (`.ci/run`'s test_signals[plan-1], one run in ten here).
+    acted on at ``release``, once the caller knows the child and ends it with itself: a
+    KeyboardInterrupt raised inside subprocess.Popen right after the fork, before it returns
+    the child (``self.pid = _fork_exec(...)``), would end rocbuild and leave the child running.
     Only the main thread runs Python's signal handlers, so only it holds them."""
 
     def __init__(self) -> None:

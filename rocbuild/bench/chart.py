@@ -8,6 +8,7 @@ from xml.sax.saxutils import escape
 
 from rocbuild.bench.runner import OK
 from rocbuild.bench.session import BenchResult
+from rocbuild.bench.stats import tokens_text
 
 WIDTH = 720
 LABEL_W = 170
@@ -15,10 +16,6 @@ ROW_H = 26
 BAR_H = 16
 PANEL_GAP = 18
 COLOURS = {"hip": "#c0392b", "vulkan": "#2e86c1", "cpu": "#7f8c8d"}
-
-
-def _fmt(value: float) -> str:
-    return f"{value:,.1f}" if value < 100_000 else f"{value:,.0f}"
 
 
 def render_svg(result: BenchResult, note: str | None = None) -> str:
@@ -69,14 +66,14 @@ def render_svg(result: BenchResult, note: str | None = None) -> str:
                 f'<line x1="{x(high):.1f}" y1="{y + 3}" x2="{x(high):.1f}" '
                 f'y2="{y + BAR_H - 3}" stroke="#222" stroke-width="1.5"/>',
                 f'<text x="{max(x(high), x(ref or 0)) + 6:.1f}" y="{mid + 4:.1f}" '
-                f'font-size="12">{_fmt(median)}</text>',
+                f'font-size="12">{tokens_text(median)}</text>',
             ]
             if ref is not None:
                 any_published = True
                 parts.append(f'<line x1="{x(ref):.1f}" y1="{y - 3}" x2="{x(ref):.1f}" '
                              f'y2="{y + BAR_H + 3}" stroke="#e67e22" stroke-width="2.5" '
                              'stroke-dasharray="4 2"><title>published MI50: '
-                             f"{_fmt(ref)} t/s</title></line>")
+                             f"{tokens_text(ref)} t/s</title></line>")
             y += ROW_H
         y += PANEL_GAP
     if not tests:

@@ -15,6 +15,7 @@ from rocbuild.bench import stats
 from rocbuild.bench.host import POWER_FILE
 from rocbuild.bench.runner import OK, BackendRun
 from rocbuild.bench.session import BenchResult
+from rocbuild.bench.stats import tokens_text
 from rocbuild.checks.gpu import format_speed
 from rocbuild.model.resources import format_bytes
 
@@ -24,13 +25,7 @@ def _gts(speed: float | None) -> str:
 
 
 def _size(n: int) -> str:
-    if n < 1 << 10:
-        return f"{n} bytes"
-    return format_bytes(n)
-
-
-def _ts(value: float) -> str:
-    return f"{value:,.1f}" if value < 100_000 else f"{value:,.0f}"
+    return f"{n} bytes" if n < 1 << 10 else format_bytes(n)
 
 
 def _record_lines(result: BenchResult) -> Iterator[str]:
@@ -61,7 +56,7 @@ def _record_lines(result: BenchResult) -> Iterator[str]:
 
 def _published_cell(result: BenchResult, run: BackendRun, test: str) -> str:
     ref = result.published_for(run, test)
-    return _ts(ref.tokens_per_s) if ref else "-"
+    return tokens_text(ref.tokens_per_s) if ref else "-"
 
 
 def print_report(result: BenchResult, out: Console) -> None:
@@ -88,8 +83,9 @@ def print_report(result: BenchResult, out: Console) -> None:
             if s is None:
                 table.add_row(escape(run.spec.label), test.name, "too few", "", "", "0", cell)
                 continue
-            table.add_row(escape(run.spec.label), test.name, _ts(s.median),
-                          f"{_ts(s.low)}-{_ts(s.high)}", f"{s.spread_pct / 2:.1f}", str(s.n),
+            table.add_row(escape(run.spec.label), test.name, tokens_text(s.median),
+                          f"{tokens_text(s.low)}-{tokens_text(s.high)}",
+                          f"{s.spread_pct / 2:.1f}", str(s.n),
                           cell)
     out.print(table)
     for run in result.runs:

@@ -45,8 +45,7 @@ class Outcome:
 
 
 def _drain(stream: Any, sink: list[bytes]) -> None:
-    for chunk in iter(lambda: stream.read1(65536), b""):
-        sink.append(chunk)
+    sink.extend(iter(lambda: stream.read1(65536), b""))
 
 
 def stop_gracefully(proc: subprocess.Popen[bytes], grace: float, sent: list[str]) -> bool:

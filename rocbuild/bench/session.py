@@ -77,9 +77,8 @@ def make_specs(binaries: Mapping[str, Path], prefix: Path, base_env: Mapping[str
         if tune and backend == "hip":
             plain = _without_tuning(env)
             specs.append(RunSpec(backend, BASELINE, binary, plain))
-            for var in TUNE_VARIABLES:
-                specs.append(RunSpec(backend, f"+{var.name}", binary,
-                                     {**plain, var.name: var.value}))
+            specs += [RunSpec(backend, f"+{var.name}", binary, {**plain, var.name: var.value})
+                      for var in TUNE_VARIABLES]
             specs.append(RunSpec(backend, TUNE_ALL, binary,
                                  {**plain, **{v.name: v.value for v in TUNE_VARIABLES}}))
         else:

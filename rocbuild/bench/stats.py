@@ -17,6 +17,11 @@ from typing import Any
 WARMUP = 1  # repetitions discarded at the start of each test
 
 
+def tokens_text(value: float) -> str:
+    """A tokens/s figure as the table and the chart print it."""
+    return f"{value:,.1f}" if value < 100_000 else f"{value:,.0f}"
+
+
 @dataclass(frozen=True)
 class Summary:
     median: float

@@ -16,11 +16,9 @@ def find_bundler(prefix: Path | None) -> Path | None:
     """The prefix's clang-offload-bundler (ROCm keeps LLVM in lib/llvm, older in llvm)."""
     if prefix is None:
         return None
-    for candidate in (prefix / "lib/llvm/bin/clang-offload-bundler",
-                      prefix / "llvm/bin/clang-offload-bundler"):
-        if candidate.is_file() and os.access(candidate, os.X_OK):
-            return candidate
-    return None
+    return next((candidate for candidate in (prefix / "lib/llvm/bin/clang-offload-bundler",
+                                             prefix / "llvm/bin/clang-offload-bundler")
+                 if candidate.is_file() and os.access(candidate, os.X_OK)), None)
 
 
 def bundler_lister(bundler: Path) -> BundleLister:

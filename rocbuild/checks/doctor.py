@@ -18,7 +18,7 @@ import os
 import re
 import shutil
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +33,7 @@ from rocbuild.checks.gpu import (
     recommended_targets,
 )
 from rocbuild.model import launchers, resources
+from rocbuild.model.base import dpkg_listings
 from rocbuild.model.layout import info_path
 from rocbuild.model.resources import GIB, format_bytes
 from rocbuild.model.targets import TargetId
@@ -97,7 +98,7 @@ class Check:
     fix: str | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {"id": self.id, "status": self.status, "summary": self.summary, "fix": self.fix}
+        return asdict(self)
 
 
 RunTool = Callable[[Sequence[str]], "tuple[int, str] | None"]
@@ -528,13 +529,10 @@ def check_disk(ctx: Context) -> Check:
     wants = [("workdir", needs.workdir, needs.disk_workdir)]
     if needs.prefix is not None:
         wants.append(("prefix", needs.prefix, needs.disk_prefix))
-    short, parts = [], []
-    for use in hostreqs.disk_by_filesystem(wants, host.free_space):
-        text = f"{use.names}: {format_bytes(use.free)} free, about {format_bytes(use.need)} needed"
-        parts.append(text)
-        if use.short:
-            short.append(text)
-    if short:
+    uses = hostreqs.disk_by_filesystem(wants, host.free_space)
+    parts = [f"{use.names}: {format_bytes(use.free)} free, about {format_bytes(use.need)} needed"
+             for use in uses]
+    if any(use.short for use in uses):
         return Check("disk", WARN, "; ".join(parts),
                      "free space there, or point --workdir / --prefix at a larger disk (the "
                      "amounts are rocbuild's estimates unless recipes set resources.disk)")
@@ -629,17 +627,9 @@ def dpkg_owners(host: Host, folder: str) -> list[str]:
     """The installed packages that hold files in ``folder`` (absolute, e.g.
     ``/usr/include/hip``), from dpkg's own record (``var/lib/dpkg/info/<package>.list``, what
     `dpkg -S` reads); empty without one (not Debian/Ubuntu)."""
-    info = host.path("var/lib/dpkg/info")
     inside = folder.rstrip("/") + "/"
-    owners = []
-    for listing in sorted(info.glob("*.list")) if info.is_dir() else []:
-        try:
-            text = listing.read_text(encoding="utf-8", errors="replace")
-        except OSError:
-            continue
-        if any(line.startswith(inside) for line in text.splitlines()):
-            owners.append(listing.stem.split(":")[0])  # libamdhip64-dev:amd64 -> its name
-    return owners
+    return [package for package, lines in dpkg_listings(host.path("var/lib/dpkg"))
+            if any(line.startswith(inside) for line in lines)]
 
 
 def _hip_headers(ctx: Context) -> tuple[str, str] | None:

@@ -102,14 +102,10 @@ def override_spelling(gfx_target_version: int) -> str:
     return f"{(v // 10000) % 100}.{(v // 100) % 100}.{v % 100}"
 
 
-def gen_of(speed_gts: float | None) -> int | None:
-    return _GEN_BY_SPEED.get(speed_gts) if speed_gts is not None else None
-
-
 def format_speed(speed_gts: float | None, width: int | None) -> str:
     if speed_gts is None:
         return "unknown"
-    gen = gen_of(speed_gts)
+    gen = _GEN_BY_SPEED.get(speed_gts)
     text = f"{speed_gts:g} GT/s" + (f" (Gen{gen})" if gen else "")
     return text + (f" x{width}" if width else "")
 
@@ -135,17 +131,11 @@ def parse_properties(text: str | None) -> dict[str, int]:
     return props
 
 
-def _hex(text: str | None) -> int | None:
+def read_int(text: str | None, base: int = 10) -> int | None:
+    """A sysfs number (``16384\n``, in hex ``0x1002``), None when missing or not a number
+    (bench/host.py too)."""
     try:
-        return int(text.strip(), 16) if text else None
-    except ValueError:
-        return None
-
-
-def read_int(text: str | None) -> int | None:
-    """A sysfs number (``16384\n``), None when missing or not a number (bench/host.py too)."""
-    try:
-        return int(text.strip()) if text else None
+        return int(text.strip(), base) if text else None
     except ValueError:
         return None
 
@@ -235,14 +225,13 @@ def pci_device(root: Path, bdf: str) -> PciDevice | None:
     link = root / PCI_DEVICES / bdf
     if not link.exists() and not link.is_symlink():
         return None
-    path = _resolve_in_root(root, link)
-    return _device_at(path, bdf)
+    return _device_at(_resolve_in_root(root, link), bdf)
 
 
 def _device_at(path: Path, bdf: str) -> PciDevice:
-    return PciDevice(bdf=bdf, path=path, vendor=_hex(read_text(path / "vendor")),
-                     device=_hex(read_text(path / "device")),
-                     pci_class=_hex(read_text(path / "class")), driver=_driver_of(path))
+    return PciDevice(bdf=bdf, path=path, vendor=read_int(read_text(path / "vendor"), 16),
+                     device=read_int(read_text(path / "device"), 16),
+                     pci_class=read_int(read_text(path / "class"), 16), driver=_driver_of(path))
 
 
 def list_pci_devices(root: Path) -> list[PciDevice]:
@@ -359,12 +348,9 @@ def _name_for(device_id: int | None) -> str:
 
 def _kfd_vram(node_dir: Path) -> int | None:
     """Local memory from the node's memory banks (heap type 1 = public, 2 = private FB)."""
-    total = 0
-    for bank in sorted((node_dir / "mem_banks").glob("*/properties")):
-        props = parse_properties(read_text(bank))
-        if props.get("heap_type") in (1, 2):
-            total += props.get("size_in_bytes", 0)
-    return total or None
+    banks = (parse_properties(read_text(bank))
+             for bank in sorted((node_dir / "mem_banks").glob("*/properties")))
+    return sum(p.get("size_in_bytes", 0) for p in banks if p.get("heap_type") in (1, 2)) or None
 
 
 def _node_ids(root: Path) -> list[int]:
@@ -420,8 +406,4 @@ def recommended_targets(gpus: list[Gpu]) -> tuple[TargetId, ...]:
     """One build target per distinct processor found, in detection order. Plain processor
     names (gfx906, not gfx906:sramecc+:xnack-): code for a plain target runs on any feature
     setting of that processor (targets.runs_on), so the build serves every card of that kind."""
-    seen: dict[TargetId, None] = {}
-    for gpu in gpus:
-        if gpu.target is not None:
-            seen.setdefault(gpu.target, None)
-    return tuple(seen)
+    return tuple(dict.fromkeys(gpu.target for gpu in gpus if gpu.target is not None))

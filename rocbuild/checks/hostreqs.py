@@ -101,9 +101,7 @@ def run_tool(argv: Sequence[str]) -> tuple[int, str] | None:
     """Run a read-only query (``cmake --version``, ``dpkg-query``): (exit code, stdout), or
     None when it cannot start or hangs. Non-zero exits still return their output."""
     done = proc.run_capture(argv, timeout=30)
-    if not done.answered:
-        return None
-    return done.returncode, done.stdout
+    return (done.returncode, done.stdout) if done.answered else None
 
 
 # what a probe's answer reads besides the program: dpkg-query answers from dpkg's database
@@ -117,9 +115,7 @@ def kept_run_tool(memo: Path) -> RunTool:
     def run(argv: Sequence[str]) -> tuple[int, str] | None:
         reads = PROBE_READS.get(Path(argv[0]).name, ())
         done = proc.run_probe(argv, memo=memo, reads=reads)
-        if not done.answered:
-            return None
-        return done.returncode, done.stdout
+        return (done.returncode, done.stdout) if done.answered else None
 
     return run
 
@@ -141,23 +137,22 @@ class Probe:
 def requirements(stack: Stack) -> Requirements:
     packages: dict[str, list[str]] = {}
     checks: dict[str, str] = {}
-    blockers, unfixed = [], []
     for comp in stack.selected():
         for package in comp.recipe.system_packages:
             packages.setdefault(package, []).append(comp.name)
         checks.update(comp.recipe.system_checks)
-        word = CMAKE4_FIXES.get(comp.name)
-        if word and not any(word in p.path.read_text(errors="replace")
-                            for p in stack.components[comp.checkout].patches):
-            blockers.append(comp.name)
-        word = GCC15_FIXES.get(comp.name)
-        if word and not any(word in p.path.read_text(errors="replace")
-                            for p in stack.components[comp.checkout].patches):
-            unfixed.append(comp.name)
     return Requirements(packages={p: tuple(c) for p, c in packages.items()}, checks=checks,
-                        cmake4_blockers=tuple(blockers), gcc15_unfixed=tuple(unfixed),
+                        cmake4_blockers=_lacking_fix(stack, CMAKE4_FIXES),
+                        gcc15_unfixed=_lacking_fix(stack, GCC15_FIXES),
                         tensile_python=any("tensile" in c.depends for c in stack.selected()),
                         venv_python=sys.executable if stack.python_needs() != ((), ()) else None)
+
+
+def _lacking_fix(stack: Stack, fixes: Mapping[str, str]) -> tuple[str, ...]:
+    """The selected components in ``fixes`` whose checkout's patches lack the fix's word."""
+    return tuple(c.name for c in stack.selected() if (word := fixes.get(c.name))
+                 and not any(word in p.path.read_text(errors="replace")
+                             for p in stack.components[c.checkout].patches))
 
 
 # --- system packages ---------------------------------------------------------------------
@@ -320,9 +315,8 @@ def _tensile_python(reqs: Requirements, probe: Probe) -> list[Finding]:
 
 
 def tool_findings(reqs: Requirements, probe: Probe) -> list[Finding]:
-    wanted = list(BASE_TOOLS)
-    found = {tool: probe.which(tool) for tool in wanted}
-    missing = [tool for tool in wanted if found[tool] is None]
+    found = {tool: probe.which(tool) for tool in BASE_TOOLS}
+    missing = [tool for tool, path in found.items() if path is None]
     findings = []
     if missing:
         packages = tuple(TOOL_PACKAGES.get(t, t) for t in missing)
@@ -341,10 +335,8 @@ def tool_findings(reqs: Requirements, probe: Probe) -> list[Finding]:
 
 # --- prefix --------------------------------------------------------------------------------
 def nearest_existing(path: Path) -> Path:
-    for candidate in (path, *path.parents):
-        if candidate.exists():
-            return candidate
-    return Path("/")
+    return next((candidate for candidate in (path, *path.parents) if candidate.exists()),
+                Path("/"))
 
 
 def free_space(path: Path) -> tuple[int, int]:

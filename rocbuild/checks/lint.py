@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from rocbuild.model import buildsystems
@@ -75,8 +75,7 @@ class LintReport:
             "ok": not self.errors,
             "components": list(self.components),
             "targets": list(self.targets),
-            "findings": [{"level": f.level, "component": f.component, "message": f.message}
-                         for f in self.findings],
+            "findings": [asdict(f) for f in self.findings],
             "sources": [{"component": s.component, "source_dir": str(s.source_dir),
                          "checked": s.checked, "options": list(s.options),
                          "unread": list(s.unread), "searched": list(s.searched),
@@ -225,11 +224,9 @@ def _check_component(stacks: Sequence[Stack], comp: Component, sources: Path,
                                             f"by {comp.name}'s {system.build_files} (nor its "
                                             f"dependencies'){unseen}")
                 for name in unread]
-    for name in options:
-        if not _IDENT_RE.fullmatch(name):
-            findings.append(Finding("note", comp.name,
-                                    f"{system.option_form.format(name)} is not a plain "
-                                    "identifier; not checked"))
+    findings += [Finding("note", comp.name, f"{system.option_form.format(name)} is not a plain "
+                                            "identifier; not checked")
+                 for name in options if not _IDENT_RE.fullmatch(name)]
     check = SourceCheck(comp.name, root, checked=True, options=options, unread=unread,
                         searched=tuple(searched), missing=tuple(missing), read_by=read_by)
     return check, findings

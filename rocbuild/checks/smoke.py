@@ -14,7 +14,7 @@ import os
 import re
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -293,17 +293,14 @@ def run_smoke(prefix: Path, targets: Sequence[TargetId], model: Path | None = No
                                    f"requested target ({wanted})")
     gpu_index = presence.agents.index(agent)
     env = {**smoke_env(prefix, rocm_base=base), "ROCR_VISIBLE_DEVICES": str(gpu_index)}
-    results = []
     with tempfile.TemporaryDirectory(prefix="rocbuild-smoke-") as scratch:
-        for test in plan_smoke(prefix, agent.gfx, model, base):
-            results.append(run_test(test, Path(scratch), env, echo))
-    return SmokeReport(tuple(results))
+        return SmokeReport(tuple(run_test(test, Path(scratch), env, echo)
+                                 for test in plan_smoke(prefix, agent.gfx, model, base)))
 
 
 def to_json(report: SmokeReport) -> dict[str, Any]:
     return {
         "ok": report.ok,
         "skipped": report.skipped or None,
-        "results": [{"name": r.name, "ok": r.ok, "detail": r.detail, "command": r.command}
-                    for r in report.results],
+        "results": [asdict(r) for r in report.results],
     }

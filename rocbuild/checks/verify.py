@@ -100,14 +100,9 @@ def generic_uses(bundles: Sequence[Bundle], requests: Sequence[TargetId],
 
 def describe_missing(missing: list[tuple[TargetId, list[TargetId]]]) -> str:
     """``no gfx906 code object`` when nothing fits, else the device modes left out."""
-    parts = []
-    for request, modes in missing:
-        if len(modes) == len(device_modes(request)):
-            parts.append(f"no code object for {request}")
-        else:
-            parts.append(f"no {request} code object that runs on "
-                         f"{' or '.join(map(str, modes))}")
-    return "; ".join(parts)
+    return "; ".join(f"no code object for {request}" if len(modes) == len(device_modes(request))
+                     else f"no {request} code object that runs on {' or '.join(map(str, modes))}"
+                     for request, modes in missing)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -208,12 +203,11 @@ def judge(path: Path, bundles: list[Bundle], targets: Sequence[TargetId],
         return FileResult(path, Verdict.NO_GPU_CODE, tuple(bundles),
                           note=note + (f" (only {', '.join(others)})" if others else ""))
     missing_lines = missing_by_file(gpu, targets)
-    missing_any = bool(missing_lines)
     problems += missing_lines
     problems += [f"{b.label()}: {b.unreadable}" for b in unreadable]
     if any(b.corrupt for b in bundles) or not bundles:
         verdict = Verdict.CORRUPT
-    elif missing_any:
+    elif missing_lines:
         verdict = Verdict.FAIL
     elif unreadable:
         verdict = Verdict.UNKNOWN

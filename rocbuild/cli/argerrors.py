@@ -201,8 +201,8 @@ def explain(parser: argparse.ArgumentParser, message: str, argv: Sequence[str]) 
 
 def path_arg(text: str) -> Path:
     """argparse's ``type`` for a path argument: an empty one (a script's unset variable) is
-    refused instead of read as the current folder (``prefixes --remove ''`` took the folder
-    it ran in for the prefix to delete)."""
+    refused instead of read as the current folder (``prefixes --remove ''`` must not delete
+    the folder it runs in)."""
     if not text.strip():
         raise argparse.ArgumentTypeError(
             "an empty path; give one (an empty value never means the current folder)")

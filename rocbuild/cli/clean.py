@@ -112,9 +112,8 @@ def _checkout_paths(checkout: Path) -> list[Path]:
 def prefix_files(stack: Stack) -> list[Path]:
     """rocbuild's own files in the prefix: build-info and the env files / modulefiles."""
     spec = spec_for(stack)
-    files = [info_path(stack.prefix)]
-    files += sorted({stack.prefix / relative_path(spec, shell) for shell in SHELLS})
-    return files
+    return [info_path(stack.prefix),
+            *sorted({stack.prefix / relative_path(spec, shell) for shell in SHELLS})]
 
 
 def find(stack: Stack, components: list[Component] | None, kinds: set[str]) -> list[Item]:
@@ -155,8 +154,8 @@ def find(stack: Stack, components: list[Component] | None, kinds: set[str]) -> l
 def git_caches(stack: Stack, comp: Component) -> list[Path]:
     """The git caches of ``comp``'s repository: the one this run's URL names (after its
     --mirror rules) and the one its last fetch used, which its stamp records (a build with
-    --mirror fetched into another; `clean X --caches` without it said "nothing to clean").
-    A stamp of an earlier rocbuild records none: then each cache named after the repository
+    --mirror fetched into another). A stamp of an earlier rocbuild records none: then each
+    cache named after the repository
     (``<name>.git-<hash>``: a mirror keeps the repository's name)."""
     work = stack.work
     assert comp.fetch_url is not None
@@ -198,8 +197,8 @@ def _other_configurations(stack: Stack) -> list[Item]:
 
 def refuse_other_folders(stack: Stack) -> None:
     """A ConfigError (exit 2) when the workdir exists but no build ever used it: `clean
-    --all --sources --workdir DIR` removed ``src/`` and ``build/`` of any folder, a user's
-    own project included."""
+    --all --sources --workdir DIR` must not remove ``src/`` and ``build/`` of a user's own
+    project."""
     root = stack.work.root
     if root.exists() and not made_by_rocbuild(root):
         raise ConfigError(

@@ -25,8 +25,7 @@ def register(sub: argparse._SubParsersAction, parents: list[argparse.ArgumentPar
                     "back. A prefix verify did not prove needs --unproven. A real directory at "
                     "the link path (a packaged ROCm) is never replaced.")
     which = parser.add_mutually_exclusive_group(required=True)
-    # not "prefix": the global --prefix writes args.prefix too (a string), and
-    # `activate P --prefix P` then failed with an AttributeError
+    # not "prefix": the global --prefix writes args.prefix too (a string)
     which.add_argument("prefix_path", nargs="?", type=path_arg, metavar="PREFIX",
                        help="the prefix to activate, e.g. /opt/rocm-6.4-gfx906")
     which.add_argument("--previous", action="store_true",

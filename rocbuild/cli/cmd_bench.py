@@ -6,9 +6,7 @@ Exit 0 when every run gave a figure, 1 when one failed, found no device or would
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import sys
 from pathlib import Path
 
 from rich.markup import escape
@@ -20,7 +18,7 @@ from rocbuild.bench.model import read_model
 from rocbuild.bench.runner import Limits
 from rocbuild.bench.session import choose_binaries, run_session
 from rocbuild.cli.argerrors import path_arg
-from rocbuild.cli.ui import console
+from rocbuild.cli.ui import console, print_json
 from rocbuild.errors import ConfigError, notice
 from rocbuild.files import write_text_atomic
 from rocbuild.model.graph import load_stack
@@ -117,16 +115,12 @@ def register(sub: argparse._SubParsersAction, parents: list[argparse.ArgumentPar
     parser.set_defaults(func=run)
 
 
-def _prefix(settings: Settings) -> Path:
-    return settings.prefix or load_stack(settings).prefix
-
-
 def run(args: argparse.Namespace, settings: Settings) -> int:
     if args.chart is not None and args.chart.suffix.lower() != ".svg":
         raise ConfigError(f"--chart {args.chart}: the chart is written as SVG",
                           tip="give a file name ending in .svg")
     model = read_model(args.model)
-    prefix = _prefix(settings)
+    prefix = settings.prefix or load_stack(settings).prefix
     binaries = choose_binaries(prefix, args.backends, args.cpu)
     if args.tune and "hip" not in binaries:
         raise ConfigError("--tune compares HIP runtime variables, but the HIP backend is not "
@@ -137,27 +131,22 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
                                    ubatch=args.ubatch, depth=args.depth,
                                    repetitions=args.repetitions, threads=args.threads)
     host = read_host(args.gpu_root, os.environ, read_build_info(prefix))
-
-    def echo(line: str) -> None:
-        notice(line)
-
     if host.gpu is None:
         asked_cpu = "cpu" in binaries
-        echo("rocbuild bench: no AMD GPU found (no KFD GPU node, no card bound to amdgpu); "
-             + ("running the CPU only" if asked_cpu else "the GPU backends cannot run"))
+        notice("rocbuild bench: no AMD GPU found (no KFD GPU node, no card bound to amdgpu); "
+               + ("running the CPU only" if asked_cpu else "the GPU backends cannot run"))
         if not asked_cpu:
             raise ConfigError("nothing to measure without a GPU",
                               tip="add --cpu to measure llama.cpp on the CPU alone")
     result = run_session(model, bench_settings, host, prefix, binaries, tune=args.tune,
                          limits=Limits(run_timeout=args.timeout, stop_grace=args.stop_grace),
-                         vram_timeout=args.vram_timeout, echo=echo)
+                         vram_timeout=args.vram_timeout, echo=notice)
     if args.csv is not None:
         write_text_atomic(args.csv, report.to_csv(result))
     if args.chart is not None:
         write_text_atomic(args.chart, chart.render_svg(result))
     if args.json:
-        json.dump(result.to_json(), sys.stdout, indent=2)
-        sys.stdout.write("\n")
+        print_json(result.to_json())
     else:
         report.print_report(result, console())
         for path in (args.csv, args.chart):

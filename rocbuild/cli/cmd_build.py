@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from typing import TYPE_CHECKING
 
@@ -129,9 +128,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
                             keep_going=args.keep_going, verify=args.verify, out=summary)
     except RocbuildError as exc:  # busy, preflight: still one document for the script
         code = exc.exit_code
-        json.dump(build_report.to_json(ctx, code), sys.stdout, indent=2)
-        sys.stdout.write("\n")
+        ui.print_json(build_report.to_json(ctx, code))
         raise
-    json.dump(build_report.to_json(ctx, code), sys.stdout, indent=2)
-    sys.stdout.write("\n")
+    ui.print_json(build_report.to_json(ctx, code))
     return code

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import json
 import shutil
 import sys
 from pathlib import Path
@@ -17,15 +16,16 @@ from rich.markup import escape
 from rich.table import Table
 
 from rocbuild.cli.output import FittedOutput, Output
-from rocbuild.cli.ui import console, print_row
+from rocbuild.cli.ui import console, print_json, print_row
 from rocbuild.errors import BuildFailed, ConfigError
 from rocbuild.model import wording
 from rocbuild.model.graph import Component, load_stack
+from rocbuild.model.resources import format_bytes
 from rocbuild.model.settings import Settings
 from rocbuild.model.steptable import steps_of
 from rocbuild.run.cache import cache, cache_prune, signing, stores
 from rocbuild.run.cache.artifacts import ArtifactRefused, Manifest
-from rocbuild.run.cache.cache_store import CacheUnavailable, ProgressLine, fmt_size
+from rocbuild.run.cache.cache_store import CacheUnavailable, ProgressLine
 from rocbuild.run.engine import continuation
 from rocbuild.run.engine.build import BuildContext
 
@@ -109,8 +109,7 @@ def run_push(args: argparse.Namespace, settings: Settings) -> int:
     store = stores.open_writer(target, "push to")
     key_file = signing.key_path(args.sign) if args.sign else None
     stack = load_stack(settings, args.components)
-    # plain lines in a pipe; on a terminal fitted to its width (lines of 140 columns were
-    # cut inside words by the terminal)
+    # plain lines in a pipe; on a terminal fitted to its width, never cut inside a word
     output = FittedOutput(sys.stdout) if sys.stdout.isatty() else Output(sys.stdout)
     ctx = BuildContext.start(stack=stack, settings=settings, output=output)
     wanted = args.components or list(stack.order)
@@ -169,15 +168,15 @@ def run_push(args: argparse.Namespace, settings: Settings) -> int:
                                f"installed without its source ({key[:12]}{signed})")
                 continue
             ctx.output.say(f"✔ {comp.name}: {wording.count(len(manifest.files), 'file')}, "
-                           f"{fmt_size(manifest.size)} packed to "
-                           f"{fmt_size(manifest.archive_size)} ({key[:12]}{signed})")
+                           f"{format_bytes(manifest.size)} packed to "
+                           f"{format_bytes(manifest.archive_size)} ({key[:12]}{signed})")
     finally:
         ctx.release()
-    shown = [c.name for c in own if c.name in unbuilt and c.builds]  # source-only ones are
-    if shown:  # fetched by the build of what uses them: naming them would only add words
+    # source-only ones are left out of both lines: the build of what uses them fetches them
+    shown = [c.name for c in own if c.name in unbuilt and c.builds]
+    if shown:
         ctx.output.say(f"not built, so not stored: {', '.join(shown)}")
-    if missing:  # one command for all of them, with this run's flags (source-only ones are
-        # fetched by the build of what uses them: naming them would only add words)
+    if missing:  # one command for all of them, with this run's flags
         names = [c.name for c in missing if c.builds] or [c.name for c in missing]
         ctx.output.say("TIP: build them first, then push again: "
                        + continuation.fallback(settings, names))
@@ -234,8 +233,7 @@ def run_list(args: argparse.Namespace, settings: Settings) -> int:
     # none, and a field of the wrong type is shown as text (a signature is checked on install)
     entries = [e for e in store.index() if isinstance(e, dict)]
     if args.json:
-        json.dump({"cache": store.location, "artifacts": entries}, sys.stdout, indent=2)
-        sys.stdout.write("\n")
+        print_json({"cache": store.location, "artifacts": entries})
         return 0
     out = console()
     if not entries:
@@ -257,7 +255,8 @@ def run_list(args: argparse.Namespace, settings: Settings) -> int:
         table.add_row(escape(str(e.get("component"))), escape(str(e.get("key", ""))[:12]),
                       escape(",".join(map(str, targets)) if isinstance(targets, list)
                              else str(targets)),
-                      fmt_size(_size(e.get("size"))), fmt_size(_size(e.get("archive_size"))),
+                      format_bytes(_size(e.get("size"))),
+                      format_bytes(_size(e.get("archive_size"))),
                       escape(signer), escape(_when(e.get("created"))[:10]))
     out.print(table)
     for fingerprint, signer in signers.items():  # the fingerprints, whole, for comparing
@@ -310,17 +309,17 @@ def run_prune(args: argparse.Namespace, settings: Settings) -> int:
     for entry, why in chosen:
         out.print(f"{verb} {escape(str(entry.get('component')))} "
                   f"{str(entry.get('key', ''))[:12]} "
-                  f"({fmt_size(float(entry.get('archive_size', 0)))}, {_when(entry.get('created'))}"
-                  f"): {escape(why)}")
+                  f"({format_bytes(float(entry.get('archive_size', 0)))}, "
+                  f"{_when(entry.get('created'))}): {escape(why)}")
     total = sum(float(e.get("archive_size", 0)) for e, _ in chosen)
     if args.dry_run or not chosen:
-        out.print(f"{len(chosen)} artifact(s), {fmt_size(total)}"
+        out.print(f"{len(chosen)} artifact(s), {format_bytes(total)}"
                   + (" (dry run: nothing removed)" if args.dry_run else ": nothing to remove"))
         return 0
     problems = store.remove([e for e, _ in chosen])
     for problem in problems:
         out.print(f"✘ {escape(problem)}")
-    out.print(f"removed {len(chosen) - len(problems)} artifact(s), {fmt_size(total)} from "
+    out.print(f"removed {len(chosen) - len(problems)} artifact(s), {format_bytes(total)} from "
               f"{escape(store.location)}")
     return 1 if problems else 0
 
@@ -355,8 +354,7 @@ def run_keys_list(args: argparse.Namespace, settings: Settings) -> int:
     out.print(f"trusted signers ({escape(str(signing.signers_file()))}):" if signers else
               f"trusted signers: none ({escape(str(signing.signers_file()))})")
     for s in signers:
-        # the type with the name, the fingerprint in its column: at 80 columns the type
-        # wrapped alone to the margin
+        # the type with the name, the fingerprint in its column
         print_row(out, f"  {escape(s.principal):<20} {escape(s.key_type)} {s.fingerprint}", 23)
     return 0
 

@@ -5,15 +5,13 @@ default), from ``settings.OPTIONS`` and ``Settings.source``; nothing is changed.
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import sys
 from pathlib import Path
 from typing import Any
 
 from rich.markup import escape
 
-from rocbuild.cli.ui import console, print_row
+from rocbuild.cli.ui import console, print_json, print_row
 from rocbuild.model import settings as settings_mod
 from rocbuild.model.settings import Settings
 
@@ -54,13 +52,11 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     values = [{"name": o.name, "value": shown(o.name, settings.value(o.name)),
                "source": settings.source(o.name)} for o in settings_mod.OPTIONS]
     if args.json:
-        json.dump({"config_file": str(used) if used else None,
-                   "searched": [str(p) for p in looked], "settings": values,
-                   "not_used": [{"file": str(path), "why": why}
-                                for path, why in choice.skipped],
-                   "overlay_not_used": settings.refused_overlay or None},
-                  sys.stdout, indent=2)
-        sys.stdout.write("\n")
+        print_json({"config_file": str(used) if used else None,
+                    "searched": [str(p) for p in looked], "settings": values,
+                    "not_used": [{"file": str(path), "why": why}
+                                 for path, why in choice.skipped],
+                    "overlay_not_used": settings.refused_overlay or None})
         return 0
     out = console()
     if used is None:

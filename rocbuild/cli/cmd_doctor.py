@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import argparse
 import getpass
-import json
 import os
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +13,7 @@ from rich.markup import escape
 
 from rocbuild.checks import doctor, hostreqs
 from rocbuild.cli.argerrors import path_arg
-from rocbuild.cli.ui import console, glue_commands, print_row
+from rocbuild.cli.ui import console, glue_commands, print_json, print_row
 from rocbuild.errors import ConfigError
 from rocbuild.model import cost, wording
 from rocbuild.model.baseaudit import audit_lines, unclaimed
@@ -65,8 +63,7 @@ def print_report(report: doctor.Report, out: Console) -> None:
     out.print(f"[bold]rocbuild doctor[/]{where}")
     for check in report.checks:
         label, style = _STYLE[check.status]
-        # a continued finding stays under its text, as the fix lines do (it started at the
-        # margin)
+        # a continued finding stays under its text, as the fix lines do
         print_row(out, f"  [{style}]{label:<4}[/] {check.id:<12} {escape(check.summary)}", 20)
         if check.fix and check.status != doctor.OK:
             # a command in it stays whole, on a line of its own when it does not fit
@@ -82,8 +79,7 @@ def print_report(report: doctor.Report, out: Console) -> None:
 def run(args: argparse.Namespace, settings: Settings) -> int:
     report = doctor.run(host_for(args.root, args.user), needs_from(settings))
     if args.json:
-        json.dump(report.to_json(), sys.stdout, indent=2)
-        sys.stdout.write("\n")
+        print_json(report.to_json())
     else:
         print_report(report, console())
     return report.exit_code

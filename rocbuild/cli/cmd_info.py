@@ -1,22 +1,17 @@
-"""`rocbuild info COMPONENT [--json]`: one component, as `spack info` / `eb --show` do.
-
-Its recipe file and source, what it needs and what needs it, its build settings as rendered
-for this stack (cmake arguments, build type, environment, patches), its state per step in
-this workdir (the same rule as `status`) and the files its last install put into the prefix
-(the prefix's install record).
+"""`rocbuild info COMPONENT [--json]`: one component, as `spack info` / `eb --show` do (what
+it shows: the parser's description); its state per step by the same rule as `status`, its
+files from the prefix's install record.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
-import sys
 from typing import Any
 
 from rich.cells import cell_len
 from rich.markup import escape
 
-from rocbuild.cli.ui import console, plural, print_row
+from rocbuild.cli.ui import console, plural, print_json, print_row
 from rocbuild.errors import ConfigError
 from rocbuild.model.graph import load_stack
 from rocbuild.model.settings import Settings
@@ -82,8 +77,7 @@ def describe(settings: Settings, name: str) -> dict[str, Any]:
 def run(args: argparse.Namespace, settings: Settings) -> int:
     doc = describe(settings, args.component)
     if args.json:
-        json.dump(doc, sys.stdout, indent=2)
-        sys.stdout.write("\n")
+        print_json(doc)
         return 0
     out = console()
     out.print(f"[bold]{escape(doc['name'])}[/]" + (f" — {escape(doc['summary'])}"
@@ -91,8 +85,8 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
 
     def row(name: str, value: str) -> None:
         # a value too long for its column goes under its label (column 4), not to the
-        # margin, where it read as a label of its own; so does one word of a label's further
-        # values (env's second one on), which the terminal broke inside at column 80
+        # margin, where it would read as a label of its own; so does one word of a label's
+        # further values (env's second one on) that does not fit beside it
         if not name and " " not in value and 14 + cell_len(value) > out.width:
             print_row(out, f"    {escape(value)}", 4)
             return

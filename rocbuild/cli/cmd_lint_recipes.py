@@ -8,7 +8,6 @@ recipe error (raised by the loader as a ConfigError, like every other command).
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
@@ -16,7 +15,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from rocbuild.checks.lint import LintReport, lint_recipes, lint_sources
-from rocbuild.cli.ui import console
+from rocbuild.cli.ui import console, print_json
 from rocbuild.errors import EXIT_BAD_INPUT, EXIT_OK, ConfigError
 from rocbuild.errors import report as report_error
 from rocbuild.model.settings import Settings
@@ -47,8 +46,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
                    else Workdir.shared(settings.workdir).src)
         report = lint_sources(settings, sources)
     if args.json:
-        json.dump(report.to_json(), sys.stdout, indent=2)
-        sys.stdout.write("\n")
+        print_json(report.to_json())
     else:
         print_report(report)
     if args.sources is not None and not any(s.checked for s in report.sources):

@@ -1,18 +1,15 @@
 """`rocbuild list [COMPONENT...] [--json]`: what each prefix holds, as `spack find` does.
 
 Per prefix (the one `--prefix` names, else every prefix this user built, prefix/registry.py,
-and the configured one): each component's ref, commit, patches, installed size, whether it was
-built or served from the binary cache, and when; read from records only
-(prefix/inventory.py), so it runs in a second and never builds anything.
+and the configured one), read from records only (prefix/inventory.py), so it runs in a
+second and never builds anything.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import os
-import sys
 import time
 from pathlib import Path
 
@@ -21,7 +18,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from rocbuild.cli.ui import console, plural
+from rocbuild.cli.ui import console, plural, print_json
 from rocbuild.errors import ConfigError
 from rocbuild.model import layout
 from rocbuild.model.graph import load_stack
@@ -30,7 +27,7 @@ from rocbuild.model.settings import Settings
 from rocbuild.model.workdir import Workdir, prefix_key, read_registry
 from rocbuild.prefix import registry
 from rocbuild.prefix.buildinfo import info_path
-from rocbuild.prefix.inventory import Installed, PrefixInventory, inventory
+from rocbuild.prefix.inventory import PrefixInventory, inventory
 from rocbuild.run.state import view
 
 WIDE = 90  # columns from which the install time shows its year
@@ -71,22 +68,15 @@ def when_text(when: float | None, *, year: bool = True) -> str:
     return time.strftime(fmt, time.localtime(when)) if when else "-"
 
 
-def origin_text(comp: Installed) -> str:
-    if comp.origin == "cache":
-        return "cache"
-    return comp.origin or "?"
-
-
 def run(args: argparse.Namespace, settings: Settings) -> int:
     wanted = set(args.components)
     found = [inventory(p, _configured(settings, p)) for p in prefixes_to_list(settings)]
     for inv in found:
         inv.components[:] = [c for c in inv.components if not wanted or c.name in wanted]
     if args.json:
-        json.dump({"prefixes": [{**inv.to_json(), "state": _state(inv),
-                                 "installing_now": view.installing_now(inv.path)}
-                                for inv in found]}, sys.stdout, indent=2)
-        sys.stdout.write("\n")
+        print_json({"prefixes": [{**inv.to_json(), "state": _state(inv),
+                                  "installing_now": view.installing_now(inv.path)}
+                                 for inv in found]})
         return 0
     out = console()
     if not found or all(inv.info is None and inv.error is None and not inv.components
@@ -148,7 +138,7 @@ def print_prefix(inv: PrefixInventory, out: Console) -> None:
         patches = "?" if comp.patches is None else str(len(comp.patches))
         table.add_row(escape(comp.name), escape(comp.ref or "-"),
                       (comp.commit or "-")[:8], patches,
-                      format_bytes(comp.size), origin_text(comp),
+                      format_bytes(comp.size), comp.origin or "?",
                       when_text(comp.when, year=out.width >= WIDE))
     out.print(table)
     if info is not None and info.extra.get("workdir"):

@@ -13,7 +13,7 @@ from rich.markup import escape
 from rocbuild.checks import hostload, launchtools
 from rocbuild.cli import plan_table
 from rocbuild.cli.cmd_status import launcher_notes, print_dropped, print_launcher_notes
-from rocbuild.cli.ui import console, print_commands, print_cost, print_plan
+from rocbuild.cli.ui import console, print_commands, print_cost, print_json, print_plan
 from rocbuild.errors import redact
 from rocbuild.model import cost
 from rocbuild.model.graph import load_stack
@@ -135,9 +135,7 @@ def print_tree(args: argparse.Namespace, settings: Settings) -> int:
     children = plan_tree.edges(stack, reverse=args.reverse)
     starts = plan_tree.roots(stack, children, args.components)
     if args.json:
-        json.dump({"reverse": args.reverse, "tree": plan_tree.nested(children, starts)},
-                  sys.stdout, indent=2)
-        sys.stdout.write("\n")
+        print_json({"reverse": args.reverse, "tree": plan_tree.nested(children, starts)})
         return 0
     out = console()
     for line in plan_tree.lines(children, starts):

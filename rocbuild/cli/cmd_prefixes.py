@@ -5,10 +5,8 @@ build-info file, with what each holds and which links point at it."""
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shutil
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -16,13 +14,14 @@ from rich.markup import escape
 
 from rocbuild.cli import clean
 from rocbuild.cli.argerrors import path_arg
-from rocbuild.cli.ui import console, glue
+from rocbuild.cli.ui import console, glue, print_json
 from rocbuild.errors import ConfigError
 from rocbuild.model.graph import load_stack
 from rocbuild.model.layout import INFO_DIR
 from rocbuild.model.resources import format_bytes
 from rocbuild.model.settings import Settings
 from rocbuild.prefix import activate, buildinfo, prefixguard, registry, uninstall
+from rocbuild.prefix.activate import target_of
 from rocbuild.prefix.buildinfo import FoundPrefix, scan_prefixes
 from rocbuild.run.state import workdirs
 from rocbuild.run.state.state import prefix_lock
@@ -59,10 +58,6 @@ def configured_prefix(settings: Settings) -> Path | None:
         return load_stack(settings).prefix
     except ConfigError:  # listing must work even when the recipes are broken
         return None
-
-
-def _target(link: Path) -> Path | None:
-    return activate.target_of(link)
 
 
 def entry_json(found: FoundPrefix, active: set[Path],
@@ -104,25 +99,25 @@ def _state(doc: dict[str, Any]) -> str:
 def active_links(link: Path, given: bool) -> list[Path]:
     """The stable links that make a prefix active: the one --link (or ROCBUILD_LINK) names;
     without one, the default link and every link `activate` switched (`activate P --link L`
-    made L the user's stable link: it read "none is active: /opt/rocm does not exist")."""
+    makes L one of the user's stable links)."""
     if given:
         return [link]
     pointing = [each for each in sorted({*registry.known_links(), link})
-                if _target(each) is not None]
+                if target_of(each) is not None]
     return pointing or [link]
 
 
 def active_text(links: list[Path], found: list[FoundPrefix]) -> str:
-    """What the stable links say about the list: it claimed "points at the one marked *"
-    when there was no link and no mark."""
+    """What the stable links say about the list ("points at the one marked *" only when
+    a link marks one)."""
     listed = {f.path for f in found}
-    marked = [each for each in links if _target(each) in listed]
+    marked = [each for each in links if target_of(each) in listed]
     if len(marked) == 1:
         return f"{marked[0]} points at the one marked *"
     if marked:
         return f"{', '.join(map(str, marked))} point at the ones marked *"
     link = links[0]
-    active = _target(link)
+    active = target_of(link)
     if active is not None:
         return f"{link} points at {active}, not one of these"
     if link.exists():
@@ -142,7 +137,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     # every link that points at a prefix now: the recorded ones, and the one asked about
     links: dict[Path, list[tuple[Path, bool]]] = {}
     for each in sorted({*recorded_links, link}):
-        target = _target(each)
+        target = target_of(each)
         if target is not None:
             # --unproven counts only while the link still points where it was recorded
             state = activate.read_state(each)
@@ -153,14 +148,13 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
              *registry.known_prefixes(), *links)
     found = scan_prefixes(SEARCH_DIR, tuple(extra))
     stable = active_links(link, bool(given))
-    active = {target for each in stable if (target := _target(each)) is not None}
+    active = {target for each in stable if (target := target_of(each)) is not None}
     docs = [entry_json(f, active, links) for f in found]
     if args.json:
-        json.dump({"link": str(link), "active_links": [str(each) for each in stable
-                                                       if _target(each) is not None],
-                   "registry": str(registry.registry_path()),
-                   "prefixes": docs}, sys.stdout, indent=2)
-        sys.stdout.write("\n")
+        print_json({"link": str(link), "active_links": [str(each) for each in stable
+                                                        if target_of(each) is not None],
+                    "registry": str(registry.registry_path()),
+                    "prefixes": docs})
         return 0
     out = console()
     if not docs:
@@ -202,8 +196,8 @@ def forget(prefix: Path) -> int:
 def _remove_marker_last(prefix: Path) -> None:
     """Remove ``prefix`` with its marker (``.rocbuild/``: build-info and install records)
     last, so a removal a kill cut short is still a prefix rocbuild built, holding only what
-    its records name, and the same command finishes it (removed in the order rmtree finds
-    things, the marker went first as often as not and the rest was refused for good)."""
+    its records name, and the same command finishes it (rmtree's order may take the marker
+    first, and the rest would then be refused for good)."""
     for entry in sorted(prefix.iterdir()):
         if entry.name == INFO_DIR:
             continue

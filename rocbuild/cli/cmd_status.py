@@ -1,17 +1,12 @@
-"""`rocbuild status [COMPONENT...] [--json]`: the morning report.
-
-Per component and step: done / failed / pending / stale (and why), time, jobs, peak memory and
-OOM retries; for a failure its known cause and fix, the log and the one command that
-continues. Exit code 1 when a step or the verify failed, so scripts can use it; 0 otherwise
-(also while a build runs or steps wait).
+"""`rocbuild status [COMPONENT...] [--json]`: the morning report (what it shows: the
+parser's description). Exit code 1 when a step or the verify failed, so scripts can use it;
+0 otherwise (also while a build runs or steps wait).
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import shlex
-import sys
 import time
 
 from rich import box
@@ -26,6 +21,7 @@ from rocbuild.cli.ui import (
     first_error_lines,
     glue_commands,
     print_command,
+    print_json,
     print_quoted,
 )
 from rocbuild.errors import EXIT_OK, EXIT_STEP_FAILED, notice
@@ -84,8 +80,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     report = collect(rule, settings, list(args.components))
     notes = launcher_notes(stack, settings)
     if args.json:
-        json.dump({**to_json(report), "launcher_notes": notes}, sys.stdout, indent=2)
-        sys.stdout.write("\n")
+        print_json({**to_json(report), "launcher_notes": notes})
     elif nothing_built(report):  # the whole table would read "pending" 100 times
         out = console()
         out.print(f"nothing built yet in {escape(str(report.workdir))}: "
@@ -100,7 +95,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
 
 def print_other_stacks(out: Console, settings: Settings) -> None:
     """Where the workdir's builds are, when they are of another stack than these recipes
-    (a workdir built with `--recipes X` read "nothing built yet" without it)."""
+    (a workdir built with `--recipes X` is not "nothing built yet")."""
     others = view.other_stacks(settings)
     if not others:
         return
@@ -274,7 +269,7 @@ def _add_rows(table: Table, comp: ComponentStatus, wide: bool = True) -> None:
         cells = [escape(comp.name) if i == 0 else "", step.step, _styled(step.state),
                  format_seconds(step.seconds)]
         if wide:
-            cells += [str(step.jobs or "-"), _peak(step.peak_rss), _retries(step),
+            cells += [str(step.jobs or "-"), _peak(step.peak_rss), str(step.oom_retries or "-"),
                       escape(step.why)]
         else:
             cells.append(escape(step.why) or _resources(step))
@@ -291,10 +286,6 @@ def _resources(step: StepStatus) -> str:
 
 def _styled(state: str) -> str:
     return f"[{STATE_STYLE.get(state, '')}]{state}[/]"
-
-
-def _retries(step: StepStatus) -> str:
-    return str(step.oom_retries) if step.oom_retries else "-"
 
 
 def _print_cap(out: Console, comp: ComponentStatus) -> None:

@@ -5,14 +5,12 @@ here so that a mistyped ``--target`` can name just the three nearest."""
 from __future__ import annotations
 
 import argparse
-import json
 import re
-import sys
 
 from rich.markup import escape
 from rich.table import Table
 
-from rocbuild.cli.ui import console
+from rocbuild.cli.ui import console, print_json
 from rocbuild.model.settings import Settings
 from rocbuild.model.targets import PROCESSOR_FEATURES, PRODUCT_NAMES
 
@@ -52,9 +50,8 @@ def products_of(processor: str) -> list[str]:
 def run(args: argparse.Namespace, settings: Settings) -> int:
     names = sorted(PROCESSOR_FEATURES, key=_order)
     if args.json:
-        json.dump([{"processor": n, "features": sorted(PROCESSOR_FEATURES[n]),
-                    "products": products_of(n)} for n in names], sys.stdout, indent=2)
-        sys.stdout.write("\n")
+        print_json([{"processor": n, "features": sorted(PROCESSOR_FEATURES[n]),
+                     "products": products_of(n)} for n in names])
         return 0
     out = console()
     table = Table(title=f"{len(names)} GPU processors (ROCm 6.4 LLVM)", title_justify="left",

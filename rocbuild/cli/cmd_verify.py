@@ -13,8 +13,6 @@ input.
 from __future__ import annotations
 
 import argparse
-import json
-import sys
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -35,7 +33,7 @@ from rocbuild.checks.verify import (
     verify_prefix,
 )
 from rocbuild.cli.argerrors import path_arg
-from rocbuild.cli.ui import console
+from rocbuild.cli.ui import console, print_json
 from rocbuild.errors import (
     EXIT_OK,
     EXIT_VERIFY_FAILED,
@@ -158,8 +156,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
                                components=_duties(settings, prefix),
                                library_dirs=[base / "lib", *multiarch_dirs(base)] if base
                                else ())
-        smoke_report = _smoke(args, report, prefix, targets,
-                              base_to_scan(settings.base, prefix))
+        smoke_report = _smoke(args, report, prefix, targets, base)
     # findings on the base's own libraries, by plan's audit (what the last plan read of
     # them is reused); they inform, the prefix's report decides
     base_scan = None if args.paths else basescan.scan_for(
@@ -170,8 +167,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         doc = to_json(report)
         doc["smoke"] = smoke.to_json(smoke_report) if smoke_report else None
         doc["base"] = basescan.to_json(*base_scan) if base_scan else None
-        json.dump(doc, sys.stdout, indent=2)
-        sys.stdout.write("\n")
+        print_json(doc)
     else:
         out = console()
         print_report(report, out)
@@ -260,8 +256,7 @@ def _smoke(args: argparse.Namespace, report: VerifyReport, prefix: Path,
         return smoke.SmokeReport(skipped="smoke tests not run: fix the problems above first")
     if not about_gpu_code(report):  # nothing to run on a GPU: no AMD GPU is not the reason
         return smoke.SmokeReport(skipped="no smoke tests: no GPU code expected here")
-    return smoke.run_smoke(prefix, targets, args.model, root=args.gpu_root,
-                           echo=notice,
+    return smoke.run_smoke(prefix, targets, args.model, root=args.gpu_root, echo=notice,
                            base=base)
 
 

@@ -34,27 +34,10 @@ from rocbuild.run.state import basememo, prefixmemo
 
 COMMAND_PACKAGE = "rocbuild.cli.cmd_"
 # Subcommand modules, in the order `rocbuild --help` lists them.
-COMMAND_MODULES = (
-    "rocbuild.cli.cmd_plan",
-    "rocbuild.cli.cmd_build",
-    "rocbuild.cli.cmd_status",
-    "rocbuild.cli.cmd_list", "rocbuild.cli.cmd_info",
-    "rocbuild.cli.cmd_logs",
-    "rocbuild.cli.cmd_verify",
-    "rocbuild.cli.cmd_bench",
-    "rocbuild.cli.cmd_doctor",
-    "rocbuild.cli.cmd_env",
-    "rocbuild.cli.cmd_activate",
-    "rocbuild.cli.cmd_prefixes",
-    "rocbuild.cli.cmd_cache",
-    "rocbuild.cli.cmd_lint_recipes",
-    "rocbuild.cli.cmd_clean",
-    "rocbuild.cli.cmd_targets",
-    "rocbuild.cli.cmd_config",
-    "rocbuild.cli.cmd_recipes",
-    "rocbuild.cli.cmd_uninstall",
-    "rocbuild.cli.cmd_completion",
-)
+COMMAND_MODULES = tuple(COMMAND_PACKAGE + name for name in (
+    "plan", "build", "status", "list", "info", "logs", "verify", "bench", "doctor", "env",
+    "activate", "prefixes", "cache", "lint_recipes", "clean", "targets", "config", "recipes",
+    "uninstall", "completion"))
 
 
 _root: argparse.ArgumentParser | None = None  # the top parser and the argv being parsed,

@@ -65,10 +65,10 @@ class Output:
 
 class FittedOutput(Output):
     """The same events on a terminal (`cache push`, `build --verbose`): rocbuild's own lines
-    wrap between words to the terminal's width (ui.FittedConsole; a plain line of 140
-    columns was cut inside words by the terminal), a command to paste is one line, and a
-    tool's own output is shown as the tool printed it, never re-wrapped (a compiler's caret
-    line stays under its column, and the terminal wraps it as it wraps the tool)."""
+    wrap between words to the terminal's width (ui.FittedConsole), a command to paste is
+    one line, and a tool's own output is shown as the tool printed it, never re-wrapped (a
+    compiler's caret line stays under its column, and the terminal wraps it as it wraps the
+    tool)."""
 
     def __init__(self, stream: TextIO, *, show_build_output: bool = True) -> None:
         super().__init__(stream, show_build_output=show_build_output)

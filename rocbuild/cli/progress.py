@@ -51,7 +51,7 @@ def eta_seconds(elapsed: float, fraction: float | None, expected: float | None) 
 
 def step_eta(elapsed: float, fraction: float | None, expected: float | None) -> str:
     """The step's ETA text, asked at every redraw: a step past its estimate (no ninja pace
-    yet) says by how much ("19s over estimate"), where the bar froze at "ETA 0s"."""
+    yet) says by how much ("19s over estimate"), not "ETA 0s"."""
     if overruns(elapsed, fraction, expected):
         assert expected is not None
         return f"{format_span(elapsed - expected)} over estimate"  # short: fits beside a bar
@@ -123,8 +123,7 @@ class _EtaColumn(ProgressColumn):
 class _Panel(Progress):
     """The live panel, two columns narrower than the terminal: a line as wide as the terminal
     leaves the cursor in its last column, where the "^C" the terminal echoes on Ctrl-C starts
-    a new line, and the panel's erase on stop then left its first line on the screen, above
-    the summary."""
+    a new line, and the panel's erase on stop would leave its first line above the summary."""
 
     def get_renderable(self) -> RenderableType:
         return _TwoColumnsNarrower(super().get_renderable())
@@ -173,7 +172,7 @@ class LiveOutput(Output):
                     for k, r in running.items()}
             rest = run_eta(self._expected, self._finished, left)
             if any(overruns(now - r.started, r.fraction, r.expected) for r in running.values()):
-                # a step past its estimate: the run's end is not known ("ETA 0s" froze)
+                # a step past its estimate: the run's end is not known
                 return "ETA ?: a step overran"
             return finish_clock(rest)
         for r in running.values():
@@ -193,8 +192,7 @@ class LiveOutput(Output):
                              counts=f"{done}/{len(self._expected)} steps")
 
     def say(self, text: str) -> None:
-        # fitted: a step line wraps between words under its indent; the terminal broke
-        # "rese|rve" and "…/l|ogs"
+        # fitted: a step line wraps between words under its indent, never inside a word
         self.progress.console.print(text, markup=False, highlight=False)
 
     def step_started(self, component: str, step: str, expected: float | None) -> None:

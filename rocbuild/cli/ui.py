@@ -3,6 +3,7 @@ not a terminal."""
 
 from __future__ import annotations
 
+import json
 import re
 import sys
 from collections.abc import Iterable, Sequence
@@ -91,11 +92,10 @@ class FittedConsole(Console):
                 piece.plain = piece.plain.replace(GLUE, " ")  # same length: styles stay
                 # a continued line stays in its column, not at the margin; a word too long
                 # for that (a path) goes under the line's own indent, or at the margin when
-                # it fits there (plan's 66-character recipes path made an 81-column row);
-                # one longer than any line keeps the column, as it overflows anyway. A
-                # row's value too long for its column goes under its label (``under``,
-                # default two columns in from the row's indent), never to the margin, where
-                # it read as a label of its own (`info`'s env values)
+                # it fits there; one longer than any line keeps the column, as it overflows
+                # anyway. A row's value too long for its column goes under its label
+                # (``under``, default two columns in from the row's indent), never to the
+                # margin, where it would read as a label of its own
                 if i:
                     room = self.width - cell_len(piece.plain)
                     if hang is None:
@@ -174,6 +174,12 @@ def _word_breaks(text: str, width: int, hang: int = 0) -> list[int]:
             line_start, indent = match.start(), hang
         has_word = True
     return breaks
+
+
+def print_json(doc: Any) -> None:
+    """A --json document on stdout, as every command prints one."""
+    json.dump(doc, sys.stdout, indent=2)
+    sys.stdout.write("\n")
 
 
 def console(stream: TextIO | None = None, *, stamped: bool = False) -> FittedConsole:
@@ -391,7 +397,7 @@ def print_build_summary(outcomes: Sequence[StepOutcome], stack: Stack, command: 
     ran = [o for o in outcomes if o.result not in (CURRENT, SERVED)]
     current = [o for o in outcomes if o.result == CURRENT]
     served = [o for o in outcomes if o.result == SERVED]
-    # the heading is a line of its own: as the table's title it wrapped to the table's width
+    # the heading is a line of its own: a table's title would wrap to the table's width
     heading = (f"rocbuild: {wording.count(len(ran), 'step')} run, {len(current)} already "
                "current" + (f", {len(served)} served from cache" if served else "")
                + f", {seconds:.1f}s")

@@ -22,7 +22,7 @@ import glob
 import hashlib
 import json
 import re
-from collections.abc import Container, Iterable, Mapping, Sequence
+from collections.abc import Container, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -218,12 +218,7 @@ class DpkgIndex:
     def _load(self) -> tuple[dict[str, str], dict[str, str]]:
         if self._owners is None or self._versions is None:
             owners: dict[str, str] = {}
-            for listing in sorted((self.admin / "info").glob("*.list")):
-                try:
-                    lines = listing.read_text(encoding="utf-8", errors="replace").splitlines()
-                except OSError:
-                    continue
-                package = listing.name[: -len(".list")].split(":")[0]
+            for package, lines in dpkg_listings(self.admin):
                 for line in lines:
                     owners.setdefault(line, package)
             self._owners, self._versions = owners, _installed_versions(self.admin)
@@ -235,9 +230,18 @@ class DpkgIndex:
         wanted = ("/" + str(file.relative_to(self.root)) if file.is_relative_to(self.root)
                   else str(file))
         owner = owners.get(wanted)
-        if owner is None or owner not in versions:
-            return None
-        return owner, versions[owner]
+        return (owner, versions[owner]) if owner is not None and owner in versions else None
+
+
+def dpkg_listings(admin: Path) -> Iterator[tuple[str, list[str]]]:
+    """(package, the paths it installed) from each readable ``info/<package>.list`` of the
+    dpkg database ``admin``, in name order (what `dpkg -S` reads)."""
+    for listing in sorted((admin / "info").glob("*.list")):
+        try:
+            lines = listing.read_text(encoding="utf-8", errors="replace").splitlines()
+        except OSError:
+            continue
+        yield listing.name[: -len(".list")].split(":")[0], lines
 
 
 def _installed_versions(admin: Path) -> dict[str, str]:
@@ -268,27 +272,8 @@ def dpkg_version(admin: Path, file: Path) -> str | None:
     dpkg root, ``admin``'s grandparent's parent), or None without such a database."""
     root = admin.parent.parent.parent
     wanted = "/" + str(file.relative_to(root)) if file.is_relative_to(root) else str(file)
-    owner = None
-    for listing in sorted((admin / "info").glob("*.list")):
-        try:
-            lines = listing.read_text(encoding="utf-8", errors="replace").splitlines()
-        except OSError:
-            continue
-        if wanted in lines:
-            owner = listing.name[: -len(".list")].split(":")[0]
-            break
-    if owner is None:
-        return None
-    try:
-        status = (admin / "status").read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return None
-    for stanza in status.split("\n\n"):
-        fields = dict(line.split(": ", 1) for line in stanza.splitlines()
-                      if ": " in line and not line.startswith(" "))
-        if fields.get("Package") == owner and "installed" in fields.get("Status", ""):
-            return fields.get("Version")
-    return None
+    owner = next((package for package, lines in dpkg_listings(admin) if wanted in lines), None)
+    return None if owner is None else _installed_versions(admin).get(owner)
 
 
 def _matches(root: Path, entry: str) -> list[Path]:
@@ -599,7 +584,7 @@ def device_lib_dir(base: Base) -> Path | None:
     if not bitcode:
         return None
     # the bitcode of the LLVM that compiles (llvm_home), not the first by name: with clang
-    # 19 and 21 installed, lib/llvm-19 sorts first and clang 21 got clang 19's bitcode
+    # 19 and 21 installed, lib/llvm-19 sorts first
     home = llvm_home(base)
     own = [b for b in bitcode if b.is_relative_to(home)]
     return own[0] if own else max(bitcode, key=lambda b: version_key(

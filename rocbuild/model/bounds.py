@@ -2,10 +2,10 @@
 slots of ``--distcc`` hosts. Exit 2 above them, naming the setting, where it came from and the
 bound.
 
-Why: every count turns into threads or processes. ``--parallel 1000000000`` made doit start
-worker threads until the host ran out (21,382 threads after 15 s); a slot count of a billion
-would do the same through make's and ninja's job servers. A count far above what the host
-can run is a typo, not a wish, and no bound here is one a real machine reaches:
+Why: every count turns into threads or processes. ``--parallel 1000000000`` would make doit
+start worker threads until the host runs out, and a slot count of a billion would do the same
+through make's and ninja's job servers. A count far above what the host can run is a typo,
+not a wish, and no bound here is one a real machine reaches:
 
 - ``--parallel`` (components at once): 2 per CPU, at least 8. Each component gets at least
   one job of the shared budget, which is sized to the CPUs, so more only waits.

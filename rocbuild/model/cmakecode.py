@@ -66,10 +66,7 @@ def writer(arg: str) -> str | None:
     and every ``--help-*``, which print help into the file after them), or None."""
     if arg.startswith("--help-"):
         return arg.split("=", 1)[0]
-    for flag in WRITERS:
-        if arg == flag or arg.startswith(flag + "="):
-            return flag
-    return None
+    return next((flag for flag in WRITERS if arg == flag or arg.startswith(flag + "=")), None)
 
 
 def code_files(args: Sequence[str]) -> list[str]:

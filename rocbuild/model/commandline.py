@@ -1,10 +1,9 @@
 """One pasteable `rocbuild build` command for any set of components, from the command that
 continues a run (run/engine/continuation.py: the user's own line, made absolute).
 
-A failure's "fix:" said `rocbuild build rocm-cmake` while its "continue with:" line said
-`rocbuild build --recipes … --workdir … --prefix …`: pasted, the fix built against
-the default recipes, workdir and prefix. ``build_command`` keeps every flag of the run and
-puts the fix's components in place of the run's, so both lines point at the same build.
+``build_command`` keeps every flag of the run (``--recipes``, ``--workdir``, ``--prefix`` …)
+and puts a fix's components in place of the run's, so a failure's "fix:" and its "continue
+with:" line point at the same build.
 """
 
 from __future__ import annotations

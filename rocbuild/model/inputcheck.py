@@ -52,8 +52,8 @@ _PATH_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,63}")
 
 def path_name(where: str, key: str, name: str) -> str:
     """A name rocbuild makes one path element of (the stack's name: the modulefiles folder
-    ``modulefiles/<name>/`` and the module ``<name>/<version>``): ``../../x`` wrote the
-    modulefiles outside the prefix, and ``clean --prefix-files`` then deleted that folder."""
+    ``modulefiles/<name>/`` and the module ``<name>/<version>``): ``../../x`` would put the
+    modulefiles outside the prefix, where ``clean --prefix-files`` would delete that folder."""
     if not _PATH_NAME_RE.fullmatch(name):
         raise _fail(where, key, f"{name!r} is not a name rocbuild can make a folder of: use "
                     "letters, digits and . _ + - (at most 64, the first a letter or digit; "

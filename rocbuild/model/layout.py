@@ -39,7 +39,5 @@ def reserved_by(rel: str, roots: tuple[str, ...]) -> str | None:
     """The reserved root that ``rel`` (normalised, prefix-relative) claims: the root itself,
     a path below it, or a folder or link above it (a link ``modulefiles`` would redirect the
     modulefiles rocbuild writes). None when ``rel`` is free."""
-    for root in roots:
-        if rel == root or rel.startswith(root + "/") or root.startswith(rel + "/"):
-            return root
-    return None
+    return next((root for root in roots
+                 if rel == root or rel.startswith(root + "/") or root.startswith(rel + "/")), None)

@@ -1,8 +1,8 @@
 """Reading ``patches/`` as patch series: ``patches/<component>/*.patch``, applied in name order.
 
 Anything there that rocbuild cannot read as a series is an error naming it, never skipped:
-``patches/<component>`` as a file (it was silently ignored, and the build gave a different
-result with exit 0), a folder named after no recipe (a typo that drops every patch in it), an
+``patches/<component>`` as a file (ignored, the build would give a different result with
+exit 0), a folder named after no recipe (a typo that drops every patch in it), an
 entry of a series that is not a ``.patch`` file (a subfolder, ``0001-fix.diff``, a FIFO), an
 empty patch. Names that begin with ``.`` (``.gitkeep``, an editor's swap file) are not part of
 a series and are left alone. A FIFO or device is never opened (files.read_regular), so loading

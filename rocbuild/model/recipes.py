@@ -546,8 +546,8 @@ def load_stack_spec(folder: Path) -> StackSpec:
     for key in ("title", "programs", "cmake_packages"):
         check_plain_text(file, f"stack.{key}", stack.get(key, ""))
     if "components" in stack and not stack["components"]:
-        # without the key a bare `rocbuild build` builds every recipe of the folder; an
-        # empty list reads as "none" and built them all without a word
+        # without the key a bare `rocbuild build` builds every recipe of the folder, which
+        # an empty list (read as "none") must not do without a word
         raise ConfigError(f"{file}: key 'stack.components' is empty, so it says nothing of "
                           "what a bare `rocbuild build` builds",
                           tip=f"list the components in 'stack.components' of {file}, or "

@@ -8,8 +8,8 @@ The sandbox keeps templates from reaching Python's internals, not from running l
 building huge strings, so this one is narrowed and bounded as well:
 
 - globals: only ``range`` (jinja2 caps it at 100,000 items) and ``dict``. jinja2's others
-  (``lipsum``, ``cycler``, ``joiner``, ``namespace``) are for HTML pages; ``{{ lipsum(10**6) }}``
-  ran for minutes. Recipes use none of them.
+  (``lipsum``, ``cycler``, ``joiner``, ``namespace``) are for HTML pages (``{{ lipsum(10**6) }}``
+  runs for minutes), and recipes use none of them.
 - the operators and calls that grow a string or a list in one C call (``*``, ``**``, ``%``,
   ``str.format``, ``center``, ``ljust``, ``replace``, ``join``, ``indent``, ``int`` of a long
   string, ...) are checked before they run (limits below);
@@ -217,8 +217,8 @@ def _deadline(seconds: float) -> Iterator[None]:
 
 class _Undefined(jinja2.StrictUndefined):
     """StrictUndefined that fails when shown inside a container too: jinja2's prints a list
-    or dict through repr(), which StrictUndefined allows, so ``{{ [nosuch] }}`` rendered as
-    ``[Undefined]`` in a build's arguments instead of the undefined-variable error."""
+    or dict through repr(), which StrictUndefined allows, so ``{{ [nosuch] }}`` would render
+    as ``[Undefined]`` in a build's arguments instead of the undefined-variable error."""
 
     __slots__ = ()
     __repr__ = jinja2.StrictUndefined._fail_with_undefined_error

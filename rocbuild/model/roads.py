@@ -34,8 +34,7 @@ class Road:
 
     @property
     def disk(self) -> int:
-        """Workdir and prefix, the figure plan's cost and doctor give for the same build
-        (the roads counted the build trees only: 27.7 GiB beside a need of 39.2)."""
+        """Workdir and prefix, the figure plan's cost and doctor give for the same build."""
         return self.need.total
 
     def to_json(self) -> dict[str, object]:

@@ -181,10 +181,8 @@ def _parse_cache(text: str) -> str:
 def _parse_safe_directories(text: str) -> tuple[str, ...]:
     """Folders (``;``-separated, or one each time the flag is given) whose files are used
     whoever owns them, or ``*`` for every folder (model/trust.py)."""
-    out = []
-    for part in text.split(";"):
-        out.append(EVERYTHING if part.strip() == EVERYTHING else str(_parse_path(part)))
-    return tuple(out)
+    return tuple(EVERYTHING if part.strip() == EVERYTHING else str(_parse_path(part))
+                 for part in text.split(";"))
 
 
 def _default_recipes_dir() -> Path:
@@ -228,7 +226,7 @@ class Option:
     is_path: bool = False  # a folder: relative in a config file means from the file's folder
     path: bool = False  # the value is a path: empty is refused wherever it is given
     # the TOML types a config file may give (a list is joined with ';'); anything else, a
-    # table above all, is refused naming the key (it became a folder named "{'a': 1}")
+    # table above all, is refused naming the key
     config_types: tuple[type, ...] = (str,)
 
     def default_value(self, env: Mapping[str, str]) -> Any:
@@ -364,9 +362,7 @@ class Settings:
         their own --recipes only when they name an overlay too (an overlay's stack.toml must
         not replace the stack of a folder the user gave). None as well when others could
         write it (``refused_overlay``: model/trust.py)."""
-        if self.refused_overlay:
-            return None
-        return self.named_overlay
+        return None if self.refused_overlay else self.named_overlay
 
     @property
     def named_overlay(self) -> Path | None:
@@ -468,17 +464,15 @@ def _toml_kind(value: Any) -> str:
 
 def _config_text(option: Option, value: Any) -> str:
     """A config file's value as the text a flag would give, when its TOML type is one the
-    option takes (``config_types``); ValueError naming what was found otherwise (a table
-    became a folder named "{'a': 1}", a list one named "a;b")."""
+    option takes (``config_types``); ValueError naming what was found otherwise (never a
+    folder named "{'a': 1}" for a table)."""
     accepted = option.config_types
     fits = (not isinstance(value, bool) and isinstance(value, accepted)
             and not (isinstance(value, list) and not all(isinstance(v, str) for v in value)))
     if not fits:
         words = " or ".join(_TYPE_WORDS[t] for t in accepted)
         raise ValueError(f"must be {words}, not {_toml_kind(value)} ({value!r})")
-    if isinstance(value, list):
-        return ";".join(value)
-    return str(value)
+    return ";".join(value) if isinstance(value, list) else str(value)
 
 
 def project_folders(cwd: Path, env: Mapping[str, str]) -> list[Path]:
@@ -486,7 +480,7 @@ def project_folders(cwd: Path, env: Mapping[str, str]) -> list[Path]:
     folder above it up to the file system's root, as cargo and git look for their files, but
     never above the user's home folder when ``cwd`` is inside it (a file in /home or / is not
     the user's; git's GIT_CEILING_DIRECTORIES does this for git). Both are compared
-    resolved: with $HOME a link (/home/me -> /data/me) the search stopped nowhere."""
+    resolved, so a $HOME that is a link (/home/me -> /data/me) still stops the search."""
     start = Path(os.path.realpath(cwd))
     home = Path(os.path.realpath(env.get("HOME") or os.path.expanduser("~")))
     ceiling = home if start == home or home in start.parents else None
@@ -543,7 +537,7 @@ def find_config(cwd: Path, env: Mapping[str, str], trust: Trust | None = None
     ``trust`` uses (the nearest project file wins over those above it and over the user's;
     they are not merged). One that others could write is passed over, as if it were not
     there; anything else in a candidate's place (a FIFO, a folder, a link loop or a link to
-    nothing) is a ConfigError naming it: it was read as "no config file" in silence."""
+    nothing) is a ConfigError naming it, never "no config file" in silence."""
     searched = tuple(config_candidates(cwd, env))
     skipped: list[tuple[Path, str]] = []
     for candidate in searched:

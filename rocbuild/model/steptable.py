@@ -59,9 +59,8 @@ class Of(Enum):
     DEPENDENCIES = "dependencies"  # what each dependency's users are built against
 
 
-# One Enum per axis: Who.CHECKOUT, Where.CHECKOUT and Of.CHECKOUT were all the string
-# "checkout", so one given for another passed in silence; members of two Enums never compare
-# equal. The short names below are those members.
+# One Enum per axis: members of two Enums never compare equal, so a Where given for a Who
+# (both say "checkout") fails instead of passing in silence; the short names are those members.
 CHECKOUT, BUILD, COMPONENT, RUN = Who.CHECKOUT, Who.BUILD, Who.COMPONENT, Who.RUN
 STEP, CHECK, SHORTCUT = Role.STEP, Role.CHECK, Role.SHORTCUT
 IN_CHECKOUT, IN_TREE, IN_PREFIX = Where.CHECKOUT, Where.TREE, Where.PREFIX

@@ -191,10 +191,7 @@ def runs_on(code_object: TargetId, device: TargetId) -> bool:
             code_object.processor != GENERIC_OF.get(device.processor):
         return False
     device_features = dict(device.features)
-    for name, on in code_object.features:
-        if name in device_features and device_features[name] != on:
-            return False
-    return True
+    return all(device_features.get(name, on) == on for name, on in code_object.features)
 
 
 # Processors whose kernel driver runs them with XNACK off unless the user opts in
@@ -237,10 +234,6 @@ def uncovered(found: Iterable[TargetId], request: TargetId) -> list[TargetId]:
     return [m for m in device_modes(request) if not any(runs_on(c, m) for c in found)]
 
 
-def is_generic(target: TargetId) -> bool:
-    return target.processor in GENERIC_MEMBERS
-
-
 def via_generic(found: Iterable[TargetId], request: TargetId) -> str | None:
     """The generic processor through which ``found`` meets ``request`` when its own
     processor's code objects alone do not ("gfx9-generic" for a gfx906 request met by a
@@ -248,6 +241,6 @@ def via_generic(found: Iterable[TargetId], request: TargetId) -> str | None:
     found = list(found)
     if uncovered(found, request):
         return None
-    if not uncovered([c for c in found if not is_generic(c)], request):
+    if not uncovered([c for c in found if c.processor not in GENERIC_MEMBERS], request):
         return None
     return GENERIC_OF.get(request.processor)

@@ -4,15 +4,14 @@ One workdir can build several configurations side by side, e.g. a Radeon VII pre
 MI50 prefix, or the same recipes into two prefixes. A configuration is named by its prefix:
 a prefix holds one build, so the targets and base a configuration was built for are what
 its prefix holds, and building other targets into the same prefix replaces that build (its
-build trees are reconfigured, as before). The parts:
+build trees are reconfigured). The parts:
 
 - shared by every configuration: the checkouts (``src/``), the git, compiler and artifact
   caches (``cache/``), the build venv and wheelhouse, saved checkouts (``saved/``), and in
   ``state/``: the run lock, the processes of a run, job caps, the remembered base, the
   stamps and logs of the source steps (fetch, patch: a checkout is the same whatever it is
   built for, so a second configuration never fetches again) and of the build venv, and the
-  list of configurations
-  (``state/configs.json``);
+  list of configurations (``state/configs.json``);
 - kept apart per configuration, in its folder: build trees (``build/``), the stamps and
   failure records of the build steps, their logs, doit's DB, the last build's command and
   verify's record.
@@ -97,9 +96,8 @@ def same_stack(entry: dict[str, Any], stack: str | None, recipes: Path) -> bool:
 def made_by_rocbuild(root: Path) -> bool:
     """``root`` is a workdir a build has used: its state holds the list of configurations
     (every build's preflight writes it) or step stamps (a workdir of a rocbuild before that
-    list). `clean` removes nothing from any other folder: ``src/`` and ``build/`` of a user's
-    own project looked the same to it. The run lock alone proves nothing (`clean` itself
-    takes it)."""
+    list). `clean` removes nothing from any other folder (a user's own project may have
+    ``src/`` and ``build/`` too). The run lock alone proves nothing (`clean` itself takes it)."""
     state = root / STATE
     return _is(state / CONFIGS_FILE, stat.S_ISREG) or _is(state / "stamps", stat.S_ISDIR)
 

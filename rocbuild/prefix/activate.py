@@ -72,9 +72,7 @@ class Switch:
 
 def current_target(link: Path) -> Path | None:
     """Where the link points now (as written in the link), or None when there is no link."""
-    if not link.is_symlink():
-        return None
-    return Path(os.readlink(link))
+    return Path(os.readlink(link)) if link.is_symlink() else None
 
 
 def target_of(link: Path) -> Path | None:

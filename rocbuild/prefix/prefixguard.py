@@ -2,7 +2,7 @@
 
 A build writes env files, libraries and links into its prefix and removes what an earlier
 install of a component left, so a wrong ``--prefix`` could overwrite a user's files
-(``--prefix ~`` replaced a user's own ``~/env.sh``). rocbuild marks a prefix as its own with
+(``--prefix ~`` would replace a user's own ``~/env.sh``). rocbuild marks a prefix as its own with
 ``<prefix>/.rocbuild/`` (where build-info.json lives) when it first installs into it, and
 refuses: the file system root, every folder under the system's trees (FHS, see
 ``SYSTEM_TREES``), a folder that holds the home folder, and a prefix that holds the workdir,
@@ -40,10 +40,6 @@ HIERARCHY = {"/usr/local": ("bin", "etc", "games", "include", "lib", "lib32", "l
              "/opt": ("bin", "doc", "include", "info", "lib", "man")}
 
 
-def _under(path: Path, tree: str) -> bool:
-    return path == Path(tree) or Path(tree) in path.parents
-
-
 def system_owner(path: Path) -> str | None:
     """Why the system owns ``path`` (resolved), or None: a system tree it is in, a folder
     meant to hold folders, or one of the local hierarchy's own folders."""
@@ -58,7 +54,7 @@ def system_owner(path: Path) -> str | None:
             if holder == "/usr/local":
                 return None  # /usr/local/<a name of its own>: locally installed software
     for tree in SYSTEM_TREES:
-        if _under(path, tree):
+        if path == Path(tree) or Path(tree) in path.parents:
             return f"it is inside {tree}, a tree the system owns (FHS)"
     return None
 

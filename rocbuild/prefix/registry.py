@@ -9,7 +9,7 @@ prefix built elsewhere and activated here is listed too), ``clean --prefix-files
 the prefix (it no longer holds a build record). A registry that cannot be written (a
 read-only or full home, a file where its folder should be) never fails a build: the
 prefix's build-info still says everything, and the writers return one warning line saying
-what was not recorded (a full $HOME ended a finished build in a traceback).
+what was not recorded.
 """
 
 from __future__ import annotations

@@ -31,7 +31,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from rocbuild import faults, files
+from rocbuild import faults, files, proc
 from rocbuild.errors import CacheUnavailable, ConfigError
 from rocbuild.files import parse_json, read_json
 from rocbuild.model.paths import resolves_within
@@ -192,7 +192,7 @@ class FolderStore:
                 with contextlib.suppress(OSError):
                     if time.time() - path.lstat().st_mtime < LEGACY_TEMP_AGE:
                         continue
-            if pid == os.getpid() or _pid_exists(pid):
+            if pid == os.getpid() or proc.pid_exists(pid):
                 continue
             with contextlib.suppress(FileNotFoundError):
                 path.unlink()
@@ -315,14 +315,6 @@ def _temp_name(final: Path) -> Path:
     return final.with_name(f".{final.name}.{_host()}-{os.getpid()}.tmp")
 
 
-def _pid_exists(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except (PermissionError, OverflowError):  # another user's process: it exists
-        return True
-    return True
 
 
 def index_entry(manifest: Manifest, signature: str | None = None) -> dict[str, Any]:
@@ -455,9 +447,5 @@ class ProgressLine:
             return
         self._last = now
         share = f" ({100 * done // total}%)" if total else ""
-        self.say(f"  {self.what}: {fmt_size(done)} of {fmt_size(total)}{share}")
-
-
-def fmt_size(n: float) -> str:
-    return format_bytes(n)
+        self.say(f"  {self.what}: {format_bytes(done)} of {format_bytes(total)}{share}")
 

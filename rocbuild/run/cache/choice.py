@@ -17,10 +17,10 @@ from rocbuild.errors import notice
 from rocbuild.model import layout
 from rocbuild.model.fingerprint import artifact_key
 from rocbuild.model.graph import Component, Stack
+from rocbuild.model.resources import format_bytes
 from rocbuild.run.cache import artifacts, signing
 from rocbuild.run.cache.artifacts import ArtifactRefused, Manifest
 from rocbuild.run.cache.cache import PINNED_KINDS, artifact_inputs, source_commit
-from rocbuild.run.cache.cache_store import fmt_size
 from rocbuild.run.cache.stores import ReadStore
 from rocbuild.run.state.state import StateDir
 
@@ -97,7 +97,7 @@ class Choice:
         if self.usable:
             assert self.manifest is not None
             where = (f" ({self.location}, {self.signed}, "
-                     f"{fmt_size(self.manifest.archive_size)})")
+                     f"{format_bytes(self.manifest.archive_size)})")
             if self.use == FROM_CACHE:
                 return "from cache" + where
             return f"from cache, relocated from {self.manifest.prefix}" + where

@@ -9,9 +9,10 @@ from typing import Any
 
 from rocbuild.model import wording
 from rocbuild.model.graph import Component, Stack
+from rocbuild.model.resources import format_bytes
 from rocbuild.run.cache.artifacts import ArtifactRefused, Manifest
 from rocbuild.run.cache.cache import artifact_inputs
-from rocbuild.run.cache.cache_store import CacheUnavailable, fmt_size
+from rocbuild.run.cache.cache_store import CacheUnavailable
 from rocbuild.run.cache.choice import NO_ARTIFACT, Trust, choose
 from rocbuild.run.cache.stores import open_reader
 from rocbuild.run.state.state import StateDir
@@ -85,6 +86,6 @@ class PlanLines:
         wanted = {n: size for n, size in self.downloads.items() if n not in done}
         if self.store is None or not wanted:
             return ""
-        return (f"download from {self.store.location}: {fmt_size(sum(wanted.values()))} for "
+        return (f"download from {self.store.location}: {format_bytes(sum(wanted.values()))} for "
                 f"{wording.count(len(wanted), 'component')}")
 

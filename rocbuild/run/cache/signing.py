@@ -332,6 +332,4 @@ def _trusted_principal(tool: str, sig_file: Path, allowed: Path | None,
         return None
     found = proc.run_capture([tool, "-Y", "find-principals", "-s", str(sig_file),
                               "-f", str(allowed)], timeout=_TIMEOUT)
-    if not found.ok or not found.stdout.strip():
-        return None
-    return found.stdout.split()[0]
+    return found.stdout.split()[0] if found.ok and found.stdout.strip() else None

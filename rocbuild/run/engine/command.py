@@ -34,13 +34,9 @@ def run_tool(ctx: BuildContext, comp: Component | None, step: str, argv: list[st
         for setting in cleared_env(os.environ):
             step_logger(log)(f"{setting} of your environment is cleared for this step: "
                              "rocbuild installs copies into the prefix itself")
-    if extra_env:
-        env = dict(env if env is not None else os.environ)
-        for key, value in extra_env.items():
-            if value is None:
-                env.pop(key, None)
-            else:
-                env[key] = value
+    if extra_env:  # a None value takes the variable out
+        merged = {**(env if env is not None else os.environ), **extra_env}
+        env = {key: value for key, value in merged.items() if value is not None}
     cwd = comp.build_dir if comp is not None and comp.build_dir.is_dir() else None
     ctx.output.command(name, step, argv)
     result = proc.run_logged(

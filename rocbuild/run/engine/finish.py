@@ -79,13 +79,12 @@ def finish(ctx: BuildContext, out: Console, whole: Stack, *, started: str) -> Fi
                                        compiled=ctx.stack.workdir / "cache" / "templates")
     out.print(f"environment: source {written[0]}", soft_wrap=True)  # to paste: one line
     complete = _complete_stack(ctx, whole)
-    if complete is not None:
-        _uninstall_dropped(ctx, out, complete)
     if complete is None:
         buildinfo.write_build_info(prefix, _build_info(ctx, ctx.stack, started),
                                    ctx.output.say)
         out.print("build-info: part of the stack is built; run `rocbuild build` for the rest")
         return Finished(None)
+    _uninstall_dropped(ctx, out, complete)
     return Finished(complete, _build_info(ctx, complete, started))  # names every component
 
 
@@ -155,10 +154,6 @@ def verify(ctx: BuildContext, out: Console, finished: Finished, print_report: Ve
 def _runpath_opt_outs(stack: Stack) -> dict[Path, str]:
     """Installed files of recipes that opted out of the RUNPATH, with their reason: verify
     shows them, and does not fail on them."""
-    exempt: dict[Path, str] = {}
-    for comp in stack.selected():
-        if comp.recipe.runpath or not comp.builds:
-            continue
-        for path in buildsystems.of(comp).installed_files(comp) or []:
-            exempt[path] = f"{comp.name}: {comp.recipe.runpath_reason}"
-    return exempt
+    return {path: f"{comp.name}: {comp.recipe.runpath_reason}" for comp in stack.selected()
+            if comp.builds and not comp.recipe.runpath
+            for path in buildsystems.of(comp).installed_files(comp) or []}

@@ -6,8 +6,7 @@ Two limits, taken again whenever a compile starts or ends:
   most demanding component among those not compiled yet (``memory_fit``: a recipe's link jobs
   stay reserved, as resources.jobs_by_kind reserves them), so a job of any component still to
   come fits, however the pool's jobs are shared out. Components that are done no longer
-  count, so the pool grows as the heavy ones finish (sized once by the heaviest of the
-  stack, a light component compiled after it got the heavy one's count);
+  count, so the pool grows as the heavy ones finish;
 - **what the compiles running now would get by themselves** (``share``: the CPUs, --jobs and
   an OOM cap, as with one component at a time), added up. A compile's jobs cannot be moved
   once they run and their length is unknown before they run, so a pool of only the CPUs left

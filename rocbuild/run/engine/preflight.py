@@ -43,15 +43,11 @@ def check_disk(ctx: BuildContext) -> list[Problem]:
     need = disk_needed(ctx)
     wants = [("workdir", ctx.stack.workdir, need.workdir),
              ("prefix", ctx.stack.prefix, need.prefix)]
-    problems = []
-    for use in hostreqs.disk_by_filesystem(wants):
-        if use.short:
-            problems.append(Problem(
-                f"{use.names}: {format_gib(use.free)} free, the pending components need about "
-                f"{format_gib(use.need)} there (recipes' [resources] disk estimates)",
-                f"free space on {use.base}'s filesystem, or use --workdir/--prefix on a larger "
-                "one"))
-    return problems
+    return [Problem(f"{use.names}: {format_gib(use.free)} free, the pending components need "
+                    f"about {format_gib(use.need)} there (recipes' [resources] disk estimates)",
+                    f"free space on {use.base}'s filesystem, or use --workdir/--prefix on a "
+                    "larger one")
+            for use in hostreqs.disk_by_filesystem(wants) if use.short]
 
 
 def host_findings(ctx: BuildContext) -> list[hostreqs.Finding]:

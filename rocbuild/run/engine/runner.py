@@ -100,8 +100,7 @@ def _run_step(ctx: BuildContext, name: str, step: str, kind: StepKind) -> StepOu
     except BaseException as exc:  # Ctrl-C, SIGTERM: the attempt ends here, and says so
         _end_line(log, f"interrupted by {interrupt_cause(exc)} after "
                        f"{time.monotonic() - started:.1f}s")
-        # the summary's table lists the step that was running, as interrupted (before,
-        # it left it out, as if the run had stopped between steps)
+        # the summary's table lists the step that was running, as interrupted
         outcome.result, outcome.seconds = INTERRUPTED, time.monotonic() - started
         ctx.outcomes.append(outcome)
         if kind.role == STEP:
@@ -116,9 +115,9 @@ def _run_step(ctx: BuildContext, name: str, step: str, kind: StepKind) -> StepOu
 
 
 def _count_attempt(ctx: BuildContext, unit: str, step: str, seconds: float) -> None:
-    """Keep an unfinished attempt's time for the step's total (its next stamp): estimates
-    counted only the last attempt (a compile of 70 minutes over four attempts read 23).
-    Bookkeeping: a state that cannot be written costs only the estimate."""
+    """Keep an unfinished attempt's time for the step's total (its next stamp), so an
+    estimate counts every attempt, not only the last. Bookkeeping: a state that cannot be
+    written costs only the estimate."""
     with contextlib.suppress(OSError, StateWriteError):
         ctx.state.add_attempt(unit, step, seconds)
 

@@ -39,8 +39,8 @@ End = Callable[[str], "TaskFailed | None"]  # the action of build:<component>, g
 
 def _action(ctx: BuildContext, name: str, step: str) -> TaskFailed | None:
     outcome = runner.run_step(ctx, name, step)
-    if outcome.result in (NOT_STARTED, INTERRUPTED):  # the run stops: nothing that needs
-        return TaskFailed(f"{name}: {step} {outcome.result}: the run stops")  # it runs
+    if outcome.result in (NOT_STARTED, INTERRUPTED):  # nothing that needs it runs
+        return TaskFailed(f"{name}: {step} {outcome.result}: the run stops")
     return TaskFailed(outcome.message) if outcome.result == FAILED else None
 
 

@@ -95,7 +95,7 @@ def git_cause(stderr: str, limit: int = 12) -> str:
 def _run(repo_dir: Path, args: Sequence[str], log: Logger,
          registry: proc.ChildRegistry | None) -> None:
     log(f"$ git -C {repo_dir} {' '.join(args)}")
-    # C locale as gitpython had it: _TRANSIENT reads git's English messages
+    # C locale: _TRANSIENT reads git's English messages
     env = {**os.environ, "LC_ALL": "C", "LANGUAGE": "C", **_git_env()}
     result = proc.run_logged(["git", *args], cwd=repo_dir, env=env, on_line=log, tail=200,
                              registry=registry)
@@ -108,9 +108,8 @@ def _local(repo_dir: Path, args: Sequence[str],
     """A quick local git command (no network) through rocbuild.proc: registered with the
     run, with a timeout. Its result, or returncode 127 when git cannot start."""
     env = {**os.environ, "LC_ALL": "C", "LANGUAGE": "C", **_git_env()}
-    done = proc.run_capture(["git", "-C", str(repo_dir), *args], timeout=LOCAL_GIT_TIMEOUT,
+    return proc.run_capture(["git", "-C", str(repo_dir), *args], timeout=LOCAL_GIT_TIMEOUT,
                             env=env, registry=registry)
-    return done
 
 
 def _local_ok(repo_dir: Path, args: Sequence[str],
@@ -130,9 +129,8 @@ def locked_cache(cache: Path, log: Logger, *, shared: bool = False) -> Iterator[
     it is created, fetched into or updated (exclusive), or fetched from (``shared``):
     components of one upstream repository share the cache, and two `git init`s or `git
     fetch`es into it at once fail ("File exists", "shallow.lock"), while checkouts only read
-    it and may fetch from it together (four components of one repository took turns there,
-    a second each, before their configures could start). The lock is per repository, so
-    other repositories fetch meanwhile; the kernel drops it with the process, so a killed
+    it and may fetch from it together, not one after another. The lock is per repository,
+    so other repositories fetch meanwhile; the kernel drops it with the process, so a killed
     run leaves nothing held."""
     lock = cache_lock(cache)
     lock.parent.mkdir(parents=True, exist_ok=True)

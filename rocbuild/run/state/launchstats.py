@@ -12,7 +12,7 @@ import re
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -115,8 +115,7 @@ def observe(launch: Launch | None, comp: Component, warnings: list[str]) -> Iter
     finally:
         stats = parse_stats(_read_from(logs[0], starts[0]), _read_from(logs[1], starts[1]))
         write_json_atomic(record_path(launch.workdir, comp.name), {
-            "hits": stats.hits, "misses": stats.misses, "remote": stats.remote,
-            "fallbacks": stats.fallbacks, "when": time.time(), "ccache": launch.ccache_state,
+            **asdict(stats), "when": time.time(), "ccache": launch.ccache_state,
             "hosts": launch.hosts if distributes(launch, comp) else ""})
         if stats.fallbacks:
             warnings.append(f"distcc: {stats.fallbacks} compile(s) fell back to local (a host "
@@ -125,16 +124,7 @@ def observe(launch: Launch | None, comp: Component, warnings: list[str]) -> Iter
 
 def summary_lines(workdir: Path, components: list[str]) -> list[str]:
     """One line per component compiled in this run: its cache hit rate and distcc counts."""
-    lines = []
-    for name in components:
-        record = read_record(workdir, name)
-        if record is None:
-            continue
-        stats = StepStats(record.get("hits", 0), record.get("misses", 0),
-                          record.get("remote", 0), record.get("fallbacks", 0))
-        if stats.text():
-            lines.append(f"{name}: {stats.text()}")
-    return lines
+    return [f"{name}: {text}" for name in components if (text := status_text(workdir, name))]
 
 
 def status_text(workdir: Path, component: str) -> str:

@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from rocbuild import proc
 from rocbuild.errors import interrupt_cause
 from rocbuild.files import read_json, read_regular
 from rocbuild.model.workdir import Workdir
@@ -63,8 +64,7 @@ def mark(workdir: Path, component: str, step: str) -> Iterator[None]:
             path.unlink(missing_ok=True)
             raise
         # Ctrl-C, SIGTERM: the mark stays, saying what stopped the step, so status calls it
-        # interrupted as after a SIGKILL (removing it read as "not run yet"); the step's
-        # next run replaces it
+        # interrupted as after a SIGKILL, not "not run yet"; the step's next run replaces it
         with contextlib.suppress(OSError):
             write_json_atomic(path, {**record, "ended": interrupt_cause(exc),
                                      "seconds": round(time.time() - since, 1)},
@@ -131,17 +131,6 @@ def killed_attempt(workdir: Path, component: str, step: str, log: Path) -> float
     return last - since if isinstance(since, (int, float)) and last > since else None
 
 
-def _exists(pid: int) -> bool:
-    """A process with this pid exists (signal 0 checks without sending anything)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # another user's process: it exists
-        return True
-    return True
-
-
 def lock_holder(workdir: Path) -> int | None:
     """The pid of the live process holding the workdir's run lock, or None. The lock file
     keeps the last holder's pid; it counts only while that process has the file open."""
@@ -150,7 +139,7 @@ def lock_holder(workdir: Path) -> int | None:
         pid = int(read_regular(path).decode().strip() or "0")
     except (OSError, ValueError):
         return None
-    if pid <= 0 or not _exists(pid):  # the usual case: the last holder is gone
+    if pid <= 0 or not proc.pid_exists(pid):  # the usual case: the last holder is gone
         return None
     import psutil  # loaded when a child is watched or killed (not per command: perf/noop.py)
 

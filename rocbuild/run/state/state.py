@@ -29,7 +29,7 @@ from rocbuild.model.workdir import Workdir
 def _clear_folder(path: Path) -> None:
     """A folder (not a link) where a file of rocbuild's state should be is removed: the
     workdir's state is rocbuild's own, written under the run lock, and the atomic rename
-    cannot replace a folder (every run failed with IsADirectoryError)."""
+    cannot replace a folder (IsADirectoryError)."""
     if path.is_dir() and not path.is_symlink():
         shutil.rmtree(path)
 

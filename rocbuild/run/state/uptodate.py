@@ -69,9 +69,7 @@ def build_id(build_dir: Path) -> str | None:
 
 def run_id(stamp: dict[str, Any] | None) -> str | None:
     """The id of the run that wrote ``stamp`` (stamps of older rocbuilds: their fingerprint)."""
-    if stamp is None:
-        return None
-    return str(stamp.get("run") or stamp.get("fingerprint"))
+    return None if stamp is None else str(stamp.get("run") or stamp.get("fingerprint"))
 
 
 class Answers:
@@ -232,9 +230,7 @@ class Rule:
 
     def expected_fingerprint(self, comp: Component, step: str) -> str | None:
         inputs = self.expected_inputs(comp, step)
-        if inputs is None:
-            return None
-        return sha256_text(json.dumps([step, inputs], sort_keys=True))
+        return None if inputs is None else sha256_text(json.dumps([step, inputs], sort_keys=True))
 
     def is_current(self, comp: Component, step: str) -> bool:
         answers = self._answers
