@@ -166,6 +166,17 @@ def _remove_in_place(path: Path) -> None:
         path.unlink(missing_ok=True)
 
 
+def remove_empty_folders(folder: Path, stop: Path) -> None:
+    """Remove ``folder`` and the folders above it while they are empty, up to (not
+    including) ``stop``."""
+    while folder != stop and stop in folder.parents:
+        try:
+            folder.rmdir()
+        except OSError:
+            return
+        folder = folder.parent
+
+
 def parse_json(data: str | bytes) -> Any:
     """``json.loads`` whose every refusal is a ValueError: a document nested thousands of
     levels deep (the parser's RecursionError) is as damaged as a truncated one, whether it

@@ -90,6 +90,7 @@ OS_ROADS: dict[tuple[str, str], str] = {
 _KERNEL_PACKAGES = {"22.04": "linux-generic (5.15) or linux-generic-hwe-22.04 (6.8)",
                     "24.04": "linux-generic (6.8) or linux-generic-hwe-24.04"}
 
+
 @dataclass(frozen=True)
 class Check:
     id: str

@@ -30,6 +30,7 @@ from pathlib import Path
 from rocbuild import proc
 from rocbuild.checks import privilege
 from rocbuild.model.graph import Stack, prefix_problem
+from rocbuild.model.launchers import version_text
 
 FAIL, WARN = "fail", "warn"
 # Tools every build runs (configure, compile, fetch), whatever the recipes list.
@@ -228,10 +229,6 @@ def tool_version(tool: str, probe: Probe, pattern: str) -> tuple[int, ...] | Non
     return tuple(int(x) for x in match.groups()) if match else None
 
 
-def _shown(version: tuple[int, ...]) -> str:
-    return ".".join(map(str, version))
-
-
 def cmake_version(path: str, probe: Probe) -> tuple[int, ...] | None:
     """(major, minor) of the cmake at ``path``: the one probe of doctor and preflight."""
     return tool_version(path, probe, r"cmake version (\d+)\.(\d+)")
@@ -242,10 +239,10 @@ def _cmake(path: str, reqs: Requirements, probe: Probe) -> list[Finding]:
     if version is None:
         return [Finding("toolchain", WARN, f"cannot read the version of {path}",
                         f"run `{path} --version`; rocbuild needs cmake >= 3.25 and < 4")]
-    shown = _shown(version)
+    shown = version_text(version)
     if version < CMAKE_FLOOR:
         return [Finding("toolchain", FAIL, f"cmake {shown} is older than "
-                        f"{_shown(CMAKE_FLOOR)}, which the ROCm 6.4 components require",
+                        f"{version_text(CMAKE_FLOOR)}, which the ROCm 6.4 components require",
                         CMAKE_ADVICE)]
     if version < CMAKE_TESTED:
         return [Finding("toolchain", WARN, f"cmake {shown} is older than 3.25, which ROCm "
@@ -270,8 +267,8 @@ def _cmake(path: str, reqs: Requirements, probe: Probe) -> list[Finding]:
 def _ninja(path: str, probe: Probe) -> list[Finding]:
     version = tool_version(path, probe, r"^(\d+)\.(\d+)")
     if version is not None and version < NINJA_FLOOR:
-        return [Finding("toolchain", FAIL, f"ninja {_shown(version)} is older than 1.5, which "
-                        "job pools (LLVM_PARALLEL_LINK_JOBS) need",
+        return [Finding("toolchain", FAIL, f"ninja {version_text(version)} is older than 1.5, "
+                        "which job pools (LLVM_PARALLEL_LINK_JOBS) need",
                         "python3 -m pip install --user ninja, or "
                         f"{privilege.apt_install('ninja-build')} from a newer release")]
     return []
@@ -288,7 +285,7 @@ def _gcc(reqs: Requirements, probe: Probe) -> list[Finding]:
         return []
     version = (int(match.group(1)), int(match.group(2)))
     if version >= GCC_BREAKS and reqs.gcc15_unfixed:
-        return [Finding("toolchain", WARN, f"{compiler} {_shown(version)}: GCC 15 breaks "
+        return [Finding("toolchain", WARN, f"{compiler} {version_text(version)}: GCC 15 breaks "
                         f"{', '.join(reqs.gcc15_unfixed)} of ROCm 6.4 (headers they relied on no "
                         "longer come along) and their patches do not carry the fix",
                         "carry rocbuild's patches/rocr/ and patches/clr/ in your recipes "
@@ -309,8 +306,8 @@ def _tensile_python(reqs: Requirements, probe: Probe) -> list[Finding]:
     way_out = ("run rocbuild itself with a Python in that range (pipx install --python "
                "python3.12 .)" if reqs.venv_python else
                "put a python3 in that range first on PATH for the build")
-    return [Finding("toolchain", WARN, f"Python {_shown(version)} ({path}) makes Tensile's "
-                    f"venv; Tensile 6.4 is known to work with {_shown(low)} to "
+    return [Finding("toolchain", WARN, f"Python {version_text(version)} ({path}) makes Tensile's "
+                    f"venv; Tensile 6.4 is known to work with {version_text(low)} to "
                     f"{high[0]}.{high[1] - 1}", way_out)]
 
 

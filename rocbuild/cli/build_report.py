@@ -13,7 +13,6 @@ from rocbuild.checks.diagnose import diagnose
 from rocbuild.files import read_json
 from rocbuild.run.engine.build import BuildContext
 from rocbuild.run.engine.outcome import CURRENT, SERVED, StepOutcome
-from rocbuild.run.engine.status import verify_record_path
 
 SCHEMA = 1
 MEANING = {0: "success", 1: "a build step failed", 2: "bad input", 3: "busy",
@@ -42,7 +41,7 @@ def _step(ctx: BuildContext, o: StepOutcome) -> dict[str, Any]:
 
 
 def to_json(ctx: BuildContext, exit_code: int) -> dict[str, Any]:
-    verify = read_json(verify_record_path(ctx.stack.work))
+    verify = read_json(ctx.stack.work.verify_record)
     return {
         "rocbuild_build": SCHEMA,
         "exit_code": exit_code,

@@ -38,6 +38,7 @@ from pathlib import Path
 
 from rocbuild import proc
 from rocbuild.errors import ConfigError, notice
+from rocbuild.files import remove_empty_folders
 from rocbuild.model import gitcache, launchers
 from rocbuild.model.graph import Component, Stack
 from rocbuild.model.layout import info_path
@@ -221,16 +222,6 @@ def _remove(item: Item, work: Workdir) -> None:
         shutil.rmtree(path)
 
 
-def _prune_empty(folder: Path, stop: Path) -> None:
-    """Remove folders left empty (modulefiles/rocm/), up to but not including ``stop``."""
-    while folder != stop and folder.is_relative_to(stop):
-        try:
-            folder.rmdir()
-        except OSError:
-            return
-        folder = folder.parent
-
-
 @contextlib.contextmanager
 def locked(stack: Stack, say: Callable[[str], None]) -> Iterator[None]:
     """The workdir's run lock: cleaning while a build runs would pull its trees from under it,
@@ -255,7 +246,7 @@ def remove(stack: Stack, items: list[Item]) -> int:
         _remove(item, stack.work)
         freed += item.size
         if item.kind == "prefix":
-            _prune_empty(item.path.parent, stack.prefix)
+            remove_empty_folders(item.path.parent, stack.prefix)  # modulefiles/rocm/
     return freed
 
 

@@ -37,7 +37,7 @@ def register(sub: argparse._SubParsersAction, parents: list[argparse.ArgumentPar
     parser.add_argument("--link", type=path_arg, default=None, metavar="PATH",
                         help=f"the stable link (default {activate.DEFAULT_LINK}) "
                              f"[env {activate.LINK_ENV}]")
-    parser.set_defaults(func=run, memo_notes=False)
+    parser.set_defaults(memo_notes=False)
 
 
 def link_path(args: argparse.Namespace) -> Path:

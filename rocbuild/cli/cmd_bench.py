@@ -112,7 +112,6 @@ def register(sub: argparse._SubParsersAction, parents: list[argparse.ArgumentPar
                         help="wait after SIGINT, and again after SIGTERM (default 30)")
     parser.add_argument("--gpu-root", type=path_arg, metavar="DIR", default=Path("/"),
                         help="read /sys below DIR (default: /)")
-    parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace, settings: Settings) -> int:

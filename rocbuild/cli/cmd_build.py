@@ -53,7 +53,6 @@ def register(sub: argparse._SubParsersAction, parents: list[argparse.ArgumentPar
     parser.add_argument("--json", action="store_true",
                         help="at the end, print the run's outcome as JSON on stdout (steps, "
                              "durations, results, logs, causes); step lines go to stderr")
-    parser.set_defaults(func=run)
 
 
 def make_output(args: argparse.Namespace) -> Output:

@@ -39,7 +39,6 @@ def register(sub: argparse._SubParsersAction, parents: list[argparse.ArgumentPar
                         help="keep the build trees (clean only what the other flags name)")
     parser.add_argument("--dry-run", action="store_true",
                         help="only show what would be removed and how much it frees")
-    parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace, settings: Settings) -> int:

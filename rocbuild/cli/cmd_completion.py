@@ -36,7 +36,7 @@ def register(sub: argparse._SubParsersAction, parents: list[argparse.ArgumentPar
     parser.add_argument("shell", nargs="?", choices=SHELLS, help="the shell to complete in")
     # what the script runs at <Tab> for a COMPONENT: the names of the configured stack
     parser.add_argument(COMPONENTS_FLAG, action="store_true", help=argparse.SUPPRESS)
-    parser.set_defaults(func=run, needs_settings=False)
+    parser.set_defaults(needs_settings=False)
 
 
 COMPONENTS_FLAG = "--components"

@@ -26,7 +26,7 @@ def register(sub: argparse._SubParsersAction, parents: list[argparse.ArgumentPar
                     "setting with where it came from: flag, ROCBUILD_* variable, config "
                     "file, the workdir's last build, or the default.")
     parser.add_argument("--json", action="store_true", help="print the files and values as JSON")
-    parser.set_defaults(func=run, memo_notes=False)
+    parser.set_defaults(memo_notes=False)
 
 
 # what an unset value means, for the settings where it means more than "none"

@@ -38,7 +38,6 @@ def register(sub: argparse._SubParsersAction, parents: list[argparse.ArgumentPar
                              "host instead of / (toolchain, packages and disk are then skipped)")
     parser.add_argument("--user", default=None, metavar="NAME",
                         help="whose group membership to check (default: you; useful with --root)")
-    parser.set_defaults(func=run)
 
 
 def current_user() -> str:

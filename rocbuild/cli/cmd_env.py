@@ -35,7 +35,6 @@ def register(sub: argparse._SubParsersAction, parents: list[argparse.ArgumentPar
                         help="add runtime tuning variables of the HIP runtime (opt-in, each "
                              "with a comment and AMD's documentation; measure them with "
                              "llama-bench)")
-    parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace, settings: Settings) -> int:

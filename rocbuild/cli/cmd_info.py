@@ -33,7 +33,6 @@ def register(sub: argparse._SubParsersAction, parents: list[argparse.ArgumentPar
                     "installed into the prefix.")
     parser.add_argument("component", metavar="COMPONENT", help="a recipe's name")
     parser.add_argument("--json", action="store_true", help="print a JSON document")
-    parser.set_defaults(func=run)
 
 
 def dependents(recipes: dict[str, Any], name: str) -> list[str]:

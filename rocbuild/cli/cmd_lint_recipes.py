@@ -35,7 +35,7 @@ def register(sub: argparse._SubParsersAction, parents: list[argparse.ArgumentPar
         help="checkouts laid out like <workdir>/src, one folder per component "
              "(default when given without DIR: <workdir>/src)")
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
-    parser.set_defaults(func=run, memo_notes=False)
+    parser.set_defaults(memo_notes=False)
 
 
 def run(args: argparse.Namespace, settings: Settings) -> int:

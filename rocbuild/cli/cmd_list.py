@@ -42,7 +42,6 @@ def register(sub: argparse._SubParsersAction, parents: list[argparse.ArgumentPar
     parser.add_argument("components", nargs="*", metavar="COMPONENT",
                         help="only these components (default: all)")
     parser.add_argument("--json", action="store_true", help="print a JSON document")
-    parser.set_defaults(func=run)
 
 
 def prefixes_to_list(settings: Settings) -> list[Path]:

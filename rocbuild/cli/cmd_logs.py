@@ -55,7 +55,6 @@ def register(sub: argparse._SubParsersAction, parents: list[argparse.ArgumentPar
     parser.add_argument("--tail", type=_count, metavar="N", help="only the last N lines")
     parser.add_argument("-f", "--follow", action="store_true",
                         help="keep printing what the running step writes, until it ends")
-    parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace, settings: Settings) -> int:

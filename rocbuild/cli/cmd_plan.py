@@ -61,7 +61,6 @@ def register(sub: argparse._SubParsersAction, parents: list[argparse.ArgumentPar
     parser.add_argument("--allow-unsigned", action="store_true",
                         help="with --cache: plan as `build --allow-unsigned` would (unsigned "
                              "and untrusted artifacts are then installed)")
-    parser.set_defaults(func=run)
 
 
 def expected_seconds(rule: view.Rule, cpus: int) -> dict[str, float | None]:

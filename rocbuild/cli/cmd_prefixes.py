@@ -48,7 +48,6 @@ def register(sub: argparse._SubParsersAction, parents: list[argparse.ArgumentPar
     what.add_argument("--remove", type=path_arg, metavar="PREFIX",
                       help="delete PREFIX: only a prefix rocbuild built, holding nothing but "
                            "what its components installed, that no link points at")
-    parser.set_defaults(func=run)
 
 
 def configured_prefix(settings: Settings) -> Path | None:

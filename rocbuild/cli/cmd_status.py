@@ -57,7 +57,6 @@ def register(sub: argparse._SubParsersAction, parents: list[argparse.ArgumentPar
                         help="components to report on, with what they need (default: the "
                              "whole stack)")
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
-    parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace, settings: Settings) -> int:

@@ -22,7 +22,7 @@ def register(sub: argparse._SubParsersAction, parents: list[argparse.ArgumentPar
                     "(:sramecc+/-, :xnack+/-) each accepts, and the product names rocbuild "
                     "reads as a processor (mi50 = gfx906).")
     parser.add_argument("--json", action="store_true", help="print the list as JSON")
-    parser.set_defaults(func=run, memo_notes=False)
+    parser.set_defaults(memo_notes=False)
 
 
 GENERIC = 99  # a generic target sorts after the processors of its family

@@ -30,7 +30,6 @@ def register(sub: argparse._SubParsersAction, parents: list[argparse.ArgumentPar
     parser.add_argument("components", nargs="+", metavar="COMPONENT")
     parser.add_argument("--force", action="store_true",
                         help="also when other installed components depend on it")
-    parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace, settings: Settings) -> int:

@@ -82,7 +82,6 @@ def register(sub: argparse._SubParsersAction, parents: list[argparse.ArgumentPar
     parser.add_argument("--system-root", type=path_arg, metavar="DIR", default=Path("/"),
                         help="resolve system libraries (/etc/ld.so.conf, /lib, /usr/lib) "
                              "below DIR (default: /)")
-    parser.set_defaults(func=run)
 
 
 def _targets_and_prefix(settings: Settings, need_prefix: bool,

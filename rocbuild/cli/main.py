@@ -1,10 +1,12 @@
 """Command line: argparse, the subcommand table and the one error boundary.
 
 Each subcommand lives in ``rocbuild/cli/cmd_<name>.py`` with ``register(subparsers, parents)``
-that adds its parser and sets ``func(args, settings) -> int``. Global settings (settings.py)
-are accepted before or after the subcommand. A RocbuildError becomes one message, an
-optional ``TIP:`` line and its exit code; never a traceback. argparse's own refusals (an
-unknown command or flag, a bad choice) take the same shape through ``Parser.error``.
+that adds its parser; ``func(args, settings) -> int`` is the module's ``run`` unless
+``register`` sets another (a command of several actions sets one per action). Global
+settings (settings.py) are accepted before or after the subcommand. A RocbuildError becomes
+one message, an optional ``TIP:`` line and its exit code; never a traceback. argparse's own
+refusals (an unknown command or flag, a bad choice) take the same shape through
+``Parser.error``.
 """
 
 from __future__ import annotations
@@ -111,8 +113,12 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
     sub.required = True
     for module_name in COMMAND_MODULES:
-        if only is None or module_name == f"{COMMAND_PACKAGE}{only.replace('-', '_')}":
-            importlib.import_module(module_name).register(sub, [hidden])
+        name = module_name.removeprefix(COMMAND_PACKAGE).replace("_", "-")
+        if only is None or name == only:
+            module = importlib.import_module(module_name)
+            module.register(sub, [hidden])
+            if sub.choices[name].get_default("func") is None and hasattr(module, "run"):
+                sub.choices[name].set_defaults(func=module.run)
     help_text.add_help_command(sub, parser)
     help_text.attach(sub)
     return parser

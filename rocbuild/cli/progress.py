@@ -156,9 +156,9 @@ class LiveOutput(Output):
         self._finished: set[tuple[str, str]] = set()
         self._run_task: TaskID | None = None
 
-
     def command(self, component: str, step: str, argv: list[str]) -> None:
         """The bars show the step; its command is in the step log."""
+
     def run_planned(self, expected: dict[tuple[str, str], float | None]) -> None:
         with self._guard:
             self._expected = dict(expected)

@@ -457,9 +457,7 @@ def load_stack(settings: Settings, requested: Iterable[str] = ()) -> Stack:
         components[name] = _render_component(stack, recipes.recipes[name], components, settings)
     # no launchers yet: they depend on the host's programs, probed when a run starts
     # (checks/launchtools.py), so loading a stack runs nothing
-    stack = Stack(recipes=recipes, version=version, series=spec.series, targets=targets,
-                  prefix=prefix, workdir=workdir, components=components, order=order,
-                  base=rocm_base, config_dir=config_dir, profile=profile)
+    stack = replace(stack, components=components, order=order)
     envtext.check(stack)  # what the env files will say, rendered now: not after the builds
     return stack
 

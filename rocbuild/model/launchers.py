@@ -134,8 +134,7 @@ class Launch:
     # the ccache a build tree is configured with: this host's, whatever --ccache says (off,
     # or too old to cache, it passes every compile through: CCACHE_DISABLE), so the launcher
     # baked into CMakeCache.txt never depends on one run's setting and the next run with the
-    # cache on is cached again (a tree configured once with --ccache off kept compiling
-    # without it); None when the host has no ccache
+    # cache on is cached again; None when the host has no ccache
     tree_ccache: str | None = None
 
     @property
@@ -268,12 +267,9 @@ def _rocbuild_launchers(launch: Launch | None, comp: Component) -> list[tuple[st
             return []
         assert launch.distcc is not None
         return [(lang, launch.distcc) for lang in ("C", "CXX")]
-    out = [(lang, ccache) for lang in ("C", "CXX")]
-    if comp.recipe.distribute:  # CCACHE_PREFIX=distcc may be in this component's environment
-        out.append(("HIP", f"{launch.env_tool};CCACHE_PREFIX=;{ccache}"))
-    else:
-        out.append(("HIP", ccache))
-    return out
+    # CCACHE_PREFIX=distcc may be in a distributed component's environment
+    hip = f"{launch.env_tool};CCACHE_PREFIX=;{ccache}" if comp.recipe.distribute else ccache
+    return [(lang, ccache) for lang in ("C", "CXX")] + [("HIP", hip)]
 
 
 def summary(launch: Launch | None, comp: Component) -> str:

@@ -293,9 +293,7 @@ def _check_value(file: Path, keypath: tuple[str, ...], tag: str, value: Any) -> 
         return ConfigError(f"{file}: key '{key}' must be {expected}, got {got} {value!r}{detail}",
                            tip=f"fix '{key}' in {file}")
 
-    if tag == "str" and not isinstance(value, str):
-        raise bad()
-    if tag == "bool" and not isinstance(value, bool):
+    if tag in ("str", "bool") and not isinstance(value, str if tag == "str" else bool):
         raise bad()
     if tag == "float":
         if isinstance(value, bool) or not isinstance(value, (int, float)):
@@ -785,15 +783,11 @@ def load_recipes(folder: Path, overlay: Path | None = None) -> RecipeSet:
                     f"{recipe.file}: key 'source.from': '{owner}' itself reuses the checkout of "
                     f"'{recipes[owner].source.from_component}'; name that one instead",
                     tip=f"set from = \"{recipes[owner].source.from_component}\" in {recipe.file}")
-    for name in stack.components:
-        if name not in recipes:
-            raise unknown_component(name, names, f"fix 'stack.components' in {stack.file}",
-                                    where=f"{stack.file}: key 'stack.components': ")
-    for profile in stack.profiles.values():
-        for name in profile.components:
-            if name not in recipes:
-                key = f"profiles.{profile.name}.components"
-                raise unknown_component(name, names, f"fix '{key}' in {stack.file}",
-                                        where=f"{stack.file}: key '{key}': ")
+    for key, listed in [("stack.components", stack.components),
+                        *((f"profiles.{p.name}.components", p.components)
+                          for p in stack.profiles.values())]:
+        for name in (n for n in listed if n not in recipes):
+            raise unknown_component(name, names, f"fix '{key}' in {stack.file}",
+                                    where=f"{stack.file}: key '{key}': ")
     return RecipeSet(stack=stack, recipes=recipes, folder=folder, overlay=overlay,
                      overlaid=overlaid)

@@ -309,8 +309,7 @@ OPTION_BY_NAME = {o.name: o for o in OPTIONS}
 
 
 def user_config_path(env: Mapping[str, str]) -> Path:
-    config = env.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
-    return Path(config) / "rocbuild" / CONFIG_FILE_NAME
+    return default_overlay(env).parent / CONFIG_FILE_NAME
 
 
 @dataclass(frozen=True)
@@ -603,11 +602,16 @@ def _safe_directories(flags: Mapping[str, Any], env: Mapping[str, str], user_fil
                               tip=f"write {SAFE} = [\"/a/folder\", ...] in {user_file}") from None
         if doc[SAFE] == []:
             return (), where
-    items = raw if isinstance(raw, list) else [raw]
+    return tuple(d for dirs in _parsed(option, raw, where, user_file) for d in dirs), where
+
+
+def _parsed(option: Option, raw: Any, where: str, config_file: Path | None) -> list[Any]:
+    """``raw`` (one value, or a list: a repeated flag, a config file's list) parsed by
+    ``option``; a ConfigError naming where it came from (flag, variable or file key)."""
     try:
-        return tuple(d for item in items for d in option.parse(str(item))), where
-    except ValueError as exc:
-        said = f"{user_file}: key '{SAFE}'" if where.startswith("config ") else where
+        return [option.parse(str(item)) for item in (raw if isinstance(raw, list) else [raw])]
+    except (ValueError, TargetError) as exc:
+        said = f"{config_file}: key '{option.name}'" if where.startswith("config ") else where
         raise ConfigError(f"{said}: {exc}", tip=f"see `rocbuild --help` for {option.flag}"
                           ) from None
 
@@ -702,14 +706,7 @@ def resolve(
             sources[option.name] = "default"
             continue
         items = raw if isinstance(raw, list) else [raw]
-        try:
-            parsed = [option.parse(str(item)) for item in items]
-        except (ValueError, TargetError) as exc:
-            said = (f"{config_path}: key '{option.name}'" if where.startswith("config ")
-                    else where)
-            raise ConfigError(
-                f"{said}: {exc}", tip=f"see `rocbuild --help` for {option.flag}"
-            ) from None
+        parsed = _parsed(option, items, where, config_path)
         if option.repeatable:  # mirror rules, component names: each item adds its own
             value = tuple(dict.fromkeys(rule for rules in parsed for rule in rules))
         else:

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rocbuild.errors import BuildFailed
+from rocbuild.files import remove_empty_folders
 from rocbuild.model import layout
 from rocbuild.model.resources import format_bytes
 from rocbuild.prefix import install, records
@@ -65,20 +66,9 @@ def uninstall(prefix: Path, component: str, stack_name: str) -> Removed:
             files += 1
             folders.add(path.parent)
     for folder in sorted(folders, key=lambda p: len(p.parts), reverse=True):
-        _prune_empty(folder, prefix)
+        remove_empty_folders(folder, prefix)
     records.record_path(prefix, component).unlink(missing_ok=True)
     return Removed(component, files, size, tuple(kept))
-
-
-def _prune_empty(folder: Path, prefix: Path) -> None:
-    """Remove ``folder`` and the folders above it while they are empty, up to (not) the
-    prefix."""
-    while folder != prefix and prefix in folder.parents:
-        try:
-            os.rmdir(folder)
-        except OSError:
-            return
-        folder = folder.parent
 
 
 def foreign_files(prefix: Path, stack_name: str, limit: int = 5) -> list[str]:

@@ -266,12 +266,9 @@ def relocation_problems(entries: Iterable[FileEntry], old_prefix: str) -> list[s
     """Why the files cannot move to another prefix (empty: they can). A binary holding the
     old prefix (an absolute RUNPATH, a path compiled in) cannot be rewritten safely; text
     files holding it are rewritten, links into it re-pointed."""
-    problems = []
-    for e in entries:
-        if e.holds_prefix == "binary":
-            problems.append(f"{e.path} holds the path {old_prefix} in binary data (an "
-                            "absolute RUNPATH or a compiled-in path; $ORIGIN would relocate)")
-    return problems
+    return [f"{e.path} holds the path {old_prefix} in binary data (an absolute RUNPATH or a "
+            "compiled-in path; $ORIGIN would relocate)"
+            for e in entries if e.holds_prefix == "binary"]
 
 
 @contextlib.contextmanager
@@ -304,10 +301,8 @@ class _Bounded:
 def _tar_limit(entries: Iterable[FileEntry]) -> int:
     """The most bytes a tar of ``entries`` can take: each file's data in 512-byte blocks, a
     header (and a PAX header naming a long path or link) per entry, and the end blocks."""
-    total = 64 << 10
-    for e in entries:
-        total += -(-e.size // 512) * 512 + 2048 + 2 * (len(e.path) + len(e.link))
-    return total
+    return (64 << 10) + sum(-(-e.size // 512) * 512 + 2048 + 2 * (len(e.path) + len(e.link))
+                            for e in entries)
 
 
 @dataclass(frozen=True)

@@ -267,9 +267,10 @@ class FolderStore:
                                                                   manifest.key)]
             entries.append(index_entry(manifest, signature))
             entries.sort(key=lambda e: (str(e.get("component")), -float(e.get("created", 0))))
-            self._write_json(self.root / INDEX, {"rocbuild_cache": INDEX_FORMAT,
-                                                 "artifacts": entries})
+            self._write_index(entries)
 
+    def _write_index(self, entries: list[dict[str, Any]]) -> None:
+        self._write_json(self.root / INDEX, {"rocbuild_cache": INDEX_FORMAT, "artifacts": entries})
 
     def remove(self, entries: list[dict[str, Any]]) -> list[str]:
         """Delete these index entries' artifacts (manifest first: the artifact is gone
@@ -290,10 +291,8 @@ class FolderStore:
                 if resolves_within(path.parent, self.root):  # never through a link out
                     path.unlink(missing_ok=True)
         with self._locked():
-            kept = [e for e in self.index()
-                    if (str(e.get("component")), str(e.get("key"))) not in gone]
-            self._write_json(self.root / INDEX, {"rocbuild_cache": INDEX_FORMAT,
-                                                 "artifacts": kept})
+            self._write_index([e for e in self.index()
+                               if (str(e.get("component")), str(e.get("key"))) not in gone])
         return problems
 
 
@@ -313,8 +312,6 @@ def _host() -> str:
 
 def _temp_name(final: Path) -> Path:
     return final.with_name(f".{final.name}.{_host()}-{os.getpid()}.tmp")
-
-
 
 
 def index_entry(manifest: Manifest, signature: str | None = None) -> dict[str, Any]:

@@ -24,7 +24,6 @@ from rocbuild.model.steptable import steps_of
 from rocbuild.prefix import buildinfo, envfiles, records, uninstall
 from rocbuild.run.engine.build import BuildContext
 from rocbuild.run.engine.outcome import CURRENT, SERVED
-from rocbuild.run.engine.status import verify_record_path
 from rocbuild.run.state.state import write_json_atomic
 
 if TYPE_CHECKING:  # the checks are imported when verify runs (a no-op build skips them)
@@ -54,7 +53,7 @@ def record_verify(ctx: BuildContext, ok: bool, seconds: float, summary: str) -> 
     """The verify's outcome for `rocbuild status` (a failed verify is a failed row there).
     Bookkeeping outside the prefix: a record that cannot be written is a warning, never a
     failed build (the prefix's build-info says whether verify passed)."""
-    path = verify_record_path(ctx.stack.work)
+    path = ctx.stack.work.verify_record
     try:
         write_json_atomic(path, {"prefix": str(ctx.stack.prefix), "ok": ok, "when": time.time(),
                                  "seconds": round(seconds, 1), "summary": "" if ok else summary})
@@ -119,7 +118,7 @@ def verify(ctx: BuildContext, out: Console, finished: Finished, print_report: Ve
         return True
     if not verify:
         with contextlib.suppress(OSError):  # no verify to report (bookkeeping: never fails)
-            verify_record_path(ctx.stack.work).unlink(missing_ok=True)
+            ctx.stack.work.verify_record.unlink(missing_ok=True)
         buildinfo.write_build_info(prefix, buildinfo.with_verify(
             info.finish(verified=False), buildinfo.SKIPPED, info.targets), ctx.output.say)
         out.print("[yellow]verify skipped (--no-verify)[/]: the prefix is complete but unproven")

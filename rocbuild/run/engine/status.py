@@ -44,7 +44,6 @@ if TYPE_CHECKING:  # the failure table is loaded when a failure is shown
     from rocbuild.checks.diagnose import Diagnosis
 
 
-
 @dataclass(frozen=True)
 class StepStatus:
     step: str
@@ -121,11 +120,6 @@ class StatusReport:
         if self.failed or any(c.state != DONE for c in self.components) or self.dropped:
             return self.command
         return None
-
-
-def verify_record_path(work: Workdir) -> Path:
-    """Where finish.py keeps the last verify's outcome (of this configuration)."""
-    return work.verify_record
 
 
 def format_duration(seconds: float) -> str:
@@ -227,7 +221,7 @@ def _run_failures(rule: Rule, command: str) -> list[tuple[str, FailureStatus]]:
 def _verify_status(work: Workdir, prefix: Path) -> StepStatus | None:
     """The verify that ended the last build into this prefix (finish.py records it), or,
     when none did, a complete prefix that verify never proved (``build --no-verify``)."""
-    doc = read_json(verify_record_path(work))
+    doc = read_json(work.verify_record)
     if not doc or doc.get("prefix") != str(prefix):
         try:
             info = read_build_info(prefix)
