@@ -54,7 +54,7 @@ def _new_temp(tmp: Path) -> int:
     try:
         return os.open(tmp, flags, 0o666)  # the umask applies, as open() did
     except FileExistsError:
-        _remove_in_place(tmp)
+        remove_in_place(tmp)
         return os.open(tmp, flags, 0o666)
 
 
@@ -147,7 +147,7 @@ def open_own(path: Path, flags: int, mode: int = 0o644) -> int:
         except OSError as exc:
             if attempt == 2 or exc.errno not in _IN_THE_WAY:
                 raise
-            _remove_in_place(path)
+            remove_in_place(path)
             continue
         if stat.S_ISREG(os.fstat(fd).st_mode):
             os.set_blocking(fd, True)
@@ -155,11 +155,12 @@ def open_own(path: Path, flags: int, mode: int = 0o644) -> int:
         os.close(fd)
         if attempt == 2:
             break
-        _remove_in_place(path)
+        remove_in_place(path)
     raise NotRegularFile(errno.EINVAL, "not a regular file", str(path))
 
 
-def _remove_in_place(path: Path) -> None:
+def remove_in_place(path: Path) -> None:
+    """Remove a file, a link or a folder (never what a link points at); absent is fine."""
     if path.is_dir() and not path.is_symlink():
         shutil.rmtree(path)
     else:

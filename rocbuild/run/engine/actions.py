@@ -10,14 +10,13 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from rocbuild import proc
+from rocbuild import files, proc
 from rocbuild.errors import BuildFailed
 from rocbuild.model import buildsystems
 from rocbuild.model.buildsystems import venv
@@ -49,10 +48,7 @@ def remove_stale(comp: Component, log: Path) -> None:
     option removed from a recipe gets its default again instead of lingering."""
     removed = []
     for path in buildsystems.of(comp).stale_files(comp):
-        if path.is_dir() and not path.is_symlink():
-            shutil.rmtree(path)
-        else:
-            path.unlink(missing_ok=True)
+        files.remove_in_place(path)
         removed.append(path.relative_to(comp.build_dir).as_posix())
     if removed:
         shown = ", ".join(removed[:4]) + (f" and {len(removed) - 4} more" if len(removed) > 4

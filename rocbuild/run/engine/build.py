@@ -163,7 +163,7 @@ class BuildContext:
     def registry(self) -> proc.ChildRegistry:
         """The run's children: one registry per context, so an interrupt kills them all."""
         if self._children is None:
-            self._children = proc.ChildRegistry(self.state.running_dir)
+            self._children = proc.ChildRegistry(self.state.work.running)
         return self._children
 
     def component(self, name: str) -> Component:

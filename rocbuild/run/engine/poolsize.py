@@ -9,18 +9,16 @@ Two limits, taken again whenever a compile starts or ends:
   count, so the pool grows as the heavy ones finish;
 - **what the compiles running now would get by themselves** (``share``: the CPUs, --jobs and
   an OOM cap, as with one component at a time), added up. A compile's jobs cannot be moved
-  once they run and their length is unknown before they run, so a pool of only the CPUs left
-  cores idle while the long files of the builds that started last still waited for slots;
-  with each build's own share the kernel shares the CPUs among them, as with the same builds
-  started by hand at once, and memory, not CPUs, is what the pool guarantees.
+  once they run and their length is unknown before, so the kernel shares the CPUs among the
+  builds, as with the same builds started by hand at once: memory, not CPUs, is what the
+  pool guarantees.
 
 ``--jobs`` bounds the whole pool. Where the running compiles' own counts fit within it
 (``own_counts_fit``), each compile runs with its own count and holds that many tokens: there
 is nothing to share, and a jobserver client of ninja 1.13 looks for tokens only when one of
-its own jobs ends, so one that started while the others held the pool ran a single job until
-its first file was compiled (8 to 10 s on 16 cores, perf/timeline.py). The jobserver serves
-the compiles when memory or --jobs must be shared. ``capacity`` and ``own_counts_fit`` are
-pure (tests/unit/test_pool_size_and_gates.py).
+its own jobs ends (a compile started while others hold the pool runs one job until its first
+file is compiled). The jobserver serves the compiles when memory or --jobs must be shared.
+``capacity`` and ``own_counts_fit`` are pure (tests/unit/test_pool_size_and_gates.py).
 """
 
 from __future__ import annotations

@@ -191,7 +191,7 @@ def make_namespace(ctx: BuildContext, before: Before, end: End) -> dict[str, Any
         "DOIT_CONFIG": {
             "default_tasks": [f"{BUILD}:{c.name}" for c in selected],
             "backend": "durable",
-            "dep_file": str(ctx.state.doit_db),
+            "dep_file": str(ctx.state.work.doit_db),
             "verbosity": 2,
         },
     }

@@ -65,8 +65,10 @@ class FetchRequest:
 
 
 def _git_env() -> dict[str, str]:
-    # never wait for a password prompt at 3 a.m.; fail and say so instead
-    return {"GIT_TERMINAL_PROMPT": "0", "GIT_ASKPASS": "true"}
+    """The environment of every git process: the C locale (_TRANSIENT reads git's English
+    messages), and never a password prompt at 3 a.m. (fail and say so instead)."""
+    return {**os.environ, "LC_ALL": "C", "LANGUAGE": "C", "GIT_TERMINAL_PROMPT": "0",
+            "GIT_ASKPASS": "true"}
 
 
 class GitFailed(BuildFailed):
@@ -95,9 +97,7 @@ def git_cause(stderr: str, limit: int = 12) -> str:
 def _run(repo_dir: Path, args: Sequence[str], log: Logger,
          registry: proc.ChildRegistry | None) -> None:
     log(f"$ git -C {repo_dir} {' '.join(args)}")
-    # C locale: _TRANSIENT reads git's English messages
-    env = {**os.environ, "LC_ALL": "C", "LANGUAGE": "C", **_git_env()}
-    result = proc.run_logged(["git", *args], cwd=repo_dir, env=env, on_line=log, tail=200,
+    result = proc.run_logged(["git", *args], cwd=repo_dir, env=_git_env(), on_line=log, tail=200,
                              registry=registry)
     if not result.ok:
         raise GitFailed(args, repo_dir, "\n".join(result.tail))
@@ -107,9 +107,8 @@ def _local(repo_dir: Path, args: Sequence[str],
            registry: proc.ChildRegistry | None) -> proc.Captured:
     """A quick local git command (no network) through rocbuild.proc: registered with the
     run, with a timeout. Its result, or returncode 127 when git cannot start."""
-    env = {**os.environ, "LC_ALL": "C", "LANGUAGE": "C", **_git_env()}
     return proc.run_capture(["git", "-C", str(repo_dir), *args], timeout=LOCAL_GIT_TIMEOUT,
-                            env=env, registry=registry)
+                            env=_git_env(), registry=registry)
 
 
 def _local_ok(repo_dir: Path, args: Sequence[str],
@@ -202,9 +201,8 @@ def remote_tag(url: str, tag: str, log: Logger,
     """The commit ``tag`` names in the repository at ``url`` now (``git ls-remote``: refs
     only, no objects), the peeled commit of an annotated tag; None when the remote cannot be
     asked or has no such tag (the cache's copy is then used, and the log says why)."""
-    env = {**os.environ, "LC_ALL": "C", "LANGUAGE": "C", **_git_env()}
     done = proc.run_capture(["git", "ls-remote", "--tags", "--", url, f"refs/tags/{tag}"],
-                            timeout=REMOTE_ASK_TIMEOUT, env=env, registry=registry)
+                            timeout=REMOTE_ASK_TIMEOUT, env=_git_env(), registry=registry)
     if not done.ok:
         log(f"could not ask {url} whether {tag} moved ({git_cause(done.stderr).strip()})")
         return None

@@ -88,7 +88,7 @@ class StateDir:
     def write_stamp(self, component: str, step: str, fingerprint: str, **extra: Any) -> None:
         doc = {"fingerprint": fingerprint, "finished": time.time(), **extra}
         write_json_atomic(self.stamp_path(component, step), doc)
-        remove_state_file(self.failure_path(component))
+        remove_state_file(self.work.failure(component))
         remove_state_file(self.work.attempts(component, step))  # counted in the stamp
 
     def add_attempt(self, component: str, step: str, seconds: float) -> None:
@@ -110,28 +110,17 @@ class StateDir:
         stamp = self.read_stamp(component, step)
         return stamp is not None and stamp.get("fingerprint") == fingerprint
 
-    def failure_path(self, component: str) -> Path:
-        return self.work.failure(component)
-
     def record_failure(self, component: str, step: str, **details: Any) -> None:
-        write_json_atomic(self.failure_path(component),
+        write_json_atomic(self.work.failure(component),
                           {"step": step, "when": time.time(), **details})
 
     def read_failure(self, component: str) -> dict[str, Any] | None:
-        return read_json(self.failure_path(component))
+        return read_json(self.work.failure(component))
 
     def failed_units(self) -> list[str]:
         """Every component (or run-wide step folder) with a failure on record, by name."""
         folder = self.work.failures
         return sorted(p.stem for p in folder.glob("*.json")) if folder.is_dir() else []
-
-    @property
-    def running_dir(self) -> Path:
-        return self.work.running
-
-    @property
-    def doit_db(self) -> Path:
-        return self.work.doit_db
 
     @contextlib.contextmanager
     def lock(self) -> Iterator[None]:
