@@ -1,9 +1,8 @@
 """`python -m rocbuild` and the `rocbuild` command (scripts/rocbuild). Ctrl-C, SIGTERM and
 SIGHUP are held from the first line of rocbuild that runs (this file's, run as `python -m`;
 the command's own) while the CLI is imported (the first ~0.4 s), then each ends the command
-as Ctrl-C does (a signal during the imports printed a traceback, or killed Python by the
-signal, where docs/exit-codes.md promises exit 130 and one line). A signal that came during
-the imports is acted on right after them. Nothing heavy is imported here."""
+as Ctrl-C does: exit 130 and one line (docs/exit-codes.md), never a traceback. A signal that
+came during the imports is acted on right after them. Nothing heavy is imported here."""
 
 if __name__ == "__main__":  # `python -m rocbuild`: held from here (``_hold`` below)
     import _signal  # type: ignore[import-not-found]  # the C module: signal.py imports enum

@@ -9,7 +9,7 @@ and a gfx906 GPU: anything else would compare different work.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from rocbuild.bench.llamabench import BenchSettings
@@ -28,9 +28,7 @@ class Published:
     source: str
 
     def to_json(self) -> dict[str, Any]:
-        return {"model": self.model, "quant": self.quant, "gfx": self.gfx,
-                "backend": self.backend, "test": self.test, "tokens_per_s": self.tokens_per_s,
-                "setup": self.setup, "source": self.source}
+        return asdict(self)
 
 
 _SOURCE = "kyuz0/mi50-gfx906-toolboxes README"

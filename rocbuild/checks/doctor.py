@@ -30,6 +30,7 @@ from rocbuild.checks.gpu import (
     format_speed,
     kfd_present,
     override_spelling,
+    read_text,
     recommended_targets,
 )
 from rocbuild.model import launchers, resources
@@ -128,10 +129,7 @@ class Host:
         return self.root / rel.lstrip("/")
 
     def read(self, rel: str) -> str | None:
-        try:
-            return self.path(rel).read_text(errors="replace")
-        except OSError:
-            return None
+        return read_text(self.path(rel))
 
 
 @dataclass(frozen=True)

@@ -102,11 +102,10 @@ def _duties(settings: Settings, prefix: Path) -> Mapping[str, verify.Duty] | Non
     a prefix without build-info or when the recipes do not load."""
     try:
         info = read_build_info(prefix)
-        recipes = (load_recipes(settings.recipes, settings.overlay).recipes
-                   if info is not None else {})
+        if info is None:
+            return None
+        recipes = load_recipes(settings.recipes, settings.overlay).recipes
     except ConfigError:
-        return None
-    if info is None:
         return None
     return records.gpu_duties(prefix, (recipes[n] for n in info.components if n in recipes))
 

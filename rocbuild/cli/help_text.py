@@ -235,16 +235,12 @@ class Formatter(argparse.RawDescriptionHelpFormatter):
         super().add_usage(usage, actions, groups, prefix)
 
     def _fill_text(self, text: str, width: int, indent: str) -> str:
-        # paragraphs wrap; lines that start with two spaces (examples) stay as written
-        out = []
-        for block in text.split("\n"):
-            if block.startswith("  ") or not block:
-                out.append(indent + block)
-            else:
-                out.append(textwrap.fill(" ".join(block.split()), width, initial_indent=indent,
-                                         subsequent_indent=indent, break_on_hyphens=False,
-                                         break_long_words=False))
-        return "\n".join(out)
+        # paragraphs wrap as an option's help does; lines that start with two spaces
+        # (examples) stay as written
+        return "\n".join(indent + block if block.startswith("  ") or not block else
+                         "\n".join(indent + line
+                                   for line in self._split_lines(block, width - len(indent)))
+                         for block in text.split("\n"))
 
     def _split_lines(self, text: str, width: int) -> list[str]:
         """An option's help, wrapped between words only, as the fitted console wraps

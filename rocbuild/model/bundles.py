@@ -2,11 +2,11 @@
 
 clang/lib/Driver/OffloadBundler.cpp; ClangOffloadBundler.html. A section is a concatenation
 of bundles, one per translation unit, plain (``__CLANG_OFFLOAD_BUNDLE__``) or compressed
-(``CCOB``, zlib or zstd). Sections run to GBs (Debian's librocsparse: reading it whole took
-1.32 GB of memory), so nothing here holds a section: the walk reads headers by file offset,
-searches for the next magic in small growing chunks, decompresses through bounded streaming
-readers, and keeps only one code object (to name its kernels) at a time. Memory is bounded
-by the largest code object in a bundle, not by the section.
+(``CCOB``, zlib or zstd). Sections run to GBs, so nothing here holds a section: the walk
+reads headers by file offset, searches for the next magic in small growing chunks,
+decompresses through bounded streaming readers, and keeps only one code object (to name its
+kernels) at a time. Memory is bounded by the largest code object in a bundle, not by the
+section.
 """
 
 from __future__ import annotations

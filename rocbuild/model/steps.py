@@ -114,11 +114,8 @@ def shell_word(text: str) -> str:
 def shell_line(argv: Sequence[str], env: tuple[tuple[str, str], ...] = ()) -> str:
     """One paste-ready shell line (plan's commands, smoke's echo); ``$PATH`` in an override
     stays expandable."""
-    assignments = []
-    for key, value in env:
-        if value.endswith(":$PATH"):
-            assignments.append(f'{key}={shell_word(value[: -len(":$PATH")])}:"$PATH"')
-        else:
-            assignments.append(f"{key}={shell_word(value)}")
+    assignments = [f'{key}={shell_word(value.removesuffix(":$PATH"))}:"$PATH"'
+                   if value.endswith(":$PATH") else f"{key}={shell_word(value)}"
+                   for key, value in env]
     return " ".join([*assignments, *(shell_word(arg) for arg in argv)])
 
