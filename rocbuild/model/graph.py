@@ -138,16 +138,6 @@ class Stack:
         return tuple(packages), tuple(wheels)
 
 
-def venv_dir(workdir: Path) -> Path:
-    """The build venv rocbuild manages for the recipes' Python needs (never the system's)."""
-    return Workdir.shared(workdir).venv
-
-
-def wheelhouse_dir(workdir: Path) -> Path:
-    """Wheels fetched ahead for builds that pip-install by themselves (rocBLAS' Tensile)."""
-    return Workdir.shared(workdir).wheels
-
-
 def direct_deps(recipe: Recipe) -> tuple[str, ...]:
     owner = recipe.source.from_component
     extra = (owner,) if owner and owner not in recipe.depends else ()
@@ -542,9 +532,9 @@ def _folders_context(stack: Stack, recipe: Recipe, deps: tuple[str, ...],
         "source_dir": str(source_dir),
         "build_dir": str(build_dir),
         "workdir": str(stack.workdir),
-        "venv": str(venv_dir(stack.workdir)),
-        "python": str(venv_dir(stack.workdir) / "bin" / "python"),
-        "wheelhouse": str(wheelhouse_dir(stack.workdir)),
+        "venv": str(stack.work.venv),
+        "python": str(stack.work.venv / "bin" / "python"),
+        "wheelhouse": str(stack.work.wheels),
         "src": _Folders("src", {**{n: str(c.source_dir) for n, c in below.items()},
                                 recipe.name: str(source_dir)}, cut),
         "build": _Folders("build", {n: str(c.build_dir) for n, c in below.items()}, cut),

@@ -191,10 +191,15 @@ def _default_recipes_dir() -> Path:
     return packaged if packaged.is_dir() else package.parent / "recipes"
 
 
+def user_config_dir(env: Mapping[str, str]) -> Path:
+    """``$XDG_CONFIG_HOME/rocbuild``: the user's config file, own recipes and signing keys."""
+    config = env.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
+    return Path(config) / "rocbuild"
+
+
 def default_overlay(env: Mapping[str, str]) -> Path:
     """Where a user's own recipes live (`rocbuild recipes edit` copies one there)."""
-    config = env.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
-    return Path(config) / "rocbuild" / "recipes"
+    return user_config_dir(env) / "recipes"
 
 
 def _default_workdir(env: Mapping[str, str]) -> Path:
@@ -309,7 +314,7 @@ OPTION_BY_NAME = {o.name: o for o in OPTIONS}
 
 
 def user_config_path(env: Mapping[str, str]) -> Path:
-    return default_overlay(env).parent / CONFIG_FILE_NAME
+    return user_config_dir(env) / CONFIG_FILE_NAME
 
 
 @dataclass(frozen=True)

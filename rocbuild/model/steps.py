@@ -16,7 +16,7 @@ from pathlib import Path
 
 from rocbuild.errors import CONTROL
 from rocbuild.model import gitcache, launchers
-from rocbuild.model.graph import Component, Stack, venv_dir
+from rocbuild.model.graph import Component, Stack
 from rocbuild.model.inputcheck import CLEARED_ENV
 from rocbuild.model.provides import step_variables
 from rocbuild.model.workdir import Workdir
@@ -27,7 +27,7 @@ def path_head(stack: Stack) -> list[str]:
     Python packages (so `python3` in a build finds them, and the system Python is untouched)."""
     head = [f"{p}/bin" for p in stack.search_prefixes]  # the prefix, then a --base
     if stack.python_needs() != ((), ()):
-        head.append(str(venv_dir(stack.workdir) / "bin"))
+        head.append(str(stack.work.venv / "bin"))
     return head
 
 

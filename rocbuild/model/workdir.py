@@ -175,10 +175,12 @@ class Workdir:
 
     @property
     def venv(self) -> Path:
+        """The build venv rocbuild manages for the recipes' Python needs (never the system's)."""
         return self.root / "venv"
 
     @property
     def wheels(self) -> Path:
+        """Wheels fetched ahead for builds that pip-install by themselves (rocBLAS' Tensile)."""
         return self.root / "wheels"
 
     def saved(self, checkout: str) -> Path:

@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from rocbuild.model.buildsystems import BuildSystem, Commands
-from rocbuild.model.graph import Component, Stack, venv_dir, wheelhouse_dir
+from rocbuild.model.graph import Component, Stack
+from rocbuild.model.workdir import Workdir
 
 PIP = ["-m", "pip"]
 
@@ -45,7 +46,7 @@ class PythonVenv(BuildSystem):
                   jobs: Mapping[str, int] | None = None) -> Commands:
         if not needs(stack):
             return []
-        return [[self.python, "-m", "venv", "--clear", str(venv_dir(stack.workdir))]]
+        return [[self.python, "-m", "venv", "--clear", str(stack.work.venv)]]
 
     def build(self, stack: Stack, comp: Component | None, jobs: int | None = 1,
               target: str | None = None) -> Commands:
@@ -60,12 +61,12 @@ class PythonVenv(BuildSystem):
         if not wheels:
             return []
         return [[self._in_venv(stack), *PIP, "download", "--disable-pip-version-check", "-d",
-                 str(wheelhouse_dir(stack.workdir)), *wheels]]
+                 str(stack.work.wheels), *wheels]]
 
     def installed_files(self, comp: Component | None) -> list[Path] | None:
         """The venv's interpreter: the venv is there while it is."""
         assert self.workdir is not None, "PythonVenv(workdir=...) knows where its venv is"
-        python = venv_dir(self.workdir) / "bin" / "python"
+        python = Workdir.shared(self.workdir).venv / "bin" / "python"
         return [python] if python.exists() else None
 
     def installed_record(self, comp: Component | None) -> Path:
@@ -78,4 +79,4 @@ class PythonVenv(BuildSystem):
 
     @staticmethod
     def _in_venv(stack: Stack) -> str:
-        return str(venv_dir(stack.workdir) / "bin" / "python")
+        return str(stack.work.venv / "bin" / "python")

@@ -38,6 +38,7 @@ from typing import Any
 
 from rocbuild import proc
 from rocbuild.errors import BuildFailed, ConfigError
+from rocbuild.model.settings import user_config_dir
 
 NAMESPACE = "rocbuild-artifact"
 SIGNERS_FILE = "allowed_signers"
@@ -50,18 +51,12 @@ _TIMEOUT = 30.0
 GOOD, UNSIGNED, UNTRUSTED, BAD = "good", "unsigned", "untrusted", "bad"
 
 
-def config_dir(env: Mapping[str, str] | None = None) -> Path:
-    env = os.environ if env is None else env
-    base = env.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
-    return Path(base) / "rocbuild"
-
-
 def signers_file(env: Mapping[str, str] | None = None) -> Path:
-    return config_dir(env) / SIGNERS_FILE
+    return user_config_dir(os.environ if env is None else env) / SIGNERS_FILE
 
 
 def keys_dir(env: Mapping[str, str] | None = None) -> Path:
-    return config_dir(env) / KEYS_DIR
+    return user_config_dir(os.environ if env is None else env) / KEYS_DIR
 
 
 def canonical(doc: Mapping[str, Any]) -> str:
