@@ -60,9 +60,7 @@ def interrupt_cause(exc: BaseException) -> str:
             return f"signal {match.group(1)}"
         return {"SIGHUP": "SIGHUP (the terminal or ssh session closed)",
                 "SIGINT": "Ctrl-C (SIGINT)"}.get(name, name)
-    if isinstance(exc, SystemExit):
-        return "the program exiting"
-    return type(exc).__name__
+    return "the program exiting" if isinstance(exc, SystemExit) else type(exc).__name__
 
 
 # the password of a URL's user part: ``https://user:secret@host/...`` (source.git, a mirror

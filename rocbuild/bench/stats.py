@@ -63,9 +63,7 @@ def compare(base: Summary, other: Summary) -> str:
     difference the repetitions themselves cover is not a finding."""
     if other.low > base.high:
         return HELPED
-    if other.high < base.low:
-        return HURT
-    return WITHIN
+    return HURT if other.high < base.low else WITHIN
 
 
 def change_pct(base: Summary, other: Summary) -> float:

@@ -544,13 +544,8 @@ def _probe(host: Host) -> hostreqs.Probe:
 
 
 def _requirements(needs: Needs) -> hostreqs.Requirements:
-    if needs.reqs is not None:
-        return needs.reqs
-    by_package: dict[str, list[str]] = {}
-    for component, packages in needs.packages.items():
-        for package in packages:
-            by_package.setdefault(package, []).append(component)
-    return hostreqs.Requirements(packages={p: tuple(c) for p, c in by_package.items()})
+    return needs.reqs or hostreqs.Requirements(
+        packages=hostreqs.users_by_package(needs.packages.items()))
 
 
 def _as_check(check_id: str, findings: Sequence[hostreqs.Finding], ok: str) -> Check:

@@ -23,7 +23,7 @@ import re
 import shlex
 import shutil
 import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -135,17 +135,23 @@ class Probe:
         return shutil.which(tool, path=self.path)
 
 
+def users_by_package(needs: Iterable[tuple[str, Iterable[str]]]) -> dict[str, tuple[str, ...]]:
+    """(component, its packages) pairs as package -> the components that need it."""
+    users: dict[str, list[str]] = {}
+    for component, packages in needs:
+        for package in packages:
+            users.setdefault(package, []).append(component)
+    return {p: tuple(c) for p, c in users.items()}
+
+
 def requirements(stack: Stack) -> Requirements:
-    packages: dict[str, list[str]] = {}
-    checks: dict[str, str] = {}
-    for comp in stack.selected():
-        for package in comp.recipe.system_packages:
-            packages.setdefault(package, []).append(comp.name)
-        checks.update(comp.recipe.system_checks)
-    return Requirements(packages={p: tuple(c) for p, c in packages.items()}, checks=checks,
+    selected = stack.selected()
+    return Requirements(packages=users_by_package((c.name, c.recipe.system_packages)
+                                                  for c in selected),
+                        checks={k: v for c in selected for k, v in c.recipe.system_checks.items()},
                         cmake4_blockers=_lacking_fix(stack, CMAKE4_FIXES),
                         gcc15_unfixed=_lacking_fix(stack, GCC15_FIXES),
-                        tensile_python=any("tensile" in c.depends for c in stack.selected()),
+                        tensile_python=any("tensile" in c.depends for c in selected),
                         venv_python=sys.executable if stack.python_needs() != ((), ()) else None)
 
 

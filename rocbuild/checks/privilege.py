@@ -16,9 +16,7 @@ import shutil
 
 def how() -> str:
     """'root' (run as is), 'sudo' or 'su', for this process on this host."""
-    if os.geteuid() == 0:
-        return "root"
-    return "sudo" if shutil.which("sudo") else "su"
+    return "root" if os.geteuid() == 0 else "sudo" if shutil.which("sudo") else "su"
 
 
 def as_root(*commands: str) -> str:

@@ -274,9 +274,7 @@ def _signer(fingerprint: str, trusted: dict[str, str], number: int) -> str:
     """Who signed, as the index says (the signature itself is checked on install): the
     trusted name, "untrusted key N" (its fingerprint is listed below the table), or
     "unsigned"."""
-    if not fingerprint:
-        return "unsigned"
-    return trusted.get(fingerprint) or f"untrusted key {number}"
+    return (trusted.get(fingerprint) or f"untrusted key {number}") if fingerprint else "unsigned"
 
 
 def _open_for_prune(settings: Settings) -> stores.WriteStore:

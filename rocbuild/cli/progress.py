@@ -44,9 +44,7 @@ def eta_seconds(elapsed: float, fraction: float | None, expected: float | None) 
     before that, the step's recorded (or estimated) duration."""
     if fraction is not None and fraction >= 0.1:
         return max(elapsed / fraction - elapsed, 0.0)
-    if expected is not None:
-        return max(expected - elapsed, 0.0)
-    return None
+    return max(expected - elapsed, 0.0) if expected is not None else None
 
 
 def step_eta(elapsed: float, fraction: float | None, expected: float | None) -> str:

@@ -311,9 +311,7 @@ def why_built(recipe: Recipe, deps: Iterable[str], taken: Container[str],
     if missing:
         return "base lacks " + ", ".join(missing)
     built = [d for d in deps if d not in taken and stales_users(recipes[d]) and d not in absent]
-    if built:
-        return f"depends on {', '.join(built)}, which is built"
-    return None
+    return f"depends on {', '.join(built)}, which is built" if built else None
 
 
 def audit_libraries(root: Path, recipe: Recipe, targets: Sequence[TargetId],

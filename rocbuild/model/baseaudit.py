@@ -104,9 +104,7 @@ def action(item: Audited, recipes: Mapping[str, Recipe], run: Container[str] | N
         return BASE_ONLY
     if run is not None and item.component not in run:
         return OUTSIDE
-    if item.component in taken:
-        return TAKEN
-    return BUILT
+    return TAKEN if item.component in taken else BUILT
 
 
 def builds_it(component: str, profiles: Mapping[str, frozenset[str]]) -> str:

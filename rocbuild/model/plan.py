@@ -108,9 +108,7 @@ def _json_value(value: Any) -> Any:
         return value
     if isinstance(value, tuple) and value and isinstance(value[0], tuple):
         return [f"{a}={b}" for a, b in value]  # mirror rules
-    if isinstance(value, (tuple, list)):
-        return [str(v) for v in value]
-    return str(value)
+    return [str(v) for v in value] if isinstance(value, (tuple, list)) else str(value)
 
 
 def to_json(plan: Plan) -> dict[str, Any]:

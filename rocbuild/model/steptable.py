@@ -201,9 +201,7 @@ def applies(step: StepKind, comp: Component) -> bool:
         return comp.owns_checkout
     if step.who == BUILD:
         return comp.builds
-    if step.who == COMPONENT:
-        return bool(steps_of(comp))
-    return False
+    return step.who == COMPONENT and bool(steps_of(comp))
 
 
 def steps_of(comp: Component) -> tuple[str, ...]:
@@ -240,9 +238,7 @@ def log_path(work: Workdir, component: str, step: str) -> Path:
     """``logs/<component>/<step>.log`` of the workdir (source steps) or of the stack's
     configuration (model/workdir.py); a run-wide step keeps its own folder."""
     record = BY_NAME[step].record if step in BY_NAME else None
-    if record is not None:
-        return work.log(record[0], step, record[1])
-    return work.log(component, step)
+    return work.log(record[0], step, record[1]) if record is not None else work.log(component, step)
 
 
 @dataclass(frozen=True)

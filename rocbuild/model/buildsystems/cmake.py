@@ -343,11 +343,9 @@ class CMake(BuildSystem):
     def option_names(self, stack: Stack, comp: Component) -> list[str]:
         """The recipe's own -D options (args and job_args), without CMake's CMAKE_*
         variables (documented by CMake, read by CMake itself) and without what rocbuild adds."""
-        names: list[str] = []
-        for name, _ in cmake_defines([*comp.build_args, *comp.render_job_args(NAME_JOBS)]):
-            if not name.startswith("CMAKE_") and name not in names:
-                names.append(name)
-        return names
+        return list(dict.fromkeys(
+            name for name, _ in cmake_defines([*comp.build_args, *comp.render_job_args(NAME_JOBS)])
+            if not name.startswith("CMAKE_")))
 
     def is_build_file(self, name: str) -> bool:
         return is_cmake_file(name)

@@ -552,9 +552,7 @@ class Client:
         resp = self.request("GET", location, scope="push")
         resp.read()
         found = re.match(r"^(?:bytes=)?0-(\d+)$", resp.header("Range"))
-        if resp.status != 204 or not found:
-            return None
-        return int(found[1]) + 1
+        return int(found[1]) + 1 if resp.status == 204 and found else None
 
 
 class _Slice:

@@ -120,9 +120,8 @@ class Run:
             if not failed:
                 self.ctx.output.say(f"rocbuild: doit stopped with exit code {doit_rc} (see above)")
             return EXIT_STEP_FAILED
-        if not self.verify_ok:
-            return EXIT_VERIFY_FAILED  # the exit-code table: 4 is what verify found wrong
-        return EXIT_OK
+        # the exit-code table: 4 is what verify found wrong
+        return EXIT_OK if self.verify_ok else EXIT_VERIFY_FAILED
 
 
 # --- the phases -------------------------------------------------------------------------------

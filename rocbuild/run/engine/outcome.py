@@ -65,6 +65,4 @@ def expected_seconds(state: StateDir, comp: Component, step: str, cpus: int) -> 
         if stamp and isinstance(stamp.get(key), (int, float)):
             return float(stamp[key])
     hours = comp.recipe.resources.get("cpu_hours")
-    if step == "compile" and hours:
-        return float(hours) * 3600 / max(cpus, 1)
-    return None
+    return float(hours) * 3600 / max(cpus, 1) if step == "compile" and hours else None

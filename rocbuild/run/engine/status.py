@@ -471,9 +471,8 @@ def _recipe_change(comp: Component, changed: set[str], rebuilt: list[str],
     upstream = [d for d in comp.depends if d in changed]
     if upstream:
         return [f"dependency {', '.join(upstream)} changed"]
-    if patches_changed:  # the fingerprint holds the patches: say what the user changed
-        return ["patches changed"]
-    return ["recipe options changed"]
+    # the fingerprint holds the patches: say what the user changed
+    return ["patches changed" if patches_changed else "recipe options changed"]
 
 
 def _diagnose_failure(rule: Rule, comp: Component, failure: Mapping[str, Any], command: str
