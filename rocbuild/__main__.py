@@ -47,13 +47,11 @@ def _exit_interrupted() -> None:
     import atexit
     import os
 
-    try:
+    with contextlib.suppress(OSError, ValueError, KeyboardInterrupt):
         atexit._run_exitfuncs()
         for stream in (sys.stdout, sys.stderr):
             if stream is not None:
                 stream.flush()
-    except (OSError, ValueError, KeyboardInterrupt):
-        pass
     os._exit(EXIT_INTERRUPTED)
 
 

@@ -54,9 +54,7 @@ class RunResult:
         """The signal that ended the child (negative return code, or a shell's 128+N)."""
         if self.returncode < 0:
             return -self.returncode
-        if 128 < self.returncode <= 128 + 64:
-            return self.returncode - 128
-        return None
+        return self.returncode - 128 if 128 < self.returncode <= 128 + 64 else None
 
     @property
     def ok(self) -> bool:

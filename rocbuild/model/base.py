@@ -270,10 +270,8 @@ def upstream_version(package_version: str) -> str:
 def dpkg_version(admin: Path, file: Path) -> str | None:
     """The version of the installed dpkg package that lists ``file`` (its path below the
     dpkg root, ``admin``'s grandparent's parent), or None without such a database."""
-    root = admin.parent.parent.parent
-    wanted = "/" + str(file.relative_to(root)) if file.is_relative_to(root) else str(file)
-    owner = next((package for package, lines in dpkg_listings(admin) if wanted in lines), None)
-    return None if owner is None else _installed_versions(admin).get(owner)
+    found = DpkgIndex(admin).package_of(file)
+    return None if found is None else found[1]
 
 
 def _matches(root: Path, entry: str) -> list[Path]:

@@ -42,11 +42,8 @@ _CODE_VARIABLES = re.compile(
 
 def mode(arg: str) -> str | None:
     """The CMake mode ``arg`` selects (``-P`` also as ``-Pscript``), or None."""
-    for flag in MODES:
-        if arg == flag or arg.startswith(flag + "=") or (
-                flag in ("-P", "-E") and arg.startswith(flag) and not arg.startswith("-E-")):
-            return flag
-    return None
+    return next((flag for flag in MODES if arg == flag or arg.startswith(flag + "=") or (
+        flag in ("-P", "-E") and arg.startswith(flag) and not arg.startswith("-E-"))), None)
 
 
 def unsets(arg: str, names: Sequence[str]) -> str | None:

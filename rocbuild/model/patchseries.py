@@ -36,12 +36,10 @@ def _kind(path: Path) -> str:
         mode = path.stat().st_mode
     except OSError:
         return "a broken link" if path.is_symlink() else "missing"
-    for test, word in ((stat.S_ISREG, "a file"), (stat.S_ISDIR, "a folder"),
-                       (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"),
-                       (stat.S_ISCHR, "a device"), (stat.S_ISBLK, "a device")):
-        if test(mode):
-            return word
-    return "not a file"
+    return next((word for test, word in ((stat.S_ISREG, "a file"), (stat.S_ISDIR, "a folder"),
+                                         (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"),
+                                         (stat.S_ISCHR, "a device"), (stat.S_ISBLK, "a device"))
+                 if test(mode)), "not a file")
 
 
 def _entries(folder: Path) -> list[Path]:

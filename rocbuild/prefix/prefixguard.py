@@ -53,10 +53,8 @@ def system_owner(path: Path) -> str | None:
                 return f"{Path(holder) / first} is part of the {holder} hierarchy (FHS)"
             if holder == "/usr/local":
                 return None  # /usr/local/<a name of its own>: locally installed software
-    for tree in SYSTEM_TREES:
-        if path == Path(tree) or Path(tree) in path.parents:
-            return f"it is inside {tree}, a tree the system owns (FHS)"
-    return None
+    return next((f"it is inside {tree}, a tree the system owns (FHS)" for tree in SYSTEM_TREES
+                 if path == Path(tree) or Path(tree) in path.parents), None)
 
 
 def marker(prefix: Path) -> Path:

@@ -133,10 +133,6 @@ def _lint_duplicates(stack: Stack, comp: Component) -> Lint:
     return out
 
 
-def _target_entries(value: str) -> set[str]:
-    return {t for t in re.split(r"[;,\s]+", value) if t}
-
-
 def _lint_targets(stacks: Sequence[Stack], comp_name: str) -> Lint:
     out, reported = [], set()
     for stack in stacks:
@@ -145,7 +141,7 @@ def _lint_targets(stacks: Sequence[Stack], comp_name: str) -> Lint:
         defines = cmake_defines([*comp.build_args, *comp.render_job_args(LINT_JOBS)])
         for name, value in defines:
             if name in TARGET_VARIABLES and name not in reported and \
-                    _target_entries(value) != expected:
+                    {t for t in re.split(r"[;,\s]+", value) if t} != expected:
                 reported.add(name)
                 out.append((
                     "warning",
