@@ -99,9 +99,6 @@ class Check:
     summary: str
     fix: str | None = None
 
-    def to_json(self) -> dict[str, Any]:
-        return asdict(self)
-
 
 RunTool = Callable[[Sequence[str]], "tuple[int, str] | None"]
 
@@ -185,7 +182,7 @@ class Report:
 
     def to_json(self) -> dict[str, Any]:
         return {"schema": SCHEMA, "root": str(self.root),
-                "checks": [c.to_json() for c in self.checks],
+                "checks": [asdict(c) for c in self.checks],
                 "gpus": [g.to_json() for g in self.gpus],
                 "recommended_target": self.recommended_target}
 

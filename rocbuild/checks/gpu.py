@@ -215,10 +215,9 @@ def _resolve_in_root(root: Path, link: Path) -> Path:
 
 
 def _driver_of(path: Path) -> str | None:
-    for line in (read_text(path / "uevent") or "").splitlines():
-        if line.startswith("DRIVER="):
-            return line.partition("=")[2].strip() or None
-    return None
+    return next((line.partition("=")[2].strip() or None for line in
+                 (read_text(path / "uevent") or "").splitlines() if line.startswith("DRIVER=")),
+                None)
 
 
 def pci_device(root: Path, bdf: str) -> PciDevice | None:

@@ -6,6 +6,7 @@ parser's description). Exit code 1 when a step or the verify failed, so scripts 
 from __future__ import annotations
 
 import argparse
+import collections
 import shlex
 import time
 
@@ -231,9 +232,7 @@ def _table(report: StatusReport, *, wide: bool = True) -> Table:
     """The step table. ``wide``: one column each for time, jobs, memory and OOM retries;
     otherwise (an 80-column terminal) those fold into the why column of done steps, so the
     reasons keep the width they need to be read."""
-    counts: dict[str, int] = {}
-    for comp in report.components:
-        counts[comp.state] = counts.get(comp.state, 0) + 1
+    counts = collections.Counter(c.state for c in report.components)
     summary = ", ".join(f"{n} {state}" for state, n in sorted(counts.items()))
     title = f"{wording.count(len(report.components), 'component')}: {summary}"
     if wide:

@@ -173,10 +173,8 @@ class LiveOutput(Output):
                 # a step past its estimate: the run's end is not known
                 return "ETA ?: a step overran"
             return finish_clock(rest)
-        for r in running.values():
-            if r.task == task:
-                return step_eta(now - r.started, r.fraction, r.expected)
-        return ""
+        return next((step_eta(now - r.started, r.fraction, r.expected)
+                     for r in running.values() if r.task == task), "")
 
     def _update_run(self) -> None:
         """The whole-run line above the steps (call with the guard held)."""

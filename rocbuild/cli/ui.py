@@ -382,9 +382,7 @@ def first_error_lines(first: Sequence[str], shown: Sequence[str]) -> list[str]:
     """The block that shows a failed step's first error (BuildSystem.first_error) above the
     log's last lines, unless those already hold it: a later error that follows from the
     first one is what the last lines show (the summary and `status` alike)."""
-    if not first or first[0] in shown:
-        return []
-    return list(first)
+    return [] if not first or first[0] in shown else list(first)
 
 
 FIRST_ERROR = "the first error (the cause; what follows it in the log comes of it)"

@@ -107,18 +107,14 @@ def compile_step(ctx: BuildContext, comp: Component, log: Path, outcome: StepOut
 _OPENING = threading.Lock()  # plain doit's worker threads may start two compiles at once
 
 
-def _kinds(ctx: BuildContext) -> set[str]:
-    """The build systems of the run's components that build."""
-    return {c.recipe.kind for c in ctx.stack.components.values() if c.builds}
-
-
 def open_pool(ctx: BuildContext, parallel: int | None) -> None:
     """The run's one job pool for the compile steps that run at once (jobserver.py), sized as
     they start and end (poolsize.py); ``parallel``: the compiles at once (None: as many as
     plain doit's worker threads)."""
     ctx.pool_sizing = poolsize.PoolSizing.of(ctx)
     ctx.pool = jobserver.JobPool(1)  # the first compile's start sizes it
-    client, why_none = buildsystems.pool_client(_kinds(ctx), buildtools)
+    kinds = {c.recipe.kind for c in ctx.stack.components.values() if c.builds}
+    client, why_none = buildsystems.pool_client(kinds, buildtools)
     how = (f"a GNU make jobserver that {client} builds draw from" if client else
            f"{why_none or 'no jobserver client here'}: each build holds a fixed share")
     at_once = f"up to {parallel}" if parallel else "as many as doit's worker threads"
@@ -166,8 +162,8 @@ def configure_env(ctx: BuildContext, comp: Component) -> dict[str, str | None]:
     if not programs:
         return {}
     # a folder of its own holding only those: the ninja wheel's folder is this Python's bin/,
-    # whose `python` and `pip` shadowed a recipe's build venv (test_build_venv); kept with
-    # the workdir, since the tree records the path it found (CMAKE_MAKE_PROGRAM)
+    # whose `python` and `pip` would shadow a recipe's build venv; kept with the workdir,
+    # since the tree records the path it found (CMAKE_MAKE_PROGRAM)
     folder = ctx.stack.workdir / "tools"
     for name, found in programs.items():
         link = folder / name
@@ -198,8 +194,7 @@ def _phases(ctx: BuildContext, comp: Component, counts: dict[str, resources.JobC
     compile runs. Tensile's process pool runs inside one job and takes a share of tokens
     beyond that job's for its workers; where the recipe names that job's target
     (``tensile_target``) it is built first, alone, with the share, and then the rest, so
-    the share's tokens serve the other jobs once Tensile is done (held for the whole build,
-    they left rocBLAS's library files one job when the share was the whole pool)."""
+    the share's tokens serve the other jobs once Tensile is done."""
     if ctx.pool is None:
         return [(None, jobs, 0)]
     share = _own_pool_share(comp, counts, ctx.pool.size)

@@ -83,10 +83,7 @@ class ComponentStatus:
         if not self.steps:
             return self.shared_state
         states = {s.state for s in self.steps}
-        for state in (FAILED, RUNNING, STALE, PENDING):
-            if state in states:
-                return state
-        return DONE
+        return next((s for s in (FAILED, RUNNING, STALE, PENDING) if s in states), DONE)
 
 
 @dataclass(frozen=True)

@@ -336,11 +336,9 @@ def checkout_commit(checkout: Path) -> str | None:
 def _ref_commit(git_dir: Path, ref: str) -> str | None:
     """The commit a branch or tag ref names in its loose file, else in packed-refs; None
     when neither holds a commit id (GitPython then decides: a peeled tag, an unborn branch)."""
-    try:
+    with contextlib.suppress(OSError, UnicodeDecodeError):
         loose = read_regular(git_dir / ref).decode().strip()
         return loose if _SHA_RE.match(loose) else None
-    except (OSError, UnicodeDecodeError):
-        pass
     try:
         packed = read_regular(git_dir / "packed-refs").decode()
     except (OSError, UnicodeDecodeError):
