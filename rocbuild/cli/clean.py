@@ -31,14 +31,13 @@ from __future__ import annotations
 import contextlib
 import glob
 import os
-import shutil
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from rocbuild import proc
 from rocbuild.errors import ConfigError, notice
-from rocbuild.files import remove_empty_folders
+from rocbuild.files import remove_empty_folders, remove_in_place
 from rocbuild.model import gitcache, launchers
 from rocbuild.model.graph import Component, Stack
 from rocbuild.model.layout import info_path
@@ -213,13 +212,10 @@ def refuse_other_folders(stack: Stack) -> None:
 def _remove(item: Item, work: Workdir) -> None:
     """Remove one removable item: a folder of the workdir through its trash (a kill leaves
     it whole or gone), anything else unlinked, a link never followed."""
-    path = item.path
     if item.kind != "prefix":
-        trash.discard(path, work.trash)
-    elif path.is_symlink() or not path.is_dir():
-        path.unlink(missing_ok=True)
-    else:  # a folder in the place of rocbuild's own file of the prefix
-        shutil.rmtree(path)
+        trash.discard(item.path, work.trash)
+    else:  # rocbuild's own file of the prefix, or a folder or link in its place
+        remove_in_place(item.path)
 
 
 @contextlib.contextmanager

@@ -16,6 +16,7 @@ from rocbuild.cli import clean
 from rocbuild.cli.argerrors import path_arg
 from rocbuild.cli.ui import console, glue, print_json
 from rocbuild.errors import ConfigError
+from rocbuild.files import remove_in_place
 from rocbuild.model.graph import load_stack
 from rocbuild.model.layout import INFO_DIR
 from rocbuild.model.resources import format_bytes
@@ -200,10 +201,7 @@ def _remove_marker_last(prefix: Path) -> None:
     for entry in sorted(prefix.iterdir()):
         if entry.name == INFO_DIR:
             continue
-        if entry.is_dir() and not entry.is_symlink():
-            shutil.rmtree(entry)
-        else:
-            entry.unlink()
+        remove_in_place(entry)
     shutil.rmtree(prefix / INFO_DIR)
     prefix.rmdir()
 

@@ -92,10 +92,8 @@ class Trust:
     def _chain(self, folder: Path) -> str | None:
         """The first folder from ``/`` down to ``folder`` (resolved) that others control."""
         real = Path(os.path.realpath(folder))
-        for each in (*reversed(real.parents), real):
-            if (problem := self._folder_problem(each)) is not None:
-                return problem
-        return None
+        return next((problem for each in (*reversed(real.parents), real)
+                     if (problem := self._folder_problem(each)) is not None), None)
 
     def why_not(self, path: Path) -> str | None:
         """Why the file or folder at ``path`` is not used, in words ("it is owned by uid 1000
@@ -130,10 +128,8 @@ class Trust:
 
     def first_untrusted(self, paths: list[Path]) -> tuple[Path, str] | None:
         """The first of ``paths`` that is not used, with why; None when every one is."""
-        for path in paths:
-            if (why := self.why_not(path)) is not None:
-                return path, why
-        return None
+        return next(((path, why) for path in paths if (why := self.why_not(path)) is not None),
+                    None)
 
 
 def recipe_files(folder: Path) -> list[Path]:

@@ -13,13 +13,12 @@ from __future__ import annotations
 
 import hashlib
 import os
-import shutil
 import stat
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from rocbuild.files import read_json, write_json_atomic
+from rocbuild.files import read_json, remove_in_place, write_json_atomic
 from rocbuild.model import buildsystems, layout
 from rocbuild.model.graph import Component
 from rocbuild.model.paths import within
@@ -49,10 +48,8 @@ def stale_install(prefix: Path, component: str) -> str | None:
         recorded_ns = record_path(prefix, component).stat().st_mtime_ns
     except OSError:
         recorded_ns = 0
-    for rel, want in entries.items():
-        if isinstance(want, dict) and (why := stale_entry(prefix, rel, want, recorded_ns)):
-            return why
-    return None
+    return next((why for rel, want in entries.items() if isinstance(want, dict)
+                 and (why := stale_entry(prefix, rel, want, recorded_ns))), None)
 
 
 def read_record(prefix: Path, component: str) -> dict[str, Any] | None:
@@ -197,10 +194,7 @@ def repair_records(prefix: Path, comps: Iterable[Component], say: Logger) -> lis
         if read_record(prefix, comp.name) is not DAMAGED:
             continue
         path = record_path(prefix, comp.name)
-        if path.is_dir() and not path.is_symlink():
-            shutil.rmtree(path)
-        else:
-            path.unlink()
+        remove_in_place(path)
         repaired.append(comp.name)
         installed = buildsystems.of(comp).installed_files(comp) if comp.builds else None
         if installed is None:

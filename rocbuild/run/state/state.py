@@ -48,9 +48,7 @@ def write_json_atomic(path: Path, doc: Any, *, durable: bool = True) -> None:
 
 def remove_state_file(path: Path) -> None:
     """Remove a file of the workdir's state (a folder in its place too); absent is fine."""
-    _clear_folder(path)
-    with contextlib.suppress(FileNotFoundError):
-        path.unlink()
+    files.remove_in_place(path)
 
 
 @dataclass(frozen=True)
@@ -69,15 +67,6 @@ class StateDir:
         """The workdir's shared state (and that of the configuration kept in the workdir
         itself, the first one it built)."""
         return cls(Workdir.shared(workdir))
-
-    @property
-    def workdir(self) -> Path:
-        return self.work.root
-
-    @property
-    def root(self) -> Path:
-        """The shared state folder (the lock, running processes)."""
-        return self.work.state
 
     def stamp_path(self, component: str, step: str) -> Path:
         return self.work.stamp(component, step)
@@ -129,10 +118,10 @@ class StateDir:
         dies, even by SIGKILL, so a stale lock never blocks the morning rerun."""
         path = self.work.lock
         try:
-            self.root.mkdir(parents=True, exist_ok=True)
+            self.work.state.mkdir(parents=True, exist_ok=True)
             fd = open_lock_file(path)
         except (PermissionError, NotADirectoryError, FileNotFoundError) as exc:
-            raise ConfigError(f"cannot use the workdir {self.workdir}: {exc.strerror} "
+            raise ConfigError(f"cannot use the workdir {self.work.root}: {exc.strerror} "
                               f"({exc.filename or path})",
                               tip="give a --workdir this user can write to") from None
         try:
@@ -141,7 +130,7 @@ class StateDir:
             except BlockingIOError:
                 holder = os.pread(fd, 64, 0).decode(errors="replace").strip() or "another process"
                 raise BusyError(
-                    f"another rocbuild run (pid {holder}) is using the workdir {self.workdir}",
+                    f"another rocbuild run (pid {holder}) is using the workdir {self.work.root}",
                     tip="wait for it to finish (see `rocbuild status`), or use another --workdir",
                 ) from None
             os.ftruncate(fd, 0)
