@@ -643,11 +643,8 @@ def _hip_headers(ctx: Context) -> tuple[str, str] | None:
 
 def check_shadow(ctx: Context) -> Check:
     host = ctx.host
-    found, fixes = [], []
     headers = _hip_headers(ctx)
-    if headers is not None:
-        found.append(headers[0])
-        fixes.append(headers[1])
+    found, fixes = ([headers[0]], [headers[1]]) if headers is not None else ([], [])
     opt_rocm = host.path("opt/rocm")
     note, other = "", None
     if opt_rocm.is_symlink():

@@ -78,11 +78,6 @@ def ensure_build_id(build_dir: Path) -> str:
     return current
 
 
-def saved_dir(ctx: BuildContext, comp: Component) -> Path:
-    """Where the user's edits of a checkout are kept before rocbuild resets it."""
-    return ctx.stack.work.saved(comp.checkout)
-
-
 def write_stamp(ctx: BuildContext, comp: Component, step: str, outcome: StepOutcome,
                 seconds: float) -> None:
     """Write the step's stamp: its inputs, a fresh run id (the next step's input) and
@@ -103,9 +98,9 @@ def time_history(ctx: BuildContext, comp: Component, step: str, seconds: float
                  ) -> dict[str, Any]:
     """What the step's estimates read (outcome.expected_seconds): ``attempts_seconds``, the
     time of every attempt since its last success (failed, interrupted, killed) and this one;
-    ``cold_seconds``, that total from its last run the compiler cache did not mostly serve
-    (a compile of 10 minutes served in 10 s from ccache read "ETA ?" the next time it really
-    compiled), kept from the previous stamp across such runs."""
+    ``cold_seconds``, that total from its last run the compiler cache did not mostly serve,
+    kept from the previous stamp across such runs (a served run's seconds would make the
+    next real compile's estimate far too short)."""
     before, count = ctx.state.attempts_before(comp.name, step)
     total = before + seconds
     cold = total
@@ -138,7 +133,7 @@ def fetch(ctx: BuildContext, comp: Component, log: Path, outcome: StepOutcome) -
         checkout_dir=comp.checkout_dir, cache_root=ctx.stack.work.git_cache,
         mirror=ctx.settings.mirror, offline=ctx.offline,
         previous_commit=before.get("commit"), applied=patched.get("applied"),
-        save_root=saved_dir(ctx, comp), recheck=not comp.checkout_dir.exists())
+        save_root=ctx.stack.work.saved(comp.checkout), recheck=not comp.checkout_dir.exists())
     said: list[str] = []
     write = step_logger(log)
 
@@ -177,7 +172,7 @@ def patch(ctx: BuildContext, comp: Component, log: Path, outcome: StepOutcome) -
     applied, saved = patches.apply_series(
         comp.name, comp.checkout_dir, fetched["commit"], [p.path for p in comp.patches],
         step_logger(log), applied_before=before.get("applied"),
-        save_root=saved_dir(ctx, comp), registry=ctx.registry(), fresh=fresh)
+        save_root=ctx.stack.work.saved(comp.checkout), registry=ctx.registry(), fresh=fresh)
     outcome.record["applied"] = applied
     if saved is not None:
         outcome.warnings.append(f"your edits in {comp.checkout_dir} were saved to {saved} "
