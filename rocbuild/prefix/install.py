@@ -24,7 +24,7 @@ import contextlib
 import os
 import threading
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from rocbuild.errors import BuildFailed
@@ -54,14 +54,10 @@ class Placing:
     comp: Component
     log: Logger
     txn: Transaction | None
-    _held: set[str] | None = field(default=None, init=False)
 
-    @property
     def held(self) -> set[str]:
         """The real prefix-relative paths other components' records hold."""
-        if self._held is None:
-            self._held = claimed_by_others(self.stack.prefix, self.comp, self.stack.order)
-        return self._held
+        return claimed_by_others(self.stack.prefix, self.comp, self.stack.order)
 
     def remove_previous(self) -> None:
         """``remove_previous_install``, each removed entry saved first in a transaction."""

@@ -133,7 +133,7 @@ def _place(ctx: BuildContext, comp: Component, choice: Choice, store: ReadStore,
 
     assert placing.txn is not None
     unpack.install(store, ctx.stack, choice, placing.txn, placing.log,
-                   ProgressLine(ctx.output.say, f"{comp.name}: pulling"), placing.held,
+                   ProgressLine(ctx.output.say, f"{comp.name}: pulling"), placing.held(),
                    before_place=placing.remove_previous)
     return []
 
